@@ -1,0 +1,201 @@
+"""Typed, validated view of `pipelines.toml`.
+
+Every stage reads its settings from a frozen pydantic model. A pipeline may override any stage
+setting in its own sub-table; the merge happens here, so stages only ever see final values.
+Problems surface as `ConfigError` with a one-line message that names the offending key.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+STAGES = ("ingest", "curate", "preprocess", "generate", "score", "validate", "materialize")
+Stage = Literal["ingest", "curate", "preprocess", "generate", "score", "validate", "materialize"]
+DEFAULT_CONFIG = Path("pipelines.toml")
+
+
+class ConfigError(ValueError):
+    """A problem with pipelines.toml, phrased as one line that names the key."""
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PathsConfig(Frozen):
+    data_dir: Path = Path("data")
+    database: Path = Path("data/grebench.duckdb")
+
+
+class IngestConfig(Frozen):
+    api_v1_url: str = "https://api.openreview.net"
+    api_v2_url: str = "https://api2.openreview.net"
+    page_size: int = Field(1000, ge=1, le=1000)
+    max_retries: int = Field(6, ge=0)
+    backoff_seconds: float = Field(1.0, ge=0)
+    max_backoff_seconds: float = Field(60.0, ge=0)
+    timeout_seconds: float = Field(60.0, gt=0)
+    pdf: bool = True
+    pdf_max_bytes: int = Field(50 * 1024 * 1024, gt=0)
+    pdf_workers: int = Field(4, ge=1)
+
+
+class CurateConfig(Frozen):
+    min_confidence: float = 4
+    min_reviews: int = Field(3, ge=1)
+    max_reviews: int = Field(5, ge=1)
+    max_rating_variance: float = Field(1.5, ge=0)
+    variance_ddof: Literal[0, 1] = 0
+    common_scale: tuple[float, ...] = (1, 3, 5, 6, 8, 10)
+    sample_size: int = Field(100, ge=1)
+    seed: int = 2025
+
+    @model_validator(mode="after")
+    def _review_bounds(self) -> CurateConfig:
+        if self.min_reviews > self.max_reviews:
+            raise ValueError("min_reviews must not exceed max_reviews")
+        return self
+
+
+class LLMConfig(Frozen):
+    """Settings shared by every stage that calls an LLM (preprocess, generate, perturbations)."""
+
+    backend: Literal["local", "anthropic"] = "local"
+    model: str = "smollm2"                # local: "smollm2" (embedded), a path or a model id
+    max_tokens: int = Field(512, ge=1)
+    use_batches: bool = True              # anthropic: Message Batches API for bulk work
+    max_in_flight: int = Field(8, ge=1)   # anthropic: concurrent requests
+    max_retries: int = Field(5, ge=0)
+    poll_seconds: float = Field(30.0, gt=0)
+    load_in_4bit: bool = False            # local on CUDA: NF4 via bitsandbytes
+    input_price_per_mtok: float = Field(3.0, ge=0)    # USD per million input tokens
+    output_price_per_mtok: float = Field(15.0, ge=0)  # USD per million output tokens
+
+
+class PreprocessConfig(LLMConfig):
+    prompt_version: str = "judgments-v1"
+    synopsis_prompt_version: str = "assw-v1"
+    max_paper_chars: int = Field(60_000, ge=1000)  # paper text fed to the ASSW summary
+
+
+class ScoreConfig(Frozen):
+    eval_lm: str = "smollm2"              # "smollm2" (embedded), a local path or a model id
+    eval_lm_cuda: str = "meta-llama/Llama-3.1-8B-Instruct"  # used instead when CUDA is present
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    quantization: Literal["auto", "none", "nf4"] = "auto"   # auto: nf4 on CUDA, none on CPU
+    token_budget: int = Field(4096, ge=64)   # tokens per forward batch
+    shard_size: int = Field(256, ge=1)       # scoring requests per Parquet shard
+    task_runner: Literal["thread", "dask", "ray"] = "thread"
+    workers: int = Field(1, ge=1)            # workers of the dask / ray cluster started locally
+    runner_address: str | None = None        # an existing dask scheduler / ray cluster
+    gpu_concurrency: int = Field(1, ge=1)    # scoring tasks allowed at once
+    metrics: tuple[str, ...] = ("gem_raw", "gem", "gem_s_abstract", "gem_s_assw")
+
+
+class VenueConfig(Frozen):
+    api: Literal["auto", "v1", "v2"] = "auto"
+    rating_map: dict[str, float] | None = None
+
+    def api_version(self, venue_id: str) -> int:
+        """API v1 serves venues of 2023 and older, v2 the later ones."""
+        if self.api != "auto":
+            return int(self.api[1])
+        years = [int(y) for y in re.findall(r"(?<!\d)(20\d\d)(?!\d)", venue_id)]
+        return 1 if years and years[0] <= 2023 else 2
+
+
+class PipelineConfig(Frozen):
+    description: str = ""
+    source: Literal["openreview", "synthetic"] = "openreview"
+    venues: tuple[str, ...]
+    stages: tuple[Stage, ...]
+    ingest: dict[str, Any] = {}
+    curate: dict[str, Any] = {}
+    preprocess: dict[str, Any] = {}
+    score: dict[str, Any] = {}
+
+    @field_validator("venues", "stages")
+    @classmethod
+    def _not_empty(cls, value: tuple) -> tuple:
+        if not value:
+            raise ValueError("must not be empty")
+        return value
+
+
+class Config(Frozen):
+    """The whole file. `root` is the folder relative paths are resolved against."""
+
+    root: Path = Path(".")
+    paths: PathsConfig = PathsConfig()
+    ingest: IngestConfig = IngestConfig()
+    curate: CurateConfig = CurateConfig()
+    preprocess: PreprocessConfig = PreprocessConfig()
+    score: ScoreConfig = ScoreConfig()
+    venues: dict[str, VenueConfig] = {}
+    pipelines: dict[str, PipelineConfig] = {}
+
+    @property
+    def data_dir(self) -> Path:
+        return self.root / self.paths.data_dir
+
+    @property
+    def database(self) -> Path:
+        return self.root / self.paths.database
+
+    def venue(self, venue_id: str) -> VenueConfig:
+        return self.venues.get(venue_id, VenueConfig())
+
+    def for_pipeline(self, name: str) -> Config:
+        """The config with the named pipeline's stage overrides merged in."""
+        if name not in self.pipelines:
+            known = ", ".join(sorted(self.pipelines)) or "none"
+            raise ConfigError(f"unknown pipeline {name!r} (known: {known})")
+        pipeline = self.pipelines[name]
+        merged = self.model_dump()
+        for stage in ("ingest", "curate", "preprocess", "score"):
+            merged[stage].update(getattr(pipeline, stage))
+        return _validate(merged, where=f"pipelines.{name}")
+
+
+def _format_error(error: ValidationError, where: str) -> str:
+    first = error.errors()[0]
+    key = ".".join(str(part) for part in first["loc"])
+    prefix = f"{where}." if where else ""
+    message = first["msg"]
+    if first["type"] == "extra_forbidden":
+        message = "unknown key"
+    elif "input" in first and not isinstance(first["input"], dict):
+        message = f"{message} (got {first['input']!r})"
+    more = len(error.errors()) - 1
+    suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    return f"{prefix}{key}: {message}{suffix}"
+
+
+def _validate(data: dict[str, Any], where: str = "") -> Config:
+    try:
+        return Config.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(_format_error(error, where)) from None
+
+
+def load_config(path: Path | str = DEFAULT_CONFIG) -> Config:
+    """Read and validate pipelines.toml; relative paths resolve against its folder."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: config file not found")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    if "root" in data:
+        raise ConfigError(f"{path}: root: unknown key")
+    data["root"] = path.resolve().parent
+    try:
+        return _validate(data)
+    except ConfigError as error:
+        raise ConfigError(f"{path}: {error}") from None

@@ -1,0 +1,113 @@
+"""Column contracts of the Parquet files stages hand to each other.
+
+Each schema is a polars schema; `conform` casts a frame to it (adding missing nullable columns as
+nulls, dropping nothing silently: an unexpected column is an error). Tests and the SQL layer rely
+on these names, so change them here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+# Ingested papers, one row per submission of a venue (withdrawn and desk-rejected included).
+PAPERS = pl.Schema(
+    {
+        "paper_id": pl.String,            # OpenReview forum id
+        "venue_id": pl.String,
+        "api_version": pl.Int8,           # 1 or 2
+        "number": pl.Int64,               # submission number, when the venue exposes it
+        "title": pl.String,
+        "abstract": pl.String,
+        "keywords": pl.List(pl.String),
+        "primary_area": pl.String,
+        "status": pl.String,              # active | withdrawn | desk_rejected
+        "decision": pl.String,            # e.g. "Accept (poster)", "Reject"; null when unknown
+        "meta_review": pl.String,
+        "created_at": pl.Datetime("ms", "UTC"),
+        "first_public_at": pl.Datetime("ms", "UTC"),  # earliest public date (contamination guard)
+        "pdf_url": pl.String,
+    }
+)
+
+# Ingested official reviews in one schema whatever the venue's form. No reviewer identity.
+REVIEWS = pl.Schema(
+    {
+        "review_id": pl.String,
+        "paper_id": pl.String,
+        "venue_id": pl.String,
+        "rating_raw": pl.String,          # the form's string, e.g. "6: marginally above ..."
+        "rating": pl.Float64,             # its leading number, on the venue's own scale
+        "confidence_raw": pl.String,
+        "confidence": pl.Float64,
+        "soundness": pl.Float64,
+        "presentation": pl.Float64,
+        "contribution": pl.Float64,
+        "summary": pl.String,
+        "strengths": pl.String,
+        "weaknesses": pl.String,
+        "strengths_and_weaknesses": pl.String,  # combined section of older forms
+        "questions": pl.String,
+        "limitations": pl.String,
+        "other_sections": pl.String,      # remaining text fields, "## Name\n\ntext" blocks
+        "review_text": pl.String,         # the whole review rendered as markdown sections
+        "created_at": pl.Datetime("ms", "UTC"),
+    }
+)
+
+# Text extracted from a paper's PDF.
+PDF_TEXTS = pl.Schema(
+    {
+        "paper_id": pl.String,
+        "page_count": pl.Int32,
+        "text": pl.String,                # body without references, appendices, acknowledgements
+        "text_no_related_work": pl.String,  # the same without the related-work section
+        "n_chars": pl.Int64,
+    }
+)
+
+# Everything dropped or unreadable, with the rule that dropped it.
+REJECTS = pl.Schema(
+    {
+        "stage": pl.String,               # ingest | curate | preprocess | ...
+        "entity": pl.String,              # paper | review | pdf | page | judgment | ...
+        "entity_id": pl.String,
+        "paper_id": pl.String,
+        "venue_id": pl.String,
+        "rule": pl.String,                # short machine-readable reason, e.g. low_confidence
+        "detail": pl.String,              # human-readable specifics (the offending value)
+    }
+)
+
+# Per curation rule: rows in, rows out.
+CURATION_REPORT = pl.Schema(
+    {
+        "venue_id": pl.String,
+        "step": pl.Int32,
+        "rule": pl.String,
+        "entity": pl.String,
+        "rows_in": pl.Int64,
+        "rows_out": pl.Int64,
+    }
+)
+
+
+def empty(schema: pl.Schema) -> pl.DataFrame:
+    return pl.DataFrame(schema=schema)
+
+
+def conform(frame: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
+    """Cast `frame` to `schema`, adding absent columns as nulls; unknown columns are an error."""
+    unknown = set(frame.columns) - set(schema.names())
+    if unknown:
+        raise ValueError(f"unexpected columns {sorted(unknown)}")
+    return frame.select(
+        pl.col(name).cast(dtype) if name in frame.columns else pl.lit(None, dtype).alias(name)
+        for name, dtype in schema.items()
+    )
+
+
+def rejects(rows: list[dict[str, str | None]]) -> pl.DataFrame:
+    """A rejects frame from dicts holding some of the REJECTS columns."""
+    if not rows:
+        return empty(REJECTS)
+    return conform(pl.DataFrame(rows, infer_schema_length=None), REJECTS)
