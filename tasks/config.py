@@ -109,9 +109,20 @@ class VenueConfig(Frozen):
         return 1 if years and years[0] <= 2023 else 2
 
 
+class SyntheticSource(Frozen):
+    """The generated venue a "synthetic" pipeline serves from the local OpenReview server."""
+
+    n_papers: int = Field(12, ge=1)
+    reviews_per_paper: int = Field(4, ge=1)
+    seed: int = 0
+    pdfs: bool = True
+    bad_cases: bool = True
+
+
 class PipelineConfig(Frozen):
     description: str = ""
     source: Literal["openreview", "synthetic"] = "openreview"
+    synthetic: SyntheticSource = SyntheticSource()
     venues: tuple[str, ...]
     stages: tuple[Stage, ...]
     ingest: dict[str, Any] = {}

@@ -1,0 +1,138 @@
+"""The `grebench` command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tasks.config import ConfigError, load_config
+
+app = typer.Typer(
+    help="GRE-bench: benchmark LLM-written peer reviews against fresh human reviews.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+REPO_CONFIG = Path(__file__).resolve().parents[1] / "pipelines.toml"
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", help="pipelines.toml to use (default: ./pipelines.toml, else the project's)"),
+]
+READ_ONLY_STATEMENTS = {"SELECT", "EXPLAIN", "PRAGMA"}
+
+
+class Format(str, Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def _config_path(config: Path | None) -> Path:
+    if config is not None:
+        return config
+    env = os.environ.get("GREBENCH_CONFIG")
+    if env:
+        return Path(env)
+    local = Path("pipelines.toml")
+    return local if local.is_file() else REPO_CONFIG
+
+
+@app.command()
+def run(
+    pipeline: Annotated[str, typer.Argument(help="a pipeline name from pipelines.toml, e.g. demo")],
+    stages: Annotated[
+        str | None, typer.Option("--stages", "-s", help="comma-separated subset of the pipeline's stages")
+    ] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Run a named pipeline (all its stages, or the ones chosen with --stages)."""
+    path = _config_path(config)
+    chosen = [s.strip() for s in stages.split(",") if s.strip()] if stages else None
+    try:
+        load_config(path).for_pipeline(pipeline)
+        from flows.pipeline import pipeline_flow, select_stages
+
+        cfg = load_config(path)
+        select_stages(cfg.pipelines[pipeline].stages, chosen)
+        summary = pipeline_flow(pipeline=pipeline, config_path=str(path), stages=chosen)
+    except ConfigError as error:
+        _fail(str(error))
+    typer.echo(json.dumps(summary, indent=2, default=str))
+
+
+@app.command()
+def pipelines(config: ConfigOption = None) -> None:
+    """List the pipelines pipelines.toml defines."""
+    try:
+        cfg = load_config(_config_path(config))
+    except ConfigError as error:
+        _fail(str(error))
+    for name, spec in cfg.pipelines.items():
+        typer.echo(f"{name:<12} {', '.join(spec.stages):<60} {spec.description}")
+
+
+def check_read_only(sql: str) -> None:
+    """Refuse anything but reading statements, with a message that says which statement."""
+    import duckdb
+
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as error:
+        raise ValueError(f"cannot parse the query: {error}") from None
+    if not statements:
+        raise ValueError("the query is empty")
+    for statement in statements:
+        kind = statement.type.name
+        if kind not in READ_ONLY_STATEMENTS:
+            raise ValueError(
+                f"grebench query is read-only: {kind} statements are refused "
+                f"({statement.query.strip()[:60]!r}); results are rebuilt by `grebench run <pipeline>`"
+            )
+
+
+@app.command()
+def query(
+    sql: Annotated[str, typer.Argument(help="read-only SQL, e.g. \"select count(*) from reviews\"")],
+    format: Annotated[Format, typer.Option("--format", "-f")] = Format.table,
+    max_rows: Annotated[int, typer.Option(help="rows shown in table format")] = 200,
+    config: ConfigOption = None,
+) -> None:
+    """Run read-only SQL against the results database and print the result."""
+    import duckdb
+
+    try:
+        database = load_config(_config_path(config)).database
+        check_read_only(sql)
+    except (ConfigError, ValueError) as error:
+        _fail(str(error))
+    if not database.is_file():
+        _fail(f"no results database at {database}: run `grebench run demo` (or another pipeline) first")
+    try:
+        with duckdb.connect(str(database), read_only=True) as con:
+            relation = con.sql(sql)
+            if relation is None:
+                return
+            if format is Format.table:
+                relation.show(max_rows=max_rows, max_col_width=80)
+            elif format is Format.csv:
+                relation.pl().write_csv(sys.stdout)
+            else:
+                typer.echo(json.dumps(relation.pl().to_dicts(), default=str))
+    except duckdb.Error as error:
+        _fail(str(error).splitlines()[0])
+
+
+if __name__ == "__main__":
+    app()

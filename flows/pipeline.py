@@ -1,0 +1,53 @@
+"""Run a named pipeline from pipelines.toml: its stages, in order, as Prefect subflows."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+
+from prefect import flow
+
+from tasks.config import STAGES, ConfigError, load_config
+
+# Each stage is a flow `<module>:<function>(config_path, pipeline) -> dict`.
+STAGE_FLOWS = {
+    "ingest": "flows.ingest:ingest_flow",
+    "curate": "flows.curate:curate_flow",
+    "preprocess": "flows.preprocess:preprocess_flow",
+    "generate": "flows.generate:generate_flow",
+    "score": "flows.score:score_flow",
+    "validate": "flows.validate:validate_flow",
+    "materialize": "flows.materialize:materialize_flow",
+}
+
+
+def stage_flow(stage: str) -> Callable[..., dict]:
+    module_name, _, name = STAGE_FLOWS[stage].partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name != module_name:
+            raise
+        raise ConfigError(f"stage {stage!r} is not available in this version of GRE-bench") from None
+    return getattr(module, name)
+
+
+def select_stages(configured: Sequence[str], chosen: Sequence[str] | None) -> list[str]:
+    """The configured stages, or the chosen subset of them, always in pipeline order."""
+    if not chosen:
+        return list(configured)
+    unknown = [s for s in chosen if s not in STAGES]
+    if unknown:
+        raise ConfigError(f"--stages: unknown stage(s) {unknown} (stages: {', '.join(STAGES)})")
+    return [s for s in STAGES if s in chosen]
+
+
+@flow(name="grebench-pipeline", log_prints=True)
+def pipeline_flow(
+    pipeline: str, config_path: str = "pipelines.toml", stages: list[str] | None = None
+) -> dict[str, dict]:
+    cfg = load_config(config_path).for_pipeline(pipeline)
+    summary: dict[str, dict] = {}
+    for stage in select_stages(cfg.pipelines[pipeline].stages, stages):
+        summary[stage] = stage_flow(stage)(config_path=config_path, pipeline=pipeline)
+    return summary

@@ -1,0 +1,3 @@
+-- A curated review whose paper is not among the curated papers.
+-- requires: reviews, papers
+SELECT r.review_id, r.paper_id FROM reviews AS r ANTI JOIN papers AS p USING (paper_id);

@@ -1,0 +1,17 @@
+-- Per venue, ingested reviews must equal kept reviews plus rejected reviews.
+-- requires: staging.ingested_reviews, reviews, rejects
+WITH ingested AS (
+    SELECT venue_id, count(DISTINCT review_id) AS n FROM staging.ingested_reviews GROUP BY ALL
+), kept AS (
+    SELECT venue_id, count(*) AS n FROM reviews GROUP BY ALL
+), dropped AS (
+    SELECT venue_id, count(DISTINCT entity_id) AS n
+    FROM rejects
+    WHERE entity = 'review' AND stage IN ('ingest', 'curate')
+    GROUP BY ALL
+)
+SELECT ingested.venue_id, ingested.n AS ingested, coalesce(kept.n, 0) AS kept, coalesce(dropped.n, 0) AS rejected
+FROM ingested
+LEFT JOIN kept USING (venue_id)
+LEFT JOIN dropped USING (venue_id)
+WHERE ingested.n <> coalesce(kept.n, 0) + coalesce(dropped.n, 0);

@@ -1,0 +1,133 @@
+"""Build the DuckDB results database from the Parquet outputs with the `.sql` files in `sql/`.
+
+Layers run in order: `sql/staging/` (one file per Parquet source, read with bound parameters),
+`sql/marts/` (the tables people query), then `sql/tests/` (data tests: a query that returns rows
+has found a problem). Each file says what it needs in header comments:
+
+    -- source: <glob under data/<pipeline>/>      staging files: the Parquet files they read
+    -- requires: <table>, <table>                 marts and tests: tables that must exist
+
+A staging file whose source has no files is skipped, and so is everything that requires its
+table, so the database holds exactly what the pipeline has produced so far. The database is built
+in a temporary file and swapped in at the end: readers never see half a build, and rebuilding is
+idempotent.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+from prefect import task
+
+from tasks.config import Config
+from tasks.layout import pipeline_dir
+
+SQL_DIR = Path(__file__).resolve().parents[1] / "sql"
+LAYERS = ("staging", "marts")
+
+
+class DataTestError(RuntimeError):
+    """A data test in sql/tests/ returned rows."""
+
+
+@dataclass(frozen=True)
+class SqlFile:
+    path: Path
+    text: str
+    source: str | None
+    requires: tuple[str, ...]
+
+    @property
+    def table(self) -> str:
+        layer = self.path.parent.name
+        return f"staging.{self.path.stem}" if layer == "staging" else self.path.stem
+
+
+@dataclass
+class BuildResult:
+    database: Path
+    tables: dict[str, int] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+    tests_run: int = 0
+
+
+def read_sql_file(path: Path) -> SqlFile:
+    text = path.read_text(encoding="utf-8")
+    source = re.search(r"^--\s*source:\s*(\S+)", text, re.MULTILINE)
+    requires = re.search(r"^--\s*requires:\s*(.+)$", text, re.MULTILINE)
+    names = tuple(n.strip() for n in requires.group(1).split(",")) if requires else ()
+    return SqlFile(path, text, source.group(1) if source else None, names)
+
+
+def sql_files(layer: str, sql_dir: Path = SQL_DIR) -> list[SqlFile]:
+    return [read_sql_file(p) for p in sorted((sql_dir / layer).glob("*.sql"))]
+
+
+def _parameters(text: str, values: dict[str, object]) -> dict[str, object]:
+    """The named parameters a statement uses, taken from `values`."""
+    used = set(re.findall(r"\$([A-Za-z_]\w*)", text))
+    missing = used - values.keys()
+    if missing:
+        raise KeyError(f"no value for SQL parameter(s) {sorted(missing)}")
+    return {name: values[name] for name in used}
+
+
+def build_database(cfg: Config, pipeline: str, sql_dir: Path = SQL_DIR) -> BuildResult:
+    """(Re)build `cfg.database` from the pipeline's Parquet outputs; run the data tests."""
+    base = pipeline_dir(cfg, pipeline)
+    target = cfg.database
+    target.parent.mkdir(parents=True, exist_ok=True)
+    scratch = target.with_name(target.name + ".building")
+    scratch.unlink(missing_ok=True)
+    result = BuildResult(database=target)
+    params: dict[str, object] = {"scale": list(cfg.curate.common_scale), "pipeline": pipeline}
+    with duckdb.connect(str(scratch)) as con:
+        con.execute("CREATE SCHEMA IF NOT EXISTS staging")
+        present: set[str] = set()
+        for layer in LAYERS:
+            for sql in sql_files(layer, sql_dir):
+                if sql.source:
+                    files = sorted(str(p) for p in base.glob(sql.source))
+                    if not files:
+                        result.skipped.append(sql.table)
+                        continue
+                    params["files"] = files
+                if not set(sql.requires) <= present:
+                    result.skipped.append(sql.table)
+                    continue
+                con.execute(sql.text, _parameters(sql.text, params))
+                present.add(sql.table)
+                if layer == "marts":
+                    result.tables[sql.table] = con.execute(f'SELECT count(*) FROM "{sql.table}"').fetchone()[0]
+        con.execute(
+            "CREATE OR REPLACE TABLE _build AS SELECT $pipeline AS pipeline, now() AS built_at",
+            {"pipeline": pipeline},
+        )
+        failures = run_data_tests(con, present, params, sql_dir)
+        result.tests_run = sum(1 for t in sql_files("tests", sql_dir) if set(t.requires) <= present)
+    if failures:
+        scratch.unlink(missing_ok=True)
+        raise DataTestError("data tests failed:\n" + "\n".join(failures))
+    os.replace(scratch, target)
+    return result
+
+
+def run_data_tests(
+    con: duckdb.DuckDBPyConnection, present: set[str], params: dict[str, object], sql_dir: Path = SQL_DIR
+) -> list[str]:
+    """Run every applicable data test; return one line per failing test with example rows."""
+    failures = []
+    for test in sql_files("tests", sql_dir):
+        if not set(test.requires) <= present:
+            continue
+        rows = con.execute(test.text, _parameters(test.text, params)).fetchmany(5)
+        if rows:
+            failures.append(f"  {test.path.stem}: e.g. {rows}")
+    return failures
+
+
+materialize_task = task(build_database, name="materialize", task_run_name="materialize-{pipeline}")

@@ -1,0 +1,81 @@
+from pathlib import Path
+
+import pytest
+
+from tasks.config import ConfigError, VenueConfig, load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "pipelines.toml"
+    path.write_text(text)
+    return path
+
+
+def test_project_config_loads_and_every_pipeline_merges():
+    cfg = load_config(ROOT / "pipelines.toml")
+    assert cfg.curate.min_confidence == 4
+    assert cfg.curate.max_rating_variance == 1.5
+    assert (cfg.curate.min_reviews, cfg.curate.max_reviews) == (3, 5)
+    for name in cfg.pipelines:
+        merged = cfg.for_pipeline(name)
+        assert merged.pipelines[name].stages
+    assert cfg.for_pipeline("demo").curate.sample_size == 8
+    assert cfg.database == ROOT / "data" / "grebench.duckdb"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[curate]\nmin_confidense = 4\n", "curate.min_confidense: unknown key"),
+        ("[curate]\nmin_confidence = 'four'\n", "curate.min_confidence:"),
+        ("[ingest]\npage_size = 5000\n", "ingest.page_size:"),
+        ("[curate]\nmin_reviews = 6\n", "min_reviews must not exceed max_reviews"),
+        ("[pipelines.x]\nvenues = []\nstages = ['ingest']\n", "pipelines.x.venues:"),
+        ("[pipelines.x]\nvenues = ['V']\nstages = ['cook']\n", "pipelines.x.stages.0:"),
+        ("[venues.'V/2024']\napi = 'v3'\n", "venues.V/2024.api:"),
+        ("[curate\n", "not valid TOML"),
+    ],
+)
+def test_bad_config_is_one_line_naming_the_key(tmp_path, text, message):
+    with pytest.raises(ConfigError) as error:
+        load_config(write(tmp_path, text))
+    assert message in str(error.value)
+    assert "\n" not in str(error.value)
+
+
+def test_missing_file_is_a_clear_error(tmp_path):
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_config(tmp_path / "nope.toml")
+
+
+def test_pipeline_override_is_validated_like_the_stage(tmp_path):
+    path = write(
+        tmp_path,
+        "[pipelines.p]\nvenues = ['V']\nstages = ['curate']\n[pipelines.p.curate]\nseed = 'x'\n",
+    )
+    cfg = load_config(path)
+    with pytest.raises(ConfigError, match="pipelines.p.curate.seed"):
+        cfg.for_pipeline("p")
+    with pytest.raises(ConfigError, match="unknown pipeline 'q'"):
+        cfg.for_pipeline("q")
+
+
+def test_relative_paths_resolve_against_the_file(tmp_path):
+    cfg = load_config(write(tmp_path, "[paths]\ndata_dir = 'out'\n"))
+    assert cfg.data_dir == tmp_path / "out"
+
+
+@pytest.mark.parametrize(
+    ("venue", "api", "expected"),
+    [
+        ("ICLR.cc/2023/Conference", "auto", 1),
+        ("ICLR.cc/2022/Conference", "auto", 1),
+        ("ICLR.cc/2024/Conference", "auto", 2),
+        ("NeurIPS.cc/2025/Conference", "auto", 2),
+        ("ICLR.cc/2023/Conference", "v2", 2),
+    ],
+)
+def test_api_version_by_year(venue, api, expected):
+    assert VenueConfig(api=api).api_version(venue) == expected
