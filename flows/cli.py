@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -28,7 +28,7 @@ ConfigOption = Annotated[
 READ_ONLY_STATEMENTS = {"SELECT", "EXPLAIN", "PRAGMA"}
 
 
-class Format(str, Enum):
+class Format(StrEnum):
     table = "table"
     csv = "csv"
     json = "json"

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from prefect import flow
+from tasks.ingest import ingest_venue_task
 
 from tasks.config import load_config
-from tasks.ingest import ingest_venue_task
 from tasks.layout import stage_dir
 from tasks.sources import venue_source
 

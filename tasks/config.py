@@ -75,6 +75,9 @@ class LLMConfig(Frozen):
     load_in_4bit: bool = False            # local on CUDA: NF4 via bitsandbytes
     input_price_per_mtok: float = Field(3.0, ge=0)    # USD per million input tokens
     output_price_per_mtok: float = Field(15.0, ge=0)  # USD per million output tokens
+    cache_read_price_per_mtok: float = Field(0.3, ge=0)  # USD per million prompt-cache read tokens
+    batch_size: int = Field(8, ge=1)      # local: prompts per generate() call
+    retry_max_seconds: float = Field(60.0, ge=0)  # anthropic: ceiling of one back-off wait
 
 
 class PreprocessConfig(LLMConfig):

@@ -1,0 +1,127 @@
+"""Content-addressed cache of LLM answers in one SQLite file.
+
+The key hashes everything that changes an answer: the backend and its model identity (for a
+local model also dtype and quantization), max_tokens and the full system and user text (which
+carry the prompt version). Decoding is greedy or the remote default, never seeded sampling.
+Only usable answers are stored, so a rerun with the same inputs makes zero LLM calls while a
+failed or rejected answer is asked again. Each operation opens its own connection, so threads
+and processes may share the file (SQLite serialises writers; WAL lets readers run alongside).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from tasks.config import LLMConfig
+from tasks.llm.base import ChatBackend, ChatRequest, ChatResult, Usage
+
+Accept = Callable[[str], bool]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, result TEXT NOT NULL, created_at TEXT
+    DEFAULT CURRENT_TIMESTAMP);
+CREATE TABLE IF NOT EXISTS batches (key TEXT PRIMARY KEY, batch_id TEXT NOT NULL);
+"""
+
+
+def request_key(identity: str, request: ChatRequest) -> str:
+    """sha256 over the backend/model identity, max_tokens and the full prompt text."""
+    payload = json.dumps([identity, request.max_tokens, request.system, request.user], ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+class LLMCache:
+    """A key -> ChatResult store (also remembers in-flight batch ids so a crashed run re-attaches)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._connect() as db:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.executescript(_SCHEMA)
+
+    def _connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.path, timeout=60, isolation_level=None)
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, ChatResult]:
+        found: dict[str, ChatResult] = {}
+        with self._connect() as db:
+            for start in range(0, len(keys), 500):
+                chunk = list(keys[start : start + 500])
+                marks = ",".join("?" * len(chunk))
+                rows = db.execute(f"SELECT key, result FROM answers WHERE key IN ({marks})", chunk)
+                for key, text in rows:
+                    found[key] = ChatResult(**json.loads(text))
+        return found
+
+    def put_many(self, items: Sequence[tuple[str, ChatResult]]) -> None:
+        if not items:
+            return
+        rows = [(key, json.dumps(asdict(result), ensure_ascii=False)) for key, result in items]
+        with self._connect() as db:
+            db.executemany("INSERT OR REPLACE INTO answers (key, result) VALUES (?, ?)", rows)
+
+    def __len__(self) -> int:
+        with self._connect() as db:
+            return db.execute("SELECT count(*) FROM answers").fetchone()[0]
+
+    def batch_id(self, key: str) -> str | None:
+        with self._connect() as db:
+            row = db.execute("SELECT batch_id FROM batches WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def remember_batch(self, key: str, batch_id: str | None) -> None:
+        with self._connect() as db:
+            if batch_id is None:
+                db.execute("DELETE FROM batches WHERE key = ?", (key,))
+            else:
+                db.execute("INSERT OR REPLACE INTO batches VALUES (?, ?)", (key, batch_id))
+
+
+class CachedBackend:
+    """Any `ChatBackend` behind an `LLMCache`; keeps running usage totals for the whole run."""
+
+    def __init__(self, inner: ChatBackend, cache: LLMCache, cfg: LLMConfig) -> None:
+        self.inner = inner
+        self.cache = cache
+        self.cfg = cfg
+        self.name = inner.name
+        self.model = inner.model
+        self.identity = getattr(inner, "identity", f"{inner.name}|{inner.model}")
+        self.usage = Usage()
+        if hasattr(inner, "batch_store"):
+            inner.batch_store = cache
+
+    def complete(self, requests: Sequence[ChatRequest], accept: Accept | None = None) -> list[ChatResult]:
+        """Answers from the cache where present, the rest from the backend; `accept` decides
+        which fresh answers are good enough to store (default: any answer without an error)."""
+        keys = [request_key(self.identity, request) for request in requests]
+        hits = self.cache.get_many(sorted(set(keys)))
+        results: list[ChatResult | None] = [
+            replace(hits[key], cached=True) if key in hits else None for key in keys
+        ]
+        missing = [i for i, result in enumerate(results) if result is None]
+        # identical requests in one call are sent once
+        first_of: dict[str, int] = {}
+        for i in missing:
+            first_of.setdefault(keys[i], i)
+        unique = list(first_of.values())
+        fresh = self.inner.complete([requests[i] for i in unique]) if unique else []
+        by_key = {keys[i]: result for i, result in zip(unique, fresh, strict=True)}
+        for i in missing:
+            results[i] = by_key[keys[i]] if first_of[keys[i]] == i else replace(by_key[keys[i]], cached=True)
+        keep = [
+            (keys[i], result)
+            for i, result in zip(unique, fresh, strict=True)
+            if result.ok and (accept is None or accept(result.text))
+        ]
+        self.cache.put_many(keep)
+        final = [result for result in results if result is not None]
+        for result in final:
+            self.usage.add(result, self.cfg)
+        return final
