@@ -5,7 +5,7 @@ WITH ingested AS (
 ), kept AS (
     SELECT venue_id, count(*) AS n FROM papers GROUP BY ALL
 ), dropped AS (
-    SELECT venue_id, count(DISTINCT entity_id) AS n
+    SELECT venue_id, count(*) AS n
     FROM rejects
     WHERE entity = 'paper' AND stage = 'curate'
     GROUP BY ALL
