@@ -13,4 +13,9 @@ def materialize_flow(config_path: str = "pipelines.toml", pipeline: str = "demo"
     cfg = load_config(config_path).for_pipeline(pipeline)
     result = materialize_task(cfg, pipeline)
     print(f"built {result.database} with tables {result.tables}; {result.tests_run} data tests passed")
-    return {"database": str(result.database), "tables": result.tables, "skipped": result.skipped}
+    return {
+        "database": str(result.database),
+        "tables": result.tables,
+        "rows": sum(result.tables.values()),
+        "skipped": result.skipped,
+    }

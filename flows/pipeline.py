@@ -1,13 +1,21 @@
-"""Run a named pipeline from pipelines.toml: its stages, in order, as Prefect subflows."""
+"""Run a named pipeline from pipelines.toml: its stages, in order, as Prefect subflows.
+
+Every run leaves a record (tasks/runs.py): one row per stage with its duration, rows in / out,
+LLM calls, tokens and cost, written as the run goes so a crashed run still shows how far it got.
+"""
 
 from __future__ import annotations
 
 import importlib
+import uuid
 from collections.abc import Callable, Sequence
 
 from prefect import flow
+from prefect.runtime import flow_run
 
 from tasks.config import STAGES, ConfigError, load_config
+from tasks.materialize import update_tables
+from tasks.runs import StageRecord, code_version, config_hash, now, write_run
 
 # Each stage is a flow `<module>:<function>(config_path, pipeline) -> dict`.
 STAGE_FLOWS = {
@@ -47,7 +55,23 @@ def pipeline_flow(
     pipeline: str, config_path: str = "pipelines.toml", stages: list[str] | None = None
 ) -> dict[str, dict]:
     cfg = load_config(config_path).for_pipeline(pipeline)
+    chosen = select_stages(cfg.pipelines[pipeline].stages, stages)
+    run_id = str(flow_run.id or uuid.uuid4())
+    identity = (run_id, config_hash(config_path, pipeline), code_version())
+    records: list[StageRecord] = []
     summary: dict[str, dict] = {}
-    for stage in select_stages(cfg.pipelines[pipeline].stages, stages):
-        summary[stage] = stage_flow(stage)(config_path=config_path, pipeline=pipeline)
+    try:
+        for position, stage in enumerate(chosen):
+            record = StageRecord(stage, position, now())
+            records.append(record)
+            try:
+                summary[stage] = stage_flow(stage)(config_path=config_path, pipeline=pipeline)
+            except BaseException as error:
+                record.finish(None, error)
+                raise
+            record.finish(summary[stage])
+            write_run(cfg, pipeline, *identity, records)
+    finally:
+        write_run(cfg, pipeline, *identity, records)
+        update_tables(cfg, pipeline, {"staging.runs", "runs"})
     return summary

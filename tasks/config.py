@@ -54,11 +54,15 @@ class CurateConfig(Frozen):
     common_scale: tuple[float, ...] = (1, 3, 5, 6, 8, 10)
     sample_size: int = Field(100, ge=1)
     seed: int = 2025
+    # The confidence forms' scale (curate): a confidence outside it is rejected as out of range.
+    confidence_range: tuple[float, float] = (1, 5)
 
     @model_validator(mode="after")
     def _review_bounds(self) -> CurateConfig:
         if self.min_reviews > self.max_reviews:
             raise ValueError("min_reviews must not exceed max_reviews")
+        if self.confidence_range[0] > self.confidence_range[1]:
+            raise ValueError("confidence_range must be [low, high] with low <= high")
         return self
 
 
@@ -97,7 +101,17 @@ class ScoreConfig(Frozen):
     workers: int = Field(1, ge=1)            # workers of the dask / ray cluster started locally
     runner_address: str | None = None        # an existing dask scheduler / ray cluster
     gpu_concurrency: int = Field(1, ge=1)    # scoring tasks allowed at once
-    metrics: tuple[str, ...] = ("gem_raw", "gem", "gem_s_abstract", "gem_s_assw")
+    metrics: tuple[str, ...] = ("gem_raw", "gem", "gem_s_abstract", "gem_s_assw")  # tasks/scoring/metrics.py
+
+    @field_validator("metrics")
+    @classmethod
+    def _known_metrics(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        from tasks.scoring.metrics import METRICS  # the registry is the one list of metric names
+
+        unknown = [name for name in value if name not in METRICS]
+        if unknown or not value:
+            raise ValueError(f"unknown metric(s) {unknown}; known: {sorted(METRICS)}")
+        return value
 
 
 class VenueConfig(Frozen):

@@ -84,25 +84,9 @@ def build_database(cfg: Config, pipeline: str, sql_dir: Path = SQL_DIR) -> Build
     scratch = target.with_name(target.name + ".building")
     scratch.unlink(missing_ok=True)
     result = BuildResult(database=target)
-    params: dict[str, object] = {"scale": list(cfg.curate.common_scale), "pipeline": pipeline}
+    params = _base_parameters(cfg, pipeline)
     with duckdb.connect(str(scratch)) as con:
-        con.execute("CREATE SCHEMA IF NOT EXISTS staging")
-        present: set[str] = set()
-        for layer in LAYERS:
-            for sql in sql_files(layer, sql_dir):
-                if sql.source:
-                    files = sorted(str(p) for p in base.glob(sql.source))
-                    if not files:
-                        result.skipped.append(sql.table)
-                        continue
-                    params["files"] = files
-                if not set(sql.requires) <= present:
-                    result.skipped.append(sql.table)
-                    continue
-                con.execute(sql.text, _parameters(sql.text, params))
-                present.add(sql.table)
-                if layer == "marts":
-                    result.tables[sql.table] = con.execute(f'SELECT count(*) FROM "{sql.table}"').fetchone()[0]
+        present = _run_layers(con, base, params, sql_dir, result)
         con.execute(
             "CREATE OR REPLACE TABLE _build AS SELECT $pipeline AS pipeline, now() AS built_at",
             {"pipeline": pipeline},
@@ -113,6 +97,59 @@ def build_database(cfg: Config, pipeline: str, sql_dir: Path = SQL_DIR) -> Build
         scratch.unlink(missing_ok=True)
         raise DataTestError("data tests failed:\n" + "\n".join(failures))
     os.replace(scratch, target)
+    return result
+
+
+def _base_parameters(cfg: Config, pipeline: str) -> dict[str, object]:
+    return {"scale": list(cfg.curate.common_scale), "pipeline": pipeline}
+
+
+def _run_layers(
+    con: duckdb.DuckDBPyConnection,
+    base: Path,
+    params: dict[str, object],
+    sql_dir: Path,
+    result: BuildResult,
+    only: set[str] | None = None,
+) -> set[str]:
+    """Run staging then marts (restricted to `only` when given); return the tables built."""
+    con.execute("CREATE SCHEMA IF NOT EXISTS staging")
+    present: set[str] = set() if only is None else _existing_tables(con)
+    for layer in LAYERS:
+        for sql in sql_files(layer, sql_dir):
+            if only is not None and sql.table not in only:
+                continue
+            if sql.source:
+                files = sorted(str(p) for p in base.glob(sql.source))
+                if not files:
+                    result.skipped.append(sql.table)
+                    continue
+                params["files"] = files
+            if not set(sql.requires) <= present:
+                result.skipped.append(sql.table)
+                continue
+            con.execute(sql.text, _parameters(sql.text, params))
+            present.add(sql.table)
+            if layer == "marts":
+                result.tables[sql.table] = con.execute(f'SELECT count(*) FROM "{sql.table}"').fetchone()[0]
+    return present
+
+
+def _existing_tables(con: duckdb.DuckDBPyConnection) -> set[str]:
+    rows = con.execute("SELECT schema_name, table_name FROM duckdb_tables()").fetchall()
+    return {name if schema == "main" else f"{schema}.{name}" for schema, name in rows}
+
+
+def update_tables(cfg: Config, pipeline: str, tables: set[str], sql_dir: Path = SQL_DIR) -> BuildResult:
+    """Rebuild only `tables` in the existing database, in place (e.g. `runs` after a run ends)."""
+    result = BuildResult(database=cfg.database)
+    if not cfg.database.is_file():
+        return result
+    with duckdb.connect(str(cfg.database)) as con:
+        built_for = con.execute("SELECT any_value(pipeline) FROM _build").fetchone()[0]
+        if built_for != pipeline:
+            return result
+        _run_layers(con, pipeline_dir(cfg, pipeline), _base_parameters(cfg, pipeline), sql_dir, result, tables)
     return result
 
 

@@ -111,3 +111,20 @@ def rejects(rows: list[dict[str, str | None]]) -> pl.DataFrame:
     if not rows:
         return empty(REJECTS)
     return conform(pl.DataFrame(rows, infer_schema_length=None), REJECTS)
+
+
+# Curated papers (curate stage): the ingested columns plus the kept-review statistics and the
+# benchmark-sample flag.
+CURATED_PAPERS = pl.Schema(
+    {
+        **PAPERS,
+        "n_reviews": pl.Int32,            # kept reviews of the paper
+        "rating_mean": pl.Float64,        # over kept reviews, on the common scale
+        "rating_var": pl.Float64,         # variance with curate.variance_ddof
+        "in_benchmark": pl.Boolean,       # drawn into the seeded benchmark sample
+    }
+)
+
+# Curated reviews (curate stage): `rating` is on the common scale; the venue's own value moves
+# to `rating_venue`.
+CURATED_REVIEWS = pl.Schema({**REVIEWS, "rating_venue": pl.Float64})

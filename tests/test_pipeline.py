@@ -52,11 +52,17 @@ def test_demo_pipeline_builds_the_database_and_reruns_identically(prefect_harnes
     # The materialize data tests ran (reconciliation included) and passed.
     assert summary["materialize"]["tables"]["reviews"] == sum(venues.values())
 
+    # The run left its record: one row per stage, with rows in / out.
+    runs = table(database, "select stage, status, rows_in, rows_out from runs order by position")
+    assert [r[:2] for r in runs] == [("ingest", "completed"), ("curate", "completed"), ("materialize", "completed")]
+    assert runs[1][2] == sum(venues.values()) + runs[1][2] - runs[1][3] and runs[1][3] == sum(venues.values())
+
     before = table(database, "select * from reviews order by review_id")
     rejects_before = table(database, "select * from rejects order by all")
     pipeline_flow(pipeline="demo", config_path=str(config))
     assert table(database, "select * from reviews order by review_id") == before
     assert table(database, "select * from rejects order by all") == rejects_before
+    assert table(database, "select count(distinct run_id) from runs") == [(2,)]
 
 
 def test_stage_selection_keeps_pipeline_order():
