@@ -83,6 +83,35 @@ def pipelines(config: ConfigOption = None) -> None:
         typer.echo(f"{name:<12} {', '.join(spec.stages):<60} {spec.description}")
 
 
+@app.command()
+def schedule(
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="print the deployment, register nothing")] = False,
+    config: ConfigOption = None,
+) -> None:
+    """Register the yearly refresh as a Prefect deployment with its cron schedule, and serve it."""
+    from flows.refresh import build_deployment, next_runs
+
+    path = _config_path(config)
+    try:
+        cfg = load_config(path)
+        deployment = build_deployment(cfg, str(path.resolve()))
+    except ConfigError as error:
+        _fail(str(error))
+    plan = cfg.schedule
+    typer.echo(f"deployment: {deployment.flow_name}/{deployment.name}")
+    typer.echo(f"entrypoint: {deployment.entrypoint}")
+    typer.echo(f"parameters: {json.dumps(deployment.parameters)}")
+    typer.echo(f"cron:       {plan.cron} ({plan.timezone})")
+    typer.echo("next runs:  " + ", ".join(t.isoformat() for t in next_runs(plan.cron, plan.timezone)))
+    if dry_run:
+        typer.echo("dry run: nothing registered")
+        return
+    from prefect import serve
+
+    typer.echo("registering and serving the deployment (Ctrl-C to stop)")
+    serve(deployment)
+
+
 def check_read_only(sql: str) -> None:
     """Refuse anything but reading statements, with a message that says which statement."""
     import duckdb

@@ -52,9 +52,13 @@ def select_stages(configured: Sequence[str], chosen: Sequence[str] | None) -> li
 
 @flow(name="grebench-pipeline", log_prints=True)
 def pipeline_flow(
-    pipeline: str, config_path: str = "pipelines.toml", stages: list[str] | None = None
+    pipeline: str,
+    config_path: str = "pipelines.toml",
+    stages: list[str] | None = None,
+    venues: list[str] | None = None,
 ) -> dict[str, dict]:
-    cfg = load_config(config_path).for_pipeline(pipeline)
+    cfg = load_config(config_path).for_pipeline(pipeline, venues)
+    extra = {"venues": venues} if venues else {}
     chosen = select_stages(cfg.pipelines[pipeline].stages, stages)
     run_id = str(flow_run.id or uuid.uuid4())
     identity = (run_id, config_hash(config_path, pipeline), code_version())
@@ -65,7 +69,7 @@ def pipeline_flow(
             record = StageRecord(stage, position, now())
             records.append(record)
             try:
-                summary[stage] = stage_flow(stage)(config_path=config_path, pipeline=pipeline)
+                summary[stage] = stage_flow(stage)(config_path=config_path, pipeline=pipeline, **extra)
             except BaseException as error:
                 record.finish(None, error)
                 raise

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import re
 import tomllib
+import warnings
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 STAGES = ("ingest", "curate", "preprocess", "generate", "score", "validate", "materialize")
 Stage = Literal["ingest", "curate", "preprocess", "generate", "score", "validate", "materialize"]
 DEFAULT_CONFIG = Path("pipelines.toml")
+# The stage is called "validate", which shadows the deprecated BaseModel.validate; that is intended.
+warnings.filterwarnings("ignore", message=r'Field name "validate" in "\w+" shadows', category=UserWarning)
 
 
 class ConfigError(ValueError):
@@ -114,6 +119,55 @@ class ScoreConfig(Frozen):
         return value
 
 
+class ValidateConfig(Frozen):
+    """The validation workflow (tasks/validate): perturb candidates, rescore, test; and the leaderboard."""
+
+    # tasks/validate/perturb.py STRATEGIES; the default ones need no LLM
+    strategies: tuple[str, ...] = ("sentence_deletion", "random_replacement", "meaningless_elongation")
+    # GEM metrics (tasks/scoring/metrics.py) and baselines (tasks/validate/baselines.py)
+    metrics: tuple[str, ...] = ("gem_raw", "gem", "gem_s_abstract", "gem_s_assw", "bleu", "rouge_l", "bertscore")
+    correction: Literal["none", "holm", "bonferroni", "bh"] = "none"  # p-value correction per metric
+    alpha: float = Field(0.05, gt=0, lt=1)
+    max_papers: int = Field(100, ge=1)       # papers drawn into the validation sample
+    candidates: Literal["one", "all"] = "one"  # candidate reviews per paper (the others are references)
+    seed: int = 0                            # sample, candidate choice and random replacement
+    leaderboard_confidence: float = Field(0.90, gt=0, lt=1)
+
+    @field_validator("strategies", "metrics")
+    @classmethod
+    def _known(cls, value: tuple[str, ...], info: Any) -> tuple[str, ...]:
+        from tasks.scoring.metrics import METRICS
+        from tasks.validate.baselines import BASELINES
+        from tasks.validate.perturb import STRATEGIES
+
+        known = STRATEGIES if info.field_name == "strategies" else {**METRICS, **BASELINES}
+        unknown = [name for name in value if name not in known]
+        if unknown or not value:
+            raise ValueError(f"unknown {info.field_name} {unknown}; known: {sorted(known)}")
+        return value
+
+
+class ScheduleConfig(Frozen):
+    """The yearly refresh deployment registered by `grebench schedule`."""
+
+    deployment: str = "yearly-refresh"
+    pipeline: str = "refresh"          # a pipeline whose venue ids contain {year}
+    cron: str = "0 6 15 12 *"          # 06:00 on 15 December, once the year's reviews are public
+    timezone: str = "UTC"
+    venues: tuple[str, ...] = ()       # fixed venue list parameter; empty: the pipeline's template
+
+    @field_validator("cron")
+    @classmethod
+    def _five_fields(cls, value: str) -> str:
+        from cronsim import CronSim, CronSimError
+
+        try:
+            CronSim(value, datetime.now(UTC))
+        except CronSimError as error:
+            raise ValueError(f"not a valid cron expression: {error}") from None
+        return value
+
+
 class VenueConfig(Frozen):
     api: Literal["auto", "v1", "v2"] = "auto"
     rating_map: dict[str, float] | None = None
@@ -146,6 +200,7 @@ class PipelineConfig(Frozen):
     curate: dict[str, Any] = {}
     preprocess: dict[str, Any] = {}
     score: dict[str, Any] = {}
+    validate: dict[str, Any] = {}
 
     @field_validator("venues", "stages")
     @classmethod
@@ -164,6 +219,8 @@ class Config(Frozen):
     curate: CurateConfig = CurateConfig()
     preprocess: PreprocessConfig = PreprocessConfig()
     score: ScoreConfig = ScoreConfig()
+    validate: ValidateConfig = ValidateConfig()
+    schedule: ScheduleConfig = ScheduleConfig()
     venues: dict[str, VenueConfig] = {}
     pipelines: dict[str, PipelineConfig] = {}
 
@@ -178,14 +235,29 @@ class Config(Frozen):
     def venue(self, venue_id: str) -> VenueConfig:
         return self.venues.get(venue_id, VenueConfig())
 
-    def for_pipeline(self, name: str) -> Config:
-        """The config with the named pipeline's stage overrides merged in."""
-        if name not in self.pipelines:
-            known = ", ".join(sorted(self.pipelines)) or "none"
-            raise ConfigError(f"unknown pipeline {name!r} (known: {known})")
-        pipeline = self.pipelines[name]
+    def for_pipeline(self, name: str, venues: Sequence[str] | None = None) -> Config:
+        """The config with the named pipeline's stage overrides merged in.
+
+        A name `<base>-<year>` resolves to pipeline `<base>` with `{year}` in its venue ids filled
+        in (the yearly refresh); `venues` replaces the pipeline's venue list.
+        """
+        pipelines = dict(self.pipelines)
+        if name not in pipelines:
+            match = re.fullmatch(r"(.+)-(\d{4})", name)
+            base = pipelines.get(match.group(1)) if match else None
+            if base is None:
+                known = ", ".join(sorted(self.pipelines)) or "none"
+                raise ConfigError(f"unknown pipeline {name!r} (known: {known})")
+            year = match.group(2)
+            pipelines[name] = base.model_copy(update={"venues": tuple(v.replace("{year}", year) for v in base.venues)})
+        if venues:
+            pipelines[name] = pipelines[name].model_copy(update={"venues": tuple(venues)})
+        pipeline = pipelines[name]
+        if any("{year}" in v for v in pipeline.venues):
+            raise ConfigError(f"pipeline {name!r} is a yearly template: run it as '{name}-<year>'")
         merged = self.model_dump()
-        for stage in ("ingest", "curate", "preprocess", "score"):
+        merged["pipelines"][name] = pipeline.model_dump()
+        for stage in ("ingest", "curate", "preprocess", "score", "validate"):
             merged[stage].update(getattr(pipeline, stage))
         return _validate(merged, where=f"pipelines.{name}")
 

@@ -71,3 +71,21 @@ def test_unknown_stage_is_refused(tmp_path):
     result = runner.invoke(app, ["run", "p", "--stages", "cook", "-c", str(tmp_path / "pipelines.toml")])
     assert result.exit_code == 2
     assert "unknown stage" in result.output
+
+
+def test_schedule_dry_run_prints_the_yearly_cron_and_registers_nothing(tmp_path):
+    root = __import__("pathlib").Path(__file__).resolve().parents[1]
+    result = runner.invoke(app, ["schedule", "--dry-run", "-c", str(root / "pipelines.toml")])
+    assert result.exit_code == 0, result.output
+    assert "cron:       0 6 15 12 * (UTC)" in result.output
+    assert "yearly-refresh" in result.output
+    assert "dry run: nothing registered" in result.output
+    runs = [line for line in result.output.splitlines() if line.startswith("next runs:")][0]
+    assert runs.count("-12-15T06:00:00") == 3
+
+
+def test_schedule_rejects_a_bad_cron(tmp_path):
+    (tmp_path / "pipelines.toml").write_text("[schedule]\ncron = '61 * * * *'\n")
+    result = runner.invoke(app, ["schedule", "--dry-run", "-c", str(tmp_path / "pipelines.toml")])
+    assert result.exit_code == 2
+    assert "schedule.cron" in result.output

@@ -18,7 +18,9 @@ def test_project_config_loads_and_every_pipeline_merges():
     assert cfg.curate.min_confidence == 4
     assert cfg.curate.max_rating_variance == 1.5
     assert (cfg.curate.min_reviews, cfg.curate.max_reviews) == (3, 5)
-    for name in cfg.pipelines:
+    for name, spec in cfg.pipelines.items():
+        if any("{year}" in venue for venue in spec.venues):
+            name = f"{name}-2026"
         merged = cfg.for_pipeline(name)
         assert merged.pipelines[name].stages
     assert cfg.for_pipeline("demo").curate.sample_size == 8
@@ -79,3 +81,21 @@ def test_relative_paths_resolve_against_the_file(tmp_path):
 )
 def test_api_version_by_year(venue, api, expected):
     assert VenueConfig(api=api).api_version(venue) == expected
+
+
+def test_yearly_template_pipelines_fill_in_the_year(tmp_path):
+    cfg = load_config(write(tmp_path, """
+[pipelines.refresh]
+venues = ["ICLR.cc/{year}/Conference", "NeurIPS.cc/{year}/Conference"]
+stages = ["ingest"]
+[pipelines.refresh.curate]
+sample_size = 7
+"""))
+    merged = cfg.for_pipeline("refresh-2026")
+    assert merged.pipelines["refresh-2026"].venues == ("ICLR.cc/2026/Conference", "NeurIPS.cc/2026/Conference")
+    assert merged.curate.sample_size == 7
+    assert cfg.for_pipeline("refresh-2026", ["X/2026/Y"]).pipelines["refresh-2026"].venues == ("X/2026/Y",)
+    with pytest.raises(ConfigError, match="yearly template"):
+        cfg.for_pipeline("refresh")
+    with pytest.raises(ConfigError, match="unknown pipeline"):
+        cfg.for_pipeline("nothing-2026")
