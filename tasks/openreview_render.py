@@ -1,0 +1,156 @@
+"""Render a `SyntheticVenue` as OpenReview notes, in API v1 or API v2 shape.
+
+v1 follows ICLR 2023: submissions under `<venue>/-/Blind_Submission` (withdrawn and desk-rejected
+ones moved to `Withdrawn_Submission` / `Desk_Rejected_Submission`), replies under
+`<venue>/Paper<N>/-/<Name>`, plain content values and the 2023 review form field names. v2 follows
+ICLR 2024/25: one `<venue>/-/Submission` invitation, `content.<field>.value`, replies under
+`<venue>/Submission<N>/-/<Name>`, status carried by `content.venueid`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from tasks.synthetic import SyntheticPaper, SyntheticReview, SyntheticVenue
+
+DAY_MS = 86_400_000
+REVIEW_NAME, META_NAME, DECISION_NAME, COMMENT_NAME = "Official_Review", "Meta_Review", "Decision", "Official_Comment"
+
+
+@dataclass
+class RenderedNote:
+    """A submission (or reply) as JSON-ready dict, with its replies kept apart for `details`."""
+
+    note: dict[str, Any]
+    replies: list[dict[str, Any]] = field(default_factory=list)
+    direct: list[bool] = field(default_factory=list)   # per reply: does it answer the forum itself
+
+
+def short_name(venue_id: str, year: int) -> str:
+    return f"{venue_id.split('.')[0].split('/')[0]} {year}"
+
+
+def v1_review_content(fields: dict[str, str]) -> dict[str, str]:
+    """Neutral review fields under the ICLR 2023 (API v1) form names."""
+    out: dict[str, str] = {}
+    if "summary" in fields:
+        out["summary_of_the_paper"] = fields["summary"]
+    parts = [fields[k] for k in ("strengths", "weaknesses") if k in fields]
+    if parts:
+        both = all(p.strip() for p in parts)
+        out["strength_and_weaknesses"] = (f"Strengths:\n{parts[0]}\n\nWeaknesses:\n{parts[1]}"
+                                          if both and len(parts) == 2 else "".join(parts))
+    if "questions" in fields:
+        out["clarity,_quality,_novelty_and_reproducibility"] = fields["questions"]
+    if "limitations" in fields:
+        out["summary_of_the_review"] = fields["limitations"]
+    for source, target in (("soundness", "correctness"), ("contribution", "technical_novelty_and_significance")):
+        if source in fields:
+            out[target] = fields[source]
+    for source, target in (("rating", "recommendation"), ("confidence", "confidence")):
+        if source in fields:
+            out[target] = fields[source]
+    return out
+
+
+def render_venue(venue: SyntheticVenue, api_version: int) -> list[RenderedNote]:
+    """Every submission of `venue` with its replies, in submission-number order."""
+    rendered = [_render_paper(venue, paper, api_version) for paper in venue.papers]
+    by_id = {r.note["id"]: r for r in rendered}
+    for review_id, host in venue.duplicate_reviews:   # the same review served twice across pages
+        paper, _ = venue.review(review_id)
+        source = next(x for x in by_id[paper.paper_id].replies if x["id"] == review_id)
+        rendered[host].replies.append(source)
+        rendered[host].direct.append(True)
+    return rendered
+
+
+def _stamp(cdate: int) -> dict[str, int]:
+    return {"cdate": cdate, "tcdate": cdate, "mdate": cdate, "tmdate": cdate}
+
+
+def _render_paper(venue: SyntheticVenue, paper: SyntheticPaper, api: int) -> RenderedNote:
+    vid, n = venue.venue_id, paper.number
+    name = short_name(vid, venue.year)
+    pdf_path = f"/pdf/{hashlib.sha1(paper.paper_id.encode()).hexdigest()}.pdf"
+    if paper.status == "withdrawn":
+        venue_label, venueid, v1_inv = f"{name} Withdrawn Submission", f"{vid}/Withdrawn_Submission", "Withdrawn_Submission"
+    elif paper.status == "desk_rejected":
+        venue_label, venueid, v1_inv = f"{name} Desk Rejected Submission", f"{vid}/Desk_Rejected_Submission", "Desk_Rejected_Submission"
+    elif paper.decision and paper.decision.startswith("Accept"):
+        venue_label, venueid, v1_inv = f"{name} {paper.decision[8:-1].title()}", vid, "Blind_Submission"
+    else:
+        venue_label, venueid, v1_inv = f"Submitted to {name}", f"{vid}/Submission", "Blind_Submission"
+    content: dict[str, Any] = {
+        "title": paper.title, "abstract": paper.abstract, "keywords": paper.keywords,
+        "authors": ["Anonymous"], "authorids": [f"{vid}/Paper{n}/Authors"], "pdf": pdf_path,
+        "venue": venue_label, "venueid": venueid, "primary_area": paper.primary_area,
+    }
+    note: dict[str, Any] = {"id": paper.paper_id, "number": n, "forum": paper.paper_id, "replyto": None,
+                            "odate": paper.odate, "pdate": paper.pdate, **_stamp(paper.cdate),
+                            "readers": ["everyone"], "nonreaders": [], "writers": [vid],
+                            "signatures": [f"{vid}/Paper{n}/Authors" if api == 1 else f"{vid}/Submission{n}/Authors"]}
+    prefix = f"{vid}/Paper{n}" if api == 1 else f"{vid}/Submission{n}"
+    if api == 1:
+        note.update(invitation=f"{vid}/-/{v1_inv}", original=None, content=content)
+    else:
+        note.update(invitations=[f"{vid}/-/Submission", f"{vid}/-/Post_Submission"], domain=vid,
+                    content={k: {"value": v} for k, v in content.items()})
+        if paper.status != "active":
+            note["invitations"].append(f"{vid}/-/{'Withdrawn' if paper.status == 'withdrawn' else 'Desk_Rejected'}_Submission")
+    out = RenderedNote(note)
+
+    def reply(ident: str, invitation: str, body: dict[str, Any], cdate: int, signature: str,
+              replyto: str | None = None) -> None:
+        item: dict[str, Any] = {"id": ident, "forum": paper.paper_id, "replyto": replyto or paper.paper_id,
+                                "number": len(out.replies) + 1, **_stamp(cdate), "readers": ["everyone"],
+                                "nonreaders": [], "writers": [signature], "signatures": [signature]}
+        if api == 1:
+            item.update(invitation=f"{prefix}/-/{invitation}", content=body)
+        else:
+            item.update(invitations=[f"{prefix}/-/{invitation}", f"{vid}/-/{invitation}"], domain=vid,
+                        content={k: {"value": v} for k, v in body.items()})
+        out.replies.append(item)
+        out.direct.append(replyto is None)
+
+    for review in paper.reviews:
+        fields = v1_review_content(review.fields) if api == 1 else dict(review.fields)
+        reply(review.review_id, REVIEW_NAME, fields, review.cdate, review.signature)
+    if paper.reviews:
+        first: SyntheticReview = paper.reviews[0]
+        reply(f"{first.review_id}c", COMMENT_NAME,
+              {"title": "Response to the review", "comment": "We thank the reviewer and address each point below."},
+              first.cdate + 5 * DAY_MS, f"{prefix}/Authors", replyto=first.review_id)
+    late = paper.cdate + 110 * DAY_MS
+    if paper.meta_review:
+        reply(f"{paper.paper_id}m", META_NAME, {"metareview": paper.meta_review, "recommendation": paper.decision},
+              late, f"{prefix}/Area_Chair_{paper.paper_id[:4]}")
+    if paper.decision:
+        reply(f"{paper.paper_id}d", DECISION_NAME, {"title": "Paper Decision", "decision": paper.decision},
+              late + DAY_MS, f"{vid}/Program_Chairs")
+    if paper.status == "withdrawn":
+        reply(f"{paper.paper_id}w", "Withdrawal" if api == 2 else "Withdraw",
+              {"withdrawal_confirmation": "I have read and agree with the withdrawal policy."},
+              late - 30 * DAY_MS, f"{prefix}/Authors")
+    elif paper.status == "desk_rejected":
+        reply(f"{paper.paper_id}r", "Desk_Rejection" if api == 2 else "Desk_Reject",
+              {"desk_reject_comments": "The submission exceeds the page limit."},
+              paper.cdate + 10 * DAY_MS, f"{vid}/Program_Chairs")
+    return out
+
+
+def venue_group(venue: SyntheticVenue, api_version: int) -> dict[str, Any]:
+    """The venue's group, with the v2 settings clients read to find invitations."""
+    vid = venue.venue_id
+    group: dict[str, Any] = {"id": vid, "readers": ["everyone"], "writers": [vid], "signatures": ["~Super_User1"],
+                             "signatories": [vid], "members": [], "web": f"// {vid} home page"}
+    if api_version == 2:
+        settings = {"submission_id": f"{vid}/-/Submission", "submission_name": "Submission",
+                    "withdrawn_venue_id": f"{vid}/Withdrawn_Submission",
+                    "desk_rejected_venue_id": f"{vid}/Desk_Rejected_Submission",
+                    "review_name": REVIEW_NAME, "meta_review_name": META_NAME, "decision_name": DECISION_NAME,
+                    "title": short_name(vid, venue.year)}
+        group.update(domain=vid, content={k: {"value": v} for k, v in settings.items()})
+    return group

@@ -1,0 +1,427 @@
+"""A local OpenReview-compatible HTTP server for tests, benchmarks and the offline demo.
+
+Serves `SyntheticVenue`s in API v1 shape under `<url>/v1` and API v2 shape under `<url>/v2`,
+answering what `openreview.Client` / `openreview.api.OpenReviewClient` call: `GET /notes`
+(invitation, id, forum, content.<field>, details=directReplies|replies, sort, offset, after,
+limit capped at the server's page limit, count), `GET /groups`, `GET /pdf` and `/attachment`,
+`POST /login` (a guest token). Notes are serialised once per (API, query shape) and pages are
+byte joins, so 12,000 papers serve in seconds. Faults (429 with Retry-After, 5xx, slow answers,
+malformed pages) are injected per test with `inject`; `requests` counts calls per path.
+
+    with serve_venues([venue], page_limit=5) as server:
+        client = openreview.api.OpenReviewClient(baseurl=server.v2_url)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal
+from urllib.parse import parse_qsl, urlsplit
+
+from tasks.openreview_render import RenderedNote, render_venue, venue_group
+from tasks.synthetic import SyntheticVenue
+
+FaultKind = Literal["429", "5xx", "slow", "malformed", "bad_shape"]
+_SORTABLE = ("number", "id", "cdate", "tcdate", "mdate", "tmdate")
+
+
+@dataclass
+class Fault:
+    """A misbehaviour served to the next `times` matching requests (after skipping `skip`)."""
+
+    kind: FaultKind
+    times: int = 1
+    endpoint: str = "notes"                  # notes | groups | pdf | login | "*"
+    api: int | None = None                   # 1, 2 or both
+    when: Callable[[dict[str, str]], bool] | None = None   # extra test on the query parameters
+    skip: int = 0
+    status: int = 503                        # for "5xx"
+    retry_after: int | None = 1              # seconds, for "429" (None: no header)
+    delay: float = 5.0                       # seconds, for "slow"
+
+    def matches(self, api: int, endpoint: str, params: dict[str, str]) -> bool:
+        return (self.times > 0 and self.endpoint in ("*", endpoint) and self.api in (None, api)
+                and (self.when is None or self.when(params)))
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    at: float
+    api: int
+    endpoint: str
+    params: dict[str, str]
+    status: int
+
+
+@dataclass
+class _Index:
+    """One API shape of one venue: rendered notes plus caches of serialised note lists."""
+
+    venue: SyntheticVenue
+    notes: list[RenderedNote]
+    group: dict[str, Any]
+    by_id: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cache: dict[tuple, list[tuple[dict[str, Any], bytes]]] = field(default_factory=dict)
+
+
+class OpenReviewServer:
+    """Threaded HTTP server on 127.0.0.1; use as a context manager or call start() / stop()."""
+
+    def __init__(self, venues: Iterable[SyntheticVenue], page_limit: int = 1000, port: int = 0) -> None:
+        self.page_limit = page_limit
+        self.faults: list[Fault] = []
+        self.requests: Counter[str] = Counter()
+        self.log: list[RequestRecord] = []             # answered requests
+        self.arrivals: list[tuple[int, str, dict[str, str]]] = []   # every request, on arrival
+        self.send_content_length = True      # False: stream PDFs chunked, without a declared size
+        self._lock = threading.Lock()
+        self._indexes: dict[tuple[int, str], _Index] = {}
+        self._venues = list(venues)
+        self._pdfs = {p.paper_id: p for v in self._venues for p in v.papers}
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), _make_handler(self))
+        self._httpd.daemon_threads = True
+        self._httpd.block_on_close = False
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    @property
+    def v1_url(self) -> str:
+        return f"{self.url}/v1"
+
+    @property
+    def v2_url(self) -> str:
+        return f"{self.url}/v2"
+
+    def start(self) -> OpenReviewServer:
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="openreview-server",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> OpenReviewServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def inject(self, *faults: Fault) -> None:
+        with self._lock:
+            self.faults.extend(faults)
+
+    def clear(self) -> None:
+        """Drop pending faults and reset the request counters."""
+        with self._lock:
+            self.faults.clear()
+            self.requests.clear()
+            self.log.clear()
+            self.arrivals.clear()
+
+    def count(self, api: int, endpoint: str = "notes") -> int:
+        return self.requests[f"/v{api}/{endpoint}"]
+
+    def warm(self, api_version: int, details: str | None = "directReplies") -> None:
+        """Serialise the submissions ahead of the first request (benchmarks call this)."""
+        for venue in self._venues:
+            index = self._index(api_version, venue.venue_id)
+            self._submissions(index, api_version, details, {})
+
+    # -- data -------------------------------------------------------------------------------
+    def _index(self, api: int, venue_id: str) -> _Index:
+        key = (api, venue_id)
+        with self._lock:
+            if key not in self._indexes:
+                venue = next(v for v in self._venues if v.venue_id == venue_id)
+                index = _Index(venue, render_venue(venue, api), venue_group(venue, api))
+                for rendered in index.notes:
+                    index.by_id[rendered.note["id"]] = rendered.note
+                    for reply in rendered.replies:
+                        index.by_id.setdefault(reply["id"], reply)
+                self._indexes[key] = index
+            return self._indexes[key]
+
+    def _venue_of(self, invitation: str | None, ident: str | None, forum: str | None) -> str | None:
+        for venue in self._venues:
+            if invitation and invitation.startswith(venue.venue_id + "/"):
+                return venue.venue_id
+            for api in (1, 2):
+                index = self._indexes.get((api, venue.venue_id))
+                if index and (ident in index.by_id or forum in index.by_id):
+                    return venue.venue_id
+        if ident or forum:   # ids of notes not yet indexed: index every venue and look again
+            for venue in self._venues:
+                for api in (1, 2):
+                    index = self._index(api, venue.venue_id)
+                    if ident in index.by_id or forum in index.by_id:
+                        return venue.venue_id
+        return None
+
+    def _submissions(self, index: _Index, api: int, details: str | None, filters: dict[str, str]
+                     ) -> list[tuple[dict[str, Any], bytes]]:
+        """Serialised submissions with the requested details, cached per query shape."""
+        key = ("sub", details, tuple(sorted(filters.items())))
+        cached = index.cache.get(key)
+        if cached is not None:
+            return cached
+        wanted = {d for d in (details or "").split(",") if d}
+        out = []
+        for rendered in index.notes:
+            note = rendered.note
+            if any(_content_value(note, k) != v for k, v in filters.items()):
+                continue
+            if wanted & {"directReplies", "replies", "replyCount", "directReplyCount"}:
+                direct = [r for r, d in zip(rendered.replies, rendered.direct, strict=True) if d]
+                extra: dict[str, Any] = {}
+                if "directReplies" in wanted:
+                    extra["directReplies"] = direct
+                if "replies" in wanted:
+                    extra["replies"] = rendered.replies
+                if "replyCount" in wanted:
+                    extra["replyCount"] = len(rendered.replies)
+                if "directReplyCount" in wanted:
+                    extra["directReplyCount"] = len(direct)
+                note = {**note, "details": extra}
+            out.append((rendered.note, _dumps(note)))
+        with self._lock:
+            index.cache[key] = out
+        return out
+
+    def notes_page(self, api: int, params: dict[str, str]) -> bytes:
+        """The JSON body answering GET /notes."""
+        invitation, ident, forum = params.get("invitation"), params.get("id"), params.get("forum")
+        venue_id = self._venue_of(invitation, ident, forum)
+        items: list[tuple[dict[str, Any], bytes]] = []
+        if venue_id is not None:
+            index = self._index(api, venue_id)
+            items = self._select(index, api, params)
+        items = _sorted(items, params.get("sort"))
+        if params.get("after"):
+            items = [it for it in items if it[0]["id"] > params["after"]]
+        offset = int(params.get("offset") or 0)
+        limit = min(int(params.get("limit") or self.page_limit), self.page_limit)
+        page = items[offset:offset + limit]
+        return b'{"notes":[' + b",".join(body for _, body in page) + b'],"count":%d}' % len(items)
+
+    def _select(self, index: _Index, api: int, params: dict[str, str]) -> list[tuple[dict[str, Any], bytes]]:
+        vid = index.venue.venue_id
+        invitation, ident, forum = params.get("invitation"), params.get("id"), params.get("forum")
+        details = params.get("details")
+        filters = {k[8:]: v for k, v in params.items() if k.startswith("content.")}
+        if ident:
+            note = index.by_id.get(ident)
+            return [(note, _dumps(note))] if note else []
+        submission_invitations = {1: {f"{vid}/-/Blind_Submission", f"{vid}/-/Submission",
+                                      f"{vid}/-/Withdrawn_Submission", f"{vid}/-/Desk_Rejected_Submission"},
+                                  2: {f"{vid}/-/Submission"}}[api]
+        if invitation in submission_invitations or (forum and not invitation):
+            items = self._submissions(index, api, details, filters)
+            if api == 1 and invitation and not invitation.endswith("/-/Submission"):
+                items = [it for it in items if it[0]["invitation"] == invitation]
+            if forum:
+                items = [it for it in items if it[0]["id"] == forum]
+                replies = [r for n in index.notes if n.note["id"] == forum for r in n.replies]
+                items = items + [(r, _dumps(r)) for r in replies]
+            return items
+        if invitation:   # reply invitations; v1 style ".*" wildcards allowed
+            pattern = re.compile(re.escape(invitation).replace(r"\.\*", ".*"))
+            out = []
+            for rendered in index.notes:
+                for reply in rendered.replies:
+                    invs = reply.get("invitations") or [reply.get("invitation")]
+                    if any(pattern.fullmatch(i or "") for i in invs) and (not forum or reply["forum"] == forum):
+                        out.append((reply, _dumps(reply)))
+            return out
+        return []
+
+    def pdf(self, ident: str) -> tuple[bytes, int] | None:
+        paper = self._pdfs.get(ident)
+        return (paper.pdf, paper.pdf_padding) if paper and paper.pdf is not None else None
+
+    def group(self, api: int, ident: str) -> dict[str, Any] | None:
+        if not any(v.venue_id == ident for v in self._venues):
+            return None
+        return self._index(api, ident).group
+
+    def take_fault(self, api: int, endpoint: str, params: dict[str, str]) -> Fault | None:
+        with self._lock:
+            for fault in self.faults:
+                if fault.matches(api, endpoint, params):
+                    if fault.skip > 0:
+                        fault.skip -= 1
+                        return None
+                    fault.times -= 1
+                    return fault
+        return None
+
+    def record(self, api: int, endpoint: str, params: dict[str, str], status: int, arrived: float) -> None:
+        """Count an answered request (`at` is its arrival time; a slow answer is logged when it goes out)."""
+        with self._lock:
+            self.requests[f"/v{api}/{endpoint}"] += 1
+            self.log.append(RequestRecord(arrived, api, endpoint, params, status))
+
+
+def _dumps(note: dict[str, Any]) -> bytes:
+    # Lone surrogates carry bytes that are not UTF-8 (the synthetic "non_utf8" case); they go out raw.
+    return json.dumps(note, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogateescape")
+
+
+def _content_value(note: dict[str, Any], key: str) -> str:
+    value = (note.get("content") or {}).get(key)
+    return str(value.get("value") if isinstance(value, dict) else value)
+
+
+def _sorted(items: list[tuple[dict[str, Any], bytes]], sort: str | None) -> list[tuple[dict[str, Any], bytes]]:
+    if not sort:
+        return items
+    name, _, direction = sort.partition(":")
+    if name not in _SORTABLE:
+        return items
+    return sorted(items, key=lambda it: (it[0].get(name) is None, it[0].get(name) or 0),
+                  reverse=direction.lower() == "desc")
+
+
+def _error(status: int, message: str) -> bytes:
+    names = {404: "NotFoundError", 429: "RateLimitError", 400: "BadRequestError"}
+    return json.dumps({"name": names.get(status, "Error"), "message": message, "status": status}).encode()
+
+
+def _make_handler(server: OpenReviewServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:   # keep test output quiet
+            pass
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            if length:
+                self.rfile.read(length)
+            self._dispatch()
+
+        def do_GET(self) -> None:
+            self._dispatch()
+
+        def _dispatch(self) -> None:
+            parts = urlsplit(self.path)
+            match = re.fullmatch(r"/v([12])/([A-Za-z]+)(?:/.*)?", parts.path)
+            params = dict(parse_qsl(parts.query, keep_blank_values=True))
+            if not match:
+                self._request = (0, "unknown", params, time.monotonic())
+                self._send(404, _error(404, f"no such path {parts.path}"))
+                return
+            api, endpoint = int(match.group(1)), match.group(2)
+            arrived = time.monotonic()
+            server.arrivals.append((api, endpoint, params))
+            fault = server.take_fault(api, endpoint, params)
+            self._request = (api, endpoint, params, arrived)
+            try:
+                if fault and fault.kind == "slow":
+                    time.sleep(fault.delay)
+                self._answer(api, endpoint, params, fault)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
+
+        def _record(self, status: int) -> None:
+            """Log the request before its body goes out, so a client never sees an answer not yet counted."""
+            api, endpoint, params, arrived = self._request
+            server.record(api, endpoint, params, status, arrived)
+
+        def _answer(self, api: int, endpoint: str, params: dict[str, str], fault: Fault | None) -> int:
+            if fault and fault.kind == "429":
+                headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
+                return self._send(429, _error(429, "Too many requests, slow down"), headers)
+            if fault and fault.kind == "5xx":
+                return self._send(fault.status, _error(fault.status, "The server had a hiccup"))
+            if endpoint == "notes" and self.command == "GET":
+                body = server.notes_page(api, params)
+                if fault and fault.kind == "malformed":
+                    body = body[: max(len(body) // 2, 12)]
+                elif fault and fault.kind == "bad_shape":
+                    body = b'{"message":"unexpected","items":[]}'
+                return self._send(200, body)
+            if endpoint == "groups" and self.command == "GET":
+                group = server.group(api, params.get("id", ""))
+                if group is None:
+                    return self._send(404, _error(404, f"group {params.get('id')} not found"))
+                return self._send(200, json.dumps({"groups": [group]}).encode())
+            if endpoint in ("pdf", "attachment") and self.command == "GET":
+                return self._pdf(params.get("id", ""))
+            if endpoint == "login" and self.command == "POST":
+                user = {"id": "~Guest_User1", "profile": {"id": "~Guest_User1"}}
+                return self._send(200, json.dumps({"token": "local-guest-token", "user": user}).encode())
+            if endpoint == "profiles":
+                return self._send(200, b'{"profiles":[]}')
+            return self._send(404, _error(404, f"{self.command} /{endpoint} is not served here"))
+
+        def _pdf(self, ident: str) -> int:
+            found = server.pdf(ident)
+            if found is None:
+                return self._send(404, _error(404, f"no pdf for {ident}"))
+            data, padding = found
+            if not padding:
+                return self._send(200, data, content_type="application/pdf")
+            self._record(200)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/pdf")
+            if server.send_content_length:
+                self.send_header("Content-Length", str(len(data) + padding))
+            else:
+                self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            chunks = _padded(data, padding)
+            try:
+                for chunk in chunks:
+                    if server.send_content_length:
+                        self.wfile.write(chunk)
+                    else:
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                if not server.send_content_length:
+                    self.wfile.write(b"0\r\n\r\n")
+            except OSError:   # the client stopped reading (as it should for an oversized PDF)
+                self.close_connection = True
+            return 200
+
+        def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None,
+                  content_type: str = "application/json; charset=utf-8") -> int:
+            self._record(status)
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(body)
+            return status
+
+    return Handler
+
+
+def _padded(data: bytes, padding: int, chunk: int = 1 << 20) -> Iterator[bytes]:
+    yield data
+    block = b"\n" * chunk
+    while padding > 0:
+        yield block[: min(chunk, padding)]
+        padding -= chunk
+
+
+@contextmanager
+def serve_venues(venues: Iterable[SyntheticVenue], page_limit: int = 1000, port: int = 0
+                 ) -> Iterator[OpenReviewServer]:
+    """Serve `venues` on 127.0.0.1 for the duration of the `with` block."""
+    server = OpenReviewServer(venues, page_limit=page_limit, port=port)
+    with server:
+        yield server

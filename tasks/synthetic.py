@@ -1,0 +1,292 @@
+"""A synthetic OpenReview venue the project writes itself (offline demo, tests and benchmarks).
+
+`make_venue` returns papers, reviews, meta-reviews, decisions, withdrawals and PDF bytes in a
+neutral form; `tasks.openreview_server` renders it as API v1 or v2 JSON. Papers get a `role`
+saying what curation should do with them (keep, or drop for few confident reviews, rating
+variance, withdrawal, desk rejection), and with `bad_cases` some inputs are broken on purpose;
+`SyntheticVenue.bad_cases` maps each case to the id it was planted on. Reviews use a 1-10 rating
+form and a 1-5 confidence form. Deterministic for a seed.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass, field
+
+from tasks import synthetic_text as words
+
+RATINGS = {
+    1: "1: strong reject, the work has fundamental flaws",
+    2: "2: reject, serious problems outweigh the merits",
+    3: "3: clear reject, not ready for this venue",
+    4: "4: leaning towards reject",
+    5: "5: marginally below the bar for acceptance",
+    6: "6: marginally above the bar for acceptance",
+    7: "7: accept, a solid contribution",
+    8: "8: strong accept, clearly above the bar",
+    9: "9: very strong accept, among the best submissions",
+    10: "10: award quality, a landmark contribution",
+}
+CONFIDENCES = {
+    1: "1: My assessment is an educated guess; the topic is outside my area.",
+    2: "2: I can defend my assessment, but I may well have missed central parts of the work.",
+    3: "3: I am fairly confident, though parts of the submission or related work may have escaped me.",
+    4: "4: I am confident in my assessment, though not entirely certain.",
+    5: "5: I am certain: I know the area well and checked the details carefully.",
+}
+SUBSCORES = {1: "1 poor", 2: "2 fair", 3: "3 good", 4: "4 excellent"}
+ROLE_CYCLE = ("keep", "keep", "few_confident", "keep", "high_variance", "keep", "withdrawn", "keep",
+              "keep", "desk_rejected", "keep", "few_confident")
+REJECTING_CASES = ("missing_rating", "garbled_rating", "missing_confidence", "garbled_confidence",
+                   "empty_review", "non_utf8")
+KEPT_CASES = ("html", "latex", "mojibake")
+PDF_CASES = ("corrupt_pdf", "large_pdf")
+LARGE_PDF_PADDING = 1 << 30    # the absurd PDF claims a 1 GiB body, served lazily by the server
+PDF_SECTIONS = ("Introduction", "Related Work", "Method", "Experiments", "Conclusion", "Acknowledgements",
+                "References", "Appendix")
+_ID_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+DAY_MS = 86_400_000
+
+
+@dataclass
+class SyntheticReview:
+    review_id: str
+    signature: str                 # the anonymous reviewer group; ingest must not store it
+    fields: dict[str, str]         # neutral form fields; a missing key is a missing field
+    cdate: int
+
+
+@dataclass
+class SyntheticPaper:
+    paper_id: str
+    number: int
+    role: str                      # keep | few_confident | high_variance | withdrawn | desk_rejected
+    title: str
+    abstract: str
+    keywords: list[str]
+    primary_area: str
+    cdate: int
+    odate: int
+    pdate: int | None
+    decision: str | None
+    meta_review: str | None
+    reviews: list[SyntheticReview] = field(default_factory=list)
+    pdf: bytes | None = None
+    pdf_padding: int = 0           # extra bytes appended when served (the absurdly large PDF)
+
+    @property
+    def status(self) -> str:
+        return self.role if self.role in ("withdrawn", "desk_rejected") else "active"
+
+
+@dataclass
+class SyntheticVenue:
+    venue_id: str
+    papers: list[SyntheticPaper]
+    duplicate_reviews: list[tuple[str, int]] = field(default_factory=list)  # (review_id, host paper index)
+    bad_cases: dict[str, str] = field(default_factory=dict)                 # case -> review or paper id
+
+    @property
+    def year(self) -> int:
+        found = re.findall(r"(?<!\d)(20\d\d)(?!\d)", self.venue_id)
+        return int(found[0]) if found else 2025
+
+    def review(self, review_id: str) -> tuple[SyntheticPaper, SyntheticReview]:
+        for paper in self.papers:
+            for review in paper.reviews:
+                if review.review_id == review_id:
+                    return paper, review
+        raise KeyError(review_id)
+
+    @property
+    def n_reviews(self) -> int:
+        return sum(len(p.reviews) for p in self.papers)
+
+
+def _new_id(rng: random.Random, seen: set[str]) -> str:
+    while True:
+        ident = "".join(rng.choices(_ID_CHARS, k=10))
+        if ident not in seen:
+            seen.add(ident)
+            return ident
+
+
+def _scores(role: str, n: int, rng: random.Random) -> list[tuple[int, int]]:
+    """(rating, confidence) pairs shaped so curation keeps or drops the paper as its role says."""
+    base = words.randint(rng, 3, 7)
+    ratings = [base + words.randint(rng, 0, 1) for _ in range(n)]   # mapped variance stays <= 1.0
+    confidences = [words.randint(rng, 4, 5) for _ in range(n)]
+    if role == "high_variance":
+        ratings = [words.randint(rng, 1, 3) if i % 2 else words.randint(rng, 7, 10) for i in range(n)]
+    elif role == "few_confident":
+        confidences = [words.randint(rng, 1, 3) for _ in range(n)]
+        confidences[0] = 4
+    return list(zip(ratings, confidences, strict=True))
+
+
+def _review(topic: words.Topic, rng: random.Random, rating: int, confidence: int) -> dict[str, str]:
+    fields = words.review_sections(topic, rng)
+    fields.update(rating=RATINGS[rating], confidence=CONFIDENCES[confidence],
+                  soundness=SUBSCORES[words.randint(rng, 2, 4)], presentation=SUBSCORES[words.randint(rng, 1, 4)],
+                  contribution=SUBSCORES[words.randint(rng, 2, 4)])
+    return fields
+
+
+def _decision(role: str, ratings: list[int], rng: random.Random) -> str | None:
+    if role in ("withdrawn", "desk_rejected"):
+        return None
+    mean = sum(ratings) / max(len(ratings), 1)
+    if mean >= 7.5:
+        return rng.choice(["Accept (oral)", "Accept (spotlight)"])
+    return "Accept (poster)" if mean >= 5.5 else "Reject"
+
+
+def make_venue(venue_id: str, n_papers: int = 12, reviews_per_paper: int = 4, seed: int = 0,
+               pdfs: bool = True, bad_cases: bool = True) -> SyntheticVenue:
+    """Generate a venue of `n_papers` submissions with `reviews_per_paper` reviews each."""
+    rng = random.Random(f"{venue_id}|{seed}")
+    seen: set[str] = set()
+    venue = SyntheticVenue(venue_id, [])
+    start = _epoch_ms(venue.year - 1, 9, 27)
+    for index in range(n_papers):
+        role = ROLE_CYCLE[index % len(ROLE_CYCLE)]
+        topic = words.make_topic(rng)
+        number = index + 1
+        cdate = start + words.randint(rng, 0, 5 * DAY_MS)
+        paper = SyntheticPaper(
+            paper_id=_new_id(rng, seen), number=number, role=role, title=words.title_text(topic, rng),
+            abstract=words.abstract_text(topic, rng), keywords=rng.sample(words.KEYWORDS, words.randint(rng, 2, 4)),
+            primary_area=rng.choice(words.AREAS), cdate=cdate, odate=start + 7 * DAY_MS, pdate=None,
+            decision=None, meta_review=None)
+        # Desk-rejected papers have no reviews; four keep papers per cycle of twelve carry one
+        # more, so a venue of n papers has about n * reviews_per_paper reviews.
+        n_reviews = 0 if role == "desk_rejected" else reviews_per_paper + (index % 12 in (0, 1, 3, 5))
+        scores = _scores(role, n_reviews, rng)
+        for rating, confidence in scores:
+            paper.reviews.append(SyntheticReview(
+                review_id=_new_id(rng, seen),
+                signature=f"{venue_id}/Submission{number}/Reviewer_{''.join(rng.choices(_ID_CHARS, k=4))}",
+                fields=_review(topic, rng, rating, confidence),
+                cdate=start + words.randint(rng, 20, 40) * DAY_MS + words.randint(rng, 0, DAY_MS)))
+        paper.decision = _decision(role, [r for r, _ in scores], rng)
+        if paper.decision:
+            paper.meta_review = words.meta_review_text(topic, rng, paper.decision)
+            if paper.decision.startswith("Accept"):
+                paper.pdate = start + 120 * DAY_MS
+        if pdfs:
+            paper.pdf = render_pdf(paper, topic, rng)
+        venue.papers.append(paper)
+    if bad_cases:
+        _plant_bad_cases(venue, rng)
+    return venue
+
+
+def _plant_bad_cases(venue: SyntheticVenue, rng: random.Random) -> None:
+    """Break some inputs on purpose; record where in `venue.bad_cases`."""
+    keep = [p for p in venue.papers if p.role == "keep" and len(p.reviews) >= 2]
+    if not keep:
+        return
+    for i, case in enumerate(REJECTING_CASES):
+        paper = keep[i % len(keep)]
+        review = paper.reviews[-1 - (i // len(keep)) % len(paper.reviews)]
+        _break(review.fields, case)
+        venue.bad_cases[case] = review.review_id
+    for i, case in enumerate(KEPT_CASES):
+        review = keep[i % len(keep)].reviews[0]
+        _break(review.fields, case)
+        venue.bad_cases[case] = review.review_id
+    source = keep[len(keep) // 2].reviews[1 % len(keep[len(keep) // 2].reviews)]
+    venue.duplicate_reviews.append((source.review_id, len(venue.papers) - 1))
+    venue.bad_cases["duplicate_review"] = source.review_id
+    with_pdf = [p for p in keep if p.pdf is not None]
+    if len(with_pdf) >= 2:
+        corrupt, large = with_pdf[-1], with_pdf[-2]
+        corrupt.pdf = b"%PDF-1.7\n" + bytes(rng.getrandbits(8) for _ in range(4000))
+        large.pdf_padding = LARGE_PDF_PADDING
+        venue.bad_cases["corrupt_pdf"] = corrupt.paper_id
+        venue.bad_cases["large_pdf"] = large.paper_id
+
+
+def _break(fields: dict[str, str], case: str) -> None:
+    if case == "missing_rating":
+        del fields["rating"]
+    elif case == "garbled_rating":
+        fields["rating"] = "excellent!!"
+    elif case == "missing_confidence":
+        del fields["confidence"]
+    elif case == "garbled_confidence":
+        fields["confidence"] = "pretty sure, mostly"
+    elif case == "empty_review":
+        for name in ("summary", "strengths", "weaknesses", "questions", "limitations"):
+            fields[name] = "   " if name == "summary" else ""
+    elif case == "non_utf8":
+        # Latin-1 bytes that are not valid UTF-8; the server writes them raw into the JSON body.
+        raw = "Les r\xe9sultats sont tr\xe8s \xe9tonnants et la m\xe9thode est d\xe9j\xe0 connue.".encode("latin-1")
+        fields["summary"] = raw.decode("utf-8", "surrogateescape")
+        fields["weaknesses"] = ("Le mod\xe8le na\xefve \xe9choue.".encode("latin-1")
+                                .decode("utf-8", "surrogateescape"))
+    elif case == "html":
+        fields["strengths"] = ("<p>The method is <b>simple</b> &amp; effective.</p><ul><li>Clear writing.</li>"
+                               "<li>Strong results on <i>two</i> benchmarks.</li></ul>")
+    elif case == "latex":
+        fields["weaknesses"] = (r"The bound in Theorem 1, $\mathcal{O}(\sqrt{T \log K})$, requires "
+                                r"$\eta < 1/L$, which is never checked; also $\sum_{i=1}^{n} w_i = 1$ is assumed.")
+    elif case == "mojibake":
+        fields["summary"] = ("The authors\u2019 approach \u2014 a na\u00efve baseline \u2014 "
+                             "is compared with prior caf\u00e9-style pipelines.").encode("utf-8").decode("cp1252")
+
+
+def _epoch_ms(year: int, month: int, day: int) -> int:
+    import datetime as dt
+
+    return int(dt.datetime(year, month, day, tzinfo=dt.UTC).timestamp() * 1000)
+
+
+def render_pdf(paper: SyntheticPaper, topic: words.Topic, rng: random.Random) -> bytes:
+    """A several-page PDF of the paper, written with pymupdf so text extraction runs for real."""
+    import pymupdf
+
+    lines: list[tuple[str, float]] = [(paper.title, 15), ("Anonymous authors", 10), ("", 10), ("Abstract", 12)]
+    lines += [(line, 10) for line in _wrap(paper.abstract)]
+    for number, section in enumerate(PDF_SECTIONS, 1):
+        heading = section if section in ("Acknowledgements", "References", "Appendix") else f"{number} {section}"
+        lines += [("", 10), (heading, 12)]
+        for paragraph in words.section_paragraphs(topic, rng, section) * (2 if number <= 4 else 1):
+            lines += [(line, 10) for line in _wrap(paragraph)]
+    doc = pymupdf.open()
+    pages: list[list[tuple[str, float, float]]] = []
+    y = 1e9
+    for text, size in lines:
+        if y > 760 or (size == 12 and text in ("References", "Appendix")):
+            pages.append([])
+            y = 72.0
+        if text:
+            pages[-1].append((text, size, y))
+        y += size * 1.45
+    for content in pages:
+        page = doc.new_page(width=612, height=792)
+        runs: list[list[tuple[str, float, float]]] = []
+        for item in content:   # one insert_text call per run of lines in the same font size
+            if runs and runs[-1][-1][1] == item[1] and abs(runs[-1][-1][2] + item[1] * 1.45 - item[2]) < 1e-6:
+                runs[-1].append(item)
+            else:
+                runs.append([item])
+        for run in runs:
+            size = run[0][1]
+            page.insert_text((72, run[0][2]), [t for t, _, _ in run], fontsize=size, fontname="helv",
+                             lineheight=1.45)
+    data = doc.tobytes(garbage=3, deflate=True)
+    doc.close()
+    return data
+
+
+def _wrap(text: str, width: int = 92) -> list[str]:
+    out, line = [], ""
+    for word in text.split():
+        if len(line) + len(word) + 1 > width:
+            out.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return [*out, line] if line else out
