@@ -11,7 +11,15 @@ from typing import Annotated
 
 import typer
 
-from tasks.config import ConfigError, load_config
+# Embedded defaults for Prefect's ephemeral server: a slow 2-core machine needs more than the
+# default 20 s to start it, and nothing here may phone home. Explicit settings still win.
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from tasks.config import ConfigError, load_config  # noqa: E402
 
 app = typer.Typer(
     help="GRE-bench: benchmark LLM-written peer reviews against fresh human reviews.",
