@@ -171,5 +171,10 @@ def query(
         _fail(str(error).splitlines()[0])
 
 
+from flows.cli_validate import report, validate  # noqa: E402
+
+app.command()(validate)
+app.command()(report)
+
 if __name__ == "__main__":
     app()

@@ -11,7 +11,7 @@ import re
 import tomllib
 import warnings
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -93,6 +93,38 @@ class PreprocessConfig(LLMConfig):
     prompt_version: str = "judgments-v1"
     synopsis_prompt_version: str = "assw-v1"
     max_paper_chars: int = Field(60_000, ge=1000)  # paper text fed to the ASSW summary
+
+
+class CandidateConfig(LLMConfig):
+    """One candidate LLM that writes reviews (generate stage); the LLM settings plus these."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # the model's name on the leaderboard
+    knowledge_cutoff: date            # papers first public on or before this date are left out
+    max_tokens: int = Field(2048, ge=1)
+    max_context_tokens: int = Field(8192, ge=256)  # prompt + answer; a longer paper is cut at a section
+    prompt_version: str = "review-v1"  # tasks/prompts/<version>.md; part of every cache key
+
+    @model_validator(mode="after")
+    def _room_for_paper(self) -> CandidateConfig:
+        if self.max_tokens >= self.max_context_tokens:
+            raise ValueError("max_tokens must be smaller than max_context_tokens")
+        return self
+
+
+class GenerateConfig(Frozen):
+    """Candidate review generation (tasks/generate.py) and its contamination guard."""
+
+    chars_per_token: float = Field(3.5, gt=0)  # anthropic: context estimate (no local tokenizer)
+    candidates: tuple[CandidateConfig, ...] = ()
+
+    @field_validator("candidates")
+    @classmethod
+    def _unique_names(cls, value: tuple[CandidateConfig, ...]) -> tuple[CandidateConfig, ...]:
+        names = [c.name for c in value]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"candidate names must be unique; repeated: {repeated}")
+        return value
 
 
 class ScoreConfig(Frozen):
@@ -199,6 +231,7 @@ class PipelineConfig(Frozen):
     ingest: dict[str, Any] = {}
     curate: dict[str, Any] = {}
     preprocess: dict[str, Any] = {}
+    generate: dict[str, Any] = {}
     score: dict[str, Any] = {}
     validate: dict[str, Any] = {}
 
@@ -218,6 +251,7 @@ class Config(Frozen):
     ingest: IngestConfig = IngestConfig()
     curate: CurateConfig = CurateConfig()
     preprocess: PreprocessConfig = PreprocessConfig()
+    generate: GenerateConfig = GenerateConfig()
     score: ScoreConfig = ScoreConfig()
     validate: ValidateConfig = ValidateConfig()
     schedule: ScheduleConfig = ScheduleConfig()
@@ -257,7 +291,7 @@ class Config(Frozen):
             raise ConfigError(f"pipeline {name!r} is a yearly template: run it as '{name}-<year>'")
         merged = self.model_dump()
         merged["pipelines"][name] = pipeline.model_dump()
-        for stage in ("ingest", "curate", "preprocess", "score", "validate"):
+        for stage in ("ingest", "curate", "preprocess", "generate", "score", "validate"):
             merged[stage].update(getattr(pipeline, stage))
         return _validate(merged, where=f"pipelines.{name}")
 

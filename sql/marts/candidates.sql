@@ -1,0 +1,25 @@
+-- Candidate reviews: one review per benchmark paper and candidate model, with whether the paper
+-- was cut to fit the model's context, the tokens used and what it cost.
+-- requires: staging.candidates
+CREATE OR REPLACE TABLE candidates AS
+SELECT
+    candidate_id,
+    paper_id,
+    venue_id,
+    model,
+    model_id,
+    prompt_version,
+    review,
+    sections,
+    text_source,
+    truncated,
+    cut,
+    kept_chars,
+    paper_chars,
+    answer_truncated,
+    input_tokens,
+    output_tokens,
+    tokens,
+    cost
+FROM staging.candidates
+ORDER BY model, venue_id, paper_id;

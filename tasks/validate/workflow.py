@@ -1,0 +1,382 @@
+"""The validation workflow (GEM paper Algorithm 1): perturb candidates, rescore them, test each metric.
+
+Input: one row per human review (the REVIEWS_IN schema): paper_id, review_id, review_text and
+optionally judgments (preprocessed, one per line), abstract, assw, a human quality score and a
+group (random replacement draws within it). Per paper one seeded review (or every review, with
+candidates="all") is the candidate; the paper's other reviews are its references.
+
+1. Each strategy perturbs every candidate. Deterministic strategies run here; when the reviews carry
+   judgments they act on the judgment lines too (so judgment metrics need no LLM); LLM strategies
+   rewrite the raw review through the backend (cached), and the result is preprocessed into
+   judgments when a metric needs them. A failed perturbation keeps a None text and its error.
+2. Original and perturbed candidates are scored against the same references: GEM-family metrics
+   through the scoring engine (`scorer`: requests -> results), baselines directly.
+3. `stats.validation_table` tests each (metric, strategy); `human_correlation` relates the original
+   scores to the quality score where the data has one (then every review is scored as a candidate).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import polars as pl
+
+from tasks import schema
+from tasks.scoring.metrics import (
+    CANDIDATES,
+    METRICS,
+    REFERENCES,
+    SCORES,
+    SYNOPSES,
+    assemble_scores,
+    build_requests,
+    candidate_scores,
+    judgments_text,
+)
+from tasks.scoring.shards import RESULTS
+from tasks.validate.baselines import BASELINES
+from tasks.validate.llm_perturb import apply_llm_perturbation
+from tasks.validate.perturb import STRATEGIES, perturb_texts, random_replacement, strategy
+from tasks.validate.stats import Correction, spearman, validation_table
+
+REVIEWS_IN = pl.Schema({"paper_id": pl.String, "review_id": pl.String, "review_text": pl.String,
+                        "judgments": pl.String, "abstract": pl.String, "assw": pl.String,
+                        "quality": pl.Float64, "group": pl.String})
+PERTURBATIONS = pl.Schema({"paper_id": pl.String, "review_id": pl.String, "candidate": pl.String,
+                           "strategy": pl.String, "kind": pl.String, "review_text": pl.String,
+                           "judgments": pl.String, "error": pl.String})
+HUMAN_CORRELATION = pl.Schema({"metric": pl.String, "eval_lm": pl.String, "n": pl.Int64, "n_dropped": pl.Int64,
+                               "rho": pl.Float64, "p_value": pl.Float64, "reason": pl.String})
+# The model behind each baseline, written where a GEM score names its evaluation LM.
+BASELINE_MODELS = {"bleu": "sacrebleu", "rouge_l": "rouge-score", "bertscore": "all-MiniLM-L6-v2"}
+SEPARATOR = "~"   # perturbed candidate id: <review_id>~<strategy>
+
+Scorer = Callable[[pl.DataFrame], pl.DataFrame]          # REQUESTS frame -> key, logprob, n_tokens
+Preprocessor = Callable[[pl.DataFrame], tuple[pl.DataFrame, pl.DataFrame]]  # reviews -> (judgments, rejects)
+
+
+@dataclass
+class ValidationResult:
+    validation: pl.DataFrame          # stats.VALIDATION_COLUMNS, one row per (metric, strategy)
+    human_correlation: pl.DataFrame   # HUMAN_CORRELATION, empty without quality scores
+    scores: pl.DataFrame              # candidate scores of original and perturbed candidates
+    pairs: pl.DataFrame               # metric, strategy, kind, paper_id, candidate, original, perturbed
+    perturbations: pl.DataFrame       # PERTURBATIONS
+    rejects: pl.DataFrame             # schema.REJECTS, stage "validate"
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def is_gem(metric: str) -> bool:
+    return metric in METRICS
+
+
+def check_metrics(names: Sequence[str]) -> None:
+    unknown = [n for n in names if n not in METRICS and n not in BASELINES]
+    if unknown or not names:
+        raise ValueError(f"unknown metric(s) {unknown}; known: {sorted({*METRICS, *BASELINES})}")
+
+
+def _usable(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def _reject(rule: str, entity: str, entity_id: str | None, paper_id: str | None, detail: str) -> dict[str, Any]:
+    return {"stage": "validate", "entity": entity, "entity_id": entity_id, "paper_id": paper_id,
+            "rule": rule, "detail": detail}
+
+
+# ---------------------------------------------------------------- input and sample
+
+def prepare(reviews: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The reviews in REVIEWS_IN (absent optional columns as nulls) and the rejects of unusable rows.
+
+    A row is unusable without a paper_id or review_id, with an empty review text or a review_id
+    that repeats. Missing required columns are an error.
+    """
+    missing = [c for c in ("paper_id", "review_id", "review_text") if c not in reviews.columns]
+    if missing:
+        raise ValueError(f"reviews lack column(s) {missing}")
+    frame = reviews.select(pl.col(c).cast(t) if c in reviews.columns else pl.lit(None, t).alias(c)
+                           for c, t in REVIEWS_IN.items())
+    bad: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    keep: list[bool] = []
+    for row in frame.iter_rows(named=True):
+        rid, pid = row["review_id"], row["paper_id"]
+        rule = ("missing_paper_id" if not _usable(pid) else "missing_review_id" if not _usable(rid)
+                else "empty_review" if not _usable(row["review_text"]) else "duplicate_review_id" if rid in seen
+                else None)
+        keep.append(rule is None)
+        if rule:
+            bad.append(_reject(rule, "review", rid, pid, rule.replace("_", " ")))
+        elif rid:
+            seen.add(rid)
+    return frame.filter(pl.Series(keep, dtype=pl.Boolean)), schema.rejects(bad)
+
+
+def sample(reviews: pl.DataFrame, max_papers: int, candidates: Literal["one", "all"], seed: int) -> pl.DataFrame:
+    """At most `max_papers` papers (seeded draw) with an `is_candidate` flag: one seeded review per paper or all."""
+    rng = np.random.default_rng(seed)
+    papers = sorted(reviews["paper_id"].unique().to_list())
+    if len(papers) > max_papers:
+        papers = sorted(rng.choice(papers, size=max_papers, replace=False).tolist())
+    frame = reviews.filter(pl.col("paper_id").is_in(papers)).sort("paper_id", "review_id")
+    if candidates == "all":
+        return frame.with_columns(is_candidate=pl.lit(True))
+    chosen = {pid: ids[int(rng.integers(len(ids)))] for pid, ids in
+              frame.group_by("paper_id", maintain_order=True).agg("review_id").iter_rows()}
+    return frame.with_columns(is_candidate=pl.col("review_id").is_in(list(chosen.values())))
+
+
+# ---------------------------------------------------------------- perturbations
+
+def _donors(frame: pl.DataFrame, seed: int, need_judgments: bool) -> list[int | None]:
+    """For each row, the row index of a review of another paper of the same group (or None)."""
+    ok = [i for i, row in enumerate(frame.iter_rows(named=True))
+          if not need_judgments or _usable(row["judgments"])]
+    drawn = random_replacement([frame["paper_id"][i] for i in ok], [str(i) for i in ok], seed=seed,
+                               groups=[frame["group"][i] or "" for i in ok])
+    out: list[int | None] = [None] * frame.height
+    for i, donor in zip(ok, drawn, strict=True):
+        out[i] = None if donor is None else int(donor)
+    return out
+
+
+def perturb_candidates(
+    frame: pl.DataFrame,
+    strategies: Sequence[str],
+    *,
+    judgment_lines: bool,
+    backend: Any = None,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """PERTURBATIONS of the rows flagged is_candidate, one row per (candidate, strategy).
+
+    `judgment_lines`: the deterministic strategies also perturb the judgments column (else the
+    perturbed judgments stay null until `fill_judgments`). LLM strategies need `backend`.
+    """
+    cand = frame.filter("is_candidate")
+    idx = [i for i, c in enumerate(frame["is_candidate"].to_list()) if c]
+    rows: list[dict[str, Any]] = []
+    for name in strategies:
+        spec = strategy(name)
+        texts: list[str | None]
+        lines: list[str | None] = [None] * cand.height
+        errors: list[str | None]
+        if name == "random_replacement":
+            donors = _donors(frame, seed, judgment_lines)
+            picked = [donors[i] for i in idx]
+            texts = [None if d is None else frame["review_text"][d] for d in picked]
+            if judgment_lines:
+                lines = [None if d is None else frame["judgments"][d] for d in picked]
+            errors = [None if d is not None else "no review of another paper in the group" for d in picked]
+        elif not spec.needs_llm:
+            texts, errors = perturb_texts(name, cand["review_text"].to_list(), target="review")
+            if judgment_lines:
+                lines, line_errors = perturb_texts(name, cand["judgments"].to_list(), target="judgments")
+                errors = [e or (f"judgments: {j}" if j else None) for e, j in zip(errors, line_errors, strict=True)]
+        else:
+            if backend is None:
+                raise ValueError(f"strategy {name} needs an LLM backend")
+            done = apply_llm_perturbation(name, cand["review_text"].to_list(), backend,
+                                          abstracts=cand["abstract"].to_list())
+            texts, errors = [p.text for p in done], [p.error for p in done]
+        for row, text, line, error in zip(cand.iter_rows(named=True), texts, lines, errors, strict=True):
+            rows.append({"paper_id": row["paper_id"], "review_id": row["review_id"],
+                         "candidate": f"{row['review_id']}{SEPARATOR}{name}", "strategy": name, "kind": spec.kind,
+                         "review_text": text if error is None else None,
+                         "judgments": line if error is None else None, "error": error})
+    return pl.DataFrame(rows, schema=PERTURBATIONS) if rows else pl.DataFrame(schema=PERTURBATIONS)
+
+
+def fill_judgments(frame: pl.DataFrame, id_col: str, preprocess: Preprocessor) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Preprocess the rows with a review text but no judgments; (frame with judgments, rejects).
+
+    A review the preprocessor cannot turn into judgments keeps null judgments and is rejected."""
+    todo = frame.filter(pl.col("review_text").is_not_null() & pl.col("judgments").is_null())
+    if todo.is_empty():
+        return frame, schema.empty(schema.REJECTS)
+    lines, rejects = preprocess(todo.select(pl.col(id_col).alias("review_id"), "paper_id", "review_text"))
+    texts = judgments_text(lines) if lines.height else pl.DataFrame(schema={"review_id": pl.String,
+                                                                         "judgments": pl.String})
+    filled = frame.join(texts.rename({"review_id": id_col, "judgments": "_new"}), on=id_col, how="left")
+    filled = filled.with_columns(pl.coalesce("judgments", "_new").alias("judgments")).drop("_new")
+    return filled, rejects.with_columns(stage=pl.lit("validate"))
+
+
+# ---------------------------------------------------------------- scoring
+
+def gem_scores(candidates: pl.DataFrame, references: pl.DataFrame, synopses: pl.DataFrame,
+               metrics: Sequence[str], scorer: Scorer, eval_lm: str) -> pl.DataFrame:
+    """Candidate scores (tasks.scoring.metrics.candidate_scores) of the GEM metrics named."""
+    pairs, requests = build_requests(candidates, references, synopses, [METRICS[m] for m in metrics], eval_lm)
+    results = scorer(requests) if requests.height else pl.DataFrame(schema=RESULTS)
+    return candidate_scores(assemble_scores(pairs, results, eval_lm))
+
+
+def baseline_scores(candidates: pl.DataFrame, references: pl.DataFrame, metrics: Sequence[str]) -> pl.DataFrame:
+    """Per-pair SCORES rows of baseline metrics on raw review texts (each candidate vs the paper's other reviews).
+
+    The log-probability columns stay null and eval_lm names the baseline's model. A pair without
+    a text on either side is NaN with a reason, like a GEM gap."""
+    refs: dict[str, list[dict[str, Any]]] = {}
+    for ref in references.sort("paper_id", "review_id").iter_rows(named=True):
+        refs.setdefault(ref["paper_id"], []).append(ref)
+    base: list[dict[str, Any]] = []
+    for cand in candidates.sort("paper_id", "candidate").iter_rows(named=True):
+        others = [r for r in refs.get(cand["paper_id"], []) if r["review_id"] != cand["review_id"]]
+        head = {"paper_id": cand["paper_id"], "candidate": cand["candidate"], "source": cand["source"]}
+        if not others:
+            base.append({**head, "reference": None, "x": None, "y": None, "reason": "no_reference"})
+        for ref in others:
+            x, y = cand["review_text"], ref["review_text"]
+            reason = None if _usable(x) else "no_candidate_raw"
+            reason = reason or (None if _usable(y) else "no_reference_raw")
+            base.append({**head, "reference": ref["review_id"], "x": x, "y": y, "reason": reason})
+    frames = []
+    for name in metrics:
+        values = BASELINES[name].fn([b["x"] for b in base], [b["y"] for b in base]) if base else np.array([])
+        frames.append(pl.DataFrame(
+            [{k: v for k, v in b.items() if k not in ("x", "y")} | {"metric": name, "score": float(s),
+                                                                  "eval_lm": BASELINE_MODELS[name]}
+             for b, s in zip(base, values, strict=True)],
+            schema={"paper_id": pl.String, "candidate": pl.String, "source": pl.String, "reference": pl.String,
+                    "reason": pl.String, "metric": pl.String, "score": pl.Float64, "eval_lm": pl.String}))
+    if not frames:
+        return pl.DataFrame(schema=SCORES)
+    out = pl.concat(frames)
+    return out.select(pl.col(c) if c in out.columns else pl.lit(None, t).alias(c) for c, t in SCORES.items())
+
+
+def score_candidates(candidates: pl.DataFrame, references: pl.DataFrame, synopses: pl.DataFrame,
+                     metrics: Sequence[str], scorer: Scorer | None, eval_lm: str) -> pl.DataFrame:
+    """Candidate scores of every metric named: GEM ones through `scorer`, baselines directly."""
+    gem = [m for m in metrics if is_gem(m)]
+    parts = []
+    if gem:
+        if scorer is None:
+            raise ValueError(f"metric(s) {gem} need a scorer (the evaluation LM)")
+        parts.append(gem_scores(candidates, references, synopses, gem, scorer, eval_lm))
+    base = [m for m in metrics if not is_gem(m)]
+    if base:
+        parts.append(candidate_scores(baseline_scores(candidates, references, base)))
+    return pl.concat(parts, how="vertical_relaxed") if parts else pl.DataFrame()
+
+
+# ---------------------------------------------------------------- the workflow
+
+def _higher_is_better(metric: str) -> bool:
+    return (METRICS[metric] if metric in METRICS else BASELINES[metric]).higher_is_better
+
+
+def paired_scores(scores: pl.DataFrame, perturbations: pl.DataFrame, metrics: Sequence[str]) -> pl.DataFrame:
+    """One row per (metric, perturbation): the candidate's original and perturbed score (NaN when missing)."""
+    grid = perturbations.select("paper_id", "review_id", "candidate", "strategy", "kind").join(
+        pl.DataFrame({"metric": list(metrics)}), how="cross")
+    by = scores.select("candidate", "metric", "score")
+    out = (grid.join(by.rename({"score": "perturbed"}), on=["candidate", "metric"], how="left")
+           .join(by.rename({"candidate": "review_id", "score": "original"}), on=["review_id", "metric"], how="left")
+           .with_columns(pl.col("original", "perturbed").fill_null(math.nan),
+                         higher_is_better=pl.col("metric").replace_strict(
+                             {m: _higher_is_better(m) for m in metrics}, return_dtype=pl.Boolean)))
+    return out.select("metric", "strategy", "kind", "paper_id", pl.col("review_id").alias("candidate"),
+                      "original", "perturbed", "higher_is_better")
+
+
+def human_correlation(scores: pl.DataFrame, reviews: pl.DataFrame, metrics: Sequence[str]) -> pl.DataFrame:
+    """Spearman rho of each metric's original-candidate scores with the human quality score."""
+    rated = reviews.filter(pl.col("quality").is_not_null() & pl.col("quality").is_not_nan())
+    if rated.is_empty():
+        return pl.DataFrame(schema=HUMAN_CORRELATION)
+    joined = scores.join(rated.select(pl.col("review_id").alias("candidate"), "quality"), on="candidate")
+    rows = []
+    for metric in metrics:
+        part = joined.filter(pl.col("metric") == metric)
+        lm = part["eval_lm"].drop_nulls().first() if part.height else None
+        c = spearman(part["score"].to_numpy(), part["quality"].to_numpy())
+        rows.append({"metric": metric, "eval_lm": lm, "n": c.n, "n_dropped": c.n_dropped, "rho": c.rho,
+                     "p_value": c.p_value, "reason": c.reason})
+    return pl.DataFrame(rows, schema=HUMAN_CORRELATION)
+
+
+def run_validation(
+    reviews: pl.DataFrame,
+    *,
+    strategies: Sequence[str],
+    metrics: Sequence[str],
+    scorer: Scorer | None,
+    eval_lm: str,
+    backend: Any = None,
+    preprocess: Preprocessor | None = None,
+    correction: Correction = "none",
+    alpha: float = 0.05,
+    max_papers: int = 100,
+    candidates: Literal["one", "all"] = "one",
+    seed: int = 0,
+) -> ValidationResult:
+    """The whole workflow on REVIEWS_IN-like rows; see the module docstring.
+
+    `scorer` scores GEM requests (None when only baselines are asked for); `backend` serves the LLM
+    strategies; `preprocess` turns reviews without judgments into judgments (needed when a judgment
+    metric is asked for and the reviews, or LLM-perturbed ones, carry none).
+    """
+    check_metrics(metrics)
+    for name in strategies:
+        strategy(name)
+    frame, rejects = prepare(reviews)
+    if frame.is_empty():
+        raise ValueError("no usable reviews (every row was rejected: " +
+                         ", ".join(sorted(set(rejects["rule"].to_list()))) + ")")
+    frame = sample(frame, max_papers, candidates, seed)
+    has_lines = frame["judgments"].is_not_null().any()
+    needs_lines = any(is_gem(m) and METRICS[m].text == "judgments" for m in metrics)
+    more_rejects = [rejects]
+    if needs_lines and not has_lines:   # reviews that carry some judgments are used as they are
+        if preprocess is None:
+            raise ValueError("judgment metrics need judgments: give reviews with judgments or an LLM to preprocess")
+        frame, found = fill_judgments(frame, "review_id", preprocess)
+        more_rejects.append(found)
+    perturbed = perturb_candidates(frame, strategies, judgment_lines=bool(has_lines and needs_lines),
+                                   backend=backend, seed=seed)
+    unjudged = perturbed.filter(pl.col("judgments").is_null() & pl.col("review_text").is_not_null())
+    if needs_lines and unjudged.height:
+        if preprocess is None:
+            raise ValueError("LLM strategies with judgment metrics need an LLM to preprocess the rewrites")
+        perturbed, found = fill_judgments(perturbed, "candidate", preprocess)
+        more_rejects.append(found)
+    failed = perturbed.filter(pl.col("error").is_not_null())
+    more_rejects.append(schema.rejects([
+        _reject("perturbation_failed", "perturbation", r["candidate"], r["paper_id"], r["error"])
+        for r in failed.iter_rows(named=True)]))
+
+    scored_originals = frame if frame["quality"].is_not_null().any() else frame.filter("is_candidate")
+    cands = pl.concat([
+        scored_originals.select("paper_id", pl.col("review_id").alias("candidate"), pl.lit("human").alias("source"),
+                                "review_id", "review_text", "judgments"),
+        perturbed.filter(pl.col("error").is_null()).select(
+            "paper_id", "candidate", pl.col("strategy").alias("source"), "review_id", "review_text", "judgments"),
+    ]).cast(dict(CANDIDATES))
+    references = frame.select(REFERENCES.names()).cast(dict(REFERENCES))
+    synopses = (frame.group_by("paper_id").agg(pl.col("abstract").drop_nulls().first(),
+                                               pl.col("assw").drop_nulls().first()).cast(dict(SYNOPSES)))
+    scores = score_candidates(cands, references, synopses, metrics, scorer, eval_lm)
+    pairs = paired_scores(scores, perturbed, metrics)
+    table = validation_table(pairs, correction=correction, alpha=alpha)
+    order = {m: i for i, m in enumerate(metrics)} | {s: i for i, s in enumerate(strategies)}
+    table = table.sort(pl.col("metric").replace_strict(order, return_dtype=pl.Int64),
+                       pl.col("strategy").replace_strict(order, return_dtype=pl.Int64))
+    stats = {"papers": frame["paper_id"].n_unique(), "reviews": frame.height,
+             "candidates": int(frame["is_candidate"].sum()), "perturbations": perturbed.height,
+             "perturbations_failed": failed.height, "rejected_reviews": rejects.height,
+             "scored_candidates": cands.height}
+    return ValidationResult(table, human_correlation(scores, frame, metrics), scores, pairs, perturbed,
+                            pl.concat(more_rejects, how="vertical_relaxed").cast(dict(schema.REJECTS)), stats)
+
+
+__all__ = ["PERTURBATIONS", "REVIEWS_IN", "STRATEGIES", "ValidationResult", "baseline_scores", "fill_judgments",
+           "gem_scores", "human_correlation", "paired_scores", "perturb_candidates", "prepare", "run_validation",
+           "sample", "score_candidates"]
