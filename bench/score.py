@@ -1,0 +1,180 @@
+"""Scoring engine vs the naive method on real judgments (ICLR 2023 dev file), on the embedded LM.
+
+For a few papers, 5 candidates per paper (one human review's judgments and four variants of them:
+every other line dropped, lines shuffled, cut to the first 40% of lines, another paper's review)
+are scored with GEM against the paper's other reviews. The same pairs are scored twice:
+
+* engine: `tasks.scoring.engine.ScoringEngine` on the unique requests (marginals deduplicated,
+  prompts shared, batched, output head on scored positions only);
+* naive: one full forward pass per pair and one per marginal, full-vocabulary log_softmax at every
+  position, nothing reused (`reference_score` called once per sequence).
+
+Only scoring is timed (model loading is not). Prints tokens/second for both (scored answer tokens,
+counting each pair's conditional and marginal answer), the speedup, the largest per-sequence
+difference in nats, and the engine's GFLOP/s against this machine's float32 matmul peak measured in
+the same run. The last line is JSON.
+
+    .venv/bin/python bench/score.py [--papers 2] [--threads N] [--token-budget 1024]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import polars as pl  # noqa: E402
+import torch  # noqa: E402
+
+from tasks.models import ModelSpec, load_causal_lm  # noqa: E402
+from tasks.scoring.engine import ScoreRequest, ScoringEngine, reference_score  # noqa: E402
+from tasks.scoring.metrics import CANDIDATES, REFERENCES, build_requests, get_metrics  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "iclr2023_dev.parquet"
+
+
+def lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def variants(text: str, other: str, rng: random.Random) -> dict[str, str]:
+    base = lines(text)
+    shuffled = base[:]
+    rng.shuffle(shuffled)
+    return {
+        "human": "\n".join(base),
+        "drop_half": "\n".join(base[::2]),
+        "shuffle": "\n".join(shuffled),
+        "truncate": "\n".join(base[: max(1, int(len(base) * 0.4))]),
+        "other_paper": "\n".join(lines(other)),
+    }
+
+
+def benchmark_frames(data: pl.DataFrame, n_papers: int, seed: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    rng = random.Random(seed)
+    data = data.with_columns(review_id=pl.col("paper_id") + "-" + pl.col("reviewer").cast(pl.String))
+    papers = sorted(data.group_by("paper_id").len().filter(pl.col("len") >= 2)["paper_id"].to_list())
+    chosen = rng.sample(papers, min(n_papers, len(papers)))
+    refs = data.filter(pl.col("paper_id").is_in(chosen)).sort("paper_id", "reviewer")
+    references = refs.select("paper_id", "review_id", pl.lit(None, pl.String).alias("review_text"),
+                             pl.col("judgments_reference").alias("judgments"))
+    candidates = []
+    for paper in chosen:
+        rows = refs.filter(pl.col("paper_id") == paper).rows(named=True)
+        other = data.filter(pl.col("paper_id") != paper).row(rng.randrange(data.height - len(rows)), named=True)
+        base = rows[0]
+        for name, text in variants(base["judgments_reference"], other["judgments_reference"], rng).items():
+            candidates.append({"paper_id": paper, "candidate": f"{base['review_id']}:{name}", "source": name,
+                               "review_id": base["review_id"], "review_text": None, "judgments": text})
+    return pl.DataFrame(candidates, schema=CANDIDATES), references.cast(dict(REFERENCES))
+
+
+def matmul_peak(seconds: float = 3.0, n: int = 1024) -> float:
+    """Best float32 GFLOP/s of an n x n matmul on this machine (same threads as the scoring)."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    best = 0.0
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        start = time.perf_counter()
+        for _ in range(4):
+            torch.mm(a, b)
+        best = max(best, 4 * 2 * n**3 / (time.perf_counter() - start) / 1e9)
+    return best
+
+
+def flops(model, linear_tokens: int, attention_pairs: int, head_rows: int) -> float:
+    """Matmul FLOPs: decoder linear layers per token, attention (QK and AV) per pair, output head per row."""
+    config = model.config
+    linear = sum(p.numel() for p in model.base_model.layers.parameters() if p.dim() == 2)
+    width = config.num_attention_heads * getattr(config, "head_dim", config.hidden_size // config.num_attention_heads)
+    head = model.get_output_embeddings().weight.numel()
+    return 2 * linear * linear_tokens + 4 * width * config.num_hidden_layers * attention_pairs + 2 * head * head_rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--papers", type=int, default=2, help="papers in the benchmark (5 candidates each)")
+    parser.add_argument("--seed", type=int, default=2025)
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--token-budget", type=int, default=1024, help="engine batch budget (padded tokens)")
+    args = parser.parse_args()
+    if not args.data.is_file():
+        print(f"{args.data} not found: nothing to benchmark")
+        print(json.dumps({"skipped": f"{args.data} not found", "speedup": None}))
+        return
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    candidates, references = benchmark_frames(pl.read_parquet(args.data), args.papers, args.seed)
+    pairs, requests = build_requests(candidates, references, pl.DataFrame(schema={"paper_id": pl.String}),
+                                     get_metrics(["gem"]), "smollm2")
+    by_key = {r["key"]: ScoreRequest(r["system"], r["user"], r["continuation"]) for r in requests.iter_rows(named=True)}
+    model, tokenizer = load_causal_lm(ModelSpec())
+    engine = ScoringEngine(model, tokenizer, token_budget=args.token_budget)
+    engine.score([next(iter(by_key.values()))])                 # warm-up, not timed
+    engine.stats.__init__()
+    peak = matmul_peak()
+    print(f"{pairs.height} pairs ({candidates.height} candidates, {references.height} reviews), "
+          f"{requests.height} unique requests, torch threads {torch.get_num_threads()}")
+
+    keys = list(by_key)
+    wall, cpu = time.perf_counter(), time.process_time()
+    results = engine.score([by_key[k] for k in keys])
+    engine_wall, engine_cpu = time.perf_counter() - wall, time.process_time() - cpu
+    engine_lp = {k: r.logprob for k, r in zip(keys, results, strict=True)}
+    n_tokens = {k: r.n_tokens for k, r in zip(keys, results, strict=True)}
+    print(f"engine: {engine_wall:.1f} s wall, {engine_cpu:.1f} s cpu; {engine.stats}")
+
+    naive_lp: list[tuple[str, float]] = []
+    naive_tokens = naive_rows = naive_pairs = 0
+    wall, cpu = time.perf_counter(), time.process_time()
+    for pair in pairs.iter_rows(named=True):
+        for key in (pair["cond_key"], pair["marg_key"]):
+            (result,) = reference_score(model, tokenizer, [by_key[key]])
+            naive_lp.append((key, result.logprob))
+    naive_wall, naive_cpu = time.perf_counter() - wall, time.process_time() - cpu
+    for key, _ in naive_lp:                                      # work counters, outside the timing
+        length = len(engine.encode(by_key[key])[0]) + n_tokens[key]
+        naive_tokens, naive_rows, naive_pairs = naive_tokens + length, naive_rows + length, naive_pairs + length * (length + 1) // 2
+    print(f"naive:  {naive_wall:.1f} s wall, {naive_cpu:.1f} s cpu; {len(naive_lp)} forward passes, {naive_tokens} tokens")
+
+    scored = sum(n_tokens[pair["cond_key"]] + n_tokens[pair["marg_key"]] for pair in pairs.iter_rows(named=True))
+    worst = max(abs(lp - engine_lp[key]) for key, lp in naive_lp)
+    stats = engine.stats
+    engine_gflops = flops(model, stats.forward_tokens, stats.attention_pairs, stats.head_rows) / engine_wall / 1e9
+    naive_gflops = flops(model, naive_tokens, naive_pairs, naive_rows) / naive_wall / 1e9
+    figures = {
+        "papers": candidates["paper_id"].n_unique(),
+        "pairs": pairs.height,
+        "unique_requests": requests.height,
+        "scored_tokens": scored,
+        "engine_tokens_per_s": round(scored / engine_wall, 1),
+        "naive_tokens_per_s": round(scored / naive_wall, 1),
+        "speedup": round(naive_wall / engine_wall, 2),
+        "speedup_cpu_time": round(naive_cpu / engine_cpu, 2),
+        "max_abs_diff_nats": worst,
+        "engine_gflops": round(engine_gflops, 1),
+        "naive_gflops": round(naive_gflops, 1),
+        "matmul_peak_gflops": round(peak, 1),
+        "engine_fraction_of_peak": round(engine_gflops / peak, 3),
+        "engine_forward_tokens": stats.forward_tokens,
+        "naive_forward_tokens": naive_tokens,
+        "threads": torch.get_num_threads(),
+    }
+    print(f"tokens/s engine {figures['engine_tokens_per_s']} vs naive {figures['naive_tokens_per_s']} "
+          f"-> speedup {figures['speedup']}x (target >= 2); largest difference {worst:.2e} nats (target <= 1e-3)")
+    print(f"engine {figures['engine_gflops']} GFLOP/s = {100 * figures['engine_fraction_of_peak']:.0f}% of the "
+          f"measured float32 matmul peak {figures['matmul_peak_gflops']} GFLOP/s")
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()

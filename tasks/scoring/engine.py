@@ -1,0 +1,320 @@
+"""One scoring engine: log p(continuation | chat prompt) under a causal LM, batched and prefix-shared.
+
+Interface: `ScoringEngine.score(requests)` takes a sequence of frozen `ScoreRequest`s and returns one
+`ScoreResult` per request, in the same order. Nothing else in the project touches the model.
+
+Tokenization convention (fixed; every metric depends on it):
+
+* the prompt is the tokenizer's chat template applied to [system, user] with the generation prompt
+  appended (`add_generation_prompt=True`), rendered to text and tokenized with
+  `add_special_tokens=False` (the template already carries any BOS token);
+* the continuation y is tokenized on its own (`add_special_tokens=False`), so the conditional and
+  the marginal request for one y score exactly the same token ids whatever the prompt;
+* the scored tokens are y's tokens followed by the template's end-of-turn token (`<|im_end|>` for
+  SmolLM2, `<|eot_id|>` for Llama 3.1). log p(y) is thus the probability that the answer is exactly y
+  and then ends, not that it merely starts with y. `n_tokens` counts that end-of-turn token. Prompt
+  tokens are never scored. An empty continuation is refused.
+
+Computation: log-softmax in float32 over the full vocabulary (torch's log_softmax), and
+only the scored positions pass through the output head. Identical requests are computed once.
+Prompts common to many requests are computed once: the longest token prefix shared by every prompt
+of a call (template head and system prompt) is run once and its KV cache expanded across the
+batch; each distinct prompt body is run once and its KV reused by all continuations that follow it.
+Batches are packed longest first under a padded-token budget; padding sits after each sequence
+(and between a short body and its continuation) and is masked, with explicit position ids.
+Everything is ordered by content, so the result of a request does not depend on the order of the
+call. Models whose logits are not a plain linear head over the last hidden state are refused.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+Tokens = tuple[int, ...]
+KV = list[tuple[torch.Tensor, torch.Tensor]]
+_MARKER = "GREBENCHANSWERMARKER"
+
+
+@dataclass(frozen=True)
+class ScoreRequest:
+    """Score `continuation` as the assistant's answer to the chat [system, user]."""
+
+    system: str
+    user: str
+    continuation: str
+
+
+@dataclass(frozen=True)
+class ScoreResult:
+    logprob: float                       # sum of the scored tokens' log-probabilities (nats)
+    n_tokens: int                        # scored tokens: y's tokens plus the end-of-turn token
+    token_logprobs: tuple[float, ...] | None = None
+
+
+@dataclass
+class EngineStats:
+    """Work counters (real tokens only, padding excluded), for throughput and FLOP figures."""
+
+    requests: int = 0
+    unique: int = 0
+    forward_tokens: int = 0      # tokens passed through the decoder
+    attention_pairs: int = 0     # (query, key) pairs attended to, per layer
+    head_rows: int = 0           # positions passed through the output head
+    padded_tokens: int = 0       # tokens computed including padding
+    batches: int = 0
+
+
+def end_of_turn(tokenizer: Any) -> Tokens:
+    """The token that closes an assistant turn in this tokenizer's chat template."""
+    messages = [{"role": "user", "content": "u"}, {"role": "assistant", "content": _MARKER}]
+    text = tokenizer.apply_chat_template(messages, tokenize=False)
+    suffix = text.split(_MARKER, 1)[1] if _MARKER in text else ""
+    ids = tokenizer(suffix, add_special_tokens=False)["input_ids"] if suffix else []
+    if ids and ids[0] in set(tokenizer.all_special_ids):
+        return (ids[0],)
+    if tokenizer.eos_token_id is not None:
+        return (tokenizer.eos_token_id,)
+    raise ValueError("cannot tell the end-of-turn token of this tokenizer's chat template")
+
+
+def encode_prompt(tokenizer: Any, system: str, user: str) -> Tokens:
+    messages = ([{"role": "system", "content": system}] if system else []) + [
+        {"role": "user", "content": user}
+    ]
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return tuple(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def encode_request(tokenizer: Any, request: ScoreRequest, eot: Tokens) -> tuple[Tokens, Tokens]:
+    """(prompt ids, scored ids) of a request under the convention in the module docstring."""
+    if not request.continuation.strip():
+        raise ValueError("empty continuation: there is nothing to score")
+    prompt = encode_prompt(tokenizer, request.system, request.user)
+    target = tuple(tokenizer(request.continuation, add_special_tokens=False)["input_ids"]) + eot
+    return prompt, target
+
+
+def _check_model(model: Any) -> None:
+    config = model.config
+    if getattr(config, "final_logit_softcapping", None) or getattr(config, "logit_scale", None):
+        raise NotImplementedError(f"{config.model_type}: logits are not a plain linear head; not supported")
+    if "sliding_attention" in (getattr(config, "layer_types", None) or ()):
+        raise NotImplementedError(f"{config.model_type}: sliding-window attention is not supported")
+
+
+def _common_prefix(prompts: Sequence[Tokens]) -> int:
+    first, last = min(prompts), max(prompts)   # the LCP of a set is the LCP of its extremes
+    n = 0
+    while n < min(len(first), len(last)) and first[n] == last[n]:
+        n += 1
+    return n
+
+
+class ScoringEngine:
+    """Batched, prefix-sharing scorer of continuations; see the module docstring for the rules."""
+
+    def __init__(self, model: Any, tokenizer: Any, token_budget: int = 4096, head_rows: int = 1024):
+        _check_model(model)
+        self.model, self.tokenizer = model, tokenizer
+        self.token_budget, self.head_rows = token_budget, head_rows
+        self.decoder = model.base_model
+        self.lm_head = model.get_output_embeddings()
+        self.device = model.device
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self.eot = end_of_turn(tokenizer)
+        self.stats = EngineStats()
+        self._lock = threading.Lock()
+        self._heads: OrderedDict[Tokens, KV] = OrderedDict()
+        self._prompts: dict[tuple[str, str], Tokens] = {}
+
+    # -- public -------------------------------------------------------------------------------
+
+    def encode(self, request: ScoreRequest) -> tuple[Tokens, Tokens]:
+        if not request.continuation.strip():
+            raise ValueError("empty continuation: there is nothing to score")
+        key = (request.system, request.user)
+        if key not in self._prompts:
+            if len(self._prompts) > 4096:
+                self._prompts.clear()
+            self._prompts[key] = encode_prompt(self.tokenizer, request.system, request.user)
+        target = tuple(self.tokenizer(request.continuation, add_special_tokens=False)["input_ids"])
+        return self._prompts[key], target + self.eot
+
+    def score(self, requests: Sequence[ScoreRequest], per_token: bool = False) -> list[ScoreResult]:
+        """One result per request, in the order given."""
+        with self._lock, torch.inference_mode():
+            items = [self.encode(r) for r in requests]
+            groups: dict[Tokens, set[Tokens]] = {}
+            for prompt, target in items:
+                groups.setdefault(prompt, set()).add(target)
+            done: dict[tuple[Tokens, Tokens], torch.Tensor] = {}
+            if groups:
+                self._score_groups(groups, done)
+            self.stats.requests += len(items)
+            self.stats.unique += len(done)
+            results = []
+            for item in items:
+                values = done[item]
+                results.append(
+                    ScoreResult(
+                        logprob=float(values.sum()),
+                        n_tokens=len(item[1]),
+                        token_logprobs=tuple(values.tolist()) if per_token else None,
+                    )
+                )
+            return results
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _score_groups(self, groups: dict[Tokens, set[Tokens]], done: dict) -> None:
+        prompts = sorted(groups, key=lambda p: (-(len(p) + max(map(len, groups[p]))), p))
+        shortest = min(map(len, prompts))
+        head_len = min(_common_prefix(prompts), shortest - 1)
+        if head_len == 0 and shortest < 2:
+            raise ValueError("prompts share no prefix and one has a single token: nothing to attend to")
+        head = self._head(prompts[0][:head_len])
+        for chunk in self._pack([(p, len(p) - 1 - head_len) for p in prompts]):
+            past, past_mask = self._bodies(chunk, head, head_len)
+            work = [(slot, p, t) for slot, p in enumerate(chunk) for t in groups[p]]
+            work.sort(key=lambda w: (-len(w[2]), w[0], w[2]))
+            for batch in self._pack([(w, len(w[2])) for w in work]):
+                values = self._continuations(batch, past, past_mask)
+                for (_, prompt, target), value in zip(batch, values, strict=True):
+                    done[(prompt, target)] = value
+
+    def _pack(self, items: list[tuple[Any, int]]) -> Iterator[list[Any]]:
+        """Consecutive batches (input is longest first) whose padded size fits the token budget."""
+        batch: list[Any] = []
+        width = 0
+        for item, length in items:
+            if batch and (len(batch) + 1) * max(width, length) > self.token_budget:
+                yield batch
+                batch, width = [], 0
+            batch.append(item)
+            width = max(width, length)
+        if batch:
+            yield batch
+
+    def _forward(self, ids: list[Tokens], past: KV | None, past_mask: torch.Tensor | None,
+                 start: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, Any]:
+        """Right-padded forward of `ids` after `past`; `start[i]` is the position of ids[i][0]."""
+        width = max(map(len, ids))
+        tokens = torch.full((len(ids), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(ids), width), dtype=torch.long)
+        for i, seq in enumerate(ids):
+            tokens[i, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+            mask[i, : len(seq)] = 1
+        positions = start[:, None] + torch.arange(width)[None, :]
+        full_mask = mask if past_mask is None else torch.cat([past_mask, mask], dim=1)
+        cache = None
+        if past is not None:
+            from transformers import DynamicCache
+
+            cache = DynamicCache(past)
+        out = self.decoder(
+            input_ids=tokens.to(self.device),
+            attention_mask=full_mask.to(self.device),
+            position_ids=positions.to(self.device),
+            past_key_values=cache,
+            use_cache=True,
+        )
+        self.stats.batches += 1
+        self.stats.padded_tokens += tokens.numel()
+        for i, seq in enumerate(ids):
+            context = int(start[i])   # real tokens before seq[0]
+            self.stats.forward_tokens += len(seq)
+            self.stats.attention_pairs += len(seq) * context + len(seq) * (len(seq) + 1) // 2
+        return out.last_hidden_state, full_mask, out.past_key_values
+
+    def _head(self, head: Tokens) -> KV | None:
+        """KV cache (batch 1) of the prefix shared by every prompt of the call, kept for reuse."""
+        if not head:
+            return None
+        if head in self._heads:
+            self._heads.move_to_end(head)
+            return self._heads[head]
+        _, _, cache = self._forward([head], None, None, torch.zeros(1, dtype=torch.long))
+        kv = [(layer.keys, layer.values) for layer in cache.layers]
+        self._heads[head] = kv
+        while len(self._heads) > 4:
+            self._heads.popitem(last=False)
+        return kv
+
+    def _bodies(self, chunk: list[Tokens], head: KV | None, head_len: int) -> tuple[KV | None, torch.Tensor | None]:
+        """KV cache and mask of [head | body] for each prompt of the chunk (body: all but the last token)."""
+        n = len(chunk)
+        expanded = None if head is None else [(k.expand(n, -1, -1, -1), v.expand(n, -1, -1, -1)) for k, v in head]
+        head_mask = None if head is None else torch.ones((n, head_len), dtype=torch.long)
+        bodies = [p[head_len:-1] for p in chunk]
+        if not max(map(len, bodies)):
+            return expanded, head_mask
+        start = torch.full((n,), head_len, dtype=torch.long)
+        _, mask, cache = self._forward(bodies, expanded, head_mask, start)
+        return [(layer.keys, layer.values) for layer in cache.layers], mask
+
+    def _continuations(self, batch: list[tuple[int, Tokens, Tokens]], past: KV | None,
+                       past_mask: torch.Tensor | None) -> list[torch.Tensor]:
+        """Per-token log-probs (float32, CPU) of each target given its prompt's cached KV."""
+        slots = torch.tensor([slot for slot, _, _ in batch], dtype=torch.long)
+        ids = [(prompt[-1], *target[:-1]) for _, prompt, target in batch]
+        start = torch.tensor([len(prompt) - 1 for _, prompt, _ in batch], dtype=torch.long)
+        sel_past = None
+        sel_mask = None
+        if past is not None and past_mask is not None:
+            index = slots.to(self.device)
+            sel_past = [(k.index_select(0, index), v.index_select(0, index)) for k, v in past]
+            sel_mask = past_mask.index_select(0, slots)
+        hidden, _, _ = self._forward(ids, sel_past, sel_mask, start)
+        lengths = [len(target) for _, _, target in batch]
+        rows = torch.cat([hidden[i, :n] for i, n in enumerate(lengths)])
+        targets = torch.tensor([t for _, _, target in batch for t in target], device=rows.device)
+        values = torch.cat([self._head_logprobs(rows[i : i + self.head_rows], targets[i : i + self.head_rows])
+                            for i in range(0, rows.shape[0], self.head_rows)])
+        self.stats.head_rows += rows.shape[0]
+        return list(values.double().cpu().split(lengths))
+
+    def _head_logprobs(self, rows: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        logprobs = self.lm_head(rows).float().log_softmax(dim=-1)
+        return logprobs.gather(1, targets[:, None]).squeeze(1)
+
+
+def reference_score(model: Any, tokenizer: Any, requests: Sequence[ScoreRequest],
+                    per_token: bool = False) -> list[ScoreResult]:
+    """The plain computation the engine must reproduce: one full forward pass per request over
+    prompt + y, full-vocabulary log_softmax in float32 at every position, nothing shared."""
+    eot = end_of_turn(tokenizer)
+    results = []
+    with torch.inference_mode():
+        for request in requests:
+            prompt, target = encode_request(tokenizer, request, eot)
+            ids = torch.tensor([prompt + target], device=model.device)
+            logprobs = model(input_ids=ids).logits[0].float().log_softmax(dim=-1)
+            scored = logprobs[len(prompt) - 1 : -1].gather(1, ids[0, len(prompt) :, None]).squeeze(1)
+            values = scored.double().cpu()
+            results.append(ScoreResult(float(values.sum()), len(target), tuple(values.tolist()) if per_token else None))
+    return results
+
+
+_LOADING = threading.Lock()
+
+
+def load_engine(spec: Any, token_budget: int) -> ScoringEngine:
+    """The engine for a `tasks.models.ModelSpec`, built once per process (the model is loaded once),
+    also when several scoring threads of one worker ask for it at the same time."""
+    with _LOADING:
+        return _engine(spec, token_budget)
+
+
+@functools.lru_cache(maxsize=2)
+def _engine(spec: Any, token_budget: int) -> ScoringEngine:
+    from tasks.models import load_causal_lm
+
+    model, tokenizer = load_causal_lm(spec)
+    return ScoringEngine(model, tokenizer, token_budget=token_budget)

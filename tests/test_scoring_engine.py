@@ -1,0 +1,96 @@
+"""The scoring engine against a plain full-vocabulary computation, batching, padding and order."""
+
+from __future__ import annotations
+
+import random
+
+import polars as pl
+import pytest
+from scoring_data import make_frames
+
+from tasks.scoring.engine import ScoreRequest, ScoringEngine, encode_request, end_of_turn, reference_score
+from tasks.scoring.metrics import (
+    METRICS,
+    REFERENCES,
+    build_requests,
+    get_metrics,
+    human_candidates,
+    judgments_text,
+    synopses_wide,
+)
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def metric_requests() -> list[ScoreRequest]:
+    """For every metric, one conditional and one marginal request built by the metric code itself."""
+    frames = make_frames(n_papers=1, n_reviews=2, seed=11)
+    refs = frames["reviews"].join(judgments_text(frames["judgments"]), on="review_id").select(REFERENCES.names())
+    pairs, requests = build_requests(human_candidates(refs), refs, synopses_wide(frames["synopses"]),
+                                     get_metrics(list(METRICS)), "smollm2")
+    by_key = {r["key"]: ScoreRequest(r["system"], r["user"], r["continuation"]) for r in requests.iter_rows(named=True)}
+    chosen = []
+    for metric in METRICS:
+        pair = pairs.filter(pl.col("metric") == metric).row(0, named=True)
+        chosen += [by_key[pair["cond_key"]], by_key[pair["marg_key"]]]
+    return chosen
+
+
+@pytest.fixture(scope="module")
+def engine(embedded_lm) -> ScoringEngine:
+    model, tokenizer = embedded_lm
+    return ScoringEngine(model, tokenizer, token_budget=1024)
+
+
+@pytest.fixture(scope="module")
+def batched(engine, metric_requests):
+    return engine.score(metric_requests, per_token=True)
+
+
+def test_only_the_answer_and_its_end_of_turn_are_scored(embedded_lm, metric_requests) -> None:
+    model, tokenizer = embedded_lm
+    request = metric_requests[0]
+    eot = end_of_turn(tokenizer)
+    assert tokenizer.convert_ids_to_tokens(list(eot)) == ["<|im_end|>"]
+    prompt, target = encode_request(tokenizer, request, eot)
+    assert tokenizer.decode(list(target)) == request.continuation + "<|im_end|>"
+    chat = [{"role": "system", "content": request.system}, {"role": "user", "content": request.user},
+            {"role": "assistant", "content": request.continuation}]
+    assert tokenizer.apply_chat_template(chat, tokenize=False).startswith(tokenizer.decode(list(prompt + target)))
+    with pytest.raises(ValueError, match="empty continuation"):
+        ScoringEngine(model, tokenizer).score([ScoreRequest(request.system, request.user, "  ")])
+
+
+def test_matches_full_vocabulary_forward_for_every_metric_prompt(embedded_lm, metric_requests, batched) -> None:
+    model, tokenizer = embedded_lm
+    reference = reference_score(model, tokenizer, metric_requests, per_token=True)
+    for got, want in zip(batched, reference, strict=True):
+        assert got.n_tokens == want.n_tokens == len(got.token_logprobs)
+        worst = max(abs(a - b) for a, b in zip(got.token_logprobs, want.token_logprobs, strict=True))
+        assert worst < 1e-4
+        assert got.logprob == pytest.approx(sum(got.token_logprobs), abs=1e-9)
+
+
+def test_same_results_unbatched_in_any_order_and_with_duplicates(engine, metric_requests, batched) -> None:
+    # one request per call: no batch, no padding, and the shared prefix is that request's whole prompt
+    for i in (0, len(metric_requests) - 1):
+        (alone,) = engine.score([metric_requests[i]])
+        assert alone.logprob == pytest.approx(batched[i].logprob, abs=1e-4)
+    order = list(range(len(metric_requests)))
+    random.Random(3).shuffle(order)
+    doubled = [metric_requests[i] for i in order] + [metric_requests[0]]
+    shuffled = engine.score(doubled)
+    for position, i in enumerate(order):
+        assert shuffled[position].logprob == batched[i].logprob   # same batches, bit for bit
+    assert shuffled[-1].logprob == batched[0].logprob
+
+
+def test_tight_budget_packs_small_padded_batches(embedded_lm, metric_requests, batched) -> None:
+    model, tokenizer = embedded_lm
+    subset = [2, 3, 6, 7]                           # gem and gem_s_assw: conditional and marginal
+    small = ScoringEngine(model, tokenizer, token_budget=128)
+    results = small.score([metric_requests[i] for i in subset])
+    assert small.stats.batches > 2 and small.stats.padded_tokens > small.stats.forward_tokens
+    for got, want in zip(results, [batched[i] for i in subset], strict=True):
+        assert got.logprob == pytest.approx(want.logprob, abs=1e-4)
