@@ -35,6 +35,7 @@ class ChatRequest:
     user: str
     max_tokens: int
     custom_id: str = ""
+    prefill: str = ""   # the answer's forced beginning; the result text starts with it
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from pathlib import Path
 from tasks.config import LLMConfig
 from tasks.llm.base import ChatBackend, ChatRequest, ChatResult, Usage
 
-Accept = Callable[[str], bool]
+Accept = Callable[[ChatResult], bool]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, result TEXT NOT NULL, created_at TEXT
@@ -99,7 +99,7 @@ class CachedBackend:
 
     def complete(self, requests: Sequence[ChatRequest], accept: Accept | None = None) -> list[ChatResult]:
         """Answers from the cache where present, the rest from the backend; `accept` decides
-        which fresh answers are good enough to store (default: any answer without an error)."""
+        which fresh answers are usable enough to store (default: any non-empty answer without an error)."""
         keys = [request_key(self.identity, request) for request in requests]
         hits = self.cache.get_many(sorted(set(keys)))
         results: list[ChatResult | None] = [
@@ -118,7 +118,7 @@ class CachedBackend:
         keep = [
             (keys[i], result)
             for i, result in zip(unique, fresh, strict=True)
-            if result.ok and (accept is None or accept(result.text))
+            if result.ok and (accept is None or accept(result))
         ]
         self.cache.put_many(keep)
         final = [result for result in results if result is not None]

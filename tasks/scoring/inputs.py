@@ -31,13 +31,19 @@ class ScoringInputs:
 
 
 def curated_reviews(cfg: Config, pipeline: str) -> pl.DataFrame:
-    """paper_id, review_id, review_text of every venue of the pipeline, from the curate stage."""
+    """paper_id, review_id, review_text of the benchmark papers (the seeded sample curation drew)."""
     frames = []
     for venue in cfg.pipelines[pipeline].venues:
-        path = stage_dir(cfg, pipeline, "curate", venue) / "reviews.parquet"
+        folder = stage_dir(cfg, pipeline, "curate", venue)
+        path = folder / "reviews.parquet"
         if not path.is_file():
             raise FileNotFoundError(f"{path}: curated reviews not found; run the curate stage first")
-        frames.append(pl.read_parquet(path, columns=["paper_id", "review_id", "review_text"]))
+        reviews = pl.read_parquet(path, columns=["paper_id", "review_id", "review_text"])
+        papers = folder / "papers.parquet"
+        if papers.is_file():
+            sample = pl.read_parquet(papers, columns=["paper_id", "in_benchmark"]).filter("in_benchmark")
+            reviews = reviews.join(sample.select("paper_id"), on="paper_id", how="semi")
+        frames.append(reviews)
     return pl.concat(frames)
 
 

@@ -1,0 +1,3 @@
+-- requires: staging.synopses
+CREATE OR REPLACE TABLE synopses AS
+SELECT * FROM staging.synopses ORDER BY paper_id, kind;

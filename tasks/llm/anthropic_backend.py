@@ -1,0 +1,234 @@
+"""The Anthropic backend: the Messages API one request at a time, or the Message Batches API.
+
+The SDK's own retries are switched off (`max_retries=0`) so the policy lives here and is tested:
+429, 529 and 5xx responses and connection errors are retried with exponential back-off, waiting
+at least what Retry-After asks. The fixed instructions carry `cache_control` so the provider's
+prompt cache serves them after the first request. The key is read only from ANTHROPIC_API_KEY
+and scrubbed from every error message this module produces.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any
+
+import anthropic
+
+from tasks.config import LLMConfig
+from tasks.llm.base import ChatRequest, ChatResult
+
+log = logging.getLogger(__name__)
+
+KEY_ENV = "ANTHROPIC_API_KEY"
+RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504, 529}
+RETRYABLE_BATCH_ERRORS = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
+MAX_BATCH_REQUESTS = 10_000        # well under the API's 100,000
+MAX_BATCH_BYTES = 100 * 1024**2    # well under the API's 256 MB
+
+
+def scrub(text: str) -> str:
+    """`text` with the API key (if one is set) replaced by a placeholder."""
+    key = os.environ.get(KEY_ENV, "")
+    return text.replace(key, "[redacted]") if len(key) >= 4 else text
+
+
+def _retry_after(error: anthropic.APIStatusError) -> float | None:
+    headers = error.response.headers
+    for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value) * scale)
+        except ValueError:
+            continue
+    return None
+
+
+def _text_of(message: Any) -> str | None:
+    """The concatenated text blocks of a message, or None when it has none."""
+    parts = [block.text for block in (message.content or []) if getattr(block, "type", "") == "text"]
+    return "".join(parts) if parts else None
+
+
+class AnthropicBackend:
+    name = "anthropic"
+
+    def __init__(
+        self,
+        cfg: LLMConfig,
+        base_url: str | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        backoff_seconds: float = 1.0,
+    ) -> None:
+        if cfg.model == "smollm2":
+            raise ValueError("model: name an Anthropic model (e.g. claude-sonnet-4-5) when backend = 'anthropic'")
+        key = os.environ.get(KEY_ENV)
+        if not key:
+            raise RuntimeError(f"backend 'anthropic' needs the {KEY_ENV} environment variable")
+        self.cfg = cfg
+        self.model = cfg.model
+        self.identity = f"anthropic|{cfg.model}"
+        self.sleep = sleep
+        self.backoff_seconds = backoff_seconds
+        self.batch_store: Any = None    # set by CachedBackend: remembers in-flight batch ids
+        self.client = anthropic.Anthropic(api_key=key, base_url=base_url, max_retries=0)
+
+    # ---- public -------------------------------------------------------------------------------
+    def complete(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
+        if not requests:
+            return []
+        if self.cfg.use_batches and len(requests) > 1:
+            return self._complete_batched(requests)
+        with ThreadPoolExecutor(max_workers=self.cfg.max_in_flight) as pool:
+            return list(pool.map(self._complete_one, requests))
+
+    # ---- shared pieces ------------------------------------------------------------------------
+    def _params(self, request: ChatRequest) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "max_tokens": request.max_tokens,
+            "system": [{"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}],
+            "messages": [{"role": "user", "content": request.user}]
+            + ([{"role": "assistant", "content": request.prefill}] if request.prefill else []),
+        }
+
+    def _wait(self, attempt: int, error: Exception) -> None:
+        """Sleep what Retry-After asks, else an exponential back-off capped at retry_max_seconds."""
+        asked = _retry_after(error) if isinstance(error, anthropic.APIStatusError) else None
+        wait = asked if asked is not None else min(self.backoff_seconds * 2**attempt, self.cfg.retry_max_seconds)
+        log.warning("anthropic: %s; retrying in %.1f s", scrub(_describe(error)), wait)
+        self.sleep(wait)
+
+    def _with_retries(self, call: Callable[[], Any]) -> Any:
+        """`call()` retried on transient failures; the last transient error is re-raised."""
+        for attempt in range(self.cfg.max_retries + 1):
+            try:
+                return call()
+            except (anthropic.APIStatusError, anthropic.APIConnectionError) as error:
+                if not _transient(error) or attempt == self.cfg.max_retries:
+                    raise
+                self._wait(attempt, error)
+        raise AssertionError("unreachable")
+
+    def _result(self, message: Any, batch: bool = False) -> ChatResult:
+        text = _text_of(message)
+        usage = message.usage
+        common = {
+            "input_tokens": usage.input_tokens or 0,
+            "output_tokens": usage.output_tokens or 0,
+            "cache_read_tokens": usage.cache_read_input_tokens or 0,
+            "cache_write_tokens": usage.cache_creation_input_tokens or 0,
+            "model": message.model or self.model,
+            "batch": batch,
+            "truncated": message.stop_reason == "max_tokens",
+        }
+        if text is None:
+            kinds = sorted({getattr(block, "type", "?") for block in message.content or []})
+            return ChatResult("", error=f"malformed response: no text block (content types {kinds})", **common)
+        return ChatResult(text, **common)
+
+    # ---- Messages API -------------------------------------------------------------------------
+    def _complete_one(self, request: ChatRequest) -> ChatResult:
+        try:
+            message = self._with_retries(lambda: self.client.messages.create(**self._params(request)))
+        except (anthropic.APIStatusError, anthropic.APIConnectionError) as error:
+            return ChatResult("", error=scrub(_describe(error)), model=self.model, retryable=_transient(error))
+        except Exception as error:  # an unparseable body and the like: report, never raise
+            return ChatResult("", error=scrub(f"malformed response: {_describe(error)}"), model=self.model)
+        return self._with_prefill(self._result(message), request)
+
+    @staticmethod
+    def _with_prefill(result: ChatResult, request: ChatRequest) -> ChatResult:
+        return replace(result, text=request.prefill + result.text) if result.ok and request.prefill else result
+
+    # ---- Message Batches API ------------------------------------------------------------------
+    def _complete_batched(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
+        results: dict[int, ChatResult] = {}
+        pending = list(range(len(requests)))
+        for round_ in range(self.cfg.max_retries + 1):
+            for chunk in _chunks(pending, requests):
+                results.update(self._run_batch(chunk, requests))
+            pending = [i for i in pending if results[i].retryable]
+            if not pending:
+                break
+            log.warning("anthropic batch: %d requests failed transiently; resubmitting", len(pending))
+            if round_ < self.cfg.max_retries:
+                self.sleep(min(self.backoff_seconds * 2**round_, self.cfg.retry_max_seconds))
+        return [results[i] for i in range(len(requests))]
+
+    def _run_batch(self, indices: list[int], requests: Sequence[ChatRequest]) -> dict[int, ChatResult]:
+        ids = {f"req-{i}": i for i in indices}
+        batch_key = hashlib.sha256(
+            "\n".join(f"{cid}:{requests[i].system}\x00{requests[i].user}" for cid, i in ids.items()).encode()
+        ).hexdigest()
+        try:
+            batch_id = self.batch_store.batch_id(batch_key) if self.batch_store is not None else None
+            if batch_id is None:
+                body = [{"custom_id": cid, "params": self._params(requests[i])} for cid, i in ids.items()]
+                batch = self._with_retries(lambda: self.client.messages.batches.create(requests=body))
+                batch_id = batch.id
+                if self.batch_store is not None:
+                    self.batch_store.remember_batch(batch_key, batch_id)
+            log.info("anthropic batch %s: %d requests submitted", batch_id, len(ids))
+            while True:
+                batch = self._with_retries(lambda: self.client.messages.batches.retrieve(batch_id))
+                if batch.processing_status == "ended":
+                    break
+                self.sleep(self.cfg.poll_seconds)
+            lines = self._with_retries(lambda: list(self.client.messages.batches.results(batch_id)))
+        except (anthropic.APIStatusError, anthropic.APIConnectionError) as error:
+            detail = scrub(_describe(error))
+            return {i: ChatResult("", error=detail, model=self.model, retryable=_transient(error)) for i in indices}
+        if self.batch_store is not None:
+            self.batch_store.remember_batch(batch_key, None)
+        out: dict[int, ChatResult] = {}
+        for line in lines:
+            index = ids.get(line.custom_id)
+            if index is not None:
+                out[index] = self._with_prefill(self._batch_line(line.result), requests[index])
+        for i in indices:
+            out.setdefault(i, ChatResult("", error="batch result missing", model=self.model, retryable=True))
+        return out
+
+    def _batch_line(self, result: Any) -> ChatResult:
+        if result.type == "succeeded":
+            return self._result(result.message, batch=True)
+        if result.type == "errored":
+            error = result.error.error
+            kind = getattr(error, "type", "error")
+            detail = scrub(f"batch request errored: {kind}: {getattr(error, 'message', '')}")
+            return ChatResult("", error=detail, model=self.model, retryable=kind in RETRYABLE_BATCH_ERRORS, batch=True)
+        return ChatResult("", error=f"batch request {result.type}", model=self.model, retryable=True, batch=True)
+
+
+def _transient(error: Exception) -> bool:
+    if isinstance(error, anthropic.APIStatusError):
+        return error.status_code in RETRY_STATUSES or error.status_code >= 500
+    return isinstance(error, anthropic.APIConnectionError)
+
+
+def _describe(error: Exception) -> str:
+    status = getattr(error, "status_code", None)
+    prefix = f"HTTP {status}: " if status else ""
+    return f"{prefix}{type(error).__name__}: {error}"
+
+
+def _chunks(indices: list[int], requests: Sequence[ChatRequest]) -> Iterator[list[int]]:
+    chunk: list[int] = []
+    size = 0
+    for i in indices:
+        n = len(requests[i].system.encode()) + len(requests[i].user.encode()) + 512
+        if chunk and (len(chunk) >= MAX_BATCH_REQUESTS or size + n > MAX_BATCH_BYTES):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(i)
+        size += n
+    if chunk:
+        yield chunk

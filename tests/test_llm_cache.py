@@ -1,0 +1,113 @@
+"""The content-addressed LLM cache: keys, storage, concurrency, and zero calls on a rerun."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from tasks.anthropic_server import AnthropicServer
+from tasks.config import LLMConfig
+from tasks.llm.anthropic_backend import AnthropicBackend
+from tasks.llm.base import ChatRequest, ChatResult, make_backend
+from tasks.llm.cache import CachedBackend, LLMCache, request_key
+
+REQ = ChatRequest("system text v1", "<review>\nThe results are convincing and well presented.\n</review>", 64)
+
+
+@pytest.fixture(autouse=True)
+def api_key(monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-cache")
+
+
+def anthropic_cfg(**overrides) -> LLMConfig:
+    return LLMConfig(**{"backend": "anthropic", "model": "claude-test", "poll_seconds": 0.01, **overrides})
+
+
+def test_key_changes_with_everything_that_changes_the_answer():
+    base = request_key("anthropic|claude-test", REQ)
+    assert base == request_key("anthropic|claude-test", ChatRequest(REQ.system, REQ.user, REQ.max_tokens, "other-id"))
+    variants = [
+        request_key("anthropic|claude-other", REQ),
+        request_key("local|smollm2|float32|none", REQ),
+        request_key("anthropic|claude-test", ChatRequest("system text v2", REQ.user, 64)),
+        request_key("anthropic|claude-test", ChatRequest(REQ.system, REQ.user + " ", 64)),
+        request_key("anthropic|claude-test", ChatRequest(REQ.system, REQ.user, 65)),
+    ]
+    assert len({base, *variants}) == 6
+
+
+def test_roundtrip_and_concurrent_writers(tmp_path):
+    cache = LLMCache(tmp_path / "llm.sqlite")
+
+    def write(worker: int) -> None:
+        for i in range(40):
+            cache.put_many([(f"{worker}-{i}", ChatResult(f"answer {worker} {i}", input_tokens=i, model="m"))])
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(cache) == 240
+    found = LLMCache(tmp_path / "llm.sqlite").get_many(["3-7", "missing"])
+    assert list(found) == ["3-7"]
+    assert found["3-7"] == ChatResult("answer 3 7", input_tokens=7, model="m")
+
+
+def test_second_run_makes_no_call(tmp_path):
+    requests = [ChatRequest("sys", f"<review>\nReview {i} finds the method sound.\n</review>", 64) for i in range(3)]
+    with AnthropicServer() as server:
+        first = make_backend(anthropic_cfg(use_batches=False), tmp_path, base_url=server.url).complete(requests)
+        calls = server.counts["messages"]
+        again = make_backend(anthropic_cfg(use_batches=False), tmp_path, base_url=server.url)
+        second = again.complete(requests)
+    assert calls == 3 and server.counts["messages"] == 3
+    assert [r.text for r in second] == [r.text for r in first]
+    assert all(r.cached for r in second) and not any(r.cached for r in first)
+    assert again.usage.requests == 3 and again.usage.cached == 3
+    assert again.usage.input_tokens == 0 and again.usage.cost_usd == 0.0
+
+
+def test_failed_or_refused_answers_are_not_stored(tmp_path):
+    with AnthropicServer() as server:
+        backend = make_backend(anthropic_cfg(use_batches=False), tmp_path, base_url=server.url)
+        server.fail_next(400)
+        assert backend.complete([REQ])[0].error
+        refused = backend.complete([REQ], accept=lambda result: False)[0]
+        stored = backend.complete([REQ])[0]
+        cached = backend.complete([REQ])[0]
+    assert refused.ok and not refused.cached
+    assert stored.ok and not stored.cached
+    assert cached.cached and cached.text == stored.text
+    assert server.counts["messages"] == 3
+
+
+def test_identical_requests_in_one_call_are_sent_once(tmp_path):
+    with AnthropicServer() as server:
+        backend = make_backend(anthropic_cfg(use_batches=False), tmp_path, base_url=server.url)
+        results = backend.complete([REQ, REQ, REQ])
+    assert server.counts["messages"] == 1
+    assert len({r.text for r in results}) == 1 and [r.cached for r in results] == [False, True, True]
+
+
+class Crash(Exception):
+    pass
+
+
+def test_a_crashed_batch_run_reattaches_to_its_batch(tmp_path):
+    requests = [ChatRequest("sys", f"<review>\nReview {i} likes the clear figures.\n</review>", 64) for i in range(4)]
+
+    def crash(seconds: float) -> None:
+        raise Crash("the process died while polling")
+
+    with AnthropicServer(polls_before_end=1) as server:
+        cache = LLMCache(tmp_path / "llm.sqlite")
+        dying = CachedBackend(AnthropicBackend(anthropic_cfg(), base_url=server.url, sleep=crash), cache, anthropic_cfg())
+        with pytest.raises(Crash):
+            dying.complete(requests)
+        resumed = make_backend(anthropic_cfg(), tmp_path, base_url=server.url).complete(requests)
+        assert server.counts["batches_create"] == 1      # the second run found the batch in flight
+        assert all(r.ok for r in resumed)
+        again = make_backend(anthropic_cfg(), tmp_path, base_url=server.url).complete(requests)
+    assert server.counts["batches_create"] == 1 and all(r.cached for r in again)
