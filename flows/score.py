@@ -15,7 +15,7 @@ from tasks.scoring.shards import (
     make_task_runner,
     score_shard_task,
 )
-from tasks.scoring.stage import finish_scoring_task, plan_scoring_task
+from tasks.scoring.stage import baseline_scores_task, finish_scoring_task, plan_scoring_task
 
 
 @flow(name="score-shards")
@@ -37,7 +37,7 @@ def score_flow(config_path: str = "pipelines.toml", pipeline: str = "demo") -> d
     runs = score_shards_flow.with_options(task_runner=runner)(
         plan.requests_dir, plan.results_dir, list(plan.shards), plan.spec, cfg.score.token_budget
     )
-    summary = finish_scoring_task(plan)
+    summary = finish_scoring_task(plan, baseline_scores_task(cfg, pipeline))
     summary["shards_scored"] = sum(r["status"] == "scored" for r in runs)
     summary["shards_skipped"] = sum(r["status"] == "skipped" for r in runs)
     print(summary)

@@ -18,7 +18,7 @@ from tasks.config import Config
 from tasks.layout import stage_dir
 from tasks.models import ModelSpec
 from tasks.scoring.inputs import load_inputs
-from tasks.scoring.metrics import PAIRS, assemble_scores, build_requests, candidate_scores, get_metrics
+from tasks.scoring.metrics import PAIRS, SCORES, assemble_scores, build_requests, candidate_scores, get_metrics
 from tasks.scoring.shards import eval_spec, read_results, write_atomic, write_request_shards
 
 
@@ -54,11 +54,23 @@ def plan_scoring(cfg: Config, pipeline: str) -> ScorePlan:
     return ScorePlan(folder, spec, eval_lm, tuple(shards), pairs.height, requests.height)
 
 
-def finish_scoring(plan: ScorePlan) -> dict:
-    """Join the result shards onto the pairs; write scores and candidate scores; a summary."""
+def baseline_scores(cfg: Config, pipeline: str) -> pl.DataFrame:
+    """BLEU / ROUGE-L / BERTScore rows (SCORES layout) for the same candidate-reference pairs."""
+    from tasks.validate.workflow import baseline_scores as score_baselines
+
+    if not cfg.score.baselines:
+        return pl.DataFrame(schema=SCORES)
+    inputs = load_inputs(cfg, pipeline, [])
+    return score_baselines(inputs.candidates, inputs.references, cfg.score.baselines).cast(dict(SCORES))
+
+
+def finish_scoring(plan: ScorePlan, baselines: pl.DataFrame | None = None) -> dict:
+    """Join the result shards onto the pairs (plus any baseline rows); write scores, candidate scores."""
     pairs = pl.read_parquet(plan.folder / "pairs.parquet").cast(dict(PAIRS))
     results = read_results(plan.results_dir, list(plan.shards))
     scores = assemble_scores(pairs, results, plan.eval_lm)
+    if baselines is not None and baselines.height:
+        scores = pl.concat([scores, baselines.select(scores.columns)])
     dup = scores.filter(pl.struct("candidate", "reference", "metric").is_duplicated())
     if not dup.is_empty():
         raise ValueError(f"{dup.height} score rows repeat a (candidate, reference, metric)")
@@ -80,3 +92,4 @@ def finish_scoring(plan: ScorePlan) -> dict:
 
 plan_scoring_task = task(plan_scoring, name="plan-scoring", cache_policy=NO_CACHE)
 finish_scoring_task = task(finish_scoring, name="finish-scoring", cache_policy=NO_CACHE)
+baseline_scores_task = task(baseline_scores, name="baseline-scores", cache_policy=NO_CACHE)
