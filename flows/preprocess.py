@@ -31,6 +31,9 @@ def preprocess_flow(config_path: str = "pipelines.toml", pipeline: str = "demo")
         "synopses": synopses.height,
         "rejects": judged.rejects.height + synopsis_rejects.height,
         "llm_requests": int(usage["requests"].sum()),
+        "llm_calls": int((usage["requests"] - usage["cached"]).sum()),
+        "input_tokens": int(usage["input_tokens"].sum()),
+        "output_tokens": int(usage["output_tokens"].sum()),
         "llm_cached": int(usage["cached"].sum()),
         "cost_usd": round(float(usage["cost_usd"].sum()), 6),
     }

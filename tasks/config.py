@@ -139,6 +139,8 @@ class ScoreConfig(Frozen):
     runner_address: str | None = None        # an existing dask scheduler / ray cluster
     gpu_concurrency: int = Field(1, ge=1)    # scoring tasks allowed at once
     metrics: tuple[str, ...] = ("gem_raw", "gem", "gem_s_abstract", "gem_s_assw")  # tasks/scoring/metrics.py
+    # Classic metrics scored into the same table for side-by-side comparison (tasks/validate/baselines.py)
+    baselines: tuple[Literal["bleu", "rouge_l", "bertscore"], ...] = ("bleu", "rouge_l", "bertscore")
 
     @field_validator("metrics")
     @classmethod

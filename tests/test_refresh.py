@@ -1,0 +1,105 @@
+"""The yearly refresh end to end on a tiny synthetic venue, every stage on the embedded LM, under
+Prefect's test harness; a second run repeats no LLM or scoring work."""
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from flows.refresh import refresh_flow
+
+ROOT = Path(__file__).resolve().parents[1]
+VENUE = "GREBench.cc/2026/Refresh"
+
+PIPELINE = f"""
+[venues."{VENUE}"]
+api = "v2"
+rating_map = {{ "1" = 1, "2" = 1, "3" = 3, "4" = 5, "5" = 5, "6" = 6, "7" = 8, "8" = 8, "9" = 10, "10" = 10 }}
+
+[pipelines.refresh]
+source = "synthetic"
+venues = ["GREBench.cc/{{year}}/Refresh"]
+stages = ["ingest", "curate", "preprocess", "generate", "score", "validate", "materialize"]
+
+[pipelines.refresh.synthetic]
+n_papers = 8
+reviews_per_paper = 4
+pdfs = true
+bad_cases = false
+
+[pipelines.refresh.curate]
+sample_size = 2
+
+[pipelines.refresh.preprocess]
+max_tokens = 48
+max_paper_chars = 1500
+
+[pipelines.refresh.score]
+metrics = ["gem_raw", "gem"]
+baselines = ["bleu"]
+
+[pipelines.refresh.validate]
+strategies = ["sentence_deletion"]
+metrics = ["gem", "bleu"]
+
+[[pipelines.refresh.generate.candidates]]
+name = "tiny-unseen"
+backend = "local"
+model = "smollm2"
+knowledge_cutoff = 2020-01-01
+max_tokens = 48
+max_context_tokens = 1024
+prompt_version = "review-brief-v1"
+
+[[pipelines.refresh.generate.candidates]]
+name = "tiny-future"
+backend = "local"
+model = "smollm2"
+knowledge_cutoff = 2099-01-01
+max_tokens = 48
+max_context_tokens = 1024
+prompt_version = "review-brief-v1"
+"""
+
+
+def refresh_config(tmp_path: Path) -> Path:
+    text = (ROOT / "pipelines.toml").read_text()
+    head = text.split("[pipelines.demo]")[0]
+    path = tmp_path / "pipelines.toml"
+    path.write_text(head + PIPELINE)
+    return path
+
+
+def rows(database: Path, sql: str) -> list[tuple]:
+    with duckdb.connect(str(database), read_only=True) as con:
+        return con.execute(sql).fetchall()
+
+
+@pytest.mark.slow
+def test_yearly_refresh_runs_every_stage_and_reruns_without_repeating_work(prefect_harness, tmp_path):
+    config = refresh_config(tmp_path)
+    first = refresh_flow(year=2026, config_path=str(config))
+    assert list(first) == ["ingest", "curate", "preprocess", "generate", "score", "validate", "materialize"]
+    database = tmp_path / "data" / "grebench.duckdb"
+
+    assert rows(database, "select count(*) from papers where in_benchmark") == [(2,)]
+    assert rows(database, "select count(*) > 0 from judgments") == [(True,)]
+    # The guard: the candidate whose cutoff postdates every paper reviewed none of them.
+    assert rows(database, "select model, count(*) from candidates group by all") == [("tiny-unseen", 2)]
+    assert rows(database, "select model, count(*) from exclusions group by all") == [("tiny-future", 2)]
+    metrics = {m for (m,) in rows(database, "select distinct metric from scores")}
+    assert metrics == {"gem_raw", "gem", "bleu"}
+    assert rows(database, "select count(*) > 0 from scores where source = 'tiny-unseen'") == [(True,)]
+    assert rows(database, "select count(*) > 0 from validation") == [(True,)]
+    assert rows(database, "select count(*) > 0 from leaderboard") == [(True,)]
+    stages = rows(database, "select stage, status from runs order by position")
+    assert len(stages) == 7 and all(status == "completed" for _, status in stages)
+
+    second = refresh_flow(year=2026, config_path=str(config))
+    assert second["preprocess"]["llm_calls"] == 0
+    assert second["generate"]["llm_calls"] == 0
+    assert second["score"]["shards_scored"] == 0
+    assert rows(database, "select count(distinct run_id) from runs") == [(2,)]
+    assert rows(
+        database, "select sum(llm_calls) from runs where run_id = (select max_by(run_id, started_at) from runs)"
+    ) == [(0,)]
