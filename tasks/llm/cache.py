@@ -1,11 +1,12 @@
 """Content-addressed cache of LLM answers in one SQLite file.
 
 The key hashes everything that changes an answer: the backend and its model identity (for a
-local model also dtype and quantization), max_tokens and the full system and user text (which
-carry the prompt version). Decoding is greedy or the remote default, never seeded sampling.
-Only usable answers are stored, so a rerun with the same inputs makes zero LLM calls while a
-failed or rejected answer is asked again. Each operation opens its own connection, so threads
-and processes may share the file (SQLite serialises writers; WAL lets readers run alongside).
+local model also dtype, quantization and decoding settings), max_tokens, the full system and user
+text (which carry the prompt version), the prefill and the line prefixes. Decoding is greedy or
+the remote default, never seeded sampling. Only usable answers are stored, so a rerun with the
+same inputs makes zero LLM calls while a failed or rejected answer is asked again. Each operation
+opens its own connection, so threads and processes may share the file (SQLite serialises
+writers; WAL lets readers run alongside).
 """
 
 from __future__ import annotations
@@ -30,8 +31,12 @@ CREATE TABLE IF NOT EXISTS batches (key TEXT PRIMARY KEY, batch_id TEXT NOT NULL
 
 
 def request_key(identity: str, request: ChatRequest) -> str:
-    """sha256 over the backend/model identity, max_tokens and the full prompt text."""
-    payload = json.dumps([identity, request.max_tokens, request.system, request.user], ensure_ascii=False)
+    """sha256 over the backend/model identity (with its decoding settings), max_tokens, the full
+    prompt text and, when set, the forced answer beginning and the line prefixes."""
+    parts: list[object] = [identity, request.max_tokens, request.system, request.user]
+    if request.prefill or request.line_prefixes:
+        parts.append({"prefill": request.prefill, "line_prefixes": list(request.line_prefixes)})
+    payload = json.dumps(parts, ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 

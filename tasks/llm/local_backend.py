@@ -5,21 +5,40 @@ out-of-memory error shows up on the first batch, with left padding so every row'
 at the same column; results are put back in input order. A prompt that does not fit the model's
 context is an error result, never silently cut. `load_in_4bit` asks for NF4 weights through
 bitsandbytes, which needs CUDA; on a CPU-only machine it is refused with a clear error.
+
+A request with `line_prefixes` is decoded under `LinePrefixConstraint`: every line of the answer
+opens with one of the prefixes, carries at least `MIN_CONTENT_TOKENS` tokens after it and (with
+`ONE_SENTENCE`) ends at its first sentence end, so one judgment is one line. Requests
+are batched only with others that share the same prefixes.
+
+Threads: torch uses one thread per core by default, which is right on an idle machine but
+collapses when other processes hold those cores (its worker threads wait on each other; measured
+on 2 busy cores: 0.8 tokens/s with 2 threads, 20 with 1). So each generate() call runs on
+`generation_threads()`: the cores not already busy by the 1-minute load average, at least 1 and at
+most torch's own setting; `GREBENCH_LOCAL_THREADS` fixes the number. The process-wide setting is
+restored afterwards.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
 from tasks.config import LLMConfig
 from tasks.llm.base import ChatRequest, ChatResult
+from tasks.llm.line_prefixes import LinePrefixConstraint
 from tasks.models import ModelSpec, cuda_available, load_causal_lm
 
 log = logging.getLogger(__name__)
+MIN_CONTENT_TOKENS = 3   # non-blank tokens each constrained line must carry after its prefix
+ONE_SENTENCE = True      # a constrained line ends at its first sentence end
+DECODING = f"greedy|min-content-{MIN_CONTENT_TOKENS}|one-sentence-{ONE_SENTENCE}"   # part of the cache identity
+_CONSTRAINTS: dict[tuple[int, tuple[str, ...]], LinePrefixConstraint] = {}
 
 
 def model_spec(cfg: LLMConfig) -> ModelSpec:
@@ -38,7 +57,7 @@ class LocalBackend:
         self.cfg = cfg
         self.spec = spec or model_spec(cfg)
         self.model = self.spec.name
-        self.identity = f"local|{self.spec.resolved().key}"
+        self.identity = f"local|{self.spec.resolved().key}|{DECODING}"
         self.generated_tokens = 0
         self.generate_seconds = 0.0
 
@@ -67,21 +86,52 @@ class LocalBackend:
                     error=f"prompt of {len(ids)} tokens + max_tokens {request.max_tokens} exceeds the "
                           f"model context of {context}",
                 )
+            elif request.line_prefixes and not self.constraint(request.line_prefixes).can_start(request.prefill):
+                results[i] = ChatResult("", input_tokens=len(ids), model=self.model,
+                                        error=f"prefill {request.prefill!r} does not open a line with any of "
+                                              f"the line prefixes {request.line_prefixes!r}")
             else:
                 runnable.append(i)
-        runnable.sort(key=lambda i: len(prompts[i]), reverse=True)
+        # one group per set of line prefixes, longest prompt first within each
+        runnable.sort(key=lambda i: (requests[i].line_prefixes, -len(prompts[i])))
         size = self.cfg.batch_size
-        for start in range(0, len(runnable), size):
-            chunk = runnable[start : start + size]
-            answers = self._generate([prompts[i] for i in chunk], [requests[i].max_tokens for i in chunk])
+        chunks: list[list[int]] = []
+        for i in runnable:
+            if chunks and len(chunks[-1]) < size and requests[chunks[-1][0]].line_prefixes == requests[i].line_prefixes:
+                chunks[-1].append(i)
+            else:
+                chunks.append([i])
+        for chunk in chunks:
+            first = requests[chunk[0]]
+            constraint = self.constraint(first.line_prefixes) if first.line_prefixes else None
+            answers = self._generate([prompts[i] for i in chunk], [requests[i].max_tokens for i in chunk],
+                                     constraint, [requests[i].prefill for i in chunk])
             for i, result in zip(chunk, answers, strict=True):
                 results[i] = replace(result, text=requests[i].prefill + result.text)
         return [result for result in results if result is not None]
 
-    def _generate(self, prompts: list[list[int]], limits: list[int]) -> list[ChatResult]:
+    def constraint(self, prefixes: tuple[str, ...]) -> LinePrefixConstraint:
+        """The line-prefix rules for this model's tokenizer (built once per process and prefixes)."""
+        model, tokenizer = self._loaded()
+        key = (id(tokenizer), prefixes)
+        if key not in _CONSTRAINTS:
+            _CONSTRAINTS[key] = LinePrefixConstraint(tokenizer, prefixes, sorted(self._stops()), MIN_CONTENT_TOKENS,
+                                                      ONE_SENTENCE)
+        return _CONSTRAINTS[key]
+
+    def _stops(self) -> set[int]:
+        model, tokenizer = self._loaded()
+        found = {tokenizer.eos_token_id, tokenizer.pad_token_id}
+        found |= set(_ids(getattr(model.generation_config, "eos_token_id", None)))
+        return {token for token in found if token is not None}
+
+    def _generate(self, prompts: list[list[int]], limits: list[int], constraint: LinePrefixConstraint | None = None,
+                  prefills: list[str] | None = None) -> list[ChatResult]:
         """Greedy answers for one batch. Greedy decoding is deterministic, so generating up to
-        the largest limit and cutting each row at its own limit equals generating each alone."""
+        the largest limit and cutting each row at its own limit equals generating each alone
+        (the line-prefix constraint is per row, so it keeps that true)."""
         import torch
+        from transformers import LogitsProcessorList
 
         model, tokenizer = self._loaded()
         width = max(len(ids) for ids in prompts)
@@ -89,17 +139,21 @@ class LocalBackend:
         input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids in prompts])
         mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in prompts])
         device = next(model.parameters()).device
+        processors = LogitsProcessorList()
+        if constraint is not None:
+            processors.append(constraint.processor(prefills or [""] * len(prompts), width))
         started = time.perf_counter()
-        with torch.inference_mode():
+        with _threads(generation_threads()), torch.inference_mode():
             output = model.generate(
                 input_ids=input_ids.to(device),
                 attention_mask=mask.to(device),
                 max_new_tokens=max(limits),
                 do_sample=False,
                 pad_token_id=pad,
+                logits_processor=processors,
             )
         self.generate_seconds += time.perf_counter() - started
-        stops = {tokenizer.eos_token_id, pad} | set(_ids(getattr(model.generation_config, "eos_token_id", None)))
+        stops = self._stops()
         results = []
         for row, ids, limit in zip(output[:, width:].tolist(), prompts, limits, strict=True):
             row = row[:limit]
@@ -120,6 +174,34 @@ class LocalBackend:
     @property
     def tokens_per_second(self) -> float:
         return self.generated_tokens / self.generate_seconds if self.generate_seconds else 0.0
+
+
+def generation_threads() -> int:
+    """Threads for one generate() call: GREBENCH_LOCAL_THREADS if set, else the cores that the
+    1-minute load average leaves free, between 1 and torch's default."""
+    import torch
+
+    fixed = os.environ.get("GREBENCH_LOCAL_THREADS", "").strip()
+    if fixed:
+        return max(1, int(fixed))
+    default = torch.get_num_threads()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    free = int(cores - os.getloadavg()[0] + 0.5) if hasattr(os, "getloadavg") else default
+    return max(1, min(default, free))
+
+
+@contextlib.contextmanager
+def _threads(count: int) -> Iterator[None]:
+    import torch
+
+    before = torch.get_num_threads()
+    if count != before:
+        log.info("local generation on %d torch threads (default %d)", count, before)
+        torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _ids(value: int | list[int] | None) -> list[int]:
