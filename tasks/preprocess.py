@@ -12,7 +12,6 @@ fail for a transient reason (rate limit, overload, 5xx) after the backend's own 
 from __future__ import annotations
 
 import functools
-import inspect
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -128,9 +127,9 @@ def _ask(jobs: list[_Job], backend: Any, system: str, tag: str, max_tokens: int,
 
 
 def _complete(backend: Any, requests: Sequence[ChatRequest], parse: Callable[[ChatResult], Any]) -> list[ChatResult]:
-    """The backend's answers; behind the cache, only answers that parse as usable are stored."""
-    if "accept" in inspect.signature(backend.complete).parameters:
-        return backend.complete(requests, accept=lambda result: parse(result).usable)
+    """The backend's answers. Every answer that arrived is cached, unusable ones included: decoding
+    is deterministic, so asking again would repeat it; the stricter retry is a request of its own,
+    and a rerun replays both from the cache without an LLM call."""
     return backend.complete(requests)
 
 
