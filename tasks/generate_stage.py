@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import functools
-import os
 from datetime import date
 from typing import Any
 
@@ -24,7 +23,7 @@ from prefect.cache_policies import NO_CACHE
 from tasks.config import Config, ConfigError
 from tasks.contamination import EXCLUSIONS, guard
 from tasks.generate import CANDIDATES, generate_reviews
-from tasks.layout import stage_dir
+from tasks.layout import write_stage_frames
 from tasks.llm.base import TransientLLMError
 from tasks.preprocess import JUDGMENTS, read_inputs
 
@@ -57,15 +56,7 @@ def as_reviews(candidates: pl.DataFrame) -> pl.DataFrame:
 
 def write_generate_outputs(cfg: Config, pipeline: str, frames: dict[str, pl.DataFrame]) -> dict[str, str]:
     """Each frame to generate/<name>.parquet, replaced atomically (a rerun overwrites)."""
-    folder = stage_dir(cfg, pipeline, "generate")
-    written = {}
-    for name, frame in frames.items():
-        path = folder / f"{name}.parquet"
-        partial = path.with_suffix(".parquet.partial")
-        frame.write_parquet(partial)
-        os.replace(partial, path)
-        written[name] = str(path)
-    return written
+    return write_stage_frames(cfg, pipeline, "generate", frames)
 
 
 def scoring_candidates(cfg: Config, pipeline: str) -> pl.DataFrame:

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -44,3 +45,16 @@ def cache_dir(cfg: Config, kind: str) -> Path:
     path = cfg.data_dir / "cache" / kind
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def write_stage_frames(cfg: Config, pipeline: str, stage: str, frames: dict) -> dict[str, str]:
+    """Write each polars frame to <stage dir>/<name>.parquet, replaced atomically (reruns overwrite)."""
+    folder = stage_dir(cfg, pipeline, stage)
+    written = {}
+    for name, frame in frames.items():
+        path = folder / f"{name}.parquet"
+        partial = path.with_suffix(".parquet.partial")
+        frame.write_parquet(partial)
+        os.replace(partial, path)
+        written[name] = str(path)
+    return written

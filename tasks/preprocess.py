@@ -12,7 +12,6 @@ fail for a transient reason (rate limit, overload, 5xx) after the backend's own 
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +23,7 @@ from prefect.cache_policies import NO_CACHE
 
 from tasks import schema
 from tasks.config import Config, PreprocessConfig
-from tasks.layout import stage_dir
+from tasks.layout import stage_dir, write_stage_frames
 from tasks.llm.base import ChatRequest, ChatResult, TransientLLMError, Usage
 from tasks.preprocess_checks import STANCES, ParsedJudgments, ParsedSynopsis, parse_assw, parse_judgments
 
@@ -266,15 +265,7 @@ def read_inputs(cfg: Config, pipeline: str) -> tuple[pl.DataFrame, pl.DataFrame,
 
 def write_outputs(cfg: Config, pipeline: str, frames: dict[str, pl.DataFrame]) -> dict[str, str]:
     """Each frame to <stage dir>/<name>.parquet, replaced atomically (a rerun overwrites)."""
-    folder = stage_dir(cfg, pipeline, "preprocess")
-    written = {}
-    for name, frame in frames.items():
-        path = folder / f"{name}.parquet"
-        partial = path.with_suffix(".parquet.partial")
-        frame.write_parquet(partial)
-        os.replace(partial, path)
-        written[name] = str(path)
-    return written
+    return write_stage_frames(cfg, pipeline, "preprocess", frames)
 
 
 # ---- Prefect wrappers: retried only when an LLM call failed transiently -------------------------

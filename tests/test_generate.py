@@ -21,7 +21,7 @@ from tasks.llm.base import TransientLLMError
 from tasks.paper_fit import estimate_counter, fit_text, is_heading, section_starts
 from tasks.schema import CURATED_PAPERS, CURATED_REVIEWS, conform
 
-KEY = "sk-ant-test-generate-0a1b2c3d"
+KEY = "fake-test-key-generate-0a1b2c3d"
 SECTIONS = ["Introduction", "Related Work", "Method", "Experiments", "Conclusion"]
 
 

@@ -13,7 +13,7 @@ from tasks.config import LLMConfig
 from tasks.llm.anthropic_backend import AnthropicBackend
 from tasks.llm.base import ChatRequest, Usage, cost_usd
 
-KEY = "sk-ant-test-7f3c0d9e1b2a4c5d"
+KEY = "fake-test-key-7f3c0d9e1b2a4c5d"
 REVIEW = "<review>\nThe paper is clear. The proofs are incomplete. Why is the bound tight?\n</review>"
 
 

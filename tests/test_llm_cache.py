@@ -17,7 +17,7 @@ REQ = ChatRequest("system text v1", "<review>\nThe results are convincing and we
 
 @pytest.fixture(autouse=True)
 def api_key(monkeypatch):
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-cache")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "fake-test-key-cache")
 
 
 def anthropic_cfg(**overrides) -> LLMConfig:

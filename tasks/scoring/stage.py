@@ -18,7 +18,14 @@ from tasks.config import Config
 from tasks.layout import stage_dir
 from tasks.models import ModelSpec
 from tasks.scoring.inputs import load_inputs
-from tasks.scoring.metrics import PAIRS, SCORES, assemble_scores, build_requests, candidate_scores, get_metrics
+from tasks.scoring.metrics import (
+    PAIRS,
+    SCORES,
+    assemble_scores,
+    build_requests,
+    candidate_scores,
+    get_metrics,
+)
 from tasks.scoring.shards import eval_spec, read_results, write_atomic, write_request_shards
 
 
