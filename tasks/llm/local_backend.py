@@ -29,6 +29,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
+from tqdm.auto import tqdm
+
 from tasks.config import LLMConfig
 from tasks.llm.base import ChatRequest, ChatResult
 from tasks.llm.line_prefixes import LinePrefixConstraint
@@ -101,7 +103,7 @@ class LocalBackend:
                 chunks[-1].append(i)
             else:
                 chunks.append([i])
-        for chunk in chunks:
+        for chunk in tqdm(chunks, desc=f"generating ({self.model})", unit="batch", disable=None, leave=False):
             first = requests[chunk[0]]
             constraint = self.constraint(first.line_prefixes) if first.line_prefixes else None
             answers = self._generate([prompts[i] for i in chunk], [requests[i].max_tokens for i in chunk],

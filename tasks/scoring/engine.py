@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from tqdm.auto import tqdm
 
 Tokens = tuple[int, ...]
 KV = list[tuple[torch.Tensor, torch.Tensor]]
@@ -180,7 +181,9 @@ class ScoringEngine:
         if head_len == 0 and shortest < 2:
             raise ValueError("prompts share no prefix and one has a single token: nothing to attend to")
         head = self._head(prompts[0][:head_len])
-        for chunk in self._pack([(p, len(p) - 1 - head_len) for p in prompts]):
+        chunks = list(self._pack([(p, len(p) - 1 - head_len) for p in prompts]))
+        # A terminal progress bar (hidden when stderr is not a terminal).
+        for chunk in tqdm(chunks, desc="scoring", unit="batch", disable=None, leave=False):
             past, past_mask = self._bodies(chunk, head, head_len)
             work = [(slot, p, t) for slot, p in enumerate(chunk) for t in groups[p]]
             work.sort(key=lambda w: (-len(w[2]), w[0], w[2]))
