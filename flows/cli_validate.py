@@ -14,32 +14,14 @@ from typing import Annotated
 import polars as pl
 import typer
 
-from tasks.config import ConfigError, load_config
+from flows.cli_common import ConfigOption, fail, read_config
 
 JSON_KEYS = ("strategy", "metric", "n", "smd", "ci_low", "ci_high", "p_value", "passed")
-ConfigOption = Annotated[
-    Path | None,
-    typer.Option("--config", "-c", help="pipelines.toml to use (default: ./pipelines.toml, else the project's)"),
-]
 
 
 class OutputFormat(StrEnum):
     table = "table"
     json = "json"
-
-
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
-
-
-def _config(config: Path | None):
-    from flows.cli import _config_path  # imported here: flows.cli registers this module's commands
-
-    try:
-        return load_config(_config_path(config))
-    except ConfigError as error:
-        _fail(str(error))
 
 
 def _json_value(value: object) -> object:
@@ -85,23 +67,23 @@ def validate(
     from tasks.validate.stage import engine_scorer, validate_reviews
     from tasks.validate.workflow import check_metrics
 
-    cfg = _config(config)
+    cfg = read_config(config)
     chosen = tuple(s.strip() for s in strategies.split(",") if s.strip()) if strategies else cfg.validate.strategies
     unknown = [s for s in chosen if s not in STRATEGIES]
     if unknown or not chosen:
-        _fail(f"--strategies: unknown strategy {unknown} (known: {', '.join(STRATEGIES)})")
+        fail(f"--strategies: unknown strategy {unknown} (known: {', '.join(STRATEGIES)})")
     metrics = tuple(metric) if metric else cfg.validate.metrics
     try:
         check_metrics(metrics)
         frame = load_reviews_file(reviews)
     except (ValueError, ReviewsFileError) as error:
-        _fail(str(error))
+        fail(str(error))
     scorer = (engine_scorer(eval_spec(cfg.score), cfg.score.token_budget)
               if any(m in METRICS for m in metrics) else None)
     try:
         result = validate_reviews(cfg, frame, scorer, metrics, chosen)
     except ValueError as error:
-        _fail(str(error).splitlines()[0])
+        fail(str(error).splitlines()[0])
     if format is OutputFormat.json:
         typer.echo(json.dumps(json_rows(result.validation)))
         return
@@ -125,10 +107,10 @@ def report(
     """Write the leaderboard figure, the validation heat map and a markdown summary from the results database."""
     from tasks.validate.report import write_report
 
-    cfg = _config(config)
+    cfg = read_config(config)
     try:
         paths = write_report(cfg.database, out_dir or cfg.data_dir / "report")
     except FileNotFoundError as error:
-        _fail(str(error))
+        fail(str(error))
     for path in paths.values():
         typer.echo(str(path))

@@ -11,9 +11,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import tempfile
 from pathlib import Path
+
+import polars as pl
 
 from tasks.config import Config
 
@@ -47,14 +51,23 @@ def cache_dir(cfg: Config, kind: str) -> Path:
     return path
 
 
-def write_stage_frames(cfg: Config, pipeline: str, stage: str, frames: dict) -> dict[str, str]:
-    """Write each polars frame to <stage dir>/<name>.parquet, replaced atomically (reruns overwrite)."""
+def write_parquet(frame: pl.DataFrame, path: Path) -> Path:
+    """Write `frame` to `path` atomically: a reader sees the old file or the new one, never half of
+    one (a scratch file in the same folder, then a rename). The one Parquet writer of the stages."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, scratch = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    os.close(fd)
+    try:
+        frame.write_parquet(scratch)
+        os.replace(scratch, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(scratch)
+    return path
+
+
+def write_stage_frames(cfg: Config, pipeline: str, stage: str, frames: dict[str, pl.DataFrame]) -> dict[str, str]:
+    """Write each frame to <stage dir>/<name>.parquet, replaced atomically (reruns overwrite)."""
     folder = stage_dir(cfg, pipeline, stage)
-    written = {}
-    for name, frame in frames.items():
-        path = folder / f"{name}.parquet"
-        partial = path.with_suffix(".parquet.partial")
-        frame.write_parquet(partial)
-        os.replace(partial, path)
-        written[name] = str(path)
-    return written
+    return {name: str(write_parquet(frame, folder / f"{name}.parquet")) for name, frame in frames.items()}

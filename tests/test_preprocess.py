@@ -187,8 +187,8 @@ def test_synopses_from_pdf_text_or_abstract_and_rejects(tmp_path):
                               "However, it is limited to convex problems.", long_text]})
     settings = cfg(max_paper_chars=1000)
     with AnthropicServer() as server:
-        synopses, rejects, usage = make_synopses(papers, pdf_texts, make_backend(settings, tmp_path, base_url=server.url),
-                                                 settings)
+        out = make_synopses(papers, pdf_texts, make_backend(settings, tmp_path, base_url=server.url), settings)
+    synopses, rejects, usage = out.synopses, out.rejects, out.usage
     got = {(r["paper_id"], r["kind"]): r for r in synopses.iter_rows(named=True)}
     assert set(got) == {("p1", "abstract"), ("p1", "assw"), ("p2", "abstract"), ("p2", "assw"), ("p4", "abstract"),
                         ("p4", "assw")}
@@ -214,12 +214,13 @@ def write_config(folder: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_preprocess_flow_writes_its_tables_and_reruns_without_calls(tmp_path, monkeypatch, prefect_harness):
     from flows.preprocess import preprocess_flow
     from tasks.config import load_config
 
     config_path = write_config(tmp_path)
-    config = load_config(config_path)
+    config = load_config(config_path).for_pipeline("t")
     curated = stage_dir(config, "t", "curate", "Test.cc/2025/Conference")
     reviews(INJECTION, "The writing is clear. The proofs are incomplete.").with_columns(
         pl.lit("Test.cc/2025/Conference").alias("venue_id")).write_parquet(curated / "reviews.parquet")
@@ -228,16 +229,17 @@ def test_preprocess_flow_writes_its_tables_and_reruns_without_calls(tmp_path, mo
                  ).write_parquet(curated / "papers.parquet")
     with AnthropicServer() as server:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        first = preprocess_flow(str(config_path), "t")
+        first = preprocess_flow(config, "t")
         calls = dict(server.counts)
-        second = preprocess_flow(str(config_path), "t")
+        second = preprocess_flow(config, "t")
     assert calls == server.counts      # the rerun was served from the cache
     assert calls["batches_create"] == 1 and calls["messages"] == 1     # 2 reviews batched, 1 paper alone
     out = stage_dir(config, "t", "preprocess")
     judgments = pl.read_parquet(out / "judgments.parquet")
-    assert judgments.height == first["judgments"] == second["judgments"] == 5
+    assert judgments.height == first.rows_out == second.rows_out == 5 and first.rows_in == 2
     assert pl.read_parquet(out / "synopses.parquet")["kind"].sort().to_list() == ["abstract", "assw"]
     assert pl.read_parquet(out / "rejects.parquet").is_empty()
     usage = pl.read_parquet(out / "usage.parquet")
     assert usage["purpose"].to_list() == ["judgments", "synopses"] and usage["cached"].sum() == 3
-    assert second["llm_cached"] == second["llm_requests"] == 3 and second["cost_usd"] == 0.0
+    assert second.details["llm_cached"] == second.details["llm_requests"] == 3
+    assert second.llm_calls == 0 and second.cost_usd == 0.0 and first.llm_calls == 3

@@ -65,7 +65,7 @@ def load_inputs(cfg: Config, pipeline: str, metrics: list[Metric]) -> ScoringInp
             raise FileNotFoundError(f"{path}: synopses not found; run the preprocess stage or drop the gem_s metrics")
         synopses = synopses_wide(pl.read_parquet(path, columns=["paper_id", "kind", "text"]))
     references = reviews.join(judgments, on="review_id", how="left").select(REFERENCES.names()).cast(dict(REFERENCES))
-    from tasks.generate_stage import scoring_candidates  # generated reviews, once the generate stage ran
+    from tasks.generate import scoring_candidates  # generated reviews, once the generate stage ran
 
     generated = scoring_candidates(cfg, pipeline).join(references.select("paper_id").unique(), on="paper_id", how="semi")
     candidates = pl.concat([human_candidates(references).cast(dict(CANDIDATES)), generated.cast(dict(CANDIDATES))])
