@@ -32,7 +32,7 @@ from tasks.config import load_config  # noqa: E402
 from tasks.generate import generate_reviews  # noqa: E402
 from tasks.llm import make_backend  # noqa: E402
 from tasks.pdf import extract_text  # noqa: E402
-from tasks.synthetic import make_venue  # noqa: E402
+from tasks.testing.synthetic import make_venue  # noqa: E402
 
 
 def synthetic_papers(n: int) -> tuple[pl.DataFrame, pl.DataFrame]:

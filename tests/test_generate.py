@@ -11,7 +11,6 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tasks.anthropic_server import AnthropicServer, heuristic_responder, system_text, user_text
 from tasks.config import CandidateConfig, ConfigError, GenerateConfig
 from tasks.contamination import guard
 from tasks.generate import REMINDER, generate_reviews, make_meter, parse_review
@@ -19,6 +18,7 @@ from tasks.llm import make_backend
 from tasks.llm.base import TransientLLMError
 from tasks.paper_fit import estimate_counter, fit_text, is_heading, section_starts
 from tasks.schema import CURATED_PAPERS, CURATED_REVIEWS, EXCLUSIONS, GENERATED, conform
+from tasks.testing.anthropic_server import AnthropicServer, heuristic_responder, system_text, user_text
 
 KEY = "fake-test-key-generate-0a1b2c3d"
 SECTIONS = ["Introduction", "Related Work", "Method", "Experiments", "Conclusion"]

@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from tasks.anthropic_server import AnthropicServer, heuristic_responder
 from tasks.config import LLMConfig
 from tasks.llm.anthropic_backend import AnthropicBackend
 from tasks.llm.base import ChatRequest, Usage, cost_usd
+from tasks.testing.anthropic_server import AnthropicServer, heuristic_responder
 
 KEY = "fake-test-key-7f3c0d9e1b2a4c5d"
 REVIEW = "<review>\nThe paper is clear. The proofs are incomplete. Why is the bound tight?\n</review>"

@@ -6,11 +6,11 @@ import threading
 
 import pytest
 
-from tasks.anthropic_server import AnthropicServer
 from tasks.config import LLMConfig
 from tasks.llm.anthropic_backend import AnthropicBackend
 from tasks.llm.base import ChatRequest, ChatResult, make_backend
 from tasks.llm.cache import CachedBackend, LLMCache, request_key
+from tasks.testing.anthropic_server import AnthropicServer
 
 REQ = ChatRequest("system text v1", "<review>\nThe results are convincing and well presented.\n</review>", 64)
 

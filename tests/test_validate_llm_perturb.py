@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from tasks.anthropic_server import AnthropicServer, system_text, user_text
 from tasks.config import LLMConfig
 from tasks.llm.anthropic_backend import AnthropicBackend
 from tasks.llm.base import make_backend
+from tasks.testing.anthropic_server import AnthropicServer, system_text, user_text
 from tasks.validate.llm_perturb import apply_llm_perturbation
 from tasks.validate.prompts import GAP_MARKER, build_prompt
 

@@ -10,10 +10,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tasks.anthropic_server import AnthropicServer, system_text, user_text
 from tasks.config import PreprocessConfig
 from tasks.llm.anthropic_backend import AnthropicBackend
 from tasks.models import ModelSpec
+from tasks.testing.anthropic_server import AnthropicServer, system_text, user_text
 from tasks.validate.baselines import bleu
 from tasks.validate.leaderboard import agreement, leaderboard
 from tasks.validate.perturb import FILLER_JUDGMENTS

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from tasks.config import ScoreConfig
+from tasks.layout import write_parquet
 from tasks.models import ModelSpec, cuda_available
 from tasks.scoring.engine import ScoreRequest, load_engine
 
@@ -38,18 +37,6 @@ def eval_spec(cfg: ScoreConfig) -> ModelSpec:
     return ModelSpec(name=cfg.eval_lm_cuda if cuda else cfg.eval_lm, dtype=cfg.dtype, quantization=quantization)
 
 
-def write_atomic(frame: pl.DataFrame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        frame.write_parquet(tmp)
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(tmp)
-
-
 def write_request_shards(requests: pl.DataFrame, folder: Path, shard_size: int) -> list[str]:
     """Write the requests as shards of `shard_size` (prompts kept together for prefix reuse); their names."""
     ordered = requests.unique("key").sort("system", "user", "continuation", "key")
@@ -59,7 +46,7 @@ def write_request_shards(requests: pl.DataFrame, folder: Path, shard_size: int) 
         name = "shard-" + hashlib.sha256("\n".join(shard["key"]).encode()).hexdigest()[:16]
         path = folder / f"{name}.parquet"
         if not path.is_file():
-            write_atomic(shard, path)
+            write_parquet(shard, path)
         names.append(name)
     return names
 
@@ -75,7 +62,7 @@ def score_shard(requests_dir: Path, results_dir: Path, shard: str, spec: ModelSp
     started = time.perf_counter()
     results = engine.score(requests)
     seconds = time.perf_counter() - started
-    write_atomic(
+    write_parquet(
         pl.DataFrame({"key": frame["key"], "logprob": [r.logprob for r in results],
                       "n_tokens": [r.n_tokens for r in results]}, schema=RESULTS),
         out,

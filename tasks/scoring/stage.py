@@ -15,7 +15,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from tasks.config import Config
-from tasks.layout import stage_dir
+from tasks.layout import stage_dir, write_parquet
 from tasks.models import ModelSpec
 from tasks.scoring.inputs import load_inputs
 from tasks.scoring.metrics import (
@@ -26,7 +26,7 @@ from tasks.scoring.metrics import (
     candidate_scores,
     get_metrics,
 )
-from tasks.scoring.shards import eval_spec, read_results, write_atomic, write_request_shards
+from tasks.scoring.shards import eval_spec, read_results, write_request_shards
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ def plan_scoring(cfg: Config, pipeline: str) -> ScorePlan:
     inputs = load_inputs(cfg, pipeline, metrics)
     pairs, requests = build_requests(inputs.candidates, inputs.references, inputs.synopses, metrics, eval_lm)
     folder = stage_dir(cfg, pipeline, "score")
-    write_atomic(pairs, folder / "pairs.parquet")
+    write_parquet(pairs, folder / "pairs.parquet")
     shards = write_request_shards(requests, folder / "requests", cfg.score.shard_size)
     (folder / "results").mkdir(exist_ok=True)
     return ScorePlan(folder, spec, eval_lm, tuple(shards), pairs.height, requests.height)
@@ -82,8 +82,8 @@ def finish_scoring(plan: ScorePlan, baselines: pl.DataFrame | None = None) -> di
     if not dup.is_empty():
         raise ValueError(f"{dup.height} score rows repeat a (candidate, reference, metric)")
     per_candidate = candidate_scores(scores)
-    write_atomic(scores, plan.folder / "scores.parquet")
-    write_atomic(per_candidate, plan.folder / "candidate_scores.parquet")
+    write_parquet(scores, plan.folder / "scores.parquet")
+    write_parquet(per_candidate, plan.folder / "candidate_scores.parquet")
     gaps = scores.filter(pl.col("reason").is_not_null()).group_by("reason").len().sort("reason")
     means = per_candidate.group_by("metric").agg(pl.col("score").filter(pl.col("score").is_not_nan()).mean())
     return {

@@ -20,7 +20,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from tasks.config import Config, PreprocessConfig
-from tasks.layout import cache_dir, stage_dir
+from tasks.layout import cache_dir, stage_dir, write_parquet
 from tasks.models import ModelSpec
 from tasks.scoring.engine import ScoreRequest, load_engine
 from tasks.scoring.metrics import METRICS, candidate_scores, judgments_text, synopses_wide
@@ -29,7 +29,6 @@ from tasks.scoring.shards import (
     eval_spec,
     read_results,
     score_shard,
-    write_atomic,
     write_request_shards,
 )
 from tasks.validate.leaderboard import agreement, leaderboard
@@ -145,7 +144,7 @@ def write_outputs(cfg: Config, pipeline: str, frames: dict[str, pl.DataFrame]) -
     folder = stage_dir(cfg, pipeline, "validate")
     written = {}
     for name, frame in frames.items():
-        write_atomic(frame, folder / f"{name}.parquet")
+        write_parquet(frame, folder / f"{name}.parquet")
         written[name] = str(folder / f"{name}.parquet")
     return written
 
