@@ -50,6 +50,7 @@ def test_missing_text_gives_nan_and_lengths_must_match(name):
     assert baselines.BASELINES[name].higher_is_better
 
 
+@pytest.mark.slow
 def test_minilm_loads_offline(minilm):
     import os
 
@@ -59,6 +60,7 @@ def test_minilm_loads_offline(minilm):
     assert baselines.load_minilm() is minilm          # cached, loaded once
 
 
+@pytest.mark.slow
 def test_bertscore_identical_close_unrelated(minilm):
     prf = baselines.bertscore_prf([REFERENCE, CLOSE, UNRELATED], [REFERENCE] * 3)
     assert prf.shape == (3, 3)
@@ -68,6 +70,7 @@ def test_bertscore_identical_close_unrelated(minilm):
     assert baselines.bertscore([UNRELATED, CLOSE], [REFERENCE, REFERENCE]) == pytest.approx(f1[[2, 1]], abs=1e-6)
 
 
+@pytest.mark.slow
 def test_bertscore_precision_and_recall_directions(minilm):
     short = "The sampler is fast."
     prf = baselines.bertscore_prf([short], [REFERENCE])[0]
@@ -77,6 +80,7 @@ def test_bertscore_precision_and_recall_directions(minilm):
     assert swapped[0] == pytest.approx(prf[1], abs=1e-5) and swapped[1] == pytest.approx(prf[0], abs=1e-5)
 
 
+@pytest.mark.slow
 def test_long_text_is_windowed_not_truncated(minilm):
     tokenizer, _ = minilm
     long_text = " ".join(f"Point {i}: the ablation on dataset {i} is missing." for i in range(80))

@@ -57,6 +57,7 @@ def result(scorer):
                           scorer=scorer, eval_lm="smollm2", seed=1)
 
 
+@pytest.mark.slow
 def test_table_has_every_metric_and_strategy(result):
     table = result.validation
     assert table.select("metric", "strategy").rows() == [
@@ -72,6 +73,7 @@ def test_table_has_every_metric_and_strategy(result):
     assert result.stats["candidates"] == 4 and result.stats["perturbations_failed"] == 0
 
 
+@pytest.mark.slow
 def test_deterministic_strategies_act_on_judgment_lines(result):
     reviews = make_reviews()
     by_id = {r["review_id"]: r for r in reviews.iter_rows(named=True)}
@@ -88,6 +90,7 @@ def test_deterministic_strategies_act_on_judgment_lines(result):
             assert donor[0]["review_text"] == row["review_text"]   # the same donor review on both levels
 
 
+@pytest.mark.slow
 def test_scores_pair_the_same_references(result):
     reviews = make_reviews()
     pairs = result.pairs.filter((pl.col("metric") == "bleu") & (pl.col("strategy") == "sentence_deletion"))
@@ -102,6 +105,7 @@ def test_scores_pair_the_same_references(result):
     assert gem["original"].is_finite().all() and gem["perturbed"].is_finite().all()
 
 
+@pytest.mark.slow
 def test_human_correlation_scores_every_review(result):
     corr = result.human_correlation
     assert corr["metric"].to_list() == ["gem", "bleu", "rouge_l", "bertscore"]
@@ -153,6 +157,7 @@ def _responder(params: dict[str, Any]) -> str:
     return "Summary Of The Paper:\nA rewritten summary.\n\nStrengths And Weaknesses:\n" + user_text(params)[-40:]
 
 
+@pytest.mark.slow
 def test_llm_strategy_is_rewritten_then_preprocessed(scorer, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
     cfg = PreprocessConfig(backend="anthropic", model="claude-test", use_batches=False, max_retries=0,
@@ -202,6 +207,7 @@ def test_leaderboard_means_intervals_exclusions_and_agreement():
         "p_value": None, "reason": None}
 
 
+@pytest.mark.slow
 def test_validate_flow_writes_tables_that_materialize(tmp_path, prefect_harness, embedded_lm):
     from flows.validate import validate_flow
     from tasks.config import load_config
