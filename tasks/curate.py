@@ -248,8 +248,6 @@ def curate_venue(ingest_dir: Path, venue_id: str, cfg: Config, out_dir: Path) ->
 
 
 # ---- Prefect tasks ----
-@task(name="curate-venue", cache_policy=NO_CACHE)
-def curate_venue_task(ingest_dir: Path, venue_id: str, cfg: Config, out_dir: Path) -> CurateResult:
-    return curate_venue(ingest_dir, venue_id, cfg, out_dir)
+curate_venue_task = task(curate_venue, name="curate-venue", cache_policy=NO_CACHE)
 
 

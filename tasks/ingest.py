@@ -310,8 +310,6 @@ def ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None 
 
 
 # ---- Prefect tasks ----
-@task(name="ingest-venue", retries=2, retry_delay_seconds=[30, 120], retry_condition_fn=transient,
-      cache_policy=NO_CACHE)
-def ingest_venue_task(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None = None) -> IngestResult:
-    """Prefect wrapper: a rerun after a 429 / 5xx / timeout resumes from the cached pages."""
-    return ingest_venue(venue_id, cfg, out_dir, baseurl)
+# A retry after a 429 / 5xx / timeout resumes from the cached pages.
+ingest_venue_task = task(ingest_venue, name="ingest-venue", retries=2, retry_delay_seconds=[30, 120],
+                         retry_condition_fn=transient, cache_policy=NO_CACHE)

@@ -1,10 +1,13 @@
-"""Where each stage reads and writes under `data/`.
+"""Where each stage reads and writes under `data/`, and the one atomic Parquet writer.
 
     data/raw/<venue>/v1|v2/...            raw OpenReview API pages (download cache)
     data/<pipeline>/<venue>/ingest/        papers, reviews, rejects, pdf_texts .parquet; pdfs/
     data/<pipeline>/<venue>/curate/        papers, reviews, rejects, curation_report .parquet
     data/<pipeline>/preprocess/            judgments, synopses, rejects, usage .parquet
+    data/<pipeline>/generate/              candidates, exclusions, candidate_judgments, rejects, usage .parquet
     data/<pipeline>/score/                 requests/ and results/ shards, scores.parquet
+    data/<pipeline>/validate/              validation, leaderboard, ... .parquet
+    data/<pipeline>/runs/<run_id>.parquet  the run records (tasks/runs.py)
     data/cache/llm/                        content-addressed LLM answers
     data/grebench.duckdb                   the results database (paths.database)
 """
