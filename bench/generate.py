@@ -1,6 +1,6 @@
 """How the demo's candidates fare on synthetic papers: usable answers, sections, cuts and speed.
 
-Builds a synthetic venue (tasks/synthetic.py), extracts the PDF texts, and has each candidate of
+Builds a synthetic venue (tasks/testing/synthetic.py), extracts the PDF texts, and has each candidate of
 the chosen pipeline (default: the demo's two SmolLM2 candidates) review every paper with a fresh
 cache, then once more to time the cached rerun. Prints per candidate:
 

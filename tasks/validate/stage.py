@@ -22,6 +22,7 @@ from prefect.cache_policies import NO_CACHE
 from tasks.config import Config, PreprocessConfig
 from tasks.layout import cache_dir, stage_dir, write_parquet
 from tasks.models import ModelSpec
+from tasks.retry import llm_task
 from tasks.scoring.engine import ScoreRequest, load_engine
 from tasks.scoring.metrics import METRICS, candidate_scores, judgments_text, synopses_wide
 from tasks.scoring.shards import (
@@ -158,14 +159,7 @@ def validate_pipeline(cfg: Config, pipeline: str) -> ValidationResult:
     return validate_reviews(cfg, reviews, scorer)
 
 
-def _transient(_task: Any, _run: Any, state: Any) -> bool:
-    from tasks.llm.base import TransientLLMError
-
-    return isinstance(getattr(state, "data", None), TransientLLMError)
-
-
 # Retried only when an LLM call failed transiently (the LLM cache makes a retry cheap).
-validate_pipeline_task = task(validate_pipeline, name="validate-metrics", cache_policy=NO_CACHE, retries=3,
-                              retry_delay_seconds=[30, 120, 300], retry_condition_fn=_transient)
+validate_pipeline_task = llm_task(validate_pipeline, name="validate-metrics")
 build_leaderboard_task = task(build_leaderboard, name="build-leaderboard", cache_policy=NO_CACHE)
 write_outputs_task = task(write_outputs, name="write-validate-outputs", cache_policy=NO_CACHE)
