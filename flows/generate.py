@@ -16,7 +16,7 @@ from tasks.generate_stage import (
     write_generate_outputs_task,
 )
 from tasks.layout import cache_dir
-from tasks.llm import make_backend
+from tasks.lm import make_lm
 from tasks.preprocess import preprocess_reviews_task
 
 
@@ -28,11 +28,11 @@ def generate_flow(config_path: str = "pipelines.toml", pipeline: str = "demo") -
     outputs, exclusions = [], [frames["exclusions"]]
     for candidate in cfg.generate.candidates:
         eligible, excluded = exclude_task(papers, candidate.name, candidate.knowledge_cutoff)
-        backend = make_backend(candidate, cache_dir(cfg, "llm"))
+        backend = make_lm(candidate, cache_dir(cfg, "llm"))
         outputs.append(generate_reviews_task(eligible, pdf_texts, candidate, backend, cfg.generate.chars_per_token))
         exclusions.append(excluded)
     candidates = pl.concat([frames["candidates"], *(o.candidates for o in outputs)])
-    judged = preprocess_reviews_task(as_reviews(candidates), make_backend(cfg.preprocess, cache_dir(cfg, "llm")),
+    judged = preprocess_reviews_task(as_reviews(candidates), make_lm(cfg.preprocess, cache_dir(cfg, "llm")),
                                      cfg.preprocess)
     usage = pl.concat([*(o.usage for o in outputs), judged.usage.with_columns(purpose=pl.lit("candidate_judgments"))])
     rejects = pl.concat([*(o.rejects for o in outputs), judged.rejects])

@@ -7,7 +7,7 @@ from prefect import flow
 
 from tasks.config import load_config
 from tasks.layout import cache_dir
-from tasks.llm import make_backend
+from tasks.lm import make_lm
 from tasks.preprocess import make_synopses_task, preprocess_reviews_task, read_inputs_task, write_outputs_task
 
 
@@ -15,7 +15,7 @@ from tasks.preprocess import make_synopses_task, preprocess_reviews_task, read_i
 def preprocess_flow(config_path: str = "pipelines.toml", pipeline: str = "demo") -> dict:
     cfg = load_config(config_path).for_pipeline(pipeline)
     reviews, papers, pdf_texts = read_inputs_task(cfg, pipeline)
-    backend = make_backend(cfg.preprocess, cache_dir(cfg, "llm"))
+    backend = make_lm(cfg.preprocess, cache_dir(cfg, "llm"))
     judged = preprocess_reviews_task(reviews, backend, cfg.preprocess)
     synopses, synopsis_rejects, synopsis_usage = make_synopses_task(papers, pdf_texts, backend, cfg.preprocess)
     usage = pl.concat([judged.usage, synopsis_usage])

@@ -28,7 +28,16 @@ import polars as pl
 
 from tasks import schema
 from tasks.config import CandidateConfig
-from tasks.llm.base import ChatRequest, ChatResult, TransientLLMError, Usage, cost_usd
+from tasks.lm import (
+    ChatRequest,
+    ChatResult,
+    TransientLLMError,
+    Usage,
+    chat_ids,
+    chat_spec,
+    cost_usd,
+    load_model,
+)
 from tasks.paper_fit import Counter, Fit, estimate_counter, fit_text
 from tasks.preprocess import USAGE, load_prompt
 
@@ -122,10 +131,7 @@ class Meter:
 def _tokenizer(candidate: CandidateConfig) -> Any:
     """The local model's tokenizer, from the per-process model cache the backend shares (loading
     a GGUF tokenizer alone costs nearly as much as the whole small model)."""
-    from tasks.llm.local_backend import model_spec
-    from tasks.models import load_causal_lm
-
-    return load_causal_lm(model_spec(candidate))[1]
+    return load_model(chat_spec(candidate))[1]
 
 
 def make_meter(candidate: CandidateConfig, chars_per_token: float) -> Meter:
@@ -137,8 +143,7 @@ def make_meter(candidate: CandidateConfig, chars_per_token: float) -> Meter:
             return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
         def prompt(system: str, user: str, prefill: str) -> int:
-            messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-            return count(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + prefill)
+            return len(chat_ids(tokenizer, system, user, prefill))
 
         return Meter(count, prompt)
     estimate = estimate_counter(chars_per_token)
@@ -262,7 +267,7 @@ def _ask(jobs: Sequence[Job], backend: Any, system: str, prefill: str,
             chunk = todo[start : start + size]
             requests = [ChatRequest(system, job.user(strict), candidate.max_tokens, job.candidate_id, prefill)
                         for job in chunk]
-            results = backend.complete(requests)
+            results = backend.generate(requests)
             every.extend(results)
             for job, result in zip(chunk, results, strict=True):
                 attempts[job.candidate_id].append(result)

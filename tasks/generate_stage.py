@@ -24,7 +24,7 @@ from tasks.config import Config, ConfigError
 from tasks.contamination import EXCLUSIONS, guard
 from tasks.generate import CANDIDATES, generate_reviews
 from tasks.layout import write_stage_frames
-from tasks.llm.base import TransientLLMError
+from tasks.lm import TransientLLMError
 from tasks.preprocess import JUDGMENTS, read_inputs
 
 FILES = ("candidates", "exclusions", "rejects", "usage", "candidate_judgments")

@@ -24,7 +24,7 @@ from prefect.cache_policies import NO_CACHE
 from tasks import schema
 from tasks.config import Config, PreprocessConfig
 from tasks.layout import stage_dir, write_stage_frames
-from tasks.llm.base import ChatRequest, ChatResult, TransientLLMError, Usage
+from tasks.lm import ChatRequest, ChatResult, TransientLLMError, Usage
 from tasks.preprocess_checks import STANCES, ParsedJudgments, ParsedSynopsis, parse_assw, parse_judgments
 
 PROMPTS = Path(__file__).parent / "prompts"
@@ -129,7 +129,7 @@ def _complete(backend: Any, requests: Sequence[ChatRequest], parse: Callable[[Ch
     """The backend's answers. Every answer that arrived is cached, unusable ones included: decoding
     is deterministic, so asking again would repeat it; the stricter retry is a request of its own,
     and a rerun replays both from the cache without an LLM call."""
-    return backend.complete(requests)
+    return backend.generate(requests)
 
 
 def _failure(result: ChatResult, parsed: Any) -> tuple[str, str]:
