@@ -16,7 +16,8 @@ from pathlib import Path
 
 import polars as pl
 
-from tasks.validate.baselines import BASELINES, load_minilm
+from tasks.lm import embedder, load_model
+from tasks.validate.baselines import BASELINES
 from tasks.validate.perturb import DETERMINISTIC, STRATEGIES, perturb_texts
 from tasks.validate.stats import paired_test
 
@@ -35,7 +36,7 @@ def main() -> None:
 
     figures: dict[str, object] = {"papers": len(candidates)}
     t0 = time.perf_counter()
-    load_minilm()
+    load_model(embedder().spec)
     figures["minilm_load_s"] = round(time.perf_counter() - t0, 2)
 
     perturbed: dict[str, list[str | None]] = {}

@@ -60,8 +60,8 @@ def validate(
     config: ConfigOption = None,
 ) -> None:
     """Validate metrics on your own reviews: perturb candidates, rescore them, test each metric."""
+    from tasks.lm import eval_spec
     from tasks.scoring.metrics import METRICS
-    from tasks.scoring.shards import eval_spec
     from tasks.validate.perturb import STRATEGIES
     from tasks.validate.reviews_file import ReviewsFileError, load_reviews_file
     from tasks.validate.stage import engine_scorer, validate_reviews

@@ -6,7 +6,7 @@ from prefect import flow
 
 from tasks.config import Config
 from tasks.layout import cache_dir
-from tasks.llm import make_backend
+from tasks.lm import make_lm
 from tasks.preprocess import make_synopses_task, preprocess_reviews_task, read_inputs_task, write_outputs_task
 from tasks.summary import StageSummary
 
@@ -14,7 +14,7 @@ from tasks.summary import StageSummary
 @flow(name="preprocess", log_prints=True)
 def preprocess_flow(cfg: Config, pipeline: str) -> StageSummary:
     reviews, papers, pdf_texts = read_inputs_task(cfg, pipeline)
-    backend = make_backend(cfg.preprocess, cache_dir(cfg, "llm"))
+    backend = make_lm(cfg.preprocess, cache_dir(cfg, "llm"))
     judged = preprocess_reviews_task(reviews, backend, cfg.preprocess)
     synopses = make_synopses_task(papers, pdf_texts, backend, cfg.preprocess)
     summary = write_outputs_task(cfg, pipeline, judged, synopses)

@@ -8,7 +8,7 @@ from prefect import flow, unmapped
 from prefect.futures import wait
 
 from tasks.config import load_config
-from tasks.models import ModelSpec
+from tasks.lm import ModelSpec
 from tasks.scoring.shards import (
     CONCURRENCY_LIMIT,
     ensure_concurrency_limit,

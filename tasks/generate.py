@@ -43,8 +43,17 @@ from tasks import schema
 from tasks.config import CandidateConfig, Config, ConfigError
 from tasks.contamination import guard
 from tasks.layout import cache_dir, write_stage_frames
-from tasks.llm import make_backend
-from tasks.llm.base import ChatRequest, ChatResult, TransientLLMError, Usage, cost_usd
+from tasks.lm import (
+    ChatRequest,
+    ChatResult,
+    TransientLLMError,
+    Usage,
+    chat_ids,
+    chat_spec,
+    cost_usd,
+    load_model,
+    make_lm,
+)
 from tasks.paper_fit import Counter, Fit, estimate_counter, fit_text
 from tasks.preprocess import PreprocessOutput, llm_figures, load_prompt, preprocess_reviews, read_inputs
 from tasks.retry import llm_task
@@ -118,10 +127,7 @@ class Meter:
 def _tokenizer(candidate: CandidateConfig) -> Any:
     """The local model's tokenizer, from the per-process model cache the backend shares (loading
     a GGUF tokenizer alone costs nearly as much as the whole small model)."""
-    from tasks.llm.local_backend import model_spec
-    from tasks.models import load_causal_lm
-
-    return load_causal_lm(model_spec(candidate))[1]
+    return load_model(chat_spec(candidate))[1]
 
 
 def make_meter(candidate: CandidateConfig, chars_per_token: float) -> Meter:
@@ -133,8 +139,7 @@ def make_meter(candidate: CandidateConfig, chars_per_token: float) -> Meter:
             return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
         def prompt(system: str, user: str, prefill: str) -> int:
-            messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-            return count(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + prefill)
+            return len(chat_ids(tokenizer, system, user, prefill))
 
         return Meter(count, prompt)
     estimate = estimate_counter(chars_per_token)
@@ -258,7 +263,7 @@ def _ask(jobs: Sequence[Job], backend: Any, system: str, prefill: str,
             chunk = todo[start : start + size]
             requests = [ChatRequest(system, job.user(strict), candidate.max_tokens, job.candidate_id, prefill)
                         for job in chunk]
-            results = backend.complete(requests)
+            results = backend.generate(requests)
             every.extend(results)
             for job, result in zip(chunk, results, strict=True):
                 attempts[job.candidate_id].append(result)
@@ -316,7 +321,7 @@ def review_papers(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, candidat
                   cfg: Config) -> CandidateRun:
     """The contamination guard, then one review by `candidate` of each paper it may see."""
     eligible, excluded = guard(papers, candidate.name, candidate.knowledge_cutoff)
-    backend = make_backend(candidate, cache_dir(cfg, "llm"))
+    backend = make_lm(candidate, cache_dir(cfg, "llm"))
     return CandidateRun(candidate.name, generate_reviews(eligible, pdf_texts, candidate, backend,
                                                          cfg.generate.chars_per_token), excluded)
 
@@ -330,7 +335,7 @@ def as_reviews(candidates: pl.DataFrame) -> pl.DataFrame:
 def judge_reviews(runs: Sequence[CandidateRun], cfg: Config) -> PreprocessOutput:
     """The generated reviews preprocessed into judgments exactly like the human ones."""
     candidates = pl.concat([pl.DataFrame(schema=GENERATED), *(r.output.candidates for r in runs)])
-    return preprocess_reviews(as_reviews(candidates), make_backend(cfg.preprocess, cache_dir(cfg, "llm")),
+    return preprocess_reviews(as_reviews(candidates), make_lm(cfg.preprocess, cache_dir(cfg, "llm")),
                               cfg.preprocess)
 
 

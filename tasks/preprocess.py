@@ -24,7 +24,7 @@ from prefect.cache_policies import NO_CACHE
 from tasks import schema
 from tasks.config import Config, PreprocessConfig
 from tasks.layout import stage_dir, write_stage_frames
-from tasks.llm.base import ChatRequest, ChatResult, TransientLLMError, Usage
+from tasks.lm import ChatRequest, ChatResult, TransientLLMError, Usage
 from tasks.preprocess_checks import STANCES, ParsedJudgments, ParsedSynopsis, parse_assw, parse_judgments
 from tasks.retry import llm_task
 from tasks.schema import JUDGMENTS, SYNOPSES, USAGE
@@ -114,7 +114,7 @@ def _ask(jobs: list[_Job], backend: Any, system: str, tag: str, max_tokens: int,
                                 line_prefixes=prefixes) for job in todo]
         # Every answer is cached, unusable ones too: decoding is deterministic, so the stricter retry
         # is a request of its own, and a rerun replays both from the cache without an LLM call.
-        results = backend.complete(requests)
+        results = backend.generate(requests)
         every.extend(results)
         transient = [r.error for r in results if r.error and r.retryable]
         if transient:

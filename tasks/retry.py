@@ -15,7 +15,7 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.llm.base import TransientLLMError
+from tasks.lm import TransientLLMError
 
 
 def failure(state: Any) -> BaseException | None:

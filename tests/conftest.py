@@ -39,9 +39,9 @@ def prefect_harness():
 @pytest.fixture(scope="session")
 def embedded_lm():
     """(model, tokenizer) of the embedded SmolLM2, loaded once for the whole session."""
-    from tasks.models import ModelSpec, load_causal_lm
+    from tasks.lm import ModelSpec, load_model
 
-    return load_causal_lm(ModelSpec())
+    return load_model(ModelSpec())
 
 
 @pytest.fixture

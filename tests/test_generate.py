@@ -14,8 +14,7 @@ import pytest
 from tasks.config import CandidateConfig, ConfigError, GenerateConfig
 from tasks.contamination import guard
 from tasks.generate import REMINDER, generate_reviews, make_meter, parse_review
-from tasks.llm import make_backend
-from tasks.llm.base import TransientLLMError
+from tasks.lm import TransientLLMError, make_lm
 from tasks.paper_fit import estimate_counter, fit_text, is_heading, section_starts
 from tasks.schema import CURATED_PAPERS, CURATED_REVIEWS, EXCLUSIONS, GENERATED, conform
 from tasks.testing.anthropic_server import AnthropicServer, heuristic_responder, system_text, user_text
@@ -147,7 +146,7 @@ def test_anthropic_generation_caches_and_counts(tmp_path, batches):
                                                               paper_body("Sparse Topic 1", 60)]})
     candidate = anthropic_candidate(use_batches=batches, max_context_tokens=2000)
     with AnthropicServer(tagged_review) as server:
-        backend = make_backend(candidate, tmp_path, base_url=server.url)
+        backend = make_lm(candidate, tmp_path, base_url=server.url)
         out = generate_reviews(papers, texts, candidate, backend, chars_per_token=4.0)
         calls = dict(server.counts)
         assert calls.get("batches_create", 0) == (1 if batches else 0)
@@ -173,7 +172,7 @@ def test_anthropic_generation_caches_and_counts(tmp_path, batches):
         assert usage["purpose"] == "generate:claude-test" and usage["requests"] == 3 and usage["cached"] == 0
         assert usage["cost_usd"] == pytest.approx(frame["cost"].sum())
         # A second run makes no LLM call and gives the same reviews
-        again = generate_reviews(papers, texts, candidate, make_backend(candidate, tmp_path, base_url=server.url))
+        again = generate_reviews(papers, texts, candidate, make_lm(candidate, tmp_path, base_url=server.url))
         assert dict(server.counts) == calls
         assert again.candidates.equals(frame)
         assert again.usage["cached"][0] == 3 and again.usage["cost_usd"][0] == 0
@@ -185,7 +184,7 @@ def test_unusable_answer_is_retried_once_then_rejected(tmp_path):
                                                               paper_body("Bad Topic", marker="UNREVIEWABLE")]})
     candidate = anthropic_candidate()
     with AnthropicServer(tagged_review) as server:
-        out = generate_reviews(papers, texts, candidate, make_backend(candidate, tmp_path, base_url=server.url))
+        out = generate_reviews(papers, texts, candidate, make_lm(candidate, tmp_path, base_url=server.url))
         assert server.counts["messages"] == 3                      # two papers + one retry
         retry = server.received[-1]["messages"][0]["content"]
         assert "UNREVIEWABLE" in retry and retry.endswith(REMINDER)
@@ -193,7 +192,7 @@ def test_unusable_answer_is_retried_once_then_rejected(tmp_path):
         assert out.rejects.select("stage", "entity", "entity_id", "rule").rows() == [
             ("generate", "candidate_review", "claude-test/P1", "unusable_answer")]
         assert out.stats == {"papers": 2, "reviews": 1, "rejected": 1, "retried": 1, "truncated": 0}
-        generate_reviews(papers, texts, candidate, make_backend(candidate, tmp_path, base_url=server.url))
+        generate_reviews(papers, texts, candidate, make_lm(candidate, tmp_path, base_url=server.url))
         assert server.counts["messages"] == 3                      # the rejected answers are cached too
 
 
@@ -203,9 +202,9 @@ def test_transient_failure_raises_for_the_task_retry_and_nothing_is_lost(tmp_pat
     with AnthropicServer(tagged_review) as server:
         server.fail_next(529)
         with pytest.raises(TransientLLMError, match="transiently"):
-            generate_reviews(papers, None, candidate, make_backend(candidate, tmp_path, base_url=server.url))
+            generate_reviews(papers, None, candidate, make_lm(candidate, tmp_path, base_url=server.url))
         first = server.counts["messages"]
-        out = generate_reviews(papers, None, candidate, make_backend(candidate, tmp_path, base_url=server.url))
+        out = generate_reviews(papers, None, candidate, make_lm(candidate, tmp_path, base_url=server.url))
         assert out.candidates.height == 2
         assert server.counts["messages"] == first + 1               # only the failed paper is asked again
 
@@ -215,7 +214,7 @@ def test_context_too_small_and_missing_text_are_rejected(tmp_path):
         abstract=pl.Series([None, "A long enough abstract about the method."]))
     candidate = anthropic_candidate(max_tokens=200, max_context_tokens=256)
     with AnthropicServer(tagged_review) as server:
-        out = generate_reviews(papers, None, candidate, make_backend(candidate, tmp_path, base_url=server.url))
+        out = generate_reviews(papers, None, candidate, make_lm(candidate, tmp_path, base_url=server.url))
         assert server.counts["messages"] == 0
     assert sorted(out.rejects["rule"]) == ["context_too_small", "no_paper_text"]
 
@@ -228,7 +227,7 @@ def test_smollm2_writes_short_reviews_within_its_context(tmp_path, embedded_lm):
                                                               paper_body("Sparse Coding", 12)]})
     candidate = CandidateConfig(name="smollm2-brief", backend="local", model="smollm2", knowledge_cutoff="2024-01-01",
                                 max_tokens=16, max_context_tokens=600, prompt_version="review-brief-v1", batch_size=2)
-    backend = make_backend(candidate, tmp_path)
+    backend = make_lm(candidate, tmp_path)
     out = generate_reviews(papers, texts, candidate, backend)
     assert out.candidates.height + out.rejects.height == 2
     assert out.candidates.height >= 1                    # the answer is started with <summary> for it
@@ -239,7 +238,7 @@ def test_smollm2_writes_short_reviews_within_its_context(tmp_path, embedded_lm):
         assert row["output_tokens"] <= candidate.max_tokens and row["cost"] == 0
         assert meter.count(row["review"]) > 0
     generated = backend.inner.generated_tokens
-    again = generate_reviews(papers, texts, candidate, make_backend(candidate, tmp_path))
+    again = generate_reviews(papers, texts, candidate, make_lm(candidate, tmp_path))
     assert again.candidates.equals(out.candidates)
     assert again.usage["cached"][0] == again.usage["requests"][0] > 0
     assert backend.inner.generated_tokens == generated

@@ -4,7 +4,7 @@ import openreview
 import requests
 from prefect.states import Completed, Failed
 
-from tasks.llm.base import TransientLLMError
+from tasks.lm import TransientLLMError
 from tasks.retry import transient
 
 

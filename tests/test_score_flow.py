@@ -13,8 +13,8 @@ import tasks.scoring.shards as shards_module
 from flows.score import score_flow
 from tasks.config import ScoreConfig, load_config
 from tasks.layout import stage_dir
-from tasks.scoring.engine import ScoreRequest, load_engine
-from tasks.scoring.shards import eval_spec, make_task_runner
+from tasks.lm import LoglikelihoodRequest, eval_lm
+from tasks.scoring.shards import make_task_runner
 from tasks.scoring.stage import plan_scoring
 
 
@@ -87,9 +87,8 @@ def test_crashed_run_resumes_and_writes_each_pair_once(tmp_path, prefect_harness
     # a stored pair equals a fresh computation of its two requests
     pair = pl.read_parquet(folder / "pairs.parquet").row(0, named=True)
     requests = pl.concat(pl.read_parquet(p) for p in (folder / "requests").glob("*.parquet"))
-    by_key = {r["key"]: ScoreRequest(r["system"], r["user"], r["continuation"]) for r in requests.iter_rows(named=True)}
-    engine = load_engine(eval_spec(load_config(config).score), 4096)
-    cond, marg = engine.score([by_key[pair["cond_key"]], by_key[pair["marg_key"]]])
+    by_key = {r["key"]: LoglikelihoodRequest(r["system"], r["user"], r["continuation"]) for r in requests.iter_rows(named=True)}
+    cond, marg = eval_lm(load_config(config).score).loglikelihood([by_key[pair["cond_key"]], by_key[pair["marg_key"]]])
     row = scores.filter((pl.col("candidate") == pair["candidate"]) & (pl.col("reference") == pair["reference"]))
     assert row["score"][0] == pytest.approx(cond.logprob - marg.logprob, abs=1e-3)
 

@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 from scoring_data import judgments, make_frames
 
-from tasks.scoring.engine import ScoringEngine
+from tasks.lm import LoglikelihoodRequest, ModelSpec, local_lm
 from tasks.scoring.metrics import (
     CANDIDATES,
     METRICS,
@@ -111,7 +111,6 @@ def test_candidate_mean_is_nan_with_reason_when_every_reference_is_a_gap() -> No
 def test_candidates_carrying_more_of_the_reference_score_higher(embedded_lm) -> None:
     """Blackwell ordering: garbling a candidate (swapping one of the reference's judgments for an
     unrelated one) lowers GEM on average, over many generated items (paired one-sided tests)."""
-    model, tokenizer = embedded_lm
     rng = random.Random(2025)
     refs, cands = [], []
     n_items = 10
@@ -135,10 +134,7 @@ def test_candidates_carrying_more_of_the_reference_score_higher(embedded_lm) -> 
                                      get_metrics(["gem"]), "smollm2")
     assert requests.height == 3 * n_items
     assert requests["user"].n_unique() == 2 * n_items + 1     # one marginal prompt shared by every item
-    engine = ScoringEngine(model, tokenizer, token_budget=2048)
-    from tasks.scoring.engine import ScoreRequest
-
-    results = engine.score([ScoreRequest(r["system"], r["user"], r["continuation"])
+    results = local_lm(ModelSpec(), 2048).loglikelihood([LoglikelihoodRequest(r["system"], r["user"], r["continuation"])
                             for r in requests.iter_rows(named=True)])
     frame = requests.select("key").with_columns(
         logprob=pl.Series([r.logprob for r in results]), n_tokens=pl.Series([r.n_tokens for r in results]))

@@ -7,6 +7,8 @@ import math
 import numpy as np
 import pytest
 
+from tasks.lm import embedder, load_model
+from tasks.lm.encoder import WINDOW
 from tasks.validate import baselines
 
 REFERENCE = "The proposed sampler is fast, but the experiments use only one random seed."
@@ -16,7 +18,8 @@ UNRELATED = "Bananas ripen faster when stored next to apples in a warm kitchen."
 
 @pytest.fixture(scope="module")
 def minilm():
-    return baselines.load_minilm()
+    """(model, tokenizer) of the sentence encoder behind `embedder()`."""
+    return load_model(embedder().spec)
 
 
 @pytest.mark.parametrize("name", ["bleu", "rouge_l"])
@@ -54,10 +57,10 @@ def test_missing_text_gives_nan_and_lengths_must_match(name):
 def test_minilm_loads_offline(minilm):
     import os
 
-    tokenizer, model = minilm
+    model, _ = minilm
     assert os.environ.get("HF_HUB_OFFLINE") == "1"
     assert model.config.hidden_size == 384 and not model.training
-    assert baselines.load_minilm() is minilm          # cached, loaded once
+    assert load_model(embedder().spec) is minilm          # cached, loaded once
 
 
 @pytest.mark.slow
@@ -82,11 +85,11 @@ def test_bertscore_precision_and_recall_directions(minilm):
 
 @pytest.mark.slow
 def test_long_text_is_windowed_not_truncated(minilm):
-    tokenizer, _ = minilm
+    _, tokenizer = minilm
     long_text = " ".join(f"Point {i}: the ablation on dataset {i} is missing." for i in range(80))
     n_tokens = len(tokenizer(long_text, add_special_tokens=False)["input_ids"])
-    assert n_tokens > 2 * baselines.WINDOW
-    (embedded,) = baselines.token_embeddings([long_text])
+    assert n_tokens > 2 * WINDOW
+    (embedded,) = embedder().embed([long_text])
     assert embedded.shape == (n_tokens, 384)
     assert np.linalg.norm(embedded, axis=1) == pytest.approx(np.ones(n_tokens), abs=1e-5)
     assert baselines.bertscore([long_text], [long_text])[0] == pytest.approx(1.0, abs=1e-5)

@@ -11,8 +11,8 @@ import polars as pl
 import pytest
 
 from tasks.config import PreprocessConfig
-from tasks.llm.anthropic_backend import AnthropicBackend
-from tasks.models import ModelSpec
+from tasks.lm import ModelSpec
+from tasks.lm.anthropic_api import AnthropicLM
 from tasks.testing.anthropic_server import AnthropicServer, system_text, user_text
 from tasks.validate.baselines import bleu
 from tasks.validate.leaderboard import agreement, leaderboard
@@ -163,7 +163,7 @@ def test_llm_strategy_is_rewritten_then_preprocessed(scorer, monkeypatch):
     cfg = PreprocessConfig(backend="anthropic", model="claude-test", use_batches=False, max_retries=0,
                            max_in_flight=1)
     with AnthropicServer(_responder) as server:
-        backend = AnthropicBackend(cfg, base_url=server.url, sleep=lambda _: None)
+        backend = AnthropicLM(cfg, base_url=server.url, sleep=lambda _: None)
         out = run_validation(make_reviews(n_papers=3, lines=3), strategies=["rephrase"], metrics=["gem"],
                              scorer=scorer, eval_lm="smollm2", backend=backend,
                              preprocess=llm_preprocessor(backend, cfg))

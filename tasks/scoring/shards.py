@@ -23,18 +23,12 @@ from prefect.cache_policies import NO_CACHE
 
 from tasks.config import ScoreConfig
 from tasks.layout import write_parquet
-from tasks.models import ModelSpec, cuda_available
-from tasks.scoring.engine import ScoreRequest, load_engine
+from tasks.lm import LoglikelihoodRequest, ModelSpec, local_lm
 
 RESULTS = pl.Schema({"key": pl.String, "logprob": pl.Float64, "n_tokens": pl.Int64})
 CONCURRENCY_LIMIT = "grebench-eval-lm"
 
 
-def eval_spec(cfg: ScoreConfig) -> ModelSpec:
-    """The evaluation LM for this machine: `eval_lm_cuda` in NF4 on CUDA, `eval_lm` in float32 on CPU."""
-    cuda = cuda_available()
-    quantization = cfg.quantization if cfg.quantization != "auto" else ("nf4" if cuda else "none")
-    return ModelSpec(name=cfg.eval_lm_cuda if cuda else cfg.eval_lm, dtype=cfg.dtype, quantization=quantization)
 
 
 def write_request_shards(requests: pl.DataFrame, folder: Path, shard_size: int) -> list[str]:
@@ -57,10 +51,10 @@ def score_shard(requests_dir: Path, results_dir: Path, shard: str, spec: ModelSp
     if out.is_file():
         return {"shard": shard, "status": "skipped", "requests": 0, "seconds": 0.0}
     frame = pl.read_parquet(Path(requests_dir) / f"{shard}.parquet")
-    requests = [ScoreRequest(r["system"], r["user"], r["continuation"]) for r in frame.iter_rows(named=True)]
-    engine = load_engine(spec, token_budget)
+    requests = [LoglikelihoodRequest(r["system"], r["user"], r["continuation"]) for r in frame.iter_rows(named=True)]
+    lm = local_lm(spec, token_budget)
     started = time.perf_counter()
-    results = engine.score(requests)
+    results = lm.loglikelihood(requests)
     seconds = time.perf_counter() - started
     write_parquet(
         pl.DataFrame({"key": frame["key"], "logprob": [r.logprob for r in results],

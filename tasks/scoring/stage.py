@@ -16,7 +16,7 @@ from prefect.cache_policies import NO_CACHE
 
 from tasks.config import Config
 from tasks.layout import stage_dir, write_parquet
-from tasks.models import ModelSpec
+from tasks.lm import ModelSpec, eval_spec
 from tasks.scoring.inputs import load_inputs
 from tasks.scoring.metrics import (
     PAIRS,
@@ -26,7 +26,7 @@ from tasks.scoring.metrics import (
     candidate_scores,
     get_metrics,
 )
-from tasks.scoring.shards import eval_spec, read_results, write_request_shards
+from tasks.scoring.shards import read_results, write_request_shards
 
 
 @dataclass(frozen=True)

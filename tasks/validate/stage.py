@@ -21,13 +21,11 @@ from prefect.cache_policies import NO_CACHE
 
 from tasks.config import Config, PreprocessConfig
 from tasks.layout import cache_dir, stage_dir, write_parquet
-from tasks.models import ModelSpec
+from tasks.lm import LoglikelihoodRequest, ModelSpec, eval_spec, local_lm
 from tasks.retry import llm_task
-from tasks.scoring.engine import ScoreRequest, load_engine
 from tasks.scoring.metrics import METRICS, candidate_scores, judgments_text, synopses_wide
 from tasks.scoring.shards import (
     RESULTS,
-    eval_spec,
     read_results,
     score_shard,
     write_request_shards,
@@ -40,8 +38,7 @@ from tasks.validate.workflow import Preprocessor, Scorer, ValidationResult, run_
 def engine_scorer(spec: ModelSpec, token_budget: int = 4096) -> Scorer:
     """Score requests in this process with the (cached) scoring engine."""
     def score(requests: pl.DataFrame) -> pl.DataFrame:
-        engine = load_engine(spec, token_budget)
-        results = engine.score([ScoreRequest(*r) for r in requests.select("system", "user", "continuation").iter_rows()])
+        results = local_lm(spec, token_budget).loglikelihood([LoglikelihoodRequest(*r) for r in requests.select("system", "user", "continuation").iter_rows()])
         return pl.DataFrame({"key": requests["key"], "logprob": [r.logprob for r in results],
                              "n_tokens": [r.n_tokens for r in results]}, schema=RESULTS)
     return score
@@ -107,9 +104,9 @@ def validate_reviews(cfg: Config, reviews: pl.DataFrame, scorer: Scorer | None,
     lines = "judgments" in reviews.columns and reviews["judgments"].is_not_null().any()
     judgment_metrics = any(m in METRICS and METRICS[m].text == "judgments" for m in metrics)
     if any(strategy(s).needs_llm for s in strategies) or (judgment_metrics and not lines):
-        from tasks.llm import make_backend
+        from tasks.lm import make_lm
 
-        backend = make_backend(cfg.preprocess, cache_dir(cfg, "llm"))
+        backend = make_lm(cfg.preprocess, cache_dir(cfg, "llm"))
         preprocess = llm_preprocessor(backend, cfg.preprocess)
     return run_validation(
         reviews, strategies=strategies, metrics=metrics, scorer=scorer,
