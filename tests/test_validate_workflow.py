@@ -13,11 +13,13 @@ import pytest
 from tasks.anthropic_server import AnthropicServer, system_text, user_text
 from tasks.config import PreprocessConfig
 from tasks.llm.anthropic_backend import AnthropicBackend
+from tasks.metrics import Resources
+from tasks.metrics.classic import bleu
+from tasks.metrics.resources import EMBED_MODEL, engine_loglikelihood, token_embeddings
 from tasks.models import ModelSpec
-from tasks.validate.baselines import bleu
 from tasks.validate.leaderboard import agreement, leaderboard
 from tasks.validate.perturb import FILLER_JUDGMENTS
-from tasks.validate.stage import engine_scorer, llm_preprocessor
+from tasks.validate.stage import llm_preprocessor
 from tasks.validate.stats import mean_ci, paired_test, spearman
 from tasks.validate.workflow import prepare, run_validation
 
@@ -47,14 +49,14 @@ def make_reviews(n_papers: int = 4, n_reviews: int = 3, seed: int = 3, lines: in
 
 
 @pytest.fixture(scope="module")
-def scorer(embedded_lm):
-    return engine_scorer(ModelSpec())
+def resources(embedded_lm):
+    return Resources("smollm2", engine_loglikelihood(ModelSpec()), token_embeddings, EMBED_MODEL)
 
 
 @pytest.fixture(scope="module")
-def result(scorer):
+def result(resources):
     return run_validation(make_reviews(), strategies=DETERMINISTIC, metrics=["gem", "bleu", "rouge_l", "bertscore"],
-                          scorer=scorer, eval_lm="smollm2", seed=1)
+                          resources=resources, seed=1)
 
 
 def test_table_has_every_metric_and_strategy(result):
@@ -116,7 +118,7 @@ def test_human_correlation_scores_every_review(result):
 def test_single_paper_records_failed_replacement():
     reviews = make_reviews(n_papers=1)
     out = run_validation(reviews, strategies=["random_replacement", "sentence_deletion"], metrics=["rouge_l"],
-                         scorer=None, eval_lm="none", candidates="all")
+                         resources=Resources(), candidates="all")
     failed = out.perturbations.filter(pl.col("strategy") == "random_replacement")
     assert failed["review_text"].is_null().all() and failed["error"].str.contains("another paper").all()
     row = out.validation.filter(pl.col("strategy") == "random_replacement").row(0, named=True)
@@ -138,12 +140,12 @@ def test_bad_rows_are_rejected_and_bad_input_raises():
     with pytest.raises(ValueError, match="lack column"):
         prepare(reviews.drop("review_text"))
     with pytest.raises(ValueError, match="unknown metric"):
-        run_validation(reviews, strategies=DETERMINISTIC, metrics=["nope"], scorer=None, eval_lm="x")
+        run_validation(reviews, strategies=DETERMINISTIC, metrics=["nope"], resources=Resources())
     with pytest.raises(ValueError, match="unknown strategy"):
-        run_validation(reviews, strategies=["shuffle"], metrics=["bleu"], scorer=None, eval_lm="x")
+        run_validation(reviews, strategies=["shuffle"], metrics=["bleu"], resources=Resources())
     with pytest.raises(ValueError, match="need judgments"):
-        run_validation(reviews.drop("judgments"), strategies=DETERMINISTIC, metrics=["gem"], scorer=None,
-                       eval_lm="x")
+        run_validation(reviews.drop("judgments"), strategies=DETERMINISTIC, metrics=["gem"],
+                       resources=Resources())
 
 
 def _responder(params: dict[str, Any]) -> str:
@@ -153,14 +155,14 @@ def _responder(params: dict[str, Any]) -> str:
     return "Summary Of The Paper:\nA rewritten summary.\n\nStrengths And Weaknesses:\n" + user_text(params)[-40:]
 
 
-def test_llm_strategy_is_rewritten_then_preprocessed(scorer, monkeypatch):
+def test_llm_strategy_is_rewritten_then_preprocessed(resources, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
     cfg = PreprocessConfig(backend="anthropic", model="claude-test", use_batches=False, max_retries=0,
                            max_in_flight=1)
     with AnthropicServer(_responder) as server:
         backend = AnthropicBackend(cfg, base_url=server.url, sleep=lambda _: None)
         out = run_validation(make_reviews(n_papers=3, lines=3), strategies=["rephrase"], metrics=["gem"],
-                             scorer=scorer, eval_lm="smollm2", backend=backend,
+                             resources=resources, backend=backend,
                              preprocess=llm_preprocessor(backend, cfg))
     rewritten = out.perturbations
     assert rewritten.height == 3 and rewritten["error"].is_null().all()
@@ -218,15 +220,16 @@ def test_validate_flow_writes_tables_that_materialize(tmp_path, prefect_harness,
              "n_references": 2, "reason": None}
             for p in range(3) for c in ("human", "model-a", "model-b") for lm in ("lm1", "lm2")]
     pl.DataFrame(rows).write_parquet(score_dir / "candidate_scores.parquet")
-    summary = validate_flow(config_path=str(config), pipeline="t")
-    assert summary["tests"] == 6 and summary["candidates"] == 3 and summary["leaderboard_rows"] == 6
+    cfg = load_config(config).for_pipeline("t")
+    summary = validate_flow(cfg, "t")
+    assert (summary.rows_in, summary.rows_out) == (3 * 3, 6)      # 3 candidates x 3 strategies; 2 metrics x 3
+    assert summary.details["candidates"] == 3 and summary.details["leaderboard_rows"] == 6
     out = tmp_path / "data" / "t" / "validate"
     validation = pl.read_parquet(out / "validation.parquet")
     assert validation.filter(pl.col("metric") != "bleu")["n"].to_list() == [3] * 3
     assert (out / "results").is_dir() and any((out / "results").iterdir())   # GEM scored as shards
-    again = validate_flow(config_path=str(config), pipeline="t")              # a rerun reuses the shards
-    assert pl.read_parquet(out / "validation.parquet").equals(validation) and again["tests"] == 6
-    cfg = load_config(config).for_pipeline("t")
+    again = validate_flow(cfg, "t")                                           # a rerun reuses the shards
+    assert pl.read_parquet(out / "validation.parquet").equals(validation) and again.rows_out == 6
     for curated in (tmp_path / "data" / "t").glob("*/curate/*.parquet"):
         curated.unlink()   # the score-test fixture's curate files are not full CURATED_REVIEWS rows
     built = build_database(cfg, "t")
