@@ -34,9 +34,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import polars as pl  # noqa: E402
 import torch  # noqa: E402
 
+from tasks.metrics import get  # noqa: E402
+from tasks.metrics.gem import build_requests  # noqa: E402
 from tasks.models import ModelSpec, load_causal_lm  # noqa: E402
+from tasks.schema import REFERENCES  # noqa: E402
+from tasks.schema import SCORING_CANDIDATES as CANDIDATES  # noqa: E402
 from tasks.scoring.engine import ScoreRequest, ScoringEngine, reference_score  # noqa: E402
-from tasks.scoring.metrics import CANDIDATES, REFERENCES, build_requests, get_metrics  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "iclr2023_dev.parquet"
 
@@ -115,7 +118,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     candidates, references = benchmark_frames(pl.read_parquet(args.data), args.papers, args.seed)
     pairs, requests = build_requests(candidates, references, pl.DataFrame(schema={"paper_id": pl.String}),
-                                     get_metrics(["gem"]), "smollm2")
+                                     get(["gem"]), "smollm2")
     by_key = {r["key"]: ScoreRequest(r["system"], r["user"], r["continuation"]) for r in requests.iter_rows(named=True)}
     model, tokenizer = load_causal_lm(ModelSpec())
     engine = ScoringEngine(model, tokenizer, token_budget=args.token_budget)

@@ -41,7 +41,7 @@ def test_a_missing_resource_fails_loudly_before_anything_is_scored():
     with pytest.raises(MissingResource, match="gem needs lm_logprobs"):
         score_metrics(["bleu", "gem"], CANDS, REFS, pl.DataFrame(), Resources())
     with pytest.raises(MissingResource, match="bertscore needs embedding"):
-        REGISTRY["bertscore"].score(CANDS, REFS, None, pl.DataFrame(), Resources())
+        score_metrics(["bertscore"], CANDS, REFS, pl.DataFrame(), Resources())
 
 
 def test_families_are_called_once_with_all_their_metrics(monkeypatch):

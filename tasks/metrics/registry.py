@@ -61,19 +61,15 @@ class FamilyFn(Protocol):
 
 @dataclass(frozen=True)
 class Metric:
-    name: str
-    reads: Reads
-    conditioned_on: Conditioning
-    needs: Need
-    higher_is_better: bool
+    """One metric; the metrics that share a family function `fn` are scored together in one pass."""
+
+    name: str                       # the name in config, score rows and the leaderboard
+    reads: Reads                    # which text of candidate and reference it compares
+    conditioned_on: Conditioning    # which synopsis of the paper it is conditioned on
+    needs: Need                     # what it needs from Resources
+    higher_is_better: bool          # the direction of validation tests and leaderboard ranks
     description: str
     fn: FamilyFn = field(compare=False, repr=False)
-
-    def score(self, candidates: pl.DataFrame, references: pl.DataFrame, negatives: pl.DataFrame | None,
-              synopses: pl.DataFrame, resources: Resources) -> pl.DataFrame:
-        """SCORES rows of this metric alone."""
-        _check_resources([self], resources)
-        return conform(self.fn([self], candidates, references, negatives, synopses, resources), SCORES)
 
 
 class MissingResource(RuntimeError):
