@@ -15,10 +15,10 @@ from tasks.config import ScoreConfig, load_config
 from tasks.layout import stage_dir
 from tasks.metrics import get
 from tasks.metrics.gem import build_requests
-from tasks.metrics.resources import eval_spec
+from tasks.metrics.resources import build_resources, eval_spec
 from tasks.scoring.engine import ScoreRequest, load_engine
 from tasks.scoring.shards import ShardedLoglikelihood, make_task_runner, write_request_shards
-from tasks.scoring.stage import read_inputs, score_pipeline, shard_details, sharded_loglikelihood, write_scores
+from tasks.scoring.stage import read_inputs, score_inputs, shard_details, sharded_loglikelihood, write_scores
 
 
 def _score_dir(config):
@@ -31,6 +31,11 @@ def _plan(config):
     inputs = read_inputs(cfg, "t")
     return build_requests(inputs.candidates, inputs.references, inputs.synopses, get(cfg.score.metrics),
                           eval_spec(cfg.score).resolved().key)
+
+
+def score_pipeline(cfg, shards):
+    """What the score flow does between reading the inputs and writing the scores, without Prefect."""
+    return score_inputs(cfg, read_inputs(cfg, "t"), build_resources(cfg.score, shards))
 
 
 def _fake_shard(requests_dir, results_dir, shard, spec, token_budget):
@@ -58,7 +63,7 @@ def test_stage_scores_through_resumable_shards_and_writes_a_summary(tmp_path, mo
     cfg = load_config(config).for_pipeline("t")
     monkeypatch.setattr(shards_module, "score_shard", _fake_shard)
     shards = sharded_loglikelihood(cfg, "t")
-    summary = write_scores(cfg, "t", score_pipeline(cfg, "t", shards), shard_details(shards))
+    summary = write_scores(cfg, "t", score_pipeline(cfg, shards), shard_details(shards))
     scores = pl.read_parquet(_score_dir(config) / "scores.parquet")
     assert (summary.rows_in, summary.rows_out) == (2 * 3 * 2, 2 * 3 * 2 * 3)   # (candidate, reference) pairs; rows
     assert summary.details["shards_scored"] == summary.details["shards"] == -(-summary.details["requests"] // 5)
@@ -72,7 +77,7 @@ def test_stage_scores_through_resumable_shards_and_writes_a_summary(tmp_path, mo
                                  run=lambda req, res, names, spec, budget: [
                                      {"status": "skipped" if (res / f"{n}.parquet").is_file() else "scored"}
                                      for n in names])
-    rerun = write_scores(cfg, "t", score_pipeline(cfg, "t", again), shard_details(again))
+    rerun = write_scores(cfg, "t", score_pipeline(cfg, again), shard_details(again))
     assert rerun.details["shards_skipped"] == summary.details["shards"]
     assert pl.read_parquet(_score_dir(config) / "scores.parquet").equals(scores)
 

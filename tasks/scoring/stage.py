@@ -14,7 +14,7 @@ import polars as pl
 from tasks.config import Config
 from tasks.layout import stage_dir
 from tasks.metrics import Resources, candidate_scores, get, score_metrics
-from tasks.metrics.resources import build_resources, eval_spec
+from tasks.metrics.resources import eval_spec
 from tasks.scoring.inputs import ScoringInputs, load_inputs
 from tasks.scoring.shards import ShardedLoglikelihood, ShardRunner, run_in_process, write_atomic
 from tasks.summary import StageSummary
@@ -34,11 +34,6 @@ def sharded_loglikelihood(cfg: Config, pipeline: str, run: ShardRunner = run_in_
 def score_inputs(cfg: Config, inputs: ScoringInputs, resources: Resources) -> pl.DataFrame:
     """SCORES rows of every configured metric (`score.metrics` then `score.baselines`)."""
     return score_metrics(cfg.score.all_metrics, inputs.candidates, inputs.references, inputs.synopses, resources)
-
-
-def score_pipeline(cfg: Config, pipeline: str, shards: ShardedLoglikelihood) -> pl.DataFrame:
-    """Read the inputs and score them, the log-likelihoods through `shards`."""
-    return score_inputs(cfg, read_inputs(cfg, pipeline), build_resources(cfg.score, shards))
 
 
 def shard_details(shards: ShardedLoglikelihood) -> dict[str, Any]:
