@@ -36,7 +36,10 @@ import torch  # noqa: E402
 
 from tasks.lm import LoglikelihoodRequest, ModelSpec, load_model  # noqa: E402
 from tasks.lm.loglikelihood import LoglikelihoodEngine, reference_score  # noqa: E402
-from tasks.scoring.metrics import CANDIDATES, REFERENCES, build_requests, get_metrics  # noqa: E402
+from tasks.metrics import get  # noqa: E402
+from tasks.metrics.gem import build_requests  # noqa: E402
+from tasks.schema import REFERENCES  # noqa: E402
+from tasks.schema import SCORING_CANDIDATES as CANDIDATES  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "iclr2023_dev.parquet"
 
@@ -115,7 +118,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     candidates, references = benchmark_frames(pl.read_parquet(args.data), args.papers, args.seed)
     pairs, requests = build_requests(candidates, references, pl.DataFrame(schema={"paper_id": pl.String}),
-                                     get_metrics(["gem"]), "smollm2")
+                                     get(["gem"]), "smollm2")
     by_key = {r["key"]: LoglikelihoodRequest(r["system"], r["user"], r["continuation"]) for r in requests.iter_rows(named=True)}
     model, tokenizer = load_model(ModelSpec())
     engine = LoglikelihoodEngine(model, tokenizer, token_budget=args.token_budget)

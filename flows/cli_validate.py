@@ -60,12 +60,11 @@ def validate(
     config: ConfigOption = None,
 ) -> None:
     """Validate metrics on your own reviews: perturb candidates, rescore them, test each metric."""
-    from tasks.lm import eval_spec
-    from tasks.scoring.metrics import METRICS
+    from tasks.metrics import check_names
+    from tasks.metrics.resources import build_resources
     from tasks.validate.perturb import STRATEGIES
     from tasks.validate.reviews_file import ReviewsFileError, load_reviews_file
-    from tasks.validate.stage import engine_scorer, validate_reviews
-    from tasks.validate.workflow import check_metrics
+    from tasks.validate.stage import validate_reviews
 
     cfg = read_config(config)
     chosen = tuple(s.strip() for s in strategies.split(",") if s.strip()) if strategies else cfg.validate.strategies
@@ -74,14 +73,12 @@ def validate(
         fail(f"--strategies: unknown strategy {unknown} (known: {', '.join(STRATEGIES)})")
     metrics = tuple(metric) if metric else cfg.validate.metrics
     try:
-        check_metrics(metrics)
+        check_names(metrics)
         frame = load_reviews_file(reviews)
     except (ValueError, ReviewsFileError) as error:
         fail(str(error))
-    scorer = (engine_scorer(eval_spec(cfg.score), cfg.score.token_budget)
-              if any(m in METRICS for m in metrics) else None)
     try:
-        result = validate_reviews(cfg, frame, scorer, metrics, chosen)
+        result = validate_reviews(cfg, frame, build_resources(cfg.score), metrics, chosen)
     except ValueError as error:
         fail(str(error).splitlines()[0])
     if format is OutputFormat.json:

@@ -366,11 +366,11 @@ def write_generate_outputs(cfg: Config, pipeline: str, papers: pl.DataFrame, run
 
 
 def scoring_candidates(cfg: Config, pipeline: str) -> pl.DataFrame:
-    """Generated reviews as score-stage candidates (tasks.scoring.metrics.CANDIDATES): candidate =
+    """Generated reviews as score-stage candidates (tasks.schema.SCORING_CANDIDATES): candidate =
     candidate_id, source = the model's name, review_id null (no human review is left out), and the
     judgments from candidate_judgments. Empty when the generate stage has not run."""
-    from tasks.scoring.metrics import CANDIDATES as SCORING_CANDIDATES
-    from tasks.scoring.metrics import judgments_text
+    from tasks.schema import SCORING_CANDIDATES
+    from tasks.scoring.inputs import judgments_text
 
     folder = cfg.data_dir / pipeline / "generate"
     if not (folder / "candidates.parquet").is_file():

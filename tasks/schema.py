@@ -209,3 +209,37 @@ EXCLUSIONS = pl.Schema(
         "reason": pl.String,                         # public_on_or_before_cutoff | no_public_date
     }
 )
+
+# ---- scoring frames (tasks/metrics, tasks/scoring) ----
+
+# The human reviews of each paper that candidates are scored against. `judgments`: the review's
+# preprocessed judgment lines, one per line (null without preprocessing).
+REFERENCES = pl.Schema({"paper_id": pl.String, "review_id": pl.String, "review_text": pl.String,
+                        "judgments": pl.String})
+
+# The reviews being scored. `candidate` is a unique id of the candidate review; `source` says who
+# wrote it ("human" or a model name); `review_id` names the human review the candidate *is*, which
+# is left out of its references (null for generated candidates).
+SCORING_CANDIDATES = pl.Schema({"paper_id": pl.String, "candidate": pl.String, "source": pl.String,
+                                "review_id": pl.String, "review_text": pl.String, "judgments": pl.String})
+
+# One row per paper: what a conditioned metric may condition on.
+SYNOPSES_WIDE = pl.Schema({"paper_id": pl.String, "abstract": pl.String, "assw": pl.String})
+
+# One row per (candidate, reference, metric); every metric writes these columns. A pair that cannot
+# be scored has a NaN score and a `reason`. The log-probability columns are null for metrics that
+# read none; `eval_lm` names the model (or library) behind the score.
+SCORES = pl.Schema({"paper_id": pl.String, "candidate": pl.String, "source": pl.String, "reference": pl.String,
+                    "metric": pl.String, "score": pl.Float64, "logp_conditional": pl.Float64,
+                    "logp_marginal": pl.Float64, "n_tokens": pl.Int64, "eval_lm": pl.String,
+                    "reason": pl.String})
+
+# One row per (paper, candidate, metric): the mean of its SCORES over the paper's references.
+CANDIDATE_SCORES = pl.Schema({"paper_id": pl.String, "candidate": pl.String, "source": pl.String,
+                              "metric": pl.String, "eval_lm": pl.String, "score": pl.Float64,
+                              "n_references": pl.Int64, "reason": pl.String})
+
+# Log-likelihood requests and their results, as the score stage's Parquet shards
+# (score/requests/<shard>.parquet, score/results/<shard>.parquet). `key` hashes the request's content.
+LOGLIK_REQUESTS = pl.Schema({"key": pl.String, "system": pl.String, "user": pl.String, "continuation": pl.String})
+LOGLIK_RESULTS = pl.Schema({"key": pl.String, "logprob": pl.Float64, "n_tokens": pl.Int64})

@@ -12,15 +12,12 @@ from tasks.lm import LoglikelihoodRequest, ModelSpec
 from tasks.lm.loading import end_of_turn
 from tasks.lm.local import LocalLM
 from tasks.lm.loglikelihood import encode_request, reference_score
-from tasks.scoring.metrics import (
-    METRICS,
-    REFERENCES,
-    build_requests,
-    get_metrics,
-    human_candidates,
-    judgments_text,
-    synopses_wide,
-)
+from tasks.metrics import get
+from tasks.metrics.gem import build_requests
+from tasks.schema import REFERENCES
+from tasks.scoring.inputs import human_candidates, judgments_text, synopses_wide
+
+GEM = ["gem_raw", "gem", "gem_s_abstract", "gem_s_assw"]
 
 pytestmark = pytest.mark.slow
 
@@ -31,10 +28,10 @@ def metric_requests() -> list[LoglikelihoodRequest]:
     frames = make_frames(n_papers=1, n_reviews=2, seed=11)
     refs = frames["reviews"].join(judgments_text(frames["judgments"]), on="review_id").select(REFERENCES.names())
     pairs, requests = build_requests(human_candidates(refs), refs, synopses_wide(frames["synopses"]),
-                                     get_metrics(list(METRICS)), "smollm2")
+                                     get(GEM), "smollm2")
     by_key = {r["key"]: LoglikelihoodRequest(r["system"], r["user"], r["continuation"]) for r in requests.iter_rows(named=True)}
     chosen = []
-    for metric in METRICS:
+    for metric in GEM:
         pair = pairs.filter(pl.col("metric") == metric).row(0, named=True)
         chosen += [by_key[pair["cond_key"]], by_key[pair["marg_key"]]]
     return chosen
