@@ -19,6 +19,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from flows.cli_common import ConfigOption, config_path, fail, read_config  # noqa: E402
+from flows.cli_site import site  # noqa: E402
 from flows.cli_validate import report, validate  # noqa: E402
 from tasks.config import ConfigError, load_config  # noqa: E402
 
@@ -148,6 +149,7 @@ def query(
 
 app.command()(validate)
 app.command()(report)
+app.command()(site)
 
 if __name__ == "__main__":
     app()

@@ -1,0 +1,100 @@
+"""`grebench site`: the static site rendered from a tiny results database, escaping included."""
+
+import re
+from html.parser import HTMLParser
+
+from site_data import IMG, PAPER_TITLE, SCRIPT, write_database
+from typer.testing import CliRunner
+
+from flows.cli import app
+from tasks.site import build_site
+from tasks.site.data import slug
+
+
+class Scan(HTMLParser):
+    """The tags and the visible text of a page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict]] = []
+        self.text: list[str] = []
+        self._in_script = False
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        self._in_script = tag == "script"
+
+    def handle_endtag(self, tag):
+        self._in_script = False if tag == "script" else self._in_script
+
+    def handle_data(self, data):
+        if not self._in_script:
+            self.text.append(data)
+
+
+def scan(path) -> Scan:
+    parser = Scan()
+    parser.feed(path.read_text())
+    return parser
+
+
+def test_site_pages_escape_review_text_and_link_up(tmp_path):
+    site = build_site(write_database(tmp_path / "r.duckdb"), tmp_path / "site")
+    names = sorted(str(p.relative_to(site.out_dir)) for p in site.pages)
+    assert names == ["index.html", "leaderboard.html", "papers/P1.html", "papers/P2.html", "runs.html",
+                     "validation.html"]                       # P3 is neither sampled nor reviewed by a model
+    assert [p.name for p in site.charts] == ["leaderboard-bleu-sacrebleu.svg", "leaderboard-gem-lm.svg"]
+    assert all(p.read_text().startswith("<svg") for p in site.charts)
+
+    paper = scan(site.out_dir / "papers" / "P1.html")
+    text = "".join(paper.text)
+    assert SCRIPT in text and IMG in text and PAPER_TITLE in text      # shown as text ...
+    assert [t for t, _ in paper.tags].count("script") == 1             # ... only the page's own sort script
+    assert not [t for t, a in paper.tags if t == "img" or "onerror" in a or t in {"b", "i"}]
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in (site.out_dir / "papers" / "P1.html").read_text()
+    assert "The reviewer criticizes" in text and "Model says" in text   # judgments, candidates
+
+    index = scan(site.out_dir / "index.html")
+    links = {a["href"] for t, a in index.tags if t == "a"}
+    assert {"papers/P1.html", "papers/P2.html", "leaderboard.html", "validation.html", "runs.html"} <= links
+    assert re.search(r"2025.*2024", "".join(index.text), re.S)      # one section per year, newest first
+    # no external resources: every src / href is relative
+    for page in site.pages:
+        for _, attrs in scan(page).tags:
+            for key in ("src", "href"):
+                assert not str(attrs.get(key, "")).startswith(("http:", "https:", "//")), (page, attrs)
+
+
+def test_leaderboard_validation_and_runs_pages(tmp_path):
+    site = build_site(write_database(tmp_path / "r.duckdb"), tmp_path / "site")
+    board = (site.out_dir / "leaderboard.html").read_text()
+    assert board.count('<tr class="model">') == 3 and board.count('<tr class="human">') == 2
+    assert 'src="charts/leaderboard-gem-lm.svg"' in board and "90% CI low" in board
+    validation = scan(site.out_dir / "validation.html")
+    cells = [a for t, a in validation.tags if t == "td" and "title" in a]
+    assert len(cells) == 3
+    assert any("SMD -1.200" in a["title"] and "p 0.010" in a["title"] and a["class"] == "pass" for a in cells)
+    assert any(a["class"] == "fail" for a in cells)
+    runs = "".join(scan(site.out_dir / "runs.html").text)
+    assert "abc123" in runs and "f00ba4" in runs and "3 LLM calls" in runs
+
+
+def test_site_command_writes_under_the_data_dir(tmp_path):
+    (tmp_path / "pipelines.toml").write_text("[paths]\ndata_dir = 'd'\ndatabase = 'd/r.duckdb'\n")
+    (tmp_path / "d").mkdir()
+    write_database(tmp_path / "d" / "r.duckdb")
+    result = CliRunner().invoke(app, ["site", "-c", str(tmp_path / "pipelines.toml")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "d" / "site" / "index.html").is_file()
+    assert "file://" in result.output
+
+
+def test_site_command_without_a_database_says_what_to_run(tmp_path):
+    (tmp_path / "pipelines.toml").write_text("")
+    result = CliRunner().invoke(app, ["site", "-c", str(tmp_path / "pipelines.toml")])
+    assert result.exit_code == 2 and "grebench run demo" in result.output
+
+
+def test_slugs_are_safe_file_names():
+    assert slug("smollm2-brief/EgHHNSDgdc") == "smollm2-brief_EgHHNSDgdc"
+    assert slug("../x") == "_x"
