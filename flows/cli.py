@@ -45,6 +45,7 @@ def run(
     stages: Annotated[
         str | None, typer.Option("--stages", "-s", help="comma-separated subset of the pipeline's stages")
     ] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="print the stage summaries as JSON")] = False,
     config: ConfigOption = None,
 ) -> None:
     """Run a named pipeline (all its stages, or the ones chosen with --stages)."""
@@ -53,11 +54,17 @@ def run(
     try:
         from flows.pipeline import pipeline_flow, select_stages
 
-        select_stages(load_config(path).for_pipeline(pipeline).pipelines[pipeline].stages, chosen)
+        cfg = load_config(path).for_pipeline(pipeline)
+        select_stages(cfg.pipelines[pipeline].stages, chosen)
         summary = pipeline_flow(pipeline=pipeline, config_path=str(path), stages=chosen)
     except ConfigError as error:
         fail(str(error))
-    typer.echo(json.dumps({stage: s.as_dict() for stage, s in summary.items()}, indent=2, default=str))
+    if json_output:
+        typer.echo(json.dumps({stage: s.as_dict() for stage, s in summary.items()}, indent=2, default=str))
+    else:
+        from flows.cli_run import run_summary
+
+        typer.echo(run_summary(cfg, pipeline, summary))
 
 
 @app.command()

@@ -1,0 +1,69 @@
+"""`grebench run` ends with a summary for a person (a table per stage, the outputs, next commands);
+`--json` prints the stage summaries as JSON instead. No Prefect server: the parent flow's body runs
+with stand-ins for the stage flows."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+import flows.pipeline
+from flows.cli import app
+from flows.cli_run import stage_table
+from tasks.summary import StageSummary
+
+PIPELINES = """
+[pipelines.demo]
+source = "synthetic"
+venues = ["GREBench.cc/2025/Demo"]
+stages = ["ingest", "curate", "generate", "materialize"]
+"""
+
+
+@pytest.fixture
+def stand_in_stages(monkeypatch):
+    def stage_flow(stage: str):
+        def run(cfg, pipeline: str) -> StageSummary:
+            calls = 3 if stage == "generate" else 0
+            return StageSummary(rows_in=1200, rows_out=7, llm_calls=calls, input_tokens=100 * calls,
+                                output_tokens=10 * calls, cost_usd=0.0125 * calls, details={"note": stage})
+        return run
+
+    monkeypatch.setattr(flows.pipeline, "stage_flow", stage_flow)
+    monkeypatch.setattr(flows.pipeline, "pipeline_flow", flows.pipeline.pipeline_flow.fn)
+
+
+def test_run_prints_a_table_per_stage_the_outputs_and_next_commands(project_config, stand_in_stages):
+    config = project_config(PIPELINES)
+    result = CliRunner().invoke(app, ["run", "demo", "-c", str(config)])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("pipeline demo: 4 stage(s) completed (run ")
+    header = next(i for i, line in enumerate(lines) if line.startswith("stage "))
+    assert lines[header].split() == ["stage", "rows", "in", "rows", "out", "time", "LLM", "calls",
+                                     "tokens", "in/out", "cost", "($)"]
+    generate = next(line.split() for line in lines if line.startswith("generate "))
+    assert generate[:3] == ["generate", "1,200", "7"] and generate[3].endswith("s")
+    assert generate[4:] == ["3", "300/30", "0.0375"]
+    total = next(line.split() for line in lines if line.startswith("total "))
+    assert total[-2:] == ["300/30", "0.0375"]
+    assert "outputs:" in lines and "next:" in lines
+    assert any("demo/generate/" in line for line in lines)
+    assert any("demo/GREBench.cc_2025_Demo/ingest/" in line for line in lines)
+    assert any("grebench.duckdb" in line for line in lines)
+    assert any("grebench site" in line for line in lines)
+    assert "{" not in result.output                                  # no JSON unless asked
+
+
+def test_run_json_prints_only_the_stage_summaries(project_config, stand_in_stages):
+    config = project_config(PIPELINES)
+    result = CliRunner().invoke(app, ["run", "demo", "--json", "-c", str(config)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert list(data) == ["ingest", "curate", "generate", "materialize"]
+    assert data["generate"]["llm_calls"] == 3 and data["generate"]["note"] == "generate"
+
+
+def test_stage_table_without_a_run_record_shows_no_time():
+    text = stage_table({"ingest": StageSummary(5, 4)}, __import__("polars").DataFrame())
+    assert text.splitlines()[2].split() == ["ingest", "5", "4", "-", "0", "0/0", "0.0000"]
