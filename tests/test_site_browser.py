@@ -16,6 +16,8 @@ CHROMIUM = os.environ.get("GREBENCH_CHROMIUM") or shutil.which("chromium") or sh
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--no-first-run", "--disable-sync"]
 
+if CHROMIUM is None and os.environ.get("CI"):
+    pytest.fail("CI must have chromium for the browser tests: .ci/install apt-installs it", pytrace=False)
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (.ci/install apt-installs it)")
 
 
