@@ -13,7 +13,7 @@ from typing import Any
 from prefect import flow
 
 from flows.pipeline import pipeline_flow
-from tasks.config import Config, ScheduleConfig
+from tasks.config import Config, ScheduleConfig, load_config
 from tasks.summary import StageSummary
 
 
@@ -26,7 +26,20 @@ def refresh_flow(
 ) -> dict[str, StageSummary]:
     """Run `pipeline` for `year` (default: the current year) on its venues, or on `venues`."""
     year = year or datetime.now(UTC).year
-    return pipeline_flow(pipeline=f"{pipeline}-{year}", config_path=config_path, venues=venues or None)
+    summary = pipeline_flow(pipeline=f"{pipeline}-{year}", config_path=config_path, venues=venues or None)
+    write_site(load_config(config_path))
+    return summary
+
+
+def write_site(cfg: Config) -> None:
+    """The refresh ends by rendering the static site from the results database (`grebench site`)."""
+    from tasks.site import build_site
+
+    if not cfg.database.is_file():
+        print(f"no results database at {cfg.database}: the site is not written")
+        return
+    site = build_site(cfg.database, cfg.data_dir / "site")
+    print(f"site: {len(site.pages)} pages in {site.out_dir}, open {site.index.resolve().as_uri()}")
 
 
 def deployment_parameters(schedule: ScheduleConfig, config_path: str) -> dict[str, Any]:

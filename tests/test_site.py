@@ -98,3 +98,35 @@ def test_site_command_without_a_database_says_what_to_run(tmp_path):
 def test_slugs_are_safe_file_names():
     assert slug("smollm2-brief/EgHHNSDgdc") == "smollm2-brief_EgHHNSDgdc"
     assert slug("../x") == "_x"
+
+
+def test_the_refresh_writes_the_site_at_its_end(project_config, monkeypatch):
+    """No Prefect server: the refresh flow's body, with a stand-in pipeline that leaves a database."""
+    import flows.refresh
+
+    config = project_config("")
+    database = config.parent / "data" / "grebench.duckdb"
+
+    def pipeline(pipeline: str, config_path: str, venues=None):
+        database.parent.mkdir(parents=True, exist_ok=True)
+        write_database(database)
+        return {}
+
+    monkeypatch.setattr(flows.refresh, "pipeline_flow", pipeline)
+    assert flows.refresh.refresh_flow.fn(year=2026, config_path=str(config)) == {}
+    assert (config.parent / "data" / "site" / "papers" / "P1.html").is_file()
+
+
+def test_a_partial_database_still_renders(tmp_path):
+    """After ingest + curate + materialize only: papers and reviews, nothing scored yet."""
+    import duckdb
+    from site_data import tables
+
+    with duckdb.connect(str(tmp_path / "r.duckdb")) as con:
+        for name in ("papers", "reviews"):
+            con.register("frame", tables()[name])
+            con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM frame')
+    site = build_site(tmp_path / "r.duckdb", tmp_path / "site")
+    assert site.charts == [] and len(site.pages) == 6
+    assert "No leaderboard yet" in (site.out_dir / "leaderboard.html").read_text()
+    assert "No scores for this paper yet" in (site.out_dir / "papers" / "P1.html").read_text()

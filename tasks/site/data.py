@@ -71,7 +71,8 @@ def paper_bundle(tables: dict[str, pl.DataFrame], paper: dict[str, object]) -> d
     by_review: dict[str, list[dict[str, object]]] = {}
     ids = reviews["review_id"].to_list() if reviews.height else []
     ids += candidates["candidate_id"].to_list() if candidates.height else []
-    for row in rows(_where(judgments, "review_id", ids).sort("review_id", "position")):
+    found = _where(judgments, "review_id", ids)
+    for row in rows(found.sort("review_id", "position") if found.height else found):
         by_review.setdefault(str(row["review_id"]), []).append(row)
     scores = _where(tables["scores"], "paper_id", [pid])
     pairs: list[dict[str, object]] = []
