@@ -156,17 +156,18 @@ def query(
         _fail(str(error))
     if not database.is_file():
         _fail(f"no results database at {database}: run `grebench run demo` (or another pipeline) first")
+    from tasks.sandbox import connect_sandboxed, write_csv, write_json
+
     try:
-        with duckdb.connect(str(database), read_only=True) as con:
-            relation = con.sql(sql)
-            if relation is None:
-                return
+        with connect_sandboxed(database) as con:
             if format is Format.table:
-                relation.show(max_rows=max_rows, max_col_width=80)
+                relation = con.sql(sql)
+                if relation is not None:
+                    relation.show(max_rows=max_rows, max_col_width=80)
             elif format is Format.csv:
-                relation.pl().write_csv(sys.stdout)
+                write_csv(con.execute(sql), sys.stdout)
             else:
-                typer.echo(json.dumps(relation.pl().to_dicts(), default=str))
+                write_json(con.execute(sql), sys.stdout)
     except duckdb.Error as error:
         _fail(str(error).splitlines()[0])
 
