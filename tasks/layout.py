@@ -11,11 +11,11 @@
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 from tasks.config import Config
+from tasks.locks import write_parquet_atomic
 
 
 def slug(venue_id: str) -> str:
@@ -53,8 +53,6 @@ def write_stage_frames(cfg: Config, pipeline: str, stage: str, frames: dict) -> 
     written = {}
     for name, frame in frames.items():
         path = folder / f"{name}.parquet"
-        partial = path.with_suffix(".parquet.partial")
-        frame.write_parquet(partial)
-        os.replace(partial, path)
+        write_parquet_atomic(frame, path)
         written[name] = str(path)
     return written

@@ -19,6 +19,7 @@ from typing import Any
 import polars as pl
 
 from tasks.config import Config
+from tasks.locks import write_parquet_atomic
 
 # Which summary keys count as a stage's rows in and rows out.
 ROW_KEYS = {
@@ -150,7 +151,4 @@ def write_run(
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{run_id}.parquet"
     frame = pl.DataFrame(rows, schema=RUNS) if rows else pl.DataFrame(schema=RUNS)
-    scratch = path.with_suffix(".tmp")
-    frame.write_parquet(scratch)
-    scratch.replace(path)
-    return path
+    return write_parquet_atomic(frame, path)
