@@ -156,8 +156,15 @@ def query(
         _fail(str(error))
     if not database.is_file():
         _fail(f"no results database at {database}: run `grebench run demo` (or another pipeline) first")
+    from tasks.locks import LockTimeout, locked, recover_database, wal_path
     from tasks.sandbox import connect_sandboxed, write_csv, write_json
 
+    if wal_path(database).exists():   # left by a killed writer: replay it, or move it aside
+        try:
+            with locked(database, timeout=30):
+                recover_database(database)
+        except LockTimeout as error:
+            _fail(str(error))
     try:
         with connect_sandboxed(database) as con:
             if format is Format.table:

@@ -104,7 +104,7 @@ def test_two_ingests_with_pdfs_at_once_do_not_clash(server, tmp_path):
     procs = [subprocess.Popen([sys.executable, "-c", SCRIPT, str(tmp_path), server.v2_url], cwd=ROOT,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outputs = [p.communicate(timeout=120) for p in procs]
-    for proc, (out, err) in zip(procs, outputs, strict=True):
+    for proc, (_out, err) in zip(procs, outputs, strict=True):
         assert proc.returncode == 0, err[-2000:]
     assert outputs[0][0] == outputs[1][0]
     assert not [p for p in (tmp_path / "out").iterdir() if p.name.endswith(".tmp")]
