@@ -19,7 +19,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from tasks.config import ConfigError, load_config  # noqa: E402
+from tasks.config import STAGES, ConfigError, check_paths, load_config  # noqa: E402
 
 app = typer.Typer(
     help="GRE-bench: benchmark LLM-written peer reviews against fresh human reviews.",
@@ -66,18 +66,39 @@ def run(
     config: ConfigOption = None,
 ) -> None:
     """Run a named pipeline (all its stages, or the ones chosen with --stages)."""
-    path = _config_path(config)
-    chosen = [s.strip() for s in stages.split(",") if s.strip()] if stages else None
-    try:
-        load_config(path).for_pipeline(pipeline)
-        from flows.pipeline import pipeline_flow, select_stages
+    from tasks.errors import FatalError
+    from tasks.locks import LockTimeout
 
-        cfg = load_config(path)
-        select_stages(cfg.pipelines[pipeline].stages, chosen)
+    path = _config_path(config)
+    try:
+        cfg = load_config(path).for_pipeline(pipeline)
+        chosen = parse_stages(stages, cfg.pipelines[pipeline].stages)
+        check_paths(cfg, path)
+        from flows.pipeline import pipeline_flow
+
         summary = pipeline_flow(pipeline=pipeline, config_path=str(path), stages=chosen)
-    except ConfigError as error:
-        _fail(str(error))
+    except (ConfigError, FatalError, LockTimeout) as error:
+        _fail(str(error).splitlines()[0])
     typer.echo(json.dumps(summary, indent=2, default=str))
+
+
+def parse_stages(option: str | None, configured: tuple[str, ...]) -> list[str] | None:
+    """The stages `--stages` names (None: all of the pipeline's); each must be one of the pipeline's, once."""
+    if option is None:
+        return None
+    chosen = [s.strip() for s in option.split(",")]
+    if not all(chosen):
+        raise ConfigError(f"--stages {option!r}: an empty stage name (give e.g. --stages ingest,curate)")
+    unknown = [s for s in chosen if s not in STAGES]
+    if unknown:
+        raise ConfigError(f"--stages: unknown stage(s) {unknown} (stages: {', '.join(STAGES)})")
+    missing = [s for s in chosen if s not in configured]
+    if missing:
+        raise ConfigError(f"--stages: {missing} not in this pipeline (its stages: {', '.join(configured)})")
+    repeated = sorted({s for s in chosen if chosen.count(s) > 1})
+    if repeated:
+        raise ConfigError(f"--stages: {repeated} named more than once")
+    return chosen
 
 
 @app.command()

@@ -23,6 +23,7 @@ from prefect.cache_policies import NO_CACHE
 
 from tasks import schema
 from tasks.config import Config, PreprocessConfig
+from tasks.errors import EmptyOutputError
 from tasks.layout import stage_dir, write_stage_frames
 from tasks.llm.base import ChatRequest, ChatResult, TransientLLMError, Usage
 from tasks.preprocess_checks import STANCES, ParsedJudgments, ParsedSynopsis, parse_assw, parse_judgments
@@ -184,6 +185,10 @@ def preprocess_reviews(reviews: pl.DataFrame, backend: Any, cfg: PreprocessConfi
     judgments = pl.DataFrame(rows, schema=JUDGMENTS)
     stats["reviews_with_judgments"] = judgments["review_id"].n_unique()
     stats["reviews_rejected"] = stats["reviews_in"] - stats["reviews_with_judgments"]
+    if jobs and judgments.is_empty() and not cfg.allow_empty:
+        first = next(r for r in rejects if r["entity"] == "review" and r["rule"] != "empty_review")
+        raise EmptyOutputError(f"preprocess: all {len(jobs)} reviews failed, no judgments (first: {first['rule']}: "
+                               f"{first['detail'][:200]}); set preprocess.allow_empty = true to accept that")
     return PreprocessOutput(judgments, _rejects(rejects), usage_frame("judgments", every, backend, cfg), stats)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import anthropic
 
 from tasks.config import LLMConfig
+from tasks.errors import AuthenticationError
 from tasks.llm.base import ChatRequest, ChatResult
 
 log = logging.getLogger(__name__)
@@ -138,6 +139,8 @@ class AnthropicBackend:
     def _complete_one(self, request: ChatRequest) -> ChatResult:
         try:
             message = self._with_retries(lambda: self.client.messages.create(**self._params(request)))
+        except (anthropic.AuthenticationError, anthropic.PermissionDeniedError) as error:
+            raise AuthenticationError(f"anthropic refused the API key: {scrub(_describe(error))}") from None
         except (anthropic.APIStatusError, anthropic.APIConnectionError) as error:
             return ChatResult("", error=scrub(_describe(error)), model=self.model, retryable=_transient(error))
         except Exception as error:  # an unparseable body and the like: report, never raise
@@ -183,6 +186,8 @@ class AnthropicBackend:
                     break
                 self.sleep(self.cfg.poll_seconds)
             lines = self._with_retries(lambda: list(self.client.messages.batches.results(batch_id)))
+        except (anthropic.AuthenticationError, anthropic.PermissionDeniedError) as error:
+            raise AuthenticationError(f"anthropic refused the API key: {scrub(_describe(error))}") from None
         except (anthropic.APIStatusError, anthropic.APIConnectionError) as error:
             detail = scrub(_describe(error))
             return {i: ChatResult("", error=detail, model=self.model, retryable=_transient(error)) for i in indices}
