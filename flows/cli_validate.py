@@ -78,6 +78,7 @@ def validate(
     config: ConfigOption = None,
 ) -> None:
     """Validate metrics on your own reviews: perturb candidates, rescore them, test each metric."""
+    from tasks.progress import scorer_with_progress
     from tasks.scoring.metrics import METRICS
     from tasks.scoring.shards import eval_spec
     from tasks.validate.perturb import STRATEGIES
@@ -96,7 +97,7 @@ def validate(
         frame = load_reviews_file(reviews)
     except (ValueError, ReviewsFileError) as error:
         _fail(str(error))
-    scorer = (engine_scorer(eval_spec(cfg.score), cfg.score.token_budget)
+    scorer = (scorer_with_progress(engine_scorer(eval_spec(cfg.score), cfg.score.token_budget))
               if any(m in METRICS for m in metrics) else None)
     try:
         result = validate_reviews(cfg, frame, scorer, metrics, chosen)
