@@ -396,11 +396,11 @@ def check_paths(cfg: Config, config_path: Path | str) -> None:
             problem = f"{existing} is a file, not a folder"
         elif not os.access(existing, os.W_OK | os.X_OK):
             problem = f"{existing} is not writable"
-        elif existing == folder:
-            try:
-                tempfile.TemporaryFile(dir=folder).close()
+        else:
+            try:   # what os.access cannot tell: read-only mounts, /proc, root squash
+                tempfile.TemporaryFile(dir=existing).close()
             except OSError as error:
-                problem = f"{folder} is not writable ({error.strerror})"
+                problem = f"{existing} is not writable ({error.strerror})"
         if key == "paths.database" and cfg.database.is_dir():
             problem = f"{cfg.database} is a folder, not a database file"
         if problem:

@@ -24,6 +24,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from tasks.config import Config, ConfigError
+from tasks.locks import locked, scratch_path
 from tasks.schema import (
     CURATED_PAPERS,
     CURATED_REVIEWS,
@@ -207,15 +208,15 @@ def curate_frames(papers: pl.DataFrame, reviews: pl.DataFrame, venue_id: str, cf
 
 def _write_atomic(frames: dict[str, pl.DataFrame], out_dir: Path, check: Callable[[Path], None]) -> None:
     """Write into a staging folder, run `check` on it, then move the files into place."""
-    staging = out_dir / ".staging"
-    shutil.rmtree(staging, ignore_errors=True)
+    staging = scratch_path(out_dir / "staging")   # unique per process and call
     staging.mkdir(parents=True)
     try:
         for name, frame in frames.items():
             frame.write_parquet(staging / f"{name}.parquet")
         check(staging)
-        for name in frames:
-            os.replace(staging / f"{name}.parquet", out_dir / f"{name}.parquet")
+        with locked(out_dir):    # a concurrent curate of the venue never interleaves its files with ours
+            for name in frames:
+                os.replace(staging / f"{name}.parquet", out_dir / f"{name}.parquet")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

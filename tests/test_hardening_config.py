@@ -87,6 +87,13 @@ def test_unwritable_database_folder(tmp_path):
         locked.chmod(0o700)
 
 
+@pytest.mark.parametrize("key", ["data_dir", "database"])
+def test_unwritable_place_even_for_root(tmp_path, key):
+    target = "/proc/grebench/data" if key == "data_dir" else "/proc/grebench/grebench.duckdb"
+    result, _ = run(tmp_path, f"[paths]\n{key} = '{target}'\n" + PIPELINE)
+    assert_one_line(result, "pipelines.toml", f"paths.{key}", "/proc", "not writable")
+
+
 def test_database_path_that_is_a_folder(tmp_path):
     (tmp_path / "data" / "grebench.duckdb").mkdir(parents=True)
     result, _ = run(tmp_path, PIPELINE)
