@@ -230,6 +230,16 @@ class VenueConfig(Frozen):
     api: Literal["auto", "v1", "v2"] = "auto"
     rating_map: dict[str, float] | None = None
 
+    @field_validator("rating_map")
+    @classmethod
+    def _numeric_keys(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        for key in value or {}:
+            try:
+                float(key)
+            except ValueError:
+                raise ValueError(f"the key {key!r} must be a number (a rating the venue's form offers)") from None
+        return value
+
     def api_version(self, venue_id: str) -> int:
         """API v1 serves venues of 2023 and older, v2 the later ones."""
         if self.api != "auto":
