@@ -208,17 +208,19 @@ def curate_frames(papers: pl.DataFrame, reviews: pl.DataFrame, venue_id: str, cf
 
 def _write_atomic(frames: dict[str, pl.DataFrame], out_dir: Path, check: Callable[[Path], None]) -> None:
     """Write into a staging folder, run `check` on it, then move the files into place."""
-    staging = scratch_path(out_dir / "staging")   # unique per process and call
-    staging.mkdir(parents=True)
-    try:
-        for name, frame in frames.items():
-            frame.write_parquet(staging / f"{name}.parquet")
-        check(staging)
-        with locked(out_dir):    # a concurrent curate of the venue never interleaves its files with ours
+    with locked(out_dir):    # a concurrent curate of the venue waits; a killed one's staging folder goes
+        for leftover in out_dir.glob(".staging*"):
+            shutil.rmtree(leftover, ignore_errors=True)
+        staging = scratch_path(out_dir / "staging")
+        staging.mkdir(parents=True)
+        try:
+            for name, frame in frames.items():
+                frame.write_parquet(staging / f"{name}.parquet")
+            check(staging)
             for name in frames:
                 os.replace(staging / f"{name}.parquet", out_dir / f"{name}.parquet")
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def curate_venue(ingest_dir: Path, venue_id: str, cfg: Config, out_dir: Path) -> CurateResult:

@@ -129,7 +129,8 @@ def _run_layers(
             if only is not None and sql.table not in only:
                 continue
             if sql.source:
-                files = sorted(str(p) for p in base.glob(sql.source))
+                files = sorted(str(p) for p in base.glob(sql.source)   # never a hidden scratch file / folder
+                               if not any(part.startswith(".") for part in p.relative_to(base).parts))
                 if not files:
                     result.skipped.append(sql.table)
                     continue

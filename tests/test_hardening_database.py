@@ -147,3 +147,13 @@ def test_a_second_writer_waits_then_stops_with_a_clear_message(built, monkeypatc
     with locked(built.database, timeout=5):   # the kernel released the dead holder's lock
         pass
     build_database(built, "t")
+
+
+def test_a_killed_curate_staging_folder_is_neither_read_nor_kept(built):
+    curate = built.data_dir / "t" / "venue" / "curate"
+    leftover = curate / ".staging.99999.deadbeef.tmp"
+    leftover.mkdir()
+    for name in ("rejects", "papers", "reviews"):
+        (leftover / f"{name}.parquet").write_bytes((curate / f"{name}.parquet").read_bytes())
+    result = build_database(built, "t")       # the copies would double the rejects and break reconciliation
+    assert result.tables == {"curation_report": 1, "papers": 1, "rejects": 2, "reviews": 3}
