@@ -33,6 +33,7 @@ from tasks.forms import normalise_submission, reject, value
 from tasks.layout import raw_dir, slug
 from tasks.locks import locked, write_parquet_atomic
 from tasks.openreview_client import is_transient, make_client
+from tasks.progress import progress
 from tasks.schema import PAPERS, REJECTS, REVIEWS, conform, empty
 
 log = logging.getLogger(__name__)
@@ -285,8 +286,11 @@ def download_pdfs(client: Any, paper_ids: list[str], pdf_dir: Path, cfg: IngestC
         except requests.RequestException as error:
             return None, reject("pdf", paper_id, paper_id, venue_id, "pdf_download_failed", repr(error))
 
-    with ThreadPoolExecutor(cfg.pdf_workers) as pool:
-        results = list(pool.map(one, paper_ids))
+    results = []
+    with ThreadPoolExecutor(cfg.pdf_workers) as pool, progress(len(paper_ids), f"PDFs of {venue_id}", "pdf") as bar:
+        for found in pool.map(one, paper_ids):
+            results.append(found)
+            bar.update(1)
     return [p for p, _ in results if p], [r for _, r in results if r]
 
 

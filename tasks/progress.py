@@ -3,7 +3,8 @@
 On a terminal it is an ordinary tqdm bar on stderr. When stderr is not a terminal (a log file, CI,
 a captured subprocess) tqdm's carriage-return redraws become one plain line every
 `GREBENCH_PROGRESS_SECONDS` seconds (default 30), e.g.
-`scoring:  40%|####      | 192/480 [02:10<03:15, 1.47request/s]` - done / total, elapsed < ETA.
+`scoring:  40%|####      | 192/480 [02:10<03:15, 1.47request/s]` - done / total, elapsed < ETA;
+a step that ends sooner leaves no line.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def progress(total: int, desc: str, unit: str = "item", out: TextIO | None = Non
         return tqdm(total=total, desc=desc, unit=unit, file=out, dynamic_ncols=True)
     every = float(os.environ.get("GREBENCH_PROGRESS_SECONDS", 30))
     return tqdm(total=total, desc=desc, unit=unit, file=_Lines(out), mininterval=every, maxinterval=every,
-                ncols=80, ascii=True)
+                delay=every, ncols=80, ascii=True)   # steps shorter than `every` leave no line
 
 
 def scorer_with_progress(scorer: Callable[[pl.DataFrame], pl.DataFrame], chunk: int = 256,
