@@ -1,6 +1,6 @@
 """How the demo's candidates fare on synthetic papers: usable answers, sections, cuts and speed.
 
-Builds a synthetic venue (tasks/synthetic.py), extracts the PDF texts, and has each candidate of
+Builds a synthetic venue (tasks/testing/synthetic.py), extracts the PDF texts, and has each candidate of
 the chosen pipeline (default: the demo's two SmolLM2 candidates) review every paper with a fresh
 cache, then once more to time the cached rerun. Prints per candidate:
 
@@ -30,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tasks.config import load_config  # noqa: E402
 from tasks.generate import generate_reviews  # noqa: E402
-from tasks.llm import make_backend  # noqa: E402
+from tasks.lm import make_lm  # noqa: E402
 from tasks.pdf import extract_text  # noqa: E402
-from tasks.synthetic import make_venue  # noqa: E402
+from tasks.testing.synthetic import make_venue  # noqa: E402
 
 
 def synthetic_papers(n: int) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -57,12 +57,12 @@ def main() -> None:
     figures: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as cache:
         for candidate in cfg.generate.candidates:
-            backend = make_backend(candidate, Path(cache))
+            backend = make_lm(candidate, Path(cache))
             started = time.perf_counter()
             out = generate_reviews(papers, texts, candidate, backend, cfg.generate.chars_per_token)
             seconds = time.perf_counter() - started
             started = time.perf_counter()
-            again = generate_reviews(papers, texts, candidate, make_backend(candidate, Path(cache)),
+            again = generate_reviews(papers, texts, candidate, make_lm(candidate, Path(cache)),
                                      cfg.generate.chars_per_token)
             rerun = time.perf_counter() - started
             frame = out.candidates

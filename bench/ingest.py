@@ -42,8 +42,8 @@ STEPS = (   # (label, (file suffix, function)) measured by cumulative profiled t
 
 
 def _serve(n_papers: int, reviews: int, api: int, conn) -> None:
-    from tasks.openreview_server import serve_venues
-    from tasks.synthetic import make_venue
+    from tasks.testing.openreview_server import serve_venues
+    from tasks.testing.synthetic import make_venue
 
     start = time.perf_counter()
     venue = make_venue(VENUES[api], n_papers=n_papers, reviews_per_paper=reviews, pdfs=False)

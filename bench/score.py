@@ -4,7 +4,7 @@ For a few papers, 5 candidates per paper (one human review's judgments and four 
 every other line dropped, lines shuffled, cut to the first 40% of lines, another paper's review)
 are scored with GEM against the paper's other reviews. The same pairs are scored twice:
 
-* engine: `tasks.scoring.engine.ScoringEngine` on the unique requests (marginals deduplicated,
+* engine: `tasks.lm.loglikelihood.LoglikelihoodEngine` on the unique requests (marginals deduplicated,
   prompts shared, batched, output head on scored positions only);
 * naive: one full forward pass per pair and one per marginal, full-vocabulary log_softmax at every
   position, nothing reused (`reference_score` called once per sequence).
@@ -34,9 +34,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import polars as pl  # noqa: E402
 import torch  # noqa: E402
 
-from tasks.models import ModelSpec, load_causal_lm  # noqa: E402
-from tasks.scoring.engine import ScoreRequest, ScoringEngine, reference_score  # noqa: E402
-from tasks.scoring.metrics import CANDIDATES, REFERENCES, build_requests, get_metrics  # noqa: E402
+from tasks.lm import LoglikelihoodRequest, ModelSpec, load_model  # noqa: E402
+from tasks.lm.loglikelihood import LoglikelihoodEngine, reference_score  # noqa: E402
+from tasks.metrics import get  # noqa: E402
+from tasks.metrics.gem import build_requests  # noqa: E402
+from tasks.schema import REFERENCES  # noqa: E402
+from tasks.schema import SCORING_CANDIDATES as CANDIDATES  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "iclr2023_dev.parquet"
 
@@ -115,10 +118,10 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     candidates, references = benchmark_frames(pl.read_parquet(args.data), args.papers, args.seed)
     pairs, requests = build_requests(candidates, references, pl.DataFrame(schema={"paper_id": pl.String}),
-                                     get_metrics(["gem"]), "smollm2")
-    by_key = {r["key"]: ScoreRequest(r["system"], r["user"], r["continuation"]) for r in requests.iter_rows(named=True)}
-    model, tokenizer = load_causal_lm(ModelSpec())
-    engine = ScoringEngine(model, tokenizer, token_budget=args.token_budget)
+                                     get(["gem"]), "smollm2")
+    by_key = {r["key"]: LoglikelihoodRequest(r["system"], r["user"], r["continuation"]) for r in requests.iter_rows(named=True)}
+    model, tokenizer = load_model(ModelSpec())
+    engine = LoglikelihoodEngine(model, tokenizer, token_budget=args.token_budget)
     engine.score([next(iter(by_key.values()))])                 # warm-up, not timed
     engine.stats.__init__()
     peak = matmul_peak()

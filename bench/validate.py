@@ -45,10 +45,11 @@ def main() -> None:
         return
 
     from tasks.config import PreprocessConfig
-    from tasks.models import ModelSpec
-    from tasks.scoring.engine import load_engine
+    from tasks.lm import ModelSpec, local_lm
+    from tasks.metrics import Resources
+    from tasks.metrics.resources import EMBED_MODEL, engine_loglikelihood, token_embeddings
     from tasks.validate.perturb import DETERMINISTIC, STRATEGIES
-    from tasks.validate.stage import engine_scorer, llm_preprocessor
+    from tasks.validate.stage import llm_preprocessor
     from tasks.validate.workflow import run_validation
 
     raw = pl.read_parquet(args.data)
@@ -62,18 +63,20 @@ def main() -> None:
     figures: dict[str, object] = {"papers": args.papers, "metrics": metrics, "strategies": strategies,
                                   "eval_lm": spec.resolved().key}
     t0 = time.perf_counter()
-    engine = load_engine(spec, args.token_budget)
+    engine = local_lm(spec, args.token_budget).engine
     figures["load_s"] = round(time.perf_counter() - t0, 1)
     backend = preprocess = None
     if args.llm_strategies:
-        from tasks.llm import make_backend
+        from tasks.lm import make_lm
 
         cfg = PreprocessConfig()
-        backend = make_backend(cfg, ROOT / "data" / "cache" / "llm")
+        backend = make_lm(cfg, ROOT / "data" / "cache" / "llm")
         preprocess = llm_preprocessor(backend, cfg)
     t0 = time.perf_counter()
-    result = run_validation(reviews, strategies=strategies, metrics=metrics, scorer=engine_scorer(spec, args.token_budget),
-                            eval_lm=spec.resolved().key, backend=backend, preprocess=preprocess,
+    resources = Resources(spec.resolved().key, engine_loglikelihood(spec, args.token_budget), token_embeddings,
+                          EMBED_MODEL)
+    result = run_validation(reviews, strategies=strategies, metrics=metrics, resources=resources,
+                            backend=backend, preprocess=preprocess,
                             max_papers=args.papers, candidates="one", seed=args.seed)
     seconds = time.perf_counter() - t0
     figures.update(result.stats)

@@ -6,7 +6,6 @@ import json
 import os
 import sys
 from enum import StrEnum
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -19,6 +18,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from flows.cli_common import ConfigOption, config_path, fail, read_config  # noqa: E402
+from flows.cli_validate import report, validate  # noqa: E402
 from tasks.config import STAGES, ConfigError, check_paths, load_config  # noqa: E402
 
 app = typer.Typer(
@@ -28,11 +29,6 @@ app = typer.Typer(
     add_completion=False,
 )
 
-REPO_CONFIG = Path(__file__).resolve().parents[1] / "pipelines.toml"
-ConfigOption = Annotated[
-    Path | None,
-    typer.Option("--config", "-c", help="pipelines.toml to use (default: ./pipelines.toml, else the project's)"),
-]
 READ_ONLY_STATEMENTS = {"SELECT", "EXPLAIN", "PRAGMA"}
 
 
@@ -40,21 +36,6 @@ class Format(StrEnum):
     table = "table"
     csv = "csv"
     json = "json"
-
-
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
-
-
-def _config_path(config: Path | None) -> Path:
-    if config is not None:
-        return config
-    env = os.environ.get("GREBENCH_CONFIG")
-    if env:
-        return Path(env)
-    local = Path("pipelines.toml")
-    return local if local.is_file() else REPO_CONFIG
 
 
 @app.command()
@@ -69,7 +50,7 @@ def run(
     from tasks.errors import FatalError
     from tasks.locks import LockTimeout
 
-    path = _config_path(config)
+    path = config_path(config)
     try:
         cfg = load_config(path).for_pipeline(pipeline)
         chosen = parse_stages(stages, cfg.pipelines[pipeline].stages)
@@ -78,8 +59,8 @@ def run(
 
         summary = pipeline_flow(pipeline=pipeline, config_path=str(path), stages=chosen)
     except (ConfigError, FatalError, LockTimeout) as error:
-        _fail(str(error).splitlines()[0])
-    typer.echo(json.dumps(summary, indent=2, default=str))
+        fail(str(error).splitlines()[0])
+    typer.echo(json.dumps({stage: s.as_dict() for stage, s in summary.items()}, indent=2, default=str))
 
 
 def parse_stages(option: str | None, configured: tuple[str, ...]) -> list[str] | None:
@@ -104,10 +85,7 @@ def parse_stages(option: str | None, configured: tuple[str, ...]) -> list[str] |
 @app.command()
 def pipelines(config: ConfigOption = None) -> None:
     """List the pipelines pipelines.toml defines."""
-    try:
-        cfg = load_config(_config_path(config))
-    except ConfigError as error:
-        _fail(str(error))
+    cfg = read_config(config)
     for name, spec in cfg.pipelines.items():
         typer.echo(f"{name:<12} {', '.join(spec.stages):<60} {spec.description}")
 
@@ -120,12 +98,12 @@ def schedule(
     """Register the yearly refresh as a Prefect deployment with its cron schedule, and serve it."""
     from flows.refresh import build_deployment, next_runs
 
-    path = _config_path(config)
+    path = config_path(config)
     try:
         cfg = load_config(path)
         deployment = build_deployment(cfg, str(path.resolve()))
     except ConfigError as error:
-        _fail(str(error))
+        fail(str(error))
     plan = cfg.schedule
     typer.echo(f"deployment: {deployment.flow_name}/{deployment.name}")
     typer.echo(f"entrypoint: {deployment.entrypoint}")
@@ -171,12 +149,12 @@ def query(
     import duckdb
 
     try:
-        database = load_config(_config_path(config)).database
+        database = load_config(config_path(config)).database
         check_read_only(sql)
     except (ConfigError, ValueError) as error:
-        _fail(str(error))
+        fail(str(error))
     if not database.is_file():
-        _fail(f"no results database at {database}: run `grebench run demo` (or another pipeline) first")
+        fail(f"no results database at {database}: run `grebench run demo` (or another pipeline) first")
     from tasks.locks import LockTimeout, locked, recover_database, wal_path
     from tasks.sandbox import connect_sandboxed, write_csv, write_json
 
@@ -185,7 +163,7 @@ def query(
             with locked(database, timeout=30):
                 recover_database(database)
         except LockTimeout as error:
-            _fail(str(error))
+            fail(str(error))
     try:
         with connect_sandboxed(database) as con:
             if format is Format.table:
@@ -197,10 +175,8 @@ def query(
             else:
                 write_json(con.execute(sql), sys.stdout)
     except duckdb.Error as error:
-        _fail(str(error).splitlines()[0])
+        fail(str(error).splitlines()[0])
 
-
-from flows.cli_validate import report, validate  # noqa: E402
 
 app.command()(validate)
 app.command()(report)

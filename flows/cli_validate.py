@@ -14,32 +14,14 @@ from typing import Annotated
 import polars as pl
 import typer
 
-from tasks.config import ConfigError, load_config
+from flows.cli_common import ConfigOption, fail, read_config
 
 JSON_KEYS = ("strategy", "metric", "n", "smd", "ci_low", "ci_high", "p_value", "passed")
-ConfigOption = Annotated[
-    Path | None,
-    typer.Option("--config", "-c", help="pipelines.toml to use (default: ./pipelines.toml, else the project's)"),
-]
 
 
 class OutputFormat(StrEnum):
     table = "table"
     json = "json"
-
-
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
-
-
-def _config(config: Path | None):
-    from flows.cli import _config_path  # imported here: flows.cli registers this module's commands
-
-    try:
-        return load_config(_config_path(config))
-    except ConfigError as error:
-        _fail(str(error))
 
 
 def _json_value(value: object) -> object:
@@ -78,31 +60,30 @@ def validate(
     config: ConfigOption = None,
 ) -> None:
     """Validate metrics on your own reviews: perturb candidates, rescore them, test each metric."""
+    from tasks.lm import eval_spec
+    from tasks.metrics import check_names
+    from tasks.metrics.resources import build_resources, engine_loglikelihood
     from tasks.progress import scorer_with_progress
-    from tasks.scoring.metrics import METRICS
-    from tasks.scoring.shards import eval_spec
     from tasks.validate.perturb import STRATEGIES
     from tasks.validate.reviews_file import ReviewsFileError, load_reviews_file
-    from tasks.validate.stage import engine_scorer, validate_reviews
-    from tasks.validate.workflow import check_metrics
+    from tasks.validate.stage import validate_reviews
 
-    cfg = _config(config)
+    cfg = read_config(config)
     chosen = tuple(s.strip() for s in strategies.split(",") if s.strip()) if strategies else cfg.validate.strategies
     unknown = [s for s in chosen if s not in STRATEGIES]
     if unknown or not chosen:
-        _fail(f"--strategies: unknown strategy {unknown} (known: {', '.join(STRATEGIES)})")
+        fail(f"--strategies: unknown strategy {unknown} (known: {', '.join(STRATEGIES)})")
     metrics = tuple(metric) if metric else cfg.validate.metrics
     try:
-        check_metrics(metrics)
+        check_names(metrics)
         frame = load_reviews_file(reviews)
     except (ValueError, ReviewsFileError) as error:
-        _fail(str(error))
-    scorer = (scorer_with_progress(engine_scorer(eval_spec(cfg.score), cfg.score.token_budget))
-              if any(m in METRICS for m in metrics) else None)
+        fail(str(error))
     try:
-        result = validate_reviews(cfg, frame, scorer, metrics, chosen)
+        scored = scorer_with_progress(engine_loglikelihood(eval_spec(cfg.score), cfg.score.token_budget))
+        result = validate_reviews(cfg, frame, build_resources(cfg.score, scored), metrics, chosen)
     except ValueError as error:
-        _fail(str(error).splitlines()[0])
+        fail(str(error).splitlines()[0])
     if format is OutputFormat.json:
         typer.echo(json.dumps(json_rows(result.validation)))
         return
@@ -126,10 +107,10 @@ def report(
     """Write the leaderboard figure, the validation heat map and a markdown summary from the results database."""
     from tasks.validate.report import write_report
 
-    cfg = _config(config)
+    cfg = read_config(config)
     try:
         paths = write_report(cfg.database, out_dir or cfg.data_dir / "report")
     except FileNotFoundError as error:
-        _fail(str(error))
+        fail(str(error))
     for path in paths.values():
         typer.echo(str(path))

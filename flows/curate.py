@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 from prefect import flow
-from tasks.curate import curate_venue_task
 
-from tasks.config import load_config
+from tasks.config import Config
+from tasks.curate import curate_venue_task
 from tasks.layout import stage_dir
+from tasks.summary import StageSummary
 
 
 @flow(name="curate", log_prints=True)
-def curate_flow(config_path: str = "pipelines.toml", pipeline: str = "demo") -> dict[str, dict]:
-    cfg = load_config(config_path).for_pipeline(pipeline)
-    results = {}
-    for venue in cfg.pipelines[pipeline].venues:
-        ingest_dir = stage_dir(cfg, pipeline, "ingest", venue)
-        out_dir = stage_dir(cfg, pipeline, "curate", venue)
-        results[venue] = asdict(curate_venue_task(ingest_dir, venue, cfg, out_dir))
-    return results
+def curate_flow(cfg: Config, pipeline: str) -> StageSummary:
+    results = [curate_venue_task(stage_dir(cfg, pipeline, "ingest", venue), venue, cfg,
+                                 stage_dir(cfg, pipeline, "curate", venue))
+               for venue in cfg.pipelines[pipeline].venues]
+    summary = sum((result.summary() for result in results), StageSummary(0, 0))
+    print(f"curate {pipeline}: {summary.as_dict()}")
+    return summary

@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 from prefect import flow
-from tasks.ingest import ingest_venue_task
 
-from tasks.config import load_config
+from tasks.config import Config
+from tasks.ingest import ingest_venue_task
 from tasks.layout import stage_dir
 from tasks.sources import venue_source
+from tasks.summary import StageSummary
 
 
 @flow(name="ingest", log_prints=True)
-def ingest_flow(config_path: str = "pipelines.toml", pipeline: str = "demo") -> dict[str, dict]:
-    cfg = load_config(config_path).for_pipeline(pipeline)
+def ingest_flow(cfg: Config, pipeline: str) -> StageSummary:
     with venue_source(cfg, pipeline) as baseurls:
-        futures = {
-            venue: ingest_venue_task.submit(venue, cfg, stage_dir(cfg, pipeline, "ingest", venue), baseurl)
-            for venue, baseurl in baseurls.items()
-        }
-        return {venue: asdict(future.result()) for venue, future in futures.items()}
+        futures = [ingest_venue_task.submit(venue, cfg, stage_dir(cfg, pipeline, "ingest", venue), baseurl)
+                   for venue, baseurl in baseurls.items()]
+        summary = sum((future.result().summary() for future in futures), StageSummary(0, 0))
+    print(f"ingest {pipeline}: {summary.as_dict()}")
+    return summary

@@ -4,18 +4,13 @@ from __future__ import annotations
 
 from prefect import flow
 
-from tasks.config import load_config
+from tasks.config import Config
 from tasks.materialize import materialize_task
+from tasks.summary import StageSummary
 
 
 @flow(name="materialize", log_prints=True)
-def materialize_flow(config_path: str = "pipelines.toml", pipeline: str = "demo") -> dict:
-    cfg = load_config(config_path).for_pipeline(pipeline)
-    result = materialize_task(cfg, pipeline)
-    print(f"built {result.database} with tables {result.tables}; {result.tests_run} data tests passed")
-    return {
-        "database": str(result.database),
-        "tables": result.tables,
-        "rows": sum(result.tables.values()),
-        "skipped": result.skipped,
-    }
+def materialize_flow(cfg: Config, pipeline: str) -> StageSummary:
+    summary = materialize_task(cfg, pipeline).summary()
+    print(f"materialize {pipeline}: {summary.as_dict()}")
+    return summary

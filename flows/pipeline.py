@@ -13,11 +13,13 @@ from collections.abc import Callable, Sequence
 from prefect import flow
 from prefect.runtime import flow_run
 
-from tasks.config import STAGES, ConfigError, load_config
+from tasks.config import STAGES, Config, ConfigError, load_config
 from tasks.materialize import update_tables
 from tasks.runs import StageRecord, code_version, config_hash, now, write_run
+from tasks.summary import StageSummary
 
-# Each stage is a flow `<module>:<function>(config_path, pipeline) -> dict`.
+# Each stage is a flow `<module>:<function>(cfg: Config, pipeline: str) -> StageSummary`, imported
+# only when the pipeline runs it (the score stage pulls in torch).
 STAGE_FLOWS = {
     "ingest": "flows.ingest:ingest_flow",
     "curate": "flows.curate:curate_flow",
@@ -29,15 +31,9 @@ STAGE_FLOWS = {
 }
 
 
-def stage_flow(stage: str) -> Callable[..., dict]:
+def stage_flow(stage: str) -> Callable[[Config, str], StageSummary]:
     module_name, _, name = STAGE_FLOWS[stage].partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as error:
-        if error.name != module_name:
-            raise
-        raise ConfigError(f"stage {stage!r} is not available in this version of GRE-bench") from None
-    return getattr(module, name)
+    return getattr(importlib.import_module(module_name), name)
 
 
 def select_stages(configured: Sequence[str], chosen: Sequence[str] | None) -> list[str]:
@@ -56,20 +52,19 @@ def pipeline_flow(
     config_path: str = "pipelines.toml",
     stages: list[str] | None = None,
     venues: list[str] | None = None,
-) -> dict[str, dict]:
+) -> dict[str, StageSummary]:
+    """Resolve the config once (pipeline overrides, `venues`, the refresh year) and run the stages on it."""
     cfg = load_config(config_path).for_pipeline(pipeline, venues)
-    extra = {"venues": venues} if venues else {}
     chosen = select_stages(cfg.pipelines[pipeline].stages, stages)
-    run_id = str(flow_run.id or uuid.uuid4())
-    identity = (run_id, config_hash(config_path, pipeline), code_version())
+    identity = (str(flow_run.id or uuid.uuid4()), config_hash(cfg, pipeline), code_version())
     records: list[StageRecord] = []
-    summary: dict[str, dict] = {}
+    summary: dict[str, StageSummary] = {}
     try:
         for position, stage in enumerate(chosen):
             record = StageRecord(stage, position, now())
             records.append(record)
             try:
-                summary[stage] = stage_flow(stage)(config_path=config_path, pipeline=pipeline, **extra)
+                summary[stage] = stage_flow(stage)(cfg, pipeline)
             except BaseException as error:
                 record.finish(None, error)
                 raise

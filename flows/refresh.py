@@ -14,6 +14,7 @@ from prefect import flow
 
 from flows.pipeline import pipeline_flow
 from tasks.config import Config, ScheduleConfig
+from tasks.summary import StageSummary
 
 
 @flow(name="yearly-refresh", log_prints=True)
@@ -22,7 +23,7 @@ def refresh_flow(
     venues: list[str] | None = None,
     pipeline: str = "refresh",
     config_path: str = "pipelines.toml",
-) -> dict[str, dict]:
+) -> dict[str, StageSummary]:
     """Run `pipeline` for `year` (default: the current year) on its venues, or on `venues`."""
     year = year or datetime.now(UTC).year
     return pipeline_flow(pipeline=f"{pipeline}-{year}", config_path=config_path, venues=venues or None)

@@ -1,4 +1,9 @@
-"""Score: GEM and GEM-S of every candidate against the human references, sharded over Prefect tasks."""
+"""Score: every configured metric of every candidate against the human references.
+
+The log-likelihoods of the lm_logprobs metrics (GEM) go through Parquet shards, one Prefect task
+per shard (`.map`) on the configured task runner, behind the evaluation-LM concurrency limit;
+finished shards are skipped, so a crashed run resumes.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +12,13 @@ from pathlib import Path
 from prefect import flow, unmapped
 from prefect.futures import wait
 
-from tasks.config import load_config
-from tasks.models import ModelSpec
-from tasks.scoring.shards import (
-    CONCURRENCY_LIMIT,
-    ensure_concurrency_limit,
-    make_task_runner,
-    score_shard_task,
-)
-from tasks.scoring.stage import baseline_scores_task, finish_scoring_task, plan_scoring_task
+from tasks.config import Config, ScoreConfig
+from tasks.lm import ModelSpec
+from tasks.metrics.resources import build_resources
+from tasks.scoring.shards import CONCURRENCY_LIMIT, ShardRunner, ensure_concurrency_limit, make_task_runner
+from tasks.scoring.stage import score_inputs, shard_details, sharded_loglikelihood
+from tasks.scoring.steps import read_inputs_task, score_shard_task, write_scores_task
+from tasks.summary import StageSummary
 
 
 @flow(name="score-shards")
@@ -28,17 +31,18 @@ def score_shards_flow(requests_dir: Path, results_dir: Path, shards: list[str], 
     return futures.result()
 
 
+def fan_out(cfg: ScoreConfig) -> ShardRunner:
+    """Run shards through `score_shards_flow` on the configured task runner."""
+    return score_shards_flow.with_options(task_runner=make_task_runner(cfg))
+
+
 @flow(name="score", log_prints=True)
-def score_flow(config_path: str = "pipelines.toml", pipeline: str = "demo") -> dict:
-    cfg = load_config(config_path).for_pipeline(pipeline)
-    plan = plan_scoring_task(cfg, pipeline)
+def score_flow(cfg: Config, pipeline: str) -> StageSummary:
+    inputs = read_inputs_task(cfg, pipeline)
     ensure_concurrency_limit(CONCURRENCY_LIMIT, cfg.score.gpu_concurrency)
-    runner = make_task_runner(cfg.score)
-    runs = score_shards_flow.with_options(task_runner=runner)(
-        plan.requests_dir, plan.results_dir, list(plan.shards), plan.spec, cfg.score.token_budget
-    )
-    summary = finish_scoring_task(plan, baseline_scores_task(cfg, pipeline))
-    summary["shards_scored"] = sum(r["status"] == "scored" for r in runs)
-    summary["shards_skipped"] = sum(r["status"] == "skipped" for r in runs)
-    print(summary)
+    shards = sharded_loglikelihood(cfg, pipeline, run=fan_out(cfg.score))
+    # called in the flow itself: the shard fan-out it triggers is a subflow of this one
+    scores = score_inputs(cfg, inputs, build_resources(cfg.score, loglikelihood=shards))
+    summary = write_scores_task(cfg, pipeline, scores, shard_details(shards))
+    print(f"score {pipeline}: {summary.as_dict()}")
     return summary

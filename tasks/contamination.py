@@ -14,17 +14,7 @@ from datetime import date
 
 import polars as pl
 
-EXCLUSIONS = pl.Schema(
-    {
-        "paper_id": pl.String,
-        "venue_id": pl.String,
-        "model": pl.String,                          # the candidate's name
-        "first_public_at": pl.Datetime("ms", "UTC"),  # the date the guard used (see date_source)
-        "date_source": pl.String,                    # first_public_at | created_at | none
-        "knowledge_cutoff": pl.Date,
-        "reason": pl.String,                         # public_on_or_before_cutoff | no_public_date
-    }
-)
+from tasks.schema import EXCLUSIONS
 
 
 def public_dates(papers: pl.DataFrame) -> pl.DataFrame:

@@ -16,7 +16,7 @@ import hashlib
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import polars as pl
@@ -35,6 +35,7 @@ from tasks.schema import (
     conform,
     empty,
 )
+from tasks.summary import StageSummary
 
 VARIANCE_TOLERANCE = 1e-9  # floating-point slack so a variance of exactly the threshold is kept
 OUTPUTS = ("papers", "reviews", "rejects", "curation_report")
@@ -49,6 +50,10 @@ class CurateResult:
     reviews_kept: int
     sampled: int
     out_dir: str
+
+    def summary(self) -> StageSummary:
+        """Reviews in, reviews kept; the venue's figures in the details."""
+        return StageSummary(self.reviews_in, self.reviews_kept, details={self.venue_id: asdict(self)})
 
 
 def rating_lookup(cfg: Config, venue_id: str) -> dict[float, float]:
@@ -206,7 +211,7 @@ def curate_frames(papers: pl.DataFrame, reviews: pl.DataFrame, venue_id: str, cf
     return out_papers, out_reviews, conform(rejects, REJECTS), report
 
 
-def _write_atomic(frames: dict[str, pl.DataFrame], out_dir: Path, check: Callable[[Path], None]) -> None:
+def _write_checked(frames: dict[str, pl.DataFrame], out_dir: Path, check: Callable[[Path], None]) -> None:
     """Write into a staging folder, run `check` on it, then move the files into place."""
     with locked(out_dir):    # a concurrent curate of the venue waits; a killed one's staging folder goes
         for leftover in out_dir.glob(".staging*"):
@@ -233,7 +238,7 @@ def curate_venue(ingest_dir: Path, venue_id: str, cfg: Config, out_dir: Path) ->
     papers, reviews, rejects, report = curate_frames(papers_in, reviews_in, venue_id, cfg)
     out_dir.mkdir(parents=True, exist_ok=True)
     frames = {"papers": papers, "reviews": reviews, "rejects": rejects, "curation_report": report}
-    _write_atomic(frames, out_dir, lambda folder: validate_curated(folder, ingest_dir, cfg))
+    _write_checked(frames, out_dir, lambda folder: validate_curated(folder, ingest_dir, cfg))
     return CurateResult(
         venue_id=venue_id,
         papers_in=papers_in.height,
@@ -245,8 +250,7 @@ def curate_venue(ingest_dir: Path, venue_id: str, cfg: Config, out_dir: Path) ->
     )
 
 
-@task(name="curate-venue", cache_policy=NO_CACHE)
-def curate_venue_task(ingest_dir: Path, venue_id: str, cfg: Config, out_dir: Path) -> CurateResult:
-    return curate_venue(ingest_dir, venue_id, cfg, out_dir)
+# ---- Prefect tasks ----
+curate_venue_task = task(curate_venue, name="curate-venue", cache_policy=NO_CACHE)
 
 

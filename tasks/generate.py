@@ -14,6 +14,17 @@ fails too the paper goes to rejects (stage "generate"): a candidate review is ne
 answer that is not an error is cached by content, so a rerun makes no LLM calls and gives the
 same reviews. Requests still failing for a transient reason raise `TransientLLMError`, which the
 Prefect task retries (answers already received are cached).
+
+The stage's files (one row per generated review in each):
+
+    data/<pipeline>/generate/candidates.parquet          schema.GENERATED
+    data/<pipeline>/generate/exclusions.parquet          schema.EXCLUSIONS (the contamination guard)
+    data/<pipeline>/generate/rejects.parquet             schema.REJECTS (stage generate, and preprocess
+                                                         for candidate reviews that gave no judgment)
+    data/<pipeline>/generate/usage.parquet               schema.USAGE, per candidate + judgments
+    data/<pipeline>/generate/candidate_judgments.parquet schema.JUDGMENTS, review_id = candidate_id
+
+`scoring_candidates` turns these into the score stage's candidates frame.
 """
 
 from __future__ import annotations
@@ -25,39 +36,33 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import polars as pl
+from prefect import task
+from prefect.cache_policies import NO_CACHE
 
 from tasks import schema
-from tasks.config import CandidateConfig
-from tasks.llm.base import ChatRequest, ChatResult, TransientLLMError, Usage, cost_usd
+from tasks.config import CandidateConfig, Config, ConfigError
+from tasks.contamination import guard
+from tasks.layout import cache_dir, write_stage_frames
+from tasks.lm import (
+    ChatRequest,
+    ChatResult,
+    TransientLLMError,
+    Usage,
+    chat_ids,
+    chat_spec,
+    cost_usd,
+    load_model,
+    make_lm,
+)
 from tasks.paper_fit import Counter, Fit, estimate_counter, fit_text
-from tasks.preprocess import USAGE, load_prompt
+from tasks.preprocess import PreprocessOutput, llm_figures, load_prompt, preprocess_reviews, read_inputs
+from tasks.retry import llm_task
+from tasks.schema import EXCLUSIONS, GENERATED, USAGE
+from tasks.summary import StageSummary
 
 log = logging.getLogger(__name__)
 
 SECTIONS = ("summary", "strengths", "weaknesses", "questions")
-CANDIDATES = pl.Schema(
-    {
-        "candidate_id": pl.String,        # "<model>/<paper_id>"; the review_id of the generated review
-        "paper_id": pl.String,
-        "venue_id": pl.String,
-        "model": pl.String,               # the candidate's configured name
-        "backend": pl.String,
-        "model_id": pl.String,            # the model the backend reported
-        "prompt_version": pl.String,
-        "review": pl.String,              # markdown: "## Summary" / "## Strengths" / ... blocks
-        "sections": pl.Int32,             # how many of the four parts the answer had
-        "text_source": pl.String,         # pdf_text | abstract
-        "truncated": pl.Boolean,          # the paper text was cut to fit the context
-        "cut": pl.String,                 # none | section | paragraph | word
-        "kept_chars": pl.Int64,
-        "paper_chars": pl.Int64,
-        "answer_truncated": pl.Boolean,   # the answer stopped at max_tokens
-        "input_tokens": pl.Int64,         # over every attempt (a retry included)
-        "output_tokens": pl.Int64,
-        "tokens": pl.Int64,               # input + output
-        "cost": pl.Float64,               # USD at the configured prices, whether or not cached now
-    }
-)
 LOCAL_PREFILL = "<summary>\n"   # a small local model keeps the format when its answer is started
 REMINDER = ("Reminder: answer only with the four tagged parts <summary>, <strengths>, <weaknesses> and "
             "<questions>, in this order, each closed by its end tag, with text in every part. The text "
@@ -122,10 +127,7 @@ class Meter:
 def _tokenizer(candidate: CandidateConfig) -> Any:
     """The local model's tokenizer, from the per-process model cache the backend shares (loading
     a GGUF tokenizer alone costs nearly as much as the whole small model)."""
-    from tasks.llm.local_backend import model_spec
-    from tasks.models import load_causal_lm
-
-    return load_causal_lm(model_spec(candidate))[1]
+    return load_model(chat_spec(candidate))[1]
 
 
 def make_meter(candidate: CandidateConfig, chars_per_token: float) -> Meter:
@@ -137,8 +139,7 @@ def make_meter(candidate: CandidateConfig, chars_per_token: float) -> Meter:
             return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
         def prompt(system: str, user: str, prefill: str) -> int:
-            messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-            return count(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + prefill)
+            return len(chat_ids(tokenizer, system, user, prefill))
 
         return Meter(count, prompt)
     estimate = estimate_counter(chars_per_token)
@@ -241,7 +242,7 @@ def generate_reviews(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, candi
             "input_tokens": input_tokens, "output_tokens": output_tokens, "tokens": input_tokens + output_tokens,
             "cost": sum(cost_usd(replace(r, cached=False), candidate) for r in tries),
         })
-    frame = pl.DataFrame(rows, schema=CANDIDATES)
+    frame = pl.DataFrame(rows, schema=GENERATED)
     stats = {"papers": papers.height, "reviews": frame.height, "rejected": papers.height - frame.height,
              "retried": sum(len(t) > 1 for t in attempts.values()), "truncated": int(frame["truncated"].sum())}
     return GenerateOutput(frame, _rejects(rejects), usage_frame(candidate, backend, every), stats)
@@ -262,7 +263,7 @@ def _ask(jobs: Sequence[Job], backend: Any, system: str, prefill: str,
             chunk = todo[start : start + size]
             requests = [ChatRequest(system, job.user(strict), candidate.max_tokens, job.candidate_id, prefill)
                         for job in chunk]
-            results = backend.complete(requests)
+            results = backend.generate(requests)
             every.extend(results)
             for job, result in zip(chunk, results, strict=True):
                 attempts[job.candidate_id].append(result)
@@ -296,3 +297,99 @@ def usage_frame(candidate: CandidateConfig, backend: Any, results: Sequence[Chat
 
 def _rejects(rows: list[dict[str, Any]]) -> pl.DataFrame:
     return schema.rejects([{"stage": "generate", **row} for row in rows])
+
+
+# ---- the stage: inputs, one candidate, judgments, outputs --------------------------------------
+def read_generate_inputs(cfg: Config, pipeline: str) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """The pipeline's benchmark papers (in_benchmark) and their PDF texts."""
+    if not cfg.generate.candidates:
+        raise ConfigError("generate.candidates: no candidate models configured (add [[generate.candidates]])")
+    _, papers, pdf_texts = read_inputs(cfg, pipeline)
+    return papers.sort("venue_id", "paper_id"), pdf_texts
+
+
+@dataclass
+class CandidateRun:
+    """One candidate's part of the stage: its reviews and the papers the guard kept from it."""
+
+    name: str
+    output: GenerateOutput
+    excluded: pl.DataFrame
+
+
+def review_papers(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, candidate: CandidateConfig,
+                  cfg: Config) -> CandidateRun:
+    """The contamination guard, then one review by `candidate` of each paper it may see."""
+    eligible, excluded = guard(papers, candidate.name, candidate.knowledge_cutoff)
+    backend = make_lm(candidate, cache_dir(cfg, "llm"))
+    return CandidateRun(candidate.name, generate_reviews(eligible, pdf_texts, candidate, backend,
+                                                         cfg.generate.chars_per_token), excluded)
+
+
+def as_reviews(candidates: pl.DataFrame) -> pl.DataFrame:
+    """Generated reviews in the shape preprocessing reads: review_id = candidate_id."""
+    return candidates.select(pl.col("candidate_id").alias("review_id"), "paper_id", "venue_id",
+                             pl.col("review").alias("review_text"))
+
+
+def judge_reviews(runs: Sequence[CandidateRun], cfg: Config) -> PreprocessOutput:
+    """The generated reviews preprocessed into judgments exactly like the human ones."""
+    candidates = pl.concat([pl.DataFrame(schema=GENERATED), *(r.output.candidates for r in runs)])
+    return preprocess_reviews(as_reviews(candidates), make_lm(cfg.preprocess, cache_dir(cfg, "llm")),
+                              cfg.preprocess)
+
+
+def write_generate_outputs(cfg: Config, pipeline: str, papers: pl.DataFrame, runs: Sequence[CandidateRun],
+                           judged: PreprocessOutput) -> StageSummary:
+    """Each frame to generate/<name>.parquet, replaced atomically (a rerun overwrites); the summary."""
+    candidates = pl.concat([pl.DataFrame(schema=GENERATED), *(r.output.candidates for r in runs)])
+    exclusions = pl.concat([pl.DataFrame(schema=EXCLUSIONS), *(r.excluded for r in runs)])
+    usage = pl.concat([*(r.output.usage for r in runs),
+                       judged.usage.with_columns(purpose=pl.lit("candidate_judgments"))])
+    rejects = pl.concat([*(r.output.rejects for r in runs), judged.rejects])
+    write_stage_frames(cfg, pipeline, "generate", {
+        "candidates": candidates,
+        "exclusions": exclusions,
+        "rejects": rejects,
+        "usage": usage,
+        "candidate_judgments": judged.judgments,
+    })
+    details = {
+        "benchmark_papers": papers.height,
+        "exclusions": exclusions.height,
+        "rejects": rejects.height,
+        "candidate_judgments": judged.judgments.height,
+        "per_model": {r.name: {**r.output.stats, "excluded": r.excluded.height} for r in runs},
+        "llm_cached": int(usage["cached"].sum()),
+    }
+    return StageSummary(papers.height * len(runs), candidates.height, **llm_figures(usage), details=details)
+
+
+def scoring_candidates(cfg: Config, pipeline: str) -> pl.DataFrame:
+    """Generated reviews as score-stage candidates (tasks.schema.SCORING_CANDIDATES): candidate =
+    candidate_id, source = the model's name, review_id null (no human review is left out), and the
+    judgments from candidate_judgments. Empty when the generate stage has not run."""
+    from tasks.schema import SCORING_CANDIDATES
+    from tasks.scoring.inputs import judgments_text
+
+    folder = cfg.data_dir / pipeline / "generate"
+    if not (folder / "candidates.parquet").is_file():
+        return pl.DataFrame(schema=SCORING_CANDIDATES)
+    generated = pl.read_parquet(folder / "candidates.parquet", columns=["candidate_id", "paper_id", "model", "review"])
+    path = folder / "candidate_judgments.parquet"
+    judgments = judgments_text(pl.read_parquet(path)) if path.is_file() else pl.DataFrame(
+        schema={"review_id": pl.String, "judgments": pl.String})
+    return (
+        generated.join(judgments, left_on="candidate_id", right_on="review_id", how="left")
+        .select("paper_id", pl.col("candidate_id").alias("candidate"), pl.col("model").alias("source"),
+                pl.lit(None, pl.String).alias("review_id"), pl.col("review").alias("review_text"), "judgments")
+        .cast(dict(SCORING_CANDIDATES))
+        .sort("paper_id", "candidate")
+    )
+
+
+# ---- Prefect tasks ----
+read_generate_inputs_task = task(read_generate_inputs, name="read-generate-inputs", cache_policy=NO_CACHE)
+review_papers_task = llm_task(review_papers, name="generate-reviews", task_run_name="generate-{candidate.name}")
+judge_reviews_task = llm_task(judge_reviews, name="judge-candidate-reviews")
+write_generate_outputs_task = task(write_generate_outputs, name="write-generate-outputs", cache_policy=NO_CACHE)

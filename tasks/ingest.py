@@ -18,7 +18,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +30,13 @@ from prefect.cache_policies import NO_CACHE
 from tasks.config import Config, IngestConfig
 from tasks.errors import SourceError
 from tasks.forms import normalise_submission, reject, value
-from tasks.layout import raw_dir, slug
-from tasks.locks import locked, write_parquet_atomic
-from tasks.openreview_client import is_transient, make_client
+from tasks.layout import raw_dir, slug, write_parquet
+from tasks.locks import locked
+from tasks.openreview_client import make_client
 from tasks.progress import progress
+from tasks.retry import transient
 from tasks.schema import PAPERS, REJECTS, REVIEWS, conform, empty
+from tasks.summary import StageSummary
 
 log = logging.getLogger(__name__)
 IDENTITY_KEYS = ("signatures", "writers", "readers", "nonreaders", "tauthor")
@@ -62,6 +64,10 @@ class IngestResult:
     pdfs: int = 0                  # PDFs on disk for active papers
     pdf_texts: int | None = None   # None when the PDF step did not run
     rejects_by_rule: dict[str, int] = field(default_factory=dict)
+
+    def summary(self) -> StageSummary:
+        """Reviews fetched in, reviews written out; the venue's figures in the details."""
+        return StageSummary(self.reviews_ingested, self.reviews, details={self.venue_id: asdict(self)})
 
 
 def note_json(note: Any) -> dict[str, Any]:
@@ -299,10 +305,6 @@ def _remember(marker: Path, row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def _write_parquet(frame: pl.DataFrame, path: Path) -> None:
-    write_parquet_atomic(frame, path)
-
-
 def _extract_texts(pdf_dir: Path, ids: list[str], cfg: IngestConfig, venue_id: str
                    ) -> tuple[pl.DataFrame, pl.DataFrame] | None:
     try:
@@ -341,32 +343,23 @@ def _ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None
         if extracted is not None:
             texts, text_rejects = extracted
             frames.append(conform(text_rejects, REJECTS))
-            _write_parquet(texts.sort("paper_id"), out_dir / "pdf_texts.parquet")
+            write_parquet(texts.sort("paper_id"), out_dir / "pdf_texts.parquet")
             result.pdf_texts = texts.height
     rejects = pl.concat(frames).sort("entity", "rule", "entity_id", nulls_last=True)
     review_rejects = rejects.filter(pl.col("entity") == "review").height
     if result.reviews_ingested != reviews.height + review_rejects:
         raise RuntimeError(f"{venue_id}: {result.reviews_ingested} reviews ingested but {reviews.height} kept "
                            f"+ {review_rejects} rejected")
-    _write_parquet(papers, out_dir / "papers.parquet")
-    _write_parquet(reviews, out_dir / "reviews.parquet")
-    _write_parquet(rejects, out_dir / "rejects.parquet")
+    write_parquet(papers, out_dir / "papers.parquet")
+    write_parquet(reviews, out_dir / "reviews.parquet")
+    write_parquet(rejects, out_dir / "rejects.parquet")
     result.papers, result.reviews, result.rejects = papers.height, reviews.height, rejects.height
     result.rejects_by_rule = dict(sorted(rejects.group_by("rule").len().iter_rows()))
     log.info("ingested %s: %s", venue_id, result)
     return result
 
 
-def _retry_transient(task: Any, task_run: Any, state: Any) -> bool:
-    try:
-        state.result()
-    except Exception as error:  # noqa: BLE001 - the state's own exception, classified below
-        return is_transient(error)
-    return False
-
-
-@task(name="ingest-venue", retries=2, retry_delay_seconds=[30, 120], retry_condition_fn=_retry_transient,
-      cache_policy=NO_CACHE)
-def ingest_venue_task(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None = None) -> IngestResult:
-    """Prefect wrapper: a rerun after a 429 / 5xx / timeout resumes from the cached pages."""
-    return ingest_venue(venue_id, cfg, out_dir, baseurl)
+# ---- Prefect tasks ----
+# A retry after a 429 / 5xx / timeout resumes from the cached pages.
+ingest_venue_task = task(ingest_venue, name="ingest-venue", retries=2, retry_delay_seconds=[30, 120],
+                         retry_condition_fn=transient, cache_policy=NO_CACHE)

@@ -22,7 +22,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
-import polars as pl
 from filelock import FileLock, Timeout
 
 log = logging.getLogger(__name__)
@@ -94,11 +93,6 @@ def write_atomic(path: Path, write: Callable[[Path], object]) -> Path:
     finally:
         scratch.unlink(missing_ok=True)
     return path
-
-
-def write_parquet_atomic(frame: pl.DataFrame, path: Path) -> Path:
-    """A polars frame written to `path` through a unique scratch file."""
-    return write_atomic(path, frame.write_parquet)
 
 
 # ---- DuckDB databases -------------------------------------------------------------------------

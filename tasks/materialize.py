@@ -26,6 +26,7 @@ from prefect import task
 from tasks.config import Config
 from tasks.layout import pipeline_dir
 from tasks.locks import copy_database, discard, locked, recover_database, scratch_path, swap_database
+from tasks.summary import StageSummary
 
 SQL_DIR = Path(__file__).resolve().parents[1] / "sql"
 LAYERS = ("staging", "marts")
@@ -51,9 +52,16 @@ class SqlFile:
 @dataclass
 class BuildResult:
     database: Path
-    tables: dict[str, int] = field(default_factory=dict)
+    tables: dict[str, int] = field(default_factory=dict)      # mart table -> rows
+    staged: dict[str, int] = field(default_factory=dict)      # staging table -> rows read from Parquet
     skipped: list[str] = field(default_factory=list)
     tests_run: int = 0
+
+    def summary(self) -> StageSummary:
+        """Staging rows read in, mart rows written out."""
+        return StageSummary(sum(self.staged.values()), sum(self.tables.values()), details={
+            "database": str(self.database), "tables": self.tables, "skipped": self.skipped,
+            "tests_run": self.tests_run})
 
 
 def read_sql_file(path: Path) -> SqlFile:
@@ -140,8 +148,9 @@ def _run_layers(
                 continue
             con.execute(sql.text, _parameters(sql.text, params))
             present.add(sql.table)
-            if layer == "marts":
-                result.tables[sql.table] = con.execute(f'SELECT count(*) FROM "{sql.table}"').fetchone()[0]
+            counts = result.tables if layer == "marts" else result.staged
+            name = ".".join(f'"{part}"' for part in sql.table.split("."))
+            counts[sql.table] = con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
     return present
 
 
@@ -193,4 +202,5 @@ def run_data_tests(
     return failures
 
 
+# ---- Prefect tasks ----
 materialize_task = task(build_database, name="materialize", task_run_name="materialize-{pipeline}")

@@ -25,17 +25,13 @@ from tasks import schema
 from tasks.config import Config, PreprocessConfig
 from tasks.errors import EmptyOutputError
 from tasks.layout import stage_dir, write_stage_frames
-from tasks.llm.base import ChatRequest, ChatResult, TransientLLMError, Usage
+from tasks.lm import ChatRequest, ChatResult, TransientLLMError, Usage
 from tasks.preprocess_checks import STANCES, ParsedJudgments, ParsedSynopsis, parse_assw, parse_judgments
+from tasks.retry import llm_task
+from tasks.schema import JUDGMENTS, SYNOPSES, USAGE
+from tasks.summary import StageSummary
 
 PROMPTS = Path(__file__).parent / "prompts"
-JUDGMENTS = pl.Schema({"review_id": pl.String, "position": pl.Int32, "stance": pl.String, "text": pl.String,
-                       "model": pl.String, "prompt_version": pl.String})
-SYNOPSES = pl.Schema({"paper_id": pl.String, "kind": pl.String, "text": pl.String, "source": pl.String,
-                      "model": pl.String})
-USAGE = pl.Schema({"purpose": pl.String, "backend": pl.String, "model": pl.String, "requests": pl.Int64,
-                   "cached": pl.Int64, "errors": pl.Int64, "input_tokens": pl.Int64, "output_tokens": pl.Int64,
-                   "cache_read_tokens": pl.Int64, "cache_write_tokens": pl.Int64, "cost_usd": pl.Float64})
 REMINDER = {
     "review": "Reminder: answer only with lines that begin with \"The reviewer appreciates\", \"The reviewer "
               "criticizes\", \"The reviewer questions\" or \"The reviewer suggests\", one judgment per line, "
@@ -85,6 +81,13 @@ class PreprocessOutput:
 
 
 @dataclass
+class Synopses:
+    synopses: pl.DataFrame
+    rejects: pl.DataFrame
+    usage: pl.DataFrame
+
+
+@dataclass
 class _Job:
     """One item to send: its id, the text block and where rejects point."""
 
@@ -110,7 +113,9 @@ def _ask(jobs: list[_Job], backend: Any, system: str, tag: str, max_tokens: int,
             break
         requests = [ChatRequest(system, render(tag, job.text, strict), max_tokens, job.entity_id, prefill,
                                 line_prefixes=prefixes) for job in todo]
-        results = _complete(backend, requests, parse)
+        # Every answer is cached, unusable ones too: decoding is deterministic, so the stricter retry
+        # is a request of its own, and a rerun replays both from the cache without an LLM call.
+        results = backend.generate(requests)
         every.extend(results)
         transient = [r.error for r in results if r.error and r.retryable]
         if transient:
@@ -124,13 +129,6 @@ def _ask(jobs: list[_Job], backend: Any, system: str, tag: str, max_tokens: int,
         retries += len(failed) if not strict else 0
         todo = failed
     return answers, every, retries
-
-
-def _complete(backend: Any, requests: Sequence[ChatRequest], parse: Callable[[ChatResult], Any]) -> list[ChatResult]:
-    """The backend's answers. Every answer that arrived is cached, unusable ones included: decoding
-    is deterministic, so asking again would repeat it; the stricter retry is a request of its own,
-    and a rerun replays both from the cache without an LLM call."""
-    return backend.complete(requests)
 
 
 def _failure(result: ChatResult, parsed: Any) -> tuple[str, str]:
@@ -193,8 +191,8 @@ def preprocess_reviews(reviews: pl.DataFrame, backend: Any, cfg: PreprocessConfi
 
 
 def make_synopses(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, backend: Any,
-                  cfg: PreprocessConfig) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """(synopses, rejects, usage): per paper its abstract, and the ASSW summary from the PDF text
+                  cfg: PreprocessConfig) -> Synopses:
+    """Synopses, rejects and usage: per paper its abstract, and the ASSW summary from the PDF text
     (the abstract when there is no text; `source` says which)."""
     texts: dict[str, str] = {}
     if pdf_texts is not None and pdf_texts.height:
@@ -231,7 +229,7 @@ def make_synopses(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, backend:
             continue
         rows.append({"paper_id": job.paper_id, "kind": "assw", "text": parsed.render(), "source": job.source,
                      "model": result.model or backend.model})
-    return pl.DataFrame(rows, schema=SYNOPSES), _rejects(rejects), usage_frame("synopses", every, backend, cfg)
+    return Synopses(pl.DataFrame(rows, schema=SYNOPSES), _rejects(rejects), usage_frame("synopses", every, backend, cfg))
 
 
 def usage_frame(purpose: str, results: Sequence[ChatResult], backend: Any, cfg: PreprocessConfig) -> pl.DataFrame:
@@ -268,19 +266,33 @@ def read_inputs(cfg: Config, pipeline: str) -> tuple[pl.DataFrame, pl.DataFrame,
     return all_reviews, all_papers, pdf_texts
 
 
-def write_outputs(cfg: Config, pipeline: str, frames: dict[str, pl.DataFrame]) -> dict[str, str]:
-    """Each frame to <stage dir>/<name>.parquet, replaced atomically (a rerun overwrites)."""
-    return write_stage_frames(cfg, pipeline, "preprocess", frames)
+def llm_figures(usage: pl.DataFrame) -> dict[str, Any]:
+    """The StageSummary LLM fields from a USAGE frame: calls made (cache hits excluded), tokens, cost."""
+    return {
+        "llm_calls": int((usage["requests"] - usage["cached"]).sum()),
+        "input_tokens": int(usage["input_tokens"].sum()),
+        "output_tokens": int(usage["output_tokens"].sum()),
+        "cost_usd": float(usage["cost_usd"].sum()),
+    }
 
 
-# ---- Prefect wrappers: retried only when an LLM call failed transiently -------------------------
-def _transient(_task: Any, _run: Any, state: Any) -> bool:
-    return isinstance(getattr(state, "data", None), TransientLLMError)
+def write_outputs(cfg: Config, pipeline: str, judged: PreprocessOutput, synopses: Synopses) -> StageSummary:
+    """Each frame to preprocess/<name>.parquet, replaced atomically (a rerun overwrites); the summary."""
+    usage = pl.concat([judged.usage, synopses.usage])
+    rejects = pl.concat([judged.rejects, synopses.rejects])
+    write_stage_frames(cfg, pipeline, "preprocess", {
+        "judgments": judged.judgments,
+        "synopses": synopses.synopses,
+        "rejects": rejects,
+        "usage": usage,
+    })
+    details = {**judged.stats, "synopses": synopses.synopses.height, "rejects": rejects.height,
+               "llm_requests": int(usage["requests"].sum()), "llm_cached": int(usage["cached"].sum())}
+    return StageSummary(judged.stats["reviews_in"], judged.judgments.height, **llm_figures(usage), details=details)
 
 
-_llm_task = functools.partial(task, retries=3, retry_delay_seconds=[30, 120, 300], retry_condition_fn=_transient,
-                              cache_policy=NO_CACHE)
-preprocess_reviews_task = _llm_task(preprocess_reviews, name="preprocess-reviews")
-make_synopses_task = _llm_task(make_synopses, name="make-synopses")
+# ---- Prefect tasks ----
+preprocess_reviews_task = llm_task(preprocess_reviews, name="preprocess-reviews")
+make_synopses_task = llm_task(make_synopses, name="make-synopses")
 read_inputs_task = task(read_inputs, name="read-preprocess-inputs", cache_policy=NO_CACHE)
 write_outputs_task = task(write_outputs, name="write-preprocess-outputs", cache_policy=NO_CACHE)

@@ -2,39 +2,22 @@
 
 A record is one row per stage with the run's identity repeated (run id, pipeline, config hash,
 code version), the stage's start, end and duration, rows in / out, LLM calls, tokens and cost.
-Figures come from the dict each stage flow returns: keys are summed wherever they appear in it
-(stages that work per venue nest one dict per venue).
+Figures come from the StageSummary each stage flow returns (tasks/summary.py).
 """
 
 from __future__ import annotations
 
 import hashlib
 import subprocess
-from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 
 from tasks.config import Config
-from tasks.locks import write_parquet_atomic
-
-# Which summary keys count as a stage's rows in and rows out.
-ROW_KEYS = {
-    "ingest": ("reviews_ingested", "reviews"),
-    "curate": ("reviews_in", "reviews_kept"),
-    "preprocess": ("reviews", "judgments"),
-    "generate": ("papers", "candidates"),
-    "score": ("requests", "scores"),
-    "validate": ("pairs", "rows"),
-    "materialize": ("", "rows"),
-}
-LLM_CALL_KEYS = ("llm_calls",)
-INPUT_TOKEN_KEYS = ("input_tokens",)
-OUTPUT_TOKEN_KEYS = ("output_tokens",)
-COST_KEYS = ("cost_usd",)
+from tasks.layout import write_parquet
+from tasks.summary import StageSummary
 
 RUNS = pl.Schema(
     {
@@ -74,42 +57,24 @@ class StageRecord:
     cost_usd: float = 0.0
     error: str | None = None
 
-    def finish(self, summary: Mapping[str, Any] | None, error: BaseException | None = None) -> None:
+    def finish(self, summary: StageSummary | None, error: BaseException | None = None) -> None:
         self.ended_at = now()
         self.status = "failed" if error else "completed"
         self.error = f"{type(error).__name__}: {error}".splitlines()[0][:500] if error else None
-        if summary is None:
-            return
-        rows_in, rows_out = ROW_KEYS.get(self.stage, ("", ""))
-        self.rows_in = _total(summary, (rows_in,)) if rows_in else None
-        self.rows_out = _total(summary, (rows_out,)) if rows_out else None
-        self.llm_calls = _total(summary, LLM_CALL_KEYS) or 0
-        self.input_tokens = _total(summary, INPUT_TOKEN_KEYS) or 0
-        self.output_tokens = _total(summary, OUTPUT_TOKEN_KEYS) or 0
-        self.cost_usd = float(_total(summary, COST_KEYS, float) or 0.0)
+        if summary is not None:
+            self.rows_in, self.rows_out = summary.rows_in, summary.rows_out
+            self.llm_calls, self.cost_usd = summary.llm_calls, summary.cost_usd
+            self.input_tokens, self.output_tokens = summary.input_tokens, summary.output_tokens
 
 
 def now() -> datetime:
     return datetime.now(UTC)
 
 
-def _numbers(summary: Any, keys: tuple[str, ...]) -> Iterator[float]:
-    if isinstance(summary, Mapping):
-        for key, value in summary.items():
-            if key in keys and isinstance(value, int | float) and not isinstance(value, bool):
-                yield value
-            elif isinstance(value, Mapping):
-                yield from _numbers(value, keys)
-
-
-def _total(summary: Mapping[str, Any], keys: tuple[str, ...], kind: type = int) -> Any:
-    values = list(_numbers(summary, keys))
-    return kind(sum(values)) if values else None
-
-
-def config_hash(config_path: Path | str, pipeline: str) -> str:
-    """Hash of the config file's bytes and the pipeline name: equal hashes, equal settings."""
-    digest = hashlib.sha256(Path(config_path).read_bytes())
+def config_hash(cfg: Config, pipeline: str) -> str:
+    """Hash of the resolved config (overrides such as `venues` included) and the pipeline name:
+    equal hashes, equal settings."""
+    digest = hashlib.sha256(cfg.model_dump_json().encode())
     digest.update(pipeline.encode())
     return digest.hexdigest()[:16]
 
@@ -147,8 +112,5 @@ def write_run(
         }
         for r in records
     ]
-    folder = cfg.data_dir / pipeline / "runs"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{run_id}.parquet"
-    frame = pl.DataFrame(rows, schema=RUNS) if rows else pl.DataFrame(schema=RUNS)
-    return write_parquet_atomic(frame, path)
+    path = cfg.data_dir / pipeline / "runs" / f"{run_id}.parquet"
+    return write_parquet(pl.DataFrame(rows, schema=RUNS) if rows else pl.DataFrame(schema=RUNS), path)

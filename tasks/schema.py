@@ -128,3 +128,118 @@ CURATED_PAPERS = pl.Schema(
 # Curated reviews (curate stage): `rating` is on the common scale; the venue's own value moves
 # to `rating_venue`.
 CURATED_REVIEWS = pl.Schema({**REVIEWS, "rating_venue": pl.Float64})
+
+
+# ---- preprocess --------------------------------------------------------------------------------
+# Atomic judgments of a review (human or generated: review_id is then the candidate_id).
+JUDGMENTS = pl.Schema(
+    {
+        "review_id": pl.String,
+        "position": pl.Int32,
+        "stance": pl.String,              # appreciates | criticizes | questions | suggests
+        "text": pl.String,                # "The reviewer <stance> ..."
+        "model": pl.String,
+        "prompt_version": pl.String,
+    }
+)
+
+# Per paper its synopses, one row per kind (abstract | assw).
+SYNOPSES = pl.Schema(
+    {
+        "paper_id": pl.String,
+        "kind": pl.String,
+        "text": pl.String,
+        "source": pl.String,              # abstract | pdf_text | pdf_text_truncated
+        "model": pl.String,               # the LLM that wrote it; null for the abstract
+    }
+)
+
+# LLM usage of a stage, one row per purpose (judgments, synopses, generate:<candidate>, ...).
+USAGE = pl.Schema(
+    {
+        "purpose": pl.String,
+        "backend": pl.String,
+        "model": pl.String,
+        "requests": pl.Int64,
+        "cached": pl.Int64,               # answered from the LLM cache: no call made
+        "errors": pl.Int64,
+        "input_tokens": pl.Int64,
+        "output_tokens": pl.Int64,
+        "cache_read_tokens": pl.Int64,
+        "cache_write_tokens": pl.Int64,
+        "cost_usd": pl.Float64,
+    }
+)
+
+# ---- generate ----------------------------------------------------------------------------------
+# One review by a candidate LLM of a benchmark paper.
+GENERATED = pl.Schema(
+    {
+        "candidate_id": pl.String,        # "<model>/<paper_id>"; the review_id of the generated review
+        "paper_id": pl.String,
+        "venue_id": pl.String,
+        "model": pl.String,               # the candidate's configured name
+        "backend": pl.String,
+        "model_id": pl.String,            # the model the backend reported
+        "prompt_version": pl.String,
+        "review": pl.String,              # markdown: "## Summary" / "## Strengths" / ... blocks
+        "sections": pl.Int32,             # how many of the four parts the answer had
+        "text_source": pl.String,         # pdf_text | abstract
+        "truncated": pl.Boolean,          # the paper text was cut to fit the context
+        "cut": pl.String,                 # none | section | paragraph | word
+        "kept_chars": pl.Int64,
+        "paper_chars": pl.Int64,
+        "answer_truncated": pl.Boolean,   # the answer stopped at max_tokens
+        "input_tokens": pl.Int64,         # over every attempt (a retry included)
+        "output_tokens": pl.Int64,
+        "tokens": pl.Int64,               # input + output
+        "cost": pl.Float64,               # USD at the configured prices, whether or not cached now
+    }
+)
+
+# Papers the contamination guard kept from a candidate (tasks/contamination.py).
+EXCLUSIONS = pl.Schema(
+    {
+        "paper_id": pl.String,
+        "venue_id": pl.String,
+        "model": pl.String,                          # the candidate's name
+        "first_public_at": pl.Datetime("ms", "UTC"),  # the date the guard used (see date_source)
+        "date_source": pl.String,                    # first_public_at | created_at | none
+        "knowledge_cutoff": pl.Date,
+        "reason": pl.String,                         # public_on_or_before_cutoff | no_public_date
+    }
+)
+
+# ---- scoring frames (tasks/metrics, tasks/scoring) ----
+
+# The human reviews of each paper that candidates are scored against. `judgments`: the review's
+# preprocessed judgment lines, one per line (null without preprocessing).
+REFERENCES = pl.Schema({"paper_id": pl.String, "review_id": pl.String, "review_text": pl.String,
+                        "judgments": pl.String})
+
+# The reviews being scored. `candidate` is a unique id of the candidate review; `source` says who
+# wrote it ("human" or a model name); `review_id` names the human review the candidate *is*, which
+# is left out of its references (null for generated candidates).
+SCORING_CANDIDATES = pl.Schema({"paper_id": pl.String, "candidate": pl.String, "source": pl.String,
+                                "review_id": pl.String, "review_text": pl.String, "judgments": pl.String})
+
+# One row per paper: what a conditioned metric may condition on.
+SYNOPSES_WIDE = pl.Schema({"paper_id": pl.String, "abstract": pl.String, "assw": pl.String})
+
+# One row per (candidate, reference, metric); every metric writes these columns. A pair that cannot
+# be scored has a NaN score and a `reason`. The log-probability columns are null for metrics that
+# read none; `eval_lm` names the model (or library) behind the score.
+SCORES = pl.Schema({"paper_id": pl.String, "candidate": pl.String, "source": pl.String, "reference": pl.String,
+                    "metric": pl.String, "score": pl.Float64, "logp_conditional": pl.Float64,
+                    "logp_marginal": pl.Float64, "n_tokens": pl.Int64, "eval_lm": pl.String,
+                    "reason": pl.String})
+
+# One row per (paper, candidate, metric): the mean of its SCORES over the paper's references.
+CANDIDATE_SCORES = pl.Schema({"paper_id": pl.String, "candidate": pl.String, "source": pl.String,
+                              "metric": pl.String, "eval_lm": pl.String, "score": pl.Float64,
+                              "n_references": pl.Int64, "reason": pl.String})
+
+# Log-likelihood requests and their results, as the score stage's Parquet shards
+# (score/requests/<shard>.parquet, score/results/<shard>.parquet). `key` hashes the request's content.
+LOGLIK_REQUESTS = pl.Schema({"key": pl.String, "system": pl.String, "user": pl.String, "continuation": pl.String})
+LOGLIK_RESULTS = pl.Schema({"key": pl.String, "logprob": pl.Float64, "n_tokens": pl.Int64})

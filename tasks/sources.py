@@ -20,8 +20,8 @@ def venue_source(cfg: Config, pipeline: str) -> Iterator[dict[str, str | None]]:
     if spec.source == "openreview":
         yield {venue: None for venue in spec.venues}
         return
-    from tasks.openreview_server import serve_venues
-    from tasks.synthetic import make_venue
+    from tasks.testing.openreview_server import serve_venues
+    from tasks.testing.synthetic import make_venue
 
     options = spec.synthetic
     venues = [

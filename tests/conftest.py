@@ -1,8 +1,10 @@
-"""Shared fixtures. Heavy things (the embedded LM, Prefect's test server) are session-scoped."""
+"""Shared fixtures. Heavy things (the embedded LM, Prefect's test server) are session-scoped and
+only tests marked `slow` may request them: `pytest -m "not slow"` loads no model, starts no server."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,16 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 ROOT = Path(__file__).resolve().parents[1]
+HEAVY = {"prefect_harness", "embedded_lm", "minilm"}   # fixtures that start a server or load a model
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Refuse to run a test that starts Prefect's server or loads the embedded LM without the slow
+    mark: the fast suite must stay fast."""
+    unmarked = [f"{item.nodeid} ({', '.join(sorted(HEAVY & set(item.fixturenames)))})" for item in items
+                if HEAVY & set(getattr(item, "fixturenames", ())) and item.get_closest_marker("slow") is None]
+    if unmarked:
+        raise pytest.UsageError("mark these tests @pytest.mark.slow:\n  " + "\n  ".join(unmarked))
 
 
 @pytest.fixture(scope="session")
@@ -27,6 +39,20 @@ def prefect_harness():
 @pytest.fixture(scope="session")
 def embedded_lm():
     """(model, tokenizer) of the embedded SmolLM2, loaded once for the whole session."""
-    from tasks.models import ModelSpec, load_causal_lm
+    from tasks.lm import ModelSpec, load_model
 
-    return load_causal_lm(ModelSpec())
+    return load_model(ModelSpec())
+
+
+@pytest.fixture
+def project_config(tmp_path: Path) -> Callable[[str], Path]:
+    """Write tmp_path/pipelines.toml: the project's shared tables (paths, stages, venues) followed
+    by `pipelines`, TOML text of the pipelines (and extra venues) a test needs."""
+    shared = (ROOT / "pipelines.toml").read_text().split("[pipelines.demo]")[0]
+
+    def write(pipelines: str) -> Path:
+        path = tmp_path / "pipelines.toml"
+        path.write_text(shared + pipelines)
+        return path
+
+    return write

@@ -41,6 +41,7 @@ def invoke(*args: str):
     return runner.invoke(app, list(args))
 
 
+@pytest.mark.slow
 def test_json_contract(tmp_path, config, embedded_lm):
     result = invoke("validate", "--reviews", review_file(tmp_path, "r.parquet"), "--metric", "gem", "--metric",
                     "rouge_l", "--strategies", "sentence_deletion,meaningless_elongation", "--format", "json",

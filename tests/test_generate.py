@@ -5,21 +5,19 @@ the real SDK, SmolLM2 on CPU, caching and rejects, and the stage flow end to end
 from __future__ import annotations
 
 import re
-import textwrap
 from datetime import UTC, date, datetime
 from pathlib import Path
 
 import polars as pl
 import pytest
 
-from tasks.anthropic_server import AnthropicServer, heuristic_responder, system_text, user_text
 from tasks.config import CandidateConfig, ConfigError, GenerateConfig
-from tasks.contamination import EXCLUSIONS, guard
-from tasks.generate import CANDIDATES, REMINDER, generate_reviews, make_meter, parse_review
-from tasks.llm import make_backend
-from tasks.llm.base import TransientLLMError
+from tasks.contamination import guard
+from tasks.generate import REMINDER, generate_reviews, make_meter, parse_review
+from tasks.lm import TransientLLMError, make_lm
 from tasks.paper_fit import estimate_counter, fit_text, is_heading, section_starts
-from tasks.schema import CURATED_PAPERS, CURATED_REVIEWS, conform
+from tasks.schema import CURATED_PAPERS, CURATED_REVIEWS, EXCLUSIONS, GENERATED, conform
+from tasks.testing.anthropic_server import AnthropicServer, heuristic_responder, system_text, user_text
 
 KEY = "fake-test-key-generate-0a1b2c3d"
 SECTIONS = ["Introduction", "Related Work", "Method", "Experiments", "Conclusion"]
@@ -148,13 +146,13 @@ def test_anthropic_generation_caches_and_counts(tmp_path, batches):
                                                               paper_body("Sparse Topic 1", 60)]})
     candidate = anthropic_candidate(use_batches=batches, max_context_tokens=2000)
     with AnthropicServer(tagged_review) as server:
-        backend = make_backend(candidate, tmp_path, base_url=server.url)
+        backend = make_lm(candidate, tmp_path, base_url=server.url)
         out = generate_reviews(papers, texts, candidate, backend, chars_per_token=4.0)
         calls = dict(server.counts)
         assert calls.get("batches_create", 0) == (1 if batches else 0)
         assert calls.get("messages", 0) == (0 if batches else 3)
         frame = out.candidates
-        assert frame.schema == CANDIDATES and frame.height == 3 and out.rejects.is_empty()
+        assert frame.schema == GENERATED and frame.height == 3 and out.rejects.is_empty()
         by_id = {row["paper_id"]: row for row in frame.iter_rows(named=True)}
         assert by_id["P0"]["text_source"] == "pdf_text" and not by_id["P0"]["truncated"]
         assert by_id["P1"]["truncated"] and by_id["P1"]["cut"] == "section"       # 60 sentences per section
@@ -174,7 +172,7 @@ def test_anthropic_generation_caches_and_counts(tmp_path, batches):
         assert usage["purpose"] == "generate:claude-test" and usage["requests"] == 3 and usage["cached"] == 0
         assert usage["cost_usd"] == pytest.approx(frame["cost"].sum())
         # A second run makes no LLM call and gives the same reviews
-        again = generate_reviews(papers, texts, candidate, make_backend(candidate, tmp_path, base_url=server.url))
+        again = generate_reviews(papers, texts, candidate, make_lm(candidate, tmp_path, base_url=server.url))
         assert dict(server.counts) == calls
         assert again.candidates.equals(frame)
         assert again.usage["cached"][0] == 3 and again.usage["cost_usd"][0] == 0
@@ -186,7 +184,7 @@ def test_unusable_answer_is_retried_once_then_rejected(tmp_path):
                                                               paper_body("Bad Topic", marker="UNREVIEWABLE")]})
     candidate = anthropic_candidate()
     with AnthropicServer(tagged_review) as server:
-        out = generate_reviews(papers, texts, candidate, make_backend(candidate, tmp_path, base_url=server.url))
+        out = generate_reviews(papers, texts, candidate, make_lm(candidate, tmp_path, base_url=server.url))
         assert server.counts["messages"] == 3                      # two papers + one retry
         retry = server.received[-1]["messages"][0]["content"]
         assert "UNREVIEWABLE" in retry and retry.endswith(REMINDER)
@@ -194,7 +192,7 @@ def test_unusable_answer_is_retried_once_then_rejected(tmp_path):
         assert out.rejects.select("stage", "entity", "entity_id", "rule").rows() == [
             ("generate", "candidate_review", "claude-test/P1", "unusable_answer")]
         assert out.stats == {"papers": 2, "reviews": 1, "rejected": 1, "retried": 1, "truncated": 0}
-        generate_reviews(papers, texts, candidate, make_backend(candidate, tmp_path, base_url=server.url))
+        generate_reviews(papers, texts, candidate, make_lm(candidate, tmp_path, base_url=server.url))
         assert server.counts["messages"] == 3                      # the rejected answers are cached too
 
 
@@ -204,9 +202,9 @@ def test_transient_failure_raises_for_the_task_retry_and_nothing_is_lost(tmp_pat
     with AnthropicServer(tagged_review) as server:
         server.fail_next(529)
         with pytest.raises(TransientLLMError, match="transiently"):
-            generate_reviews(papers, None, candidate, make_backend(candidate, tmp_path, base_url=server.url))
+            generate_reviews(papers, None, candidate, make_lm(candidate, tmp_path, base_url=server.url))
         first = server.counts["messages"]
-        out = generate_reviews(papers, None, candidate, make_backend(candidate, tmp_path, base_url=server.url))
+        out = generate_reviews(papers, None, candidate, make_lm(candidate, tmp_path, base_url=server.url))
         assert out.candidates.height == 2
         assert server.counts["messages"] == first + 1               # only the failed paper is asked again
 
@@ -216,7 +214,7 @@ def test_context_too_small_and_missing_text_are_rejected(tmp_path):
         abstract=pl.Series([None, "A long enough abstract about the method."]))
     candidate = anthropic_candidate(max_tokens=200, max_context_tokens=256)
     with AnthropicServer(tagged_review) as server:
-        out = generate_reviews(papers, None, candidate, make_backend(candidate, tmp_path, base_url=server.url))
+        out = generate_reviews(papers, None, candidate, make_lm(candidate, tmp_path, base_url=server.url))
         assert server.counts["messages"] == 0
     assert sorted(out.rejects["rule"]) == ["context_too_small", "no_paper_text"]
 
@@ -229,7 +227,7 @@ def test_smollm2_writes_short_reviews_within_its_context(tmp_path, embedded_lm):
                                                               paper_body("Sparse Coding", 12)]})
     candidate = CandidateConfig(name="smollm2-brief", backend="local", model="smollm2", knowledge_cutoff="2024-01-01",
                                 max_tokens=16, max_context_tokens=600, prompt_version="review-brief-v1", batch_size=2)
-    backend = make_backend(candidate, tmp_path)
+    backend = make_lm(candidate, tmp_path)
     out = generate_reviews(papers, texts, candidate, backend)
     assert out.candidates.height + out.rejects.height == 2
     assert out.candidates.height >= 1                    # the answer is started with <summary> for it
@@ -240,7 +238,7 @@ def test_smollm2_writes_short_reviews_within_its_context(tmp_path, embedded_lm):
         assert row["output_tokens"] <= candidate.max_tokens and row["cost"] == 0
         assert meter.count(row["review"]) > 0
     generated = backend.inner.generated_tokens
-    again = generate_reviews(papers, texts, candidate, make_backend(candidate, tmp_path))
+    again = generate_reviews(papers, texts, candidate, make_lm(candidate, tmp_path))
     assert again.candidates.equals(out.candidates)
     assert again.usage["cached"][0] == again.usage["requests"][0] > 0
     assert backend.inner.generated_tokens == generated
@@ -262,28 +260,23 @@ max_tokens = 400
 [generate]
 chars_per_token = 4.0
 
-[[generate.candidates]]
-name = "early-model"
-backend = "anthropic"
-model = "claude-early"
-knowledge_cutoff = 2024-02-01
-max_tokens = 600
-max_context_tokens = 3000
-use_batches = true
-poll_seconds = 0.01
-
-[[generate.candidates]]
-name = "late-model"
-backend = "anthropic"
-model = "claude-late"
-knowledge_cutoff = 2024-03-15
-max_tokens = 600
-max_context_tokens = 3000
-use_batches = false
-
+{candidates}
 [pipelines.t]
 venues = ["Test.cc/2024/Conference"]
 stages = ["generate", "materialize"]
+"""
+# (name, model, knowledge cutoff, Batches API): one candidate through each Anthropic path
+CANDIDATES = [("early-model", "claude-early", "2024-02-01", "true"), ("late-model", "claude-late", "2024-03-15", "false")]
+CANDIDATE = """
+[[generate.candidates]]
+name = "{}"
+backend = "anthropic"
+model = "{}"
+knowledge_cutoff = {}
+max_tokens = 600
+max_context_tokens = 3000
+use_batches = {}
+poll_seconds = 0.01
 """
 
 
@@ -306,28 +299,30 @@ def write_curated(root: Path) -> None:
     texts.write_parquet(stage_dir(cfg, "t", "ingest", venue) / "pdf_texts.parquet")
 
 
+@pytest.mark.slow
 def test_generate_flow_writes_outputs_preprocesses_and_reruns_without_calls(prefect_harness, tmp_path, monkeypatch):
     from flows.generate import generate_flow
     from tasks.config import load_config
-    from tasks.generate_stage import scoring_candidates
+    from tasks.generate import scoring_candidates
     from tasks.materialize import build_database
 
-    (tmp_path / "pipelines.toml").write_text(textwrap.dedent(CONFIG))
+    candidates = "".join(CANDIDATE.format(*c) for c in CANDIDATES)
+    (tmp_path / "pipelines.toml").write_text(CONFIG.format(candidates=candidates))
     write_curated(tmp_path)
-    config = str(tmp_path / "pipelines.toml")
+    cfg = load_config(tmp_path / "pipelines.toml").for_pipeline("t")
     with AnthropicServer(tagged_review) as server:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        first = generate_flow(config_path=config, pipeline="t")
+        first = generate_flow(cfg, "t")
         calls = sum(server.counts.values())
-        second = generate_flow(config_path=config, pipeline="t")
+        second = generate_flow(cfg, "t")
         assert sum(server.counts.values()) == calls
-    assert first["llm_calls"] > 0 and second["llm_calls"] == 0 and second["cost_usd"] == 0
-    assert first["input_tokens"] > 0 and first["output_tokens"] > 0 and first["cost_usd"] > 0
-    assert first["benchmark_papers"] == 4
-    assert first["per_model"]["early-model"]["reviews"] == 3 and first["per_model"]["early-model"]["excluded"] == 1
-    assert first["per_model"]["late-model"]["reviews"] == 2 and first["per_model"]["late-model"]["excluded"] == 2
-    assert second["per_model"] == first["per_model"] and second["candidates"] == first["candidates"] == 5
-    cfg = load_config(config).for_pipeline("t")
+    assert first.llm_calls > 0 and second.llm_calls == 0 and second.cost_usd == 0
+    assert first.input_tokens > 0 and first.output_tokens > 0 and first.cost_usd > 0
+    assert first.details["benchmark_papers"] == 4 and first.rows_in == 8     # 4 papers x 2 candidates
+    per_model = first.details["per_model"]
+    assert per_model["early-model"]["reviews"] == 3 and per_model["early-model"]["excluded"] == 1
+    assert per_model["late-model"]["reviews"] == 2 and per_model["late-model"]["excluded"] == 2
+    assert second.details["per_model"] == per_model and second.rows_out == first.rows_out == 5
     folder = cfg.data_dir / "t" / "generate"
     candidates = pl.read_parquet(folder / "candidates.parquet")
     exclusions = pl.read_parquet(folder / "exclusions.parquet")
@@ -352,7 +347,7 @@ def test_generate_flow_writes_outputs_preprocesses_and_reruns_without_calls(pref
 
 def test_generate_needs_candidates(tmp_path):
     from tasks.config import load_config
-    from tasks.generate_stage import read_generate_inputs
+    from tasks.generate import read_generate_inputs
 
     (tmp_path / "pipelines.toml").write_text(
         '[pipelines.t]\nvenues = ["Test.cc/2024/Conference"]\nstages = ["generate"]\n')

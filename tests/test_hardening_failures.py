@@ -11,11 +11,11 @@ import polars as pl
 import pytest
 
 from tasks import schema
-from tasks.anthropic_server import AnthropicServer
 from tasks.config import PreprocessConfig
 from tasks.errors import AuthenticationError, EmptyOutputError
-from tasks.llm.anthropic_backend import AnthropicBackend
+from tasks.lm.anthropic_api import AnthropicLM
 from tasks.preprocess import preprocess_reviews
+from tasks.testing.anthropic_server import AnthropicServer
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "fake-test-key-0000refused"
@@ -33,9 +33,9 @@ def reviews(n: int = 4) -> pl.DataFrame:
     return schema.conform(pl.DataFrame(rows), schema.REVIEWS)
 
 
-def backend(server: AnthropicServer, **settings) -> AnthropicBackend:
+def backend(server: AnthropicServer, **settings) -> tuple[AnthropicLM, PreprocessConfig]:
     cfg = PreprocessConfig(backend="anthropic", model="claude-test", max_retries=3, poll_seconds=0.01, **settings)
-    return AnthropicBackend(cfg, base_url=server.url, sleep=lambda s: None, backoff_seconds=0.01), cfg
+    return AnthropicLM(cfg, base_url=server.url, sleep=lambda s: None, backoff_seconds=0.01), cfg
 
 
 @pytest.mark.parametrize("use_batches", [False, True])

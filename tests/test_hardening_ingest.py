@@ -14,8 +14,8 @@ from tasks.config import Config, IngestConfig
 from tasks.errors import SourceError
 from tasks.ingest import ingest_venue
 from tasks.layout import raw_dir
-from tasks.openreview_server import Fault, serve_venues
-from tasks.synthetic import make_venue
+from tasks.testing.openreview_server import Fault, serve_venues
+from tasks.testing.synthetic import make_venue
 
 ROOT = Path(__file__).resolve().parents[1]
 VENUE = "GREBench.cc/2025/Demo"

@@ -18,9 +18,9 @@ from tasks.config import Config, IngestConfig
 from tasks.ingest import ingest_venue
 from tasks.layout import raw_dir
 from tasks.openreview_client import is_transient
-from tasks.openreview_server import Fault, serve_venues
 from tasks.schema import PAPERS, REJECTS, REVIEWS
-from tasks.synthetic import make_venue
+from tasks.testing.openreview_server import Fault, serve_venues
+from tasks.testing.synthetic import make_venue
 
 ROOT = Path(__file__).resolve().parents[1]
 V2_VENUE, V1_VENUE = "GREBench.cc/2025/Demo", "ICLR.cc/2023/Conference"

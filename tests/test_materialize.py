@@ -47,6 +47,8 @@ def test_builds_tables_and_rebuild_is_idempotent(tmp_path):
     write_outputs(cfg)
     first = build_database(cfg, "t")
     assert first.tables == {"curation_report": 1, "papers": 1, "rejects": 2, "reviews": 3}
+    summary = first.summary()     # staging rows read in (2 + 4 ingested, 1 + 3 + 2 + 1 curated), mart rows out
+    assert (summary.rows_in, summary.rows_out) == (13, 7) and summary.details["tables"] == first.tables
     assert first.tests_run >= 5
     with duckdb.connect(str(cfg.database), read_only=True) as con:
         before = con.execute("select * from reviews order by review_id").fetchall()
@@ -72,7 +74,7 @@ def test_counts_that_do_not_reconcile_fail_and_keep_the_old_database(tmp_path):
     # Lose one rejected review: ingested (4) no longer equals kept (3) + rejected (0).
     rejects = cfg.data_dir / "t" / "venue" / "curate" / "rejects.parquet"
     pl.read_parquet(rejects).filter(pl.col("entity") == "paper").write_parquet(rejects)
-    with pytest.raises(DataTestError, match="reviews_reconcile"):
+    with pytest.raises(DataTestError, match=r"curation_reconciles: e.g. \[\('review'"):
         build_database(cfg, "t")
     with duckdb.connect(str(cfg.database), read_only=True) as con:
         assert con.execute("select count(*) from rejects").fetchone() == (2,)

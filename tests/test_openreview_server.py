@@ -9,8 +9,8 @@ import pytest
 import requests
 from openreview.api import OpenReviewClient
 
-from tasks.openreview_server import Fault, serve_venues
-from tasks.synthetic import make_venue
+from tasks.testing.openreview_server import Fault, serve_venues
+from tasks.testing.synthetic import make_venue
 
 V2_VENUE, V1_VENUE = "GREBench.cc/2025/Demo", "ICLR.cc/2023/Conference"
 PAGE = 5

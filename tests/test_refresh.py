@@ -8,7 +8,6 @@ import pytest
 
 from flows.refresh import refresh_flow
 
-ROOT = Path(__file__).resolve().parents[1]
 VENUE = "GREBench.cc/2026/Refresh"
 
 PIPELINE = f"""
@@ -41,33 +40,21 @@ baselines = ["bleu"]
 [pipelines.refresh.validate]
 strategies = ["sentence_deletion"]
 metrics = ["gem", "bleu"]
+"""
 
+# Two local candidates: one whose cutoff predates every paper, one whose cutoff postdates them all.
+CANDIDATE = """
 [[pipelines.refresh.generate.candidates]]
-name = "tiny-unseen"
+name = "{}"
 backend = "local"
 model = "smollm2"
-knowledge_cutoff = 2020-01-01
-max_tokens = 48
-max_context_tokens = 1024
-prompt_version = "review-brief-v1"
-
-[[pipelines.refresh.generate.candidates]]
-name = "tiny-future"
-backend = "local"
-model = "smollm2"
-knowledge_cutoff = 2099-01-01
+knowledge_cutoff = {}
 max_tokens = 48
 max_context_tokens = 1024
 prompt_version = "review-brief-v1"
 """
-
-
-def refresh_config(tmp_path: Path) -> Path:
-    text = (ROOT / "pipelines.toml").read_text()
-    head = text.split("[pipelines.demo]")[0]
-    path = tmp_path / "pipelines.toml"
-    path.write_text(head + PIPELINE)
-    return path
+CANDIDATES = "".join(CANDIDATE.format(name, cutoff) for name, cutoff in (("tiny-unseen", "2020-01-01"),
+                                                                          ("tiny-future", "2099-01-01")))
 
 
 def rows(database: Path, sql: str) -> list[tuple]:
@@ -76,11 +63,11 @@ def rows(database: Path, sql: str) -> list[tuple]:
 
 
 @pytest.mark.slow
-def test_yearly_refresh_runs_every_stage_and_reruns_without_repeating_work(prefect_harness, tmp_path):
-    config = refresh_config(tmp_path)
+def test_yearly_refresh_runs_every_stage_and_reruns_without_repeating_work(prefect_harness, project_config):
+    config = project_config(PIPELINE + CANDIDATES)
     first = refresh_flow(year=2026, config_path=str(config))
     assert list(first) == ["ingest", "curate", "preprocess", "generate", "score", "validate", "materialize"]
-    database = tmp_path / "data" / "grebench.duckdb"
+    database = config.parent / "data" / "grebench.duckdb"
 
     assert rows(database, "select count(*) from papers where in_benchmark") == [(2,)]
     assert rows(database, "select count(*) > 0 from judgments") == [(True,)]
@@ -92,13 +79,14 @@ def test_yearly_refresh_runs_every_stage_and_reruns_without_repeating_work(prefe
     assert rows(database, "select count(*) > 0 from scores where source = 'tiny-unseen'") == [(True,)]
     assert rows(database, "select count(*) > 0 from validation") == [(True,)]
     assert rows(database, "select count(*) > 0 from leaderboard") == [(True,)]
-    stages = rows(database, "select stage, status from runs order by position")
-    assert len(stages) == 7 and all(status == "completed" for _, status in stages)
+    stages = rows(database, "select stage, status, rows_in, rows_out from runs order by position")
+    assert [(stage, status) for stage, status, *_ in stages] == [(stage, "completed") for stage in first]
+    assert all(r_in is not None and r_out is not None for *_, r_in, r_out in stages)
 
     second = refresh_flow(year=2026, config_path=str(config))
-    assert second["preprocess"]["llm_calls"] == 0
-    assert second["generate"]["llm_calls"] == 0
-    assert second["score"]["shards_scored"] == 0
+    assert second["preprocess"].llm_calls == 0
+    assert second["generate"].llm_calls == 0
+    assert second["score"].details["shards_scored"] == 0
     assert rows(database, "select count(distinct run_id) from runs") == [(2,)]
     assert rows(
         database, "select sum(llm_calls) from runs where run_id = (select max_by(run_id, started_at) from runs)"

@@ -1,4 +1,4 @@
-"""Metric registry, request planning (leave-one-out, marginal dedupe, gaps) and the GEM ordering on SmolLM2."""
+"""The GEM family: request planning (leave-one-out, marginal dedupe, gaps), scores, and the ordering on SmolLM2."""
 
 from __future__ import annotations
 
@@ -10,20 +10,14 @@ import pytest
 from scipy import stats
 from scoring_data import judgments, make_frames
 
-from tasks.scoring.engine import ScoringEngine
-from tasks.scoring.metrics import (
-    CANDIDATES,
-    METRICS,
-    REFERENCES,
-    assemble_scores,
-    build_requests,
-    candidate_scores,
-    get_metrics,
-    human_candidates,
-    judgments_text,
-    synopses_wide,
-)
+from tasks.lm import LoglikelihoodRequest, ModelSpec, local_lm
+from tasks.metrics import REGISTRY, Resources, candidate_scores, get, score_metrics
+from tasks.metrics.gem import assemble_scores, build_requests, gem_family
+from tasks.schema import REFERENCES, SCORING_CANDIDATES
+from tasks.scoring.inputs import human_candidates, judgments_text, synopses_wide
 from tasks.scoring.prompts import NOT_AVAILABLE
+
+GEM = ["gem_raw", "gem", "gem_s_abstract", "gem_s_assw"]
 
 
 def _inputs(n_papers: int = 2, n_reviews: int = 3) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -32,19 +26,34 @@ def _inputs(n_papers: int = 2, n_reviews: int = 3) -> tuple[pl.DataFrame, pl.Dat
     return refs.select(REFERENCES.names()), synopses_wide(frames["synopses"])
 
 
-def test_registry_declares_the_four_metrics() -> None:
-    assert set(METRICS) == {"gem_raw", "gem", "gem_s_abstract", "gem_s_assw"}
-    assert all(m.higher_is_better for m in METRICS.values())
-    assert METRICS["gem_raw"].text == "raw" and METRICS["gem"].synopsis == "none"
-    assert METRICS["gem_s_assw"].synopsis == "abstract+assw"
-    assert METRICS["gem"].score(-10.0, -12.5) == pytest.approx(2.5)
+def test_registry_declares_the_four_gem_metrics() -> None:
+    assert [m.name for m in REGISTRY.values() if m.fn is gem_family] == GEM
+    assert all(REGISTRY[m].higher_is_better and REGISTRY[m].needs == "lm_logprobs" for m in GEM)
+    assert REGISTRY["gem_raw"].reads == "raw" and REGISTRY["gem"].conditioned_on == "none"
+    assert REGISTRY["gem_s_assw"].conditioned_on == "abstract+assw"
     with pytest.raises(ValueError, match="unknown metric"):
-        get_metrics(["gem", "bleu"])
+        get(["gem", "nope"])
+
+
+def test_score_is_the_log_likelihood_difference_through_the_resource() -> None:
+    refs, syn = _inputs(n_papers=1, n_reviews=2)
+    asked: list[int] = []
+
+    def loglikelihood(requests: pl.DataFrame) -> pl.DataFrame:
+        asked.append(requests.height)
+        # conditional requests (the candidate is shown) get -10, marginals -12.5
+        marginal = requests["user"].str.strip_chars_end().str.ends_with(NOT_AVAILABLE)
+        return requests.select("key", logprob=pl.when(marginal).then(-12.5).otherwise(-10.0), n_tokens=pl.lit(4))
+
+    scores = score_metrics(["gem", "gem_raw"], human_candidates(refs), refs, syn, Resources("lm", loglikelihood))
+    assert asked == [2 * 2 * 2]                    # one batch for the whole family: 2 pairs x 2 metrics x 2 terms
+    assert scores["score"].to_list() == pytest.approx([2.5] * 4)
+    assert set(scores["eval_lm"]) == {"lm"} and set(scores["metric"]) == {"gem", "gem_raw"}
 
 
 def test_pairs_are_leave_one_out_and_marginals_are_computed_once() -> None:
     refs, syn = _inputs(n_papers=2, n_reviews=3)
-    metrics = get_metrics(list(METRICS))
+    metrics = get(GEM)
     pairs, requests = build_requests(human_candidates(refs), refs, syn, metrics, "lm")
     # 2 papers x 3 candidates x 2 other reviews x 4 metrics, each pair once
     assert pairs.height == 2 * 3 * 2 * 4
@@ -69,7 +78,7 @@ def test_gaps_get_a_reason_and_no_request() -> None:
     lonely = pl.DataFrame([{"paper_id": "paper9", "review_id": "paper9-r0", "review_text": "Fine.",
                             "judgments": "The reviewer appreciates the idea."}])
     refs = pl.concat([refs, lonely])
-    pairs, _ = build_requests(human_candidates(refs), refs, syn, get_metrics(list(METRICS)), "lm")
+    pairs, _ = build_requests(human_candidates(refs), refs, syn, get(GEM), "lm")
     reasons = dict(pairs.group_by("reason").len().drop_nulls().iter_rows())
     assert reasons["no_assw"] == 3 * 2                         # paper0, gem_s_assw
     assert reasons["no_reference"] == 4                        # the single-review paper, per metric
@@ -77,12 +86,12 @@ def test_gaps_get_a_reason_and_no_request() -> None:
     assert reasons["no_reference_judgments"] == 3 * 2          # paper1-r0 as reference of its 2 peers
     assert pairs.filter(pl.col("reason").is_not_null())["cond_key"].null_count() == sum(reasons.values())
     with pytest.raises(ValueError, match="duplicated candidate"):
-        build_requests(pl.concat([human_candidates(refs)] * 2), refs, syn, get_metrics(["gem"]), "lm")
+        build_requests(pl.concat([human_candidates(refs)] * 2), refs, syn, get(["gem"]), "lm")
 
 
 def test_scores_and_candidate_means() -> None:
     refs, syn = _inputs(n_papers=1, n_reviews=3)
-    pairs, requests = build_requests(human_candidates(refs), refs, syn, get_metrics(["gem"]), "lm")
+    pairs, requests = build_requests(human_candidates(refs), refs, syn, get(["gem"]), "lm")
     values = {k: -float(i + 1) for i, k in enumerate(requests["key"])}
     results = pl.DataFrame({"key": list(values), "logprob": list(values.values()), "n_tokens": [5] * len(values)})
     scores = assemble_scores(pairs, results, "lm")
@@ -111,7 +120,6 @@ def test_candidate_mean_is_nan_with_reason_when_every_reference_is_a_gap() -> No
 def test_candidates_carrying_more_of_the_reference_score_higher(embedded_lm) -> None:
     """Blackwell ordering: garbling a candidate (swapping one of the reference's judgments for an
     unrelated one) lowers GEM on average, over many generated items (paired one-sided tests)."""
-    model, tokenizer = embedded_lm
     rng = random.Random(2025)
     refs, cands = [], []
     n_items = 10
@@ -130,15 +138,12 @@ def test_candidates_carrying_more_of_the_reference_score_higher(embedded_lm) -> 
             cands.append({"paper_id": paper, "candidate": f"{paper}-{name}", "source": name, "review_id": None,
                           "review_text": None, "judgments": "\n".join(lines)})
     references = pl.DataFrame(refs, schema=REFERENCES)
-    candidates = pl.DataFrame(cands, schema=CANDIDATES)
+    candidates = pl.DataFrame(cands, schema=SCORING_CANDIDATES)
     pairs, requests = build_requests(candidates, references, pl.DataFrame(schema={"paper_id": pl.String}),
-                                     get_metrics(["gem"]), "smollm2")
+                                     get(["gem"]), "smollm2")
     assert requests.height == 3 * n_items
     assert requests["user"].n_unique() == 2 * n_items + 1     # one marginal prompt shared by every item
-    engine = ScoringEngine(model, tokenizer, token_budget=2048)
-    from tasks.scoring.engine import ScoreRequest
-
-    results = engine.score([ScoreRequest(r["system"], r["user"], r["continuation"])
+    results = local_lm(ModelSpec(), 2048).loglikelihood([LoglikelihoodRequest(r["system"], r["user"], r["continuation"])
                             for r in requests.iter_rows(named=True)])
     frame = requests.select("key").with_columns(
         logprob=pl.Series([r.logprob for r in results]), n_tokens=pl.Series([r.n_tokens for r in results]))

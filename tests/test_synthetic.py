@@ -8,7 +8,7 @@ import pymupdf
 import pytest
 
 from tasks.forms import parse_score
-from tasks.synthetic import LARGE_PDF_PADDING, PDF_SECTIONS, make_venue
+from tasks.testing.synthetic import LARGE_PDF_PADDING, PDF_SECTIONS, make_venue
 
 DEMO = "GREBench.cc/2025/Demo"
 COMMON = {1: 1, 2: 1, 3: 3, 4: 5, 5: 5, 6: 6, 7: 8, 8: 8, 9: 10, 10: 10}   # the demo's rating_map

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from tasks.anthropic_server import AnthropicServer, system_text, user_text
 from tasks.config import LLMConfig
-from tasks.llm.anthropic_backend import AnthropicBackend
-from tasks.llm.base import make_backend
+from tasks.lm import make_lm
+from tasks.lm.anthropic_api import AnthropicLM
+from tasks.testing.anthropic_server import AnthropicServer, system_text, user_text
 from tasks.validate.llm_perturb import apply_llm_perturbation
 from tasks.validate.prompts import GAP_MARKER, build_prompt
 
@@ -32,8 +32,8 @@ def server(monkeypatch):
         yield running
 
 
-def _backend(server: AnthropicServer, **changes: Any) -> AnthropicBackend:
-    return AnthropicBackend(CFG.model_copy(update=changes), base_url=server.url, sleep=lambda _: None)
+def _backend(server: AnthropicServer, **changes: Any) -> AnthropicLM:
+    return AnthropicLM(CFG.model_copy(update=changes), base_url=server.url, sleep=lambda _: None)
 
 
 def test_deletion_completion_fills_every_gap(server):
@@ -82,7 +82,7 @@ def test_batches_api_keeps_order(server):
 
 
 def test_cached_backend_stores_only_usable_answers(server, tmp_path):
-    cached = make_backend(CFG, tmp_path, base_url=server.url)
+    cached = make_lm(CFG, tmp_path, base_url=server.url)
     reviews = [REVIEW, "KEEPGAP. Two. Three."]
     first = apply_llm_perturbation("deletion_completion", reviews, cached)
     assert server.counts["messages"] == 2 and first[1].error == "gaps left unfilled"

@@ -1,23 +1,28 @@
-"""The validation workflow end to end on small generated reviews (gem on SmolLM2 + baselines)."""
+"""The validation workflow end to end on small generated reviews.
+
+The workflow tests score through fake resources (a log-likelihood and an embedder computed from the
+texts), so they load no model; the flow test runs gem on SmolLM2 (slow)."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 import random
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import polars as pl
 import pytest
 
-from tasks.anthropic_server import AnthropicServer, system_text, user_text
 from tasks.config import PreprocessConfig
-from tasks.llm.anthropic_backend import AnthropicBackend
-from tasks.models import ModelSpec
-from tasks.validate.baselines import bleu
+from tasks.lm.anthropic_api import AnthropicLM
+from tasks.metrics import Resources
+from tasks.metrics.classic import bleu
+from tasks.testing.anthropic_server import AnthropicServer, system_text, user_text
 from tasks.validate.leaderboard import agreement, leaderboard
 from tasks.validate.perturb import FILLER_JUDGMENTS
-from tasks.validate.stage import engine_scorer, llm_preprocessor
+from tasks.validate.stage import llm_preprocessor
 from tasks.validate.stats import mean_ci, paired_test, spearman
 from tasks.validate.workflow import prepare, run_validation
 
@@ -46,17 +51,36 @@ def make_reviews(n_papers: int = 4, n_reviews: int = 3, seed: int = 3, lines: in
     return pl.DataFrame(rows)
 
 
-@pytest.fixture(scope="module")
-def scorer(embedded_lm):
-    return engine_scorer(ModelSpec())
+def fake_loglikelihood(requests: pl.DataFrame) -> pl.DataFrame:
+    """log p(y | prompt): minus y's length, plus a bonus for each word of y the prompt shows."""
+    rows = []
+    for key, user, y in requests.select("key", "user", "continuation").iter_rows():
+        words = y.lower().split()
+        shown = set(user.lower().split())
+        rows.append((key, -0.5 * len(words) + 0.3 * sum(w in shown for w in words), len(words) + 1))
+    return pl.DataFrame(rows, schema={"key": pl.String, "logprob": pl.Float64, "n_tokens": pl.Int64}, orient="row")
+
+
+def fake_embed(texts: Sequence[str]) -> list[np.ndarray]:
+    """One unit vector per word, drawn from a generator seeded by the word."""
+    def vector(word: str) -> np.ndarray:
+        v = np.random.default_rng(int(hashlib.sha256(word.encode()).hexdigest()[:8], 16)).normal(size=16)
+        return v / np.linalg.norm(v)
+    return [np.array([vector(w) for w in t.lower().split()]) for t in texts]
 
 
 @pytest.fixture(scope="module")
-def result(scorer):
+def resources():
+    return Resources("fake-lm", fake_loglikelihood, fake_embed, "fake-embedder")
+
+
+@pytest.fixture(scope="module")
+def result(resources):
     return run_validation(make_reviews(), strategies=DETERMINISTIC, metrics=["gem", "bleu", "rouge_l", "bertscore"],
-                          scorer=scorer, eval_lm="smollm2", seed=1)
+                          resources=resources, seed=1)
 
 
+@pytest.mark.slow
 def test_table_has_every_metric_and_strategy(result):
     table = result.validation
     assert table.select("metric", "strategy").rows() == [
@@ -72,6 +96,7 @@ def test_table_has_every_metric_and_strategy(result):
     assert result.stats["candidates"] == 4 and result.stats["perturbations_failed"] == 0
 
 
+@pytest.mark.slow
 def test_deterministic_strategies_act_on_judgment_lines(result):
     reviews = make_reviews()
     by_id = {r["review_id"]: r for r in reviews.iter_rows(named=True)}
@@ -88,6 +113,7 @@ def test_deterministic_strategies_act_on_judgment_lines(result):
             assert donor[0]["review_text"] == row["review_text"]   # the same donor review on both levels
 
 
+@pytest.mark.slow
 def test_scores_pair_the_same_references(result):
     reviews = make_reviews()
     pairs = result.pairs.filter((pl.col("metric") == "bleu") & (pl.col("strategy") == "sentence_deletion"))
@@ -102,6 +128,7 @@ def test_scores_pair_the_same_references(result):
     assert gem["original"].is_finite().all() and gem["perturbed"].is_finite().all()
 
 
+@pytest.mark.slow
 def test_human_correlation_scores_every_review(result):
     corr = result.human_correlation
     assert corr["metric"].to_list() == ["gem", "bleu", "rouge_l", "bertscore"]
@@ -116,7 +143,7 @@ def test_human_correlation_scores_every_review(result):
 def test_single_paper_records_failed_replacement():
     reviews = make_reviews(n_papers=1)
     out = run_validation(reviews, strategies=["random_replacement", "sentence_deletion"], metrics=["rouge_l"],
-                         scorer=None, eval_lm="none", candidates="all")
+                         resources=Resources(), candidates="all")
     failed = out.perturbations.filter(pl.col("strategy") == "random_replacement")
     assert failed["review_text"].is_null().all() and failed["error"].str.contains("another paper").all()
     row = out.validation.filter(pl.col("strategy") == "random_replacement").row(0, named=True)
@@ -138,12 +165,12 @@ def test_bad_rows_are_rejected_and_bad_input_raises():
     with pytest.raises(ValueError, match="lack column"):
         prepare(reviews.drop("review_text"))
     with pytest.raises(ValueError, match="unknown metric"):
-        run_validation(reviews, strategies=DETERMINISTIC, metrics=["nope"], scorer=None, eval_lm="x")
+        run_validation(reviews, strategies=DETERMINISTIC, metrics=["nope"], resources=Resources())
     with pytest.raises(ValueError, match="unknown strategy"):
-        run_validation(reviews, strategies=["shuffle"], metrics=["bleu"], scorer=None, eval_lm="x")
+        run_validation(reviews, strategies=["shuffle"], metrics=["bleu"], resources=Resources())
     with pytest.raises(ValueError, match="need judgments"):
-        run_validation(reviews.drop("judgments"), strategies=DETERMINISTIC, metrics=["gem"], scorer=None,
-                       eval_lm="x")
+        run_validation(reviews.drop("judgments"), strategies=DETERMINISTIC, metrics=["gem"],
+                       resources=Resources())
 
 
 def _responder(params: dict[str, Any]) -> str:
@@ -153,14 +180,15 @@ def _responder(params: dict[str, Any]) -> str:
     return "Summary Of The Paper:\nA rewritten summary.\n\nStrengths And Weaknesses:\n" + user_text(params)[-40:]
 
 
-def test_llm_strategy_is_rewritten_then_preprocessed(scorer, monkeypatch):
+@pytest.mark.slow
+def test_llm_strategy_is_rewritten_then_preprocessed(resources, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
     cfg = PreprocessConfig(backend="anthropic", model="claude-test", use_batches=False, max_retries=0,
                            max_in_flight=1)
     with AnthropicServer(_responder) as server:
-        backend = AnthropicBackend(cfg, base_url=server.url, sleep=lambda _: None)
+        backend = AnthropicLM(cfg, base_url=server.url, sleep=lambda _: None)
         out = run_validation(make_reviews(n_papers=3, lines=3), strategies=["rephrase"], metrics=["gem"],
-                             scorer=scorer, eval_lm="smollm2", backend=backend,
+                             resources=resources, backend=backend,
                              preprocess=llm_preprocessor(backend, cfg))
     rewritten = out.perturbations
     assert rewritten.height == 3 and rewritten["error"].is_null().all()
@@ -202,6 +230,7 @@ def test_leaderboard_means_intervals_exclusions_and_agreement():
         "p_value": None, "reason": None}
 
 
+@pytest.mark.slow
 def test_validate_flow_writes_tables_that_materialize(tmp_path, prefect_harness, embedded_lm):
     from flows.validate import validate_flow
     from tasks.config import load_config
@@ -218,15 +247,16 @@ def test_validate_flow_writes_tables_that_materialize(tmp_path, prefect_harness,
              "n_references": 2, "reason": None}
             for p in range(3) for c in ("human", "model-a", "model-b") for lm in ("lm1", "lm2")]
     pl.DataFrame(rows).write_parquet(score_dir / "candidate_scores.parquet")
-    summary = validate_flow(config_path=str(config), pipeline="t")
-    assert summary["tests"] == 6 and summary["candidates"] == 3 and summary["leaderboard_rows"] == 6
+    cfg = load_config(config).for_pipeline("t")
+    summary = validate_flow(cfg, "t")
+    assert (summary.rows_in, summary.rows_out) == (3 * 3, 6)      # 3 candidates x 3 strategies; 2 metrics x 3
+    assert summary.details["candidates"] == 3 and summary.details["leaderboard_rows"] == 6
     out = tmp_path / "data" / "t" / "validate"
     validation = pl.read_parquet(out / "validation.parquet")
     assert validation.filter(pl.col("metric") != "bleu")["n"].to_list() == [3] * 3
     assert (out / "results").is_dir() and any((out / "results").iterdir())   # GEM scored as shards
-    again = validate_flow(config_path=str(config), pipeline="t")              # a rerun reuses the shards
-    assert pl.read_parquet(out / "validation.parquet").equals(validation) and again["tests"] == 6
-    cfg = load_config(config).for_pipeline("t")
+    again = validate_flow(cfg, "t")                                           # a rerun reuses the shards
+    assert pl.read_parquet(out / "validation.parquet").equals(validation) and again.rows_out == 6
     for curated in (tmp_path / "data" / "t").glob("*/curate/*.parquet"):
         curated.unlink()   # the score-test fixture's curate files are not full CURATED_REVIEWS rows
     built = build_database(cfg, "t")

@@ -1,33 +1,58 @@
 """What the score stage reads: curated human reviews, their judgments and the paper synopses.
 
 Human reviews are the references; as candidates they are scored leave-one-out. Generated
-candidates (a later stage) are concatenated to `human_candidates(...)` in the CANDIDATES schema.
+candidates (the generate stage) are concatenated to `human_candidates(...)` in the
+SCORING_CANDIDATES schema. Frames: tasks/schema.py.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import polars as pl
 
 from tasks.config import Config
 from tasks.layout import stage_dir
-from tasks.scoring.metrics import (
-    CANDIDATES,
-    REFERENCES,
-    SYNOPSES,
-    Metric,
-    human_candidates,
-    judgments_text,
-    synopses_wide,
-)
+from tasks.metrics import Metric
+from tasks.schema import REFERENCES, SCORING_CANDIDATES, SYNOPSES_WIDE
 
 
 @dataclass(frozen=True)
 class ScoringInputs:
     references: pl.DataFrame   # REFERENCES
-    candidates: pl.DataFrame   # CANDIDATES
-    synopses: pl.DataFrame     # SYNOPSES (wide)
+    candidates: pl.DataFrame   # SCORING_CANDIDATES
+    synopses: pl.DataFrame     # SYNOPSES_WIDE
+
+
+def judgments_text(judgments: pl.DataFrame) -> pl.DataFrame:
+    """review_id, judgments: each review's judgment lines in position order, one per line."""
+    return (
+        judgments.sort("review_id", "position")
+        .group_by("review_id", maintain_order=True)
+        .agg(pl.col("text").str.strip_chars().str.join("\n").alias("judgments"))
+    )
+
+
+def synopses_wide(synopses: pl.DataFrame) -> pl.DataFrame:
+    """SYNOPSES_WIDE (paper_id, abstract, assw) from the long synopses frame (kind in {abstract, assw})."""
+    if synopses.is_empty():
+        return pl.DataFrame(schema=SYNOPSES_WIDE)
+    duplicated = synopses.filter(pl.struct("paper_id", "kind").is_duplicated())
+    if not duplicated.is_empty():
+        raise ValueError(f"several synopses of one kind for papers {duplicated['paper_id'].unique().to_list()[:5]}")
+    wide = synopses.pivot("kind", index="paper_id", values="text")
+    return wide.select(
+        "paper_id", *(pl.col(k) if k in wide.columns else pl.lit(None, pl.String).alias(k) for k in ("abstract", "assw"))
+    )
+
+
+def human_candidates(references: pl.DataFrame) -> pl.DataFrame:
+    """Each human review as a candidate, scored against the paper's other reviews (leave-one-out)."""
+    return references.select(
+        "paper_id", pl.col("review_id").alias("candidate"), pl.lit("human").alias("source"),
+        "review_id", "review_text", "judgments",
+    )
 
 
 def curated_reviews(cfg: Config, pipeline: str) -> pl.DataFrame:
@@ -47,26 +72,41 @@ def curated_reviews(cfg: Config, pipeline: str) -> pl.DataFrame:
     return pl.concat(frames)
 
 
-def load_inputs(cfg: Config, pipeline: str, metrics: list[Metric]) -> ScoringInputs:
-    """References, human candidates and synopses; missing preprocess outputs a metric needs are an error."""
+def read_judgments(cfg: Config, pipeline: str, metrics: Sequence[Metric]) -> pl.DataFrame | None:
+    """review_id, judgments when a metric reads judgments (None otherwise); missing ones are an error."""
+    if not any(m.reads == "judgments" for m in metrics):
+        return None
+    path = stage_dir(cfg, pipeline, "preprocess") / "judgments.parquet"
+    if not path.is_file():
+        names = sorted(m.name for m in metrics if m.reads == "judgments")
+        raise FileNotFoundError(f"{path}: judgments not found; run the preprocess stage or drop metric(s) {names}")
+    return judgments_text(pl.read_parquet(path))
+
+
+def read_synopses(cfg: Config, pipeline: str, metrics: Sequence[Metric]) -> pl.DataFrame | None:
+    """SYNOPSES_WIDE when a metric is conditioned on a synopsis (None otherwise); missing ones are an error."""
+    if all(m.conditioned_on == "none" for m in metrics):
+        return None
+    path = stage_dir(cfg, pipeline, "preprocess") / "synopses.parquet"
+    if not path.is_file():
+        names = sorted(m.name for m in metrics if m.conditioned_on != "none")
+        raise FileNotFoundError(f"{path}: synopses not found; run the preprocess stage or drop metric(s) {names}")
+    return synopses_wide(pl.read_parquet(path, columns=["paper_id", "kind", "text"]))
+
+
+def load_inputs(cfg: Config, pipeline: str, metrics: Sequence[Metric]) -> ScoringInputs:
+    """References, human and generated candidates and synopses for the metrics given."""
     reviews = curated_reviews(cfg, pipeline)
-    folder = stage_dir(cfg, pipeline, "preprocess")
-    judgments = pl.DataFrame(schema={"review_id": pl.String, "judgments": pl.String})
-    if any(m.text == "judgments" for m in metrics):
-        path = folder / "judgments.parquet"
-        if not path.is_file():
-            raise FileNotFoundError(
-                f"{path}: judgments not found; run the preprocess stage or limit score.metrics to gem_raw")
-        judgments = judgments_text(pl.read_parquet(path))
-    synopses = pl.DataFrame(schema=SYNOPSES)
-    if any(m.synopsis != "none" for m in metrics):
-        path = folder / "synopses.parquet"
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: synopses not found; run the preprocess stage or drop the gem_s metrics")
-        synopses = synopses_wide(pl.read_parquet(path, columns=["paper_id", "kind", "text"]))
+    judgments = read_judgments(cfg, pipeline, metrics)
+    if judgments is None:
+        judgments = pl.DataFrame(schema={"review_id": pl.String, "judgments": pl.String})
+    synopses = read_synopses(cfg, pipeline, metrics)
+    if synopses is None:
+        synopses = pl.DataFrame(schema=SYNOPSES_WIDE)
     references = reviews.join(judgments, on="review_id", how="left").select(REFERENCES.names()).cast(dict(REFERENCES))
-    from tasks.generate_stage import scoring_candidates  # generated reviews, once the generate stage ran
+    from tasks.generate import scoring_candidates  # generated reviews, once the generate stage ran
 
     generated = scoring_candidates(cfg, pipeline).join(references.select("paper_id").unique(), on="paper_id", how="semi")
-    candidates = pl.concat([human_candidates(references).cast(dict(CANDIDATES)), generated.cast(dict(CANDIDATES))])
-    return ScoringInputs(references, candidates, synopses.cast(dict(SYNOPSES)))
+    candidates = pl.concat([human_candidates(references).cast(dict(SCORING_CANDIDATES)),
+                            generated.cast(dict(SCORING_CANDIDATES))])
+    return ScoringInputs(references, candidates, synopses.cast(dict(SYNOPSES_WIDE)))

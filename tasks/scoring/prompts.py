@@ -2,7 +2,7 @@
 
 The LM sees a synopsis of the paper (or a "not available" line) and the first reviewer's judgments
 (the candidate x, or "not available" for the marginal). Its answer, the reference y, is scored by
-`tasks.scoring.engine`. The same system prompt serves the conditional and the marginal request, so
+`tasks.lm.loglikelihood`. The same system prompt serves the conditional and the marginal request, so
 log p(y | x) - log p(y) measures only what x tells about y. `PROMPT_VERSION` is part of every
 request key: change it whenever a word below changes.
 """

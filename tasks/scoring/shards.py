@@ -1,53 +1,35 @@
-"""Scoring requests as Parquet shards, one Prefect task per shard, resumable.
+"""Log-likelihood requests as Parquet shards, one Prefect task per shard, resumable.
 
-    score/requests/<shard>.parquet   key, system, user, continuation
-    score/results/<shard>.parquet    key, logprob, n_tokens
+    score/requests/<shard>.parquet   LOGLIK_REQUESTS: key, system, user, continuation
+    score/results/<shard>.parquet    LOGLIK_RESULTS: key, logprob, n_tokens
 
 A shard's name hashes the keys it holds, so the same requests always give the same shards. Files
 are written atomically (a temporary file renamed into place): a results file exists only when the
 shard is complete, and a shard with results is skipped, so a crashed run resumes where it stopped.
-The GPU-bound task holds a slot of a Prefect global concurrency limit while it scores.
+`ShardedLoglikelihood` is the `loglikelihood` resource the metrics call; how its shards run (in
+this process, or fanned out as Prefect tasks behind a concurrency limit) is its `run` argument.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
-import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import polars as pl
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from tasks.config import ScoreConfig
-from tasks.models import ModelSpec, cuda_available
-from tasks.scoring.engine import ScoreRequest, load_engine
+from tasks.layout import write_parquet
+from tasks.lm import ModelSpec
+from tasks.metrics.resources import engine_loglikelihood
+from tasks.schema import LOGLIK_RESULTS
 
-RESULTS = pl.Schema({"key": pl.String, "logprob": pl.Float64, "n_tokens": pl.Int64})
 CONCURRENCY_LIMIT = "grebench-eval-lm"
 
-
-def eval_spec(cfg: ScoreConfig) -> ModelSpec:
-    """The evaluation LM for this machine: `eval_lm_cuda` in NF4 on CUDA, `eval_lm` in float32 on CPU."""
-    cuda = cuda_available()
-    quantization = cfg.quantization if cfg.quantization != "auto" else ("nf4" if cuda else "none")
-    return ModelSpec(name=cfg.eval_lm_cuda if cuda else cfg.eval_lm, dtype=cfg.dtype, quantization=quantization)
-
-
-def write_atomic(frame: pl.DataFrame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        frame.write_parquet(tmp)
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(tmp)
+# (requests_dir, results_dir, shard names, spec, token_budget) -> one status dict per shard
+ShardRunner = Callable[[Path, Path, list[str], ModelSpec, int], list[dict]]
 
 
 def write_request_shards(requests: pl.DataFrame, folder: Path, shard_size: int) -> list[str]:
@@ -59,7 +41,7 @@ def write_request_shards(requests: pl.DataFrame, folder: Path, shard_size: int) 
         name = "shard-" + hashlib.sha256("\n".join(shard["key"]).encode()).hexdigest()[:16]
         path = folder / f"{name}.parquet"
         if not path.is_file():
-            write_atomic(shard, path)
+            write_parquet(shard, path)
         names.append(name)
     return names
 
@@ -70,30 +52,17 @@ def score_shard(requests_dir: Path, results_dir: Path, shard: str, spec: ModelSp
     if out.is_file():
         return {"shard": shard, "status": "skipped", "requests": 0, "seconds": 0.0}
     frame = pl.read_parquet(Path(requests_dir) / f"{shard}.parquet")
-    requests = [ScoreRequest(r["system"], r["user"], r["continuation"]) for r in frame.iter_rows(named=True)]
-    engine = load_engine(spec, token_budget)
     started = time.perf_counter()
-    results = engine.score(requests)
+    results = engine_loglikelihood(spec, token_budget)(frame)
     seconds = time.perf_counter() - started
-    write_atomic(
-        pl.DataFrame({"key": frame["key"], "logprob": [r.logprob for r in results],
-                      "n_tokens": [r.n_tokens for r in results]}, schema=RESULTS),
-        out,
-    )
-    return {"shard": shard, "status": "scored", "requests": len(requests), "seconds": round(seconds, 3)}
+    write_parquet(results, out)
+    return {"shard": shard, "status": "scored", "requests": frame.height, "seconds": round(seconds, 3)}
 
 
-@task(name="score-shard", cache_policy=NO_CACHE, tags=["eval-lm"])
-def score_shard_task(requests_dir: Path, results_dir: Path, shard: str, spec: ModelSpec, token_budget: int,
-                     limit: str | None = CONCURRENCY_LIMIT) -> dict:
-    """`score_shard` holding one slot of the evaluation-LM concurrency limit while it scores."""
-    if (Path(results_dir) / f"{shard}.parquet").is_file():
-        return score_shard(requests_dir, results_dir, shard, spec, token_budget)
-    from prefect.concurrency.sync import concurrency
-
-    slot = concurrency(limit, occupy=1, strict=True) if limit else contextlib.nullcontext()
-    with slot:
-        return score_shard(requests_dir, results_dir, shard, spec, token_budget)
+def run_in_process(requests_dir: Path, results_dir: Path, shards: list[str], spec: ModelSpec,
+                   token_budget: int) -> list[dict]:
+    """Score the shards one after the other in this process."""
+    return [score_shard(requests_dir, results_dir, name, spec, token_budget) for name in shards]
 
 
 def read_results(results_dir: Path, shards: list[str]) -> pl.DataFrame:
@@ -102,8 +71,30 @@ def read_results(results_dir: Path, shards: list[str]) -> pl.DataFrame:
     if missing:
         raise FileNotFoundError(f"{len(missing)} shard(s) have no results, e.g. {missing[0]}")
     if not shards:
-        return pl.DataFrame(schema=RESULTS)
-    return pl.concat([pl.read_parquet(Path(results_dir) / f"{s}.parquet") for s in shards]).cast(dict(RESULTS))
+        return pl.DataFrame(schema=LOGLIK_RESULTS)
+    return pl.concat([pl.read_parquet(Path(results_dir) / f"{s}.parquet") for s in shards]).cast(
+        dict(LOGLIK_RESULTS))
+
+
+class ShardedLoglikelihood:
+    """LOGLIK_REQUESTS -> LOGLIK_RESULTS through shards under `folder` (requests/, results/).
+
+    Finished shards are reused; `runs` collects the status of every shard run, and `requests` /
+    `shards` count what the last call asked for (for the stage summary)."""
+
+    def __init__(self, folder: Path, spec: ModelSpec, token_budget: int, shard_size: int,
+                 run: ShardRunner = run_in_process) -> None:
+        self.folder, self.spec, self.token_budget, self.shard_size, self.run = (
+            Path(folder), spec, token_budget, shard_size, run)
+        self.runs: list[dict] = []
+        self.requests = self.shards = 0
+
+    def __call__(self, requests: pl.DataFrame) -> pl.DataFrame:
+        names = write_request_shards(requests, self.folder / "requests", self.shard_size)
+        (self.folder / "results").mkdir(parents=True, exist_ok=True)
+        self.runs += self.run(self.folder / "requests", self.folder / "results", names, self.spec, self.token_budget)
+        self.requests, self.shards = requests.height, len(names)
+        return read_results(self.folder / "results", names).filter(pl.col("key").is_in(requests["key"].implode()))
 
 
 def ensure_concurrency_limit(name: str, slots: int) -> None:
@@ -115,22 +106,14 @@ def ensure_concurrency_limit(name: str, slots: int) -> None:
 
 
 def make_task_runner(cfg: ScoreConfig) -> Any:
-    """The task runner named in the config: threads here, or a Dask / Ray cluster (local or remote)."""
+    """The task runner named in the config: threads here, or a Dask cluster (local or remote)."""
     if cfg.task_runner == "thread":
         from prefect.task_runners import ThreadPoolTaskRunner
 
         return ThreadPoolTaskRunner(max_workers=max(cfg.workers, cfg.gpu_concurrency))
-    if cfg.task_runner == "dask":
-        from prefect_dask import DaskTaskRunner
+    from prefect_dask import DaskTaskRunner
 
-        if cfg.runner_address:
-            return DaskTaskRunner(address=cfg.runner_address)
-        return DaskTaskRunner(cluster_kwargs={"n_workers": cfg.workers, "threads_per_worker": 1,
-                                              "processes": True, "dashboard_address": None})
-    try:
-        from prefect_ray import RayTaskRunner  # type: ignore[import-not-found]
-    except ImportError:
-        raise RuntimeError("score.task_runner = 'ray' needs the prefect-ray package (pip install prefect-ray)") from None
     if cfg.runner_address:
-        return RayTaskRunner(address=cfg.runner_address)
-    return RayTaskRunner(init_kwargs={"num_cpus": cfg.workers})
+        return DaskTaskRunner(address=cfg.runner_address)
+    return DaskTaskRunner(cluster_kwargs={"n_workers": cfg.workers, "threads_per_worker": 1,
+                                          "processes": True, "dashboard_address": None})

@@ -1,102 +1,67 @@
-"""The score stage's two ends: plan the requests (pairs + shards) and assemble the scores.
+"""The score stage's plain functions: score every configured metric, write the scores.
 
-    score/pairs.parquet             one row per (candidate, reference, metric) with its request keys
-    score/scores.parquet            SCORES: per pair score, log p(y|x,s), log p(y|s), eval_lm
-    score/candidate_scores.parquet  per (paper, candidate, metric): the mean over references
+    score/requests/, results/       log-likelihood shards of the lm_logprobs metrics (tasks/scoring/shards.py)
+    score/scores.parquet            SCORES: one row per (candidate, reference, metric)
+    score/candidate_scores.parquet  CANDIDATE_SCORES: per (paper, candidate, metric), the mean over references
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
+from typing import Any
 
 import polars as pl
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from tasks.config import Config
-from tasks.layout import stage_dir
-from tasks.models import ModelSpec
-from tasks.scoring.inputs import load_inputs
-from tasks.scoring.metrics import (
-    PAIRS,
-    SCORES,
-    assemble_scores,
-    build_requests,
-    candidate_scores,
-    get_metrics,
-)
-from tasks.scoring.shards import eval_spec, read_results, write_atomic, write_request_shards
+from tasks.layout import stage_dir, write_parquet
+from tasks.metrics import Resources, candidate_scores, get, score_metrics
+from tasks.metrics.resources import eval_spec
+from tasks.scoring.inputs import ScoringInputs, load_inputs
+from tasks.scoring.shards import ShardedLoglikelihood, ShardRunner, run_in_process
+from tasks.summary import StageSummary
 
 
-@dataclass(frozen=True)
-class ScorePlan:
-    folder: Path
-    spec: ModelSpec
-    eval_lm: str              # the resolved model key written into every score row
-    shards: tuple[str, ...]
-    pairs: int
-    requests: int
-
-    @property
-    def requests_dir(self) -> Path:
-        return self.folder / "requests"
-
-    @property
-    def results_dir(self) -> Path:
-        return self.folder / "results"
+def read_inputs(cfg: Config, pipeline: str) -> ScoringInputs:
+    """References, candidates and synopses for every metric the score stage is configured with."""
+    return load_inputs(cfg, pipeline, get(cfg.score.all_metrics))
 
 
-def plan_scoring(cfg: Config, pipeline: str) -> ScorePlan:
-    """Build every (candidate, reference, metric) pair and write the unique requests as shards."""
-    metrics = get_metrics(cfg.score.metrics)
-    spec = eval_spec(cfg.score)
-    eval_lm = spec.resolved().key
-    inputs = load_inputs(cfg, pipeline, metrics)
-    pairs, requests = build_requests(inputs.candidates, inputs.references, inputs.synopses, metrics, eval_lm)
-    folder = stage_dir(cfg, pipeline, "score")
-    write_atomic(pairs, folder / "pairs.parquet")
-    shards = write_request_shards(requests, folder / "requests", cfg.score.shard_size)
-    (folder / "results").mkdir(exist_ok=True)
-    return ScorePlan(folder, spec, eval_lm, tuple(shards), pairs.height, requests.height)
+def sharded_loglikelihood(cfg: Config, pipeline: str, run: ShardRunner = run_in_process) -> ShardedLoglikelihood:
+    """The evaluation LM's log-likelihoods as resumable shards under the score stage's folder."""
+    return ShardedLoglikelihood(stage_dir(cfg, pipeline, "score"), eval_spec(cfg.score), cfg.score.token_budget,
+                                cfg.score.shard_size, run)
 
 
-def baseline_scores(cfg: Config, pipeline: str) -> pl.DataFrame:
-    """BLEU / ROUGE-L / BERTScore rows (SCORES layout) for the same candidate-reference pairs."""
-    from tasks.validate.workflow import baseline_scores as score_baselines
-
-    if not cfg.score.baselines:
-        return pl.DataFrame(schema=SCORES)
-    inputs = load_inputs(cfg, pipeline, [])
-    return score_baselines(inputs.candidates, inputs.references, cfg.score.baselines).cast(dict(SCORES))
+def score_inputs(cfg: Config, inputs: ScoringInputs, resources: Resources) -> pl.DataFrame:
+    """SCORES rows of every configured metric (`score.metrics` then `score.baselines`)."""
+    return score_metrics(cfg.score.all_metrics, inputs.candidates, inputs.references, inputs.synopses, resources)
 
 
-def finish_scoring(plan: ScorePlan, baselines: pl.DataFrame | None = None) -> dict:
-    """Join the result shards onto the pairs (plus any baseline rows); write scores, candidate scores."""
-    pairs = pl.read_parquet(plan.folder / "pairs.parquet").cast(dict(PAIRS))
-    results = read_results(plan.results_dir, list(plan.shards))
-    scores = assemble_scores(pairs, results, plan.eval_lm)
-    if baselines is not None and baselines.height:
-        scores = pl.concat([scores, baselines.select(scores.columns)])
+def shard_details(shards: ShardedLoglikelihood) -> dict[str, Any]:
+    return {"requests": shards.requests, "shards": shards.shards,
+            "shards_scored": sum(r["status"] == "scored" for r in shards.runs),
+            "shards_skipped": sum(r["status"] == "skipped" for r in shards.runs)}
+
+
+def write_scores(cfg: Config, pipeline: str, scores: pl.DataFrame, details: dict[str, Any]) -> StageSummary:
+    """Write scores and candidate scores; rows in: (candidate, reference) pairs, rows out: score rows."""
     dup = scores.filter(pl.struct("candidate", "reference", "metric").is_duplicated())
     if not dup.is_empty():
         raise ValueError(f"{dup.height} score rows repeat a (candidate, reference, metric)")
+    folder = stage_dir(cfg, pipeline, "score")
     per_candidate = candidate_scores(scores)
-    write_atomic(scores, plan.folder / "scores.parquet")
-    write_atomic(per_candidate, plan.folder / "candidate_scores.parquet")
+    write_parquet(scores, folder / "scores.parquet")
+    write_parquet(per_candidate, folder / "candidate_scores.parquet")
     gaps = scores.filter(pl.col("reason").is_not_null()).group_by("reason").len().sort("reason")
     means = per_candidate.group_by("metric").agg(pl.col("score").filter(pl.col("score").is_not_nan()).mean())
-    return {
-        "eval_lm": plan.eval_lm,
-        "pairs": scores.height,
-        "scored_pairs": scores.height - int(gaps["len"].sum() if gaps.height else 0),
-        "requests": plan.requests,
-        "shards": len(plan.shards),
-        "gaps": dict(gaps.iter_rows()),
-        "mean_score": {m: s for m, s in means.sort("metric").iter_rows()},
-    }
-
-
-plan_scoring_task = task(plan_scoring, name="plan-scoring", cache_policy=NO_CACHE)
-finish_scoring_task = task(finish_scoring, name="finish-scoring", cache_policy=NO_CACHE)
-baseline_scores_task = task(baseline_scores, name="baseline-scores", cache_policy=NO_CACHE)
+    return StageSummary(
+        rows_in=scores.select("candidate", "reference").unique().height,
+        rows_out=scores.height,
+        details={
+            "eval_lm": eval_spec(cfg.score).resolved().key,
+            "pairs": scores.height,
+            "scored_pairs": scores.height - int(gaps["len"].sum() if gaps.height else 0),
+            **details,
+            "gaps": dict(gaps.iter_rows()),
+            "mean_score": {m: s for m, s in means.sort("metric").iter_rows()},
+        },
+    )

@@ -15,6 +15,7 @@ import math
 
 import polars as pl
 
+from tasks.metrics import higher_is_better
 from tasks.validate.stats import mean_ci, spearman
 
 HUMAN = "human"
@@ -41,7 +42,8 @@ def leaderboard(candidate_scores: pl.DataFrame, exclusions: pl.DataFrame | None 
 
     `exclusions` (paper_id, model, ...) counts the papers a model was kept away from; their scores,
     if any, are left out. Ranks are 1 for the best mean within (metric, eval_lm), the human baseline
-    included.
+    included; "best" is the highest mean, or the lowest for a metric registered with
+    higher_is_better=False.
     """
     papers = per_paper(candidate_scores)
     excluded = pl.DataFrame(schema={"model": pl.String, "paper_id": pl.String})
@@ -59,7 +61,10 @@ def leaderboard(candidate_scores: pl.DataFrame, exclusions: pl.DataFrame | None 
     if not rows:
         return pl.DataFrame(schema=LEADERBOARD)
     board = pl.DataFrame(rows, schema=LEADERBOARD)
-    rank = pl.col("mean").fill_nan(None).rank("min", descending=True).over("metric", "eval_lm").cast(pl.Int64)
+    sign = pl.col("metric").replace_strict({m: 1.0 if up else -1.0 for m, up in
+                                            higher_is_better(board["metric"].unique().to_list()).items()},
+                                           return_dtype=pl.Float64)
+    rank = (pl.col("mean").fill_nan(None) * sign).rank("min", descending=True).over("metric", "eval_lm").cast(pl.Int64)
     return board.with_columns(rank=rank).sort("metric", "eval_lm", "rank", "model", nulls_last=True)
 
 

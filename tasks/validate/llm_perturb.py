@@ -1,4 +1,4 @@
-"""LLM perturbation strategies through any `ChatBackend` (usually the cached one of `make_backend`).
+"""LLM perturbation strategies through any `LanguageModel` (usually the cached one of `make_lm`).
 
 A request that errors, comes back empty, is cut off at max_tokens or (for deletion_completion)
 leaves a gap unfilled is a failed perturbation: its text is None and its error says why. The
@@ -11,8 +11,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tasks.llm.base import ChatBackend, ChatRequest, ChatResult
-from tasks.llm.cache import CachedBackend
+from tasks.lm import ChatRequest, ChatResult, LanguageModel
 from tasks.validate.perturb import strategy as lookup
 from tasks.validate.prompts import GAP_MARKER, PROMPT_VERSION, Prompt, build_prompt
 
@@ -45,7 +44,7 @@ def _check(strategy: str, result: ChatResult) -> Perturbation:
 def apply_llm_perturbation(
     strategy: str,
     reviews: Sequence[str | None],
-    backend: ChatBackend,
+    backend: LanguageModel,
     *,
     abstracts: Sequence[str | None] | None = None,
     max_tokens: int | None = None,
@@ -77,10 +76,8 @@ def apply_llm_perturbation(
         slots.append(i)
     if not requests:
         results: list[ChatResult] = []
-    elif isinstance(backend, CachedBackend):  # store only answers that make a usable perturbation
-        results = backend.complete(requests, accept=lambda r: _check(strategy, r).error is None)
-    else:
-        results = backend.complete(requests)
+    else:  # a caching backend stores only answers that make a usable perturbation
+        results = backend.generate(requests, accept=lambda r: _check(strategy, r).error is None)
     if len(results) != len(requests):
         raise RuntimeError(f"backend answered {len(results)} of {len(requests)} requests")
     for i, result in zip(slots, results, strict=True):

@@ -12,49 +12,20 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import polars as pl
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from tasks.config import Config, PreprocessConfig
-from tasks.layout import cache_dir, stage_dir
-from tasks.models import ModelSpec
-from tasks.scoring.engine import ScoreRequest, load_engine
-from tasks.scoring.metrics import METRICS, candidate_scores, judgments_text, synopses_wide
-from tasks.scoring.shards import (
-    RESULTS,
-    eval_spec,
-    read_results,
-    score_shard,
-    write_atomic,
-    write_request_shards,
-)
-from tasks.validate.leaderboard import agreement, leaderboard
+from tasks.layout import cache_dir, stage_dir, write_parquet
+from tasks.metrics import Resources, candidate_scores, get
+from tasks.metrics.resources import build_resources, eval_spec
+from tasks.scoring.inputs import read_judgments, read_synopses
+from tasks.scoring.shards import ShardedLoglikelihood
+from tasks.summary import StageSummary
+from tasks.validate.leaderboard import AGREEMENT, LEADERBOARD, agreement, leaderboard
 from tasks.validate.perturb import strategy
-from tasks.validate.workflow import Preprocessor, Scorer, ValidationResult, run_validation
-
-
-def engine_scorer(spec: ModelSpec, token_budget: int = 4096) -> Scorer:
-    """Score requests in this process with the (cached) scoring engine."""
-    def score(requests: pl.DataFrame) -> pl.DataFrame:
-        engine = load_engine(spec, token_budget)
-        results = engine.score([ScoreRequest(*r) for r in requests.select("system", "user", "continuation").iter_rows()])
-        return pl.DataFrame({"key": requests["key"], "logprob": [r.logprob for r in results],
-                             "n_tokens": [r.n_tokens for r in results]}, schema=RESULTS)
-    return score
-
-
-def shard_scorer(folder: Path, spec: ModelSpec, token_budget: int, shard_size: int) -> Scorer:
-    """Score requests as Parquet shards under `folder` (requests/, results/); finished shards are reused."""
-    def score(requests: pl.DataFrame) -> pl.DataFrame:
-        names = write_request_shards(requests, folder / "requests", shard_size)
-        for name in names:
-            score_shard(folder / "requests", folder / "results", name, spec, token_budget)
-        return read_results(folder / "results", names).filter(pl.col("key").is_in(requests["key"].implode()))
-    return score
+from tasks.validate.workflow import Preprocessor, ValidationResult, run_validation
 
 
 def llm_preprocessor(backend: Any, cfg: PreprocessConfig) -> Preprocessor:
@@ -67,10 +38,6 @@ def llm_preprocessor(backend: Any, cfg: PreprocessConfig) -> Preprocessor:
     return run
 
 
-def needs_llm(cfg: Config) -> bool:
-    return any(strategy(s).needs_llm for s in cfg.validate.strategies)
-
-
 def read_reviews(cfg: Config, pipeline: str) -> pl.DataFrame:
     """REVIEWS_IN rows of the pipeline: curated reviews with their judgments and synopses; group = venue."""
     frames = []
@@ -81,41 +48,40 @@ def read_reviews(cfg: Config, pipeline: str) -> pl.DataFrame:
         frames.append(pl.read_parquet(path, columns=["paper_id", "review_id", "review_text"])
                       .with_columns(group=pl.lit(venue)))
     reviews = pl.concat(frames)
-    folder = stage_dir(cfg, pipeline, "preprocess")
-    wanted = [METRICS[m] for m in cfg.validate.metrics if m in METRICS]
-    if any(m.text == "judgments" for m in wanted):
-        path = folder / "judgments.parquet"
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: judgments not found; run the preprocess stage or limit "
-                                    "validate.metrics to gem_raw and the baselines")
-        reviews = reviews.join(judgments_text(pl.read_parquet(path)), on="review_id", how="left")
-    if any(m.synopsis != "none" for m in wanted):
-        path = folder / "synopses.parquet"
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: synopses not found; run the preprocess stage or drop the gem_s metrics")
-        reviews = reviews.join(synopses_wide(pl.read_parquet(path, columns=["paper_id", "kind", "text"])),
-                               on="paper_id", how="left")
+    metrics = get(cfg.validate.metrics)
+    judgments = read_judgments(cfg, pipeline, metrics)
+    if judgments is not None:
+        reviews = reviews.join(judgments, on="review_id", how="left")
+    synopses = read_synopses(cfg, pipeline, metrics)
+    if synopses is not None:
+        reviews = reviews.join(synopses, on="paper_id", how="left")
     return reviews
 
 
-def validate_reviews(cfg: Config, reviews: pl.DataFrame, scorer: Scorer | None,
+def validate_reviews(cfg: Config, reviews: pl.DataFrame, resources: Resources,
                      metrics: tuple[str, ...] | None = None, strategies: tuple[str, ...] | None = None) -> ValidationResult:
     """`run_validation` with the config's settings; the LLM backend is built only when needed."""
     v = cfg.validate
     metrics, strategies = metrics or v.metrics, strategies or v.strategies
     backend = preprocess = None
     lines = "judgments" in reviews.columns and reviews["judgments"].is_not_null().any()
-    judgment_metrics = any(m in METRICS and METRICS[m].text == "judgments" for m in metrics)
+    judgment_metrics = any(m.reads == "judgments" for m in get(metrics))
     if any(strategy(s).needs_llm for s in strategies) or (judgment_metrics and not lines):
-        from tasks.llm import make_backend
+        from tasks.lm import make_lm
 
-        backend = make_backend(cfg.preprocess, cache_dir(cfg, "llm"))
+        backend = make_lm(cfg.preprocess, cache_dir(cfg, "llm"))
         preprocess = llm_preprocessor(backend, cfg.preprocess)
     return run_validation(
-        reviews, strategies=strategies, metrics=metrics, scorer=scorer,
-        eval_lm=eval_spec(cfg.score).resolved().key, backend=backend, preprocess=preprocess,
+        reviews, strategies=strategies, metrics=metrics, resources=resources, backend=backend, preprocess=preprocess,
         correction=v.correction, alpha=v.alpha, max_papers=v.max_papers, candidates=v.candidates, seed=v.seed,
     )
+
+
+def validate_pipeline(cfg: Config, pipeline: str) -> ValidationResult:
+    """The workflow on the pipeline's curated reviews, log-likelihoods scored as resumable shards."""
+    shards = ShardedLoglikelihood(stage_dir(cfg, pipeline, "validate"), eval_spec(cfg.score), cfg.score.token_budget,
+                                  cfg.score.shard_size)
+    return validate_reviews(cfg, read_reviews(cfg, pipeline), build_resources(cfg.score, shards))
 
 
 def read_candidate_scores(cfg: Config, pipeline: str) -> pl.DataFrame | None:
@@ -132,8 +98,6 @@ def build_leaderboard(cfg: Config, pipeline: str) -> tuple[pl.DataFrame, pl.Data
     """(leaderboard, agreement) from the score stage's outputs and the generate stage's exclusions."""
     scores = read_candidate_scores(cfg, pipeline)
     if scores is None:
-        from tasks.validate.leaderboard import AGREEMENT, LEADERBOARD
-
         return pl.DataFrame(schema=LEADERBOARD), pl.DataFrame(schema=AGREEMENT)
     path = stage_dir(cfg, pipeline, "generate") / "exclusions.parquet"
     exclusions = pl.read_parquet(path) if path.is_file() else None
@@ -141,32 +105,32 @@ def build_leaderboard(cfg: Config, pipeline: str) -> tuple[pl.DataFrame, pl.Data
     return board, agreement(board)
 
 
-def write_outputs(cfg: Config, pipeline: str, frames: dict[str, pl.DataFrame]) -> dict[str, str]:
+def write_outputs(cfg: Config, pipeline: str, result: ValidationResult, board: pl.DataFrame,
+                  board_agreement: pl.DataFrame) -> StageSummary:
+    """Write the validate stage's tables; rows in: candidate x strategy pairs tested, rows out: validation rows."""
+    frames = {
+        "validation": result.validation,
+        "human_correlation": result.human_correlation,
+        "leaderboard": board,
+        "leaderboard_agreement": board_agreement,
+        "perturbations": result.perturbations,
+        "pairs": result.pairs,
+        "rejects": result.rejects,
+    }
     folder = stage_dir(cfg, pipeline, "validate")
-    written = {}
     for name, frame in frames.items():
-        write_atomic(frame, folder / f"{name}.parquet")
-        written[name] = str(folder / f"{name}.parquet")
-    return written
-
-
-def validate_pipeline(cfg: Config, pipeline: str) -> ValidationResult:
-    """The workflow on the pipeline's curated reviews, GEM requests scored as resumable shards."""
-    reviews = read_reviews(cfg, pipeline)
-    gem = any(m in METRICS for m in cfg.validate.metrics)
-    scorer = shard_scorer(stage_dir(cfg, pipeline, "validate"), eval_spec(cfg.score), cfg.score.token_budget,
-                          cfg.score.shard_size) if gem else None
-    return validate_reviews(cfg, reviews, scorer)
-
-
-def _transient(_task: Any, _run: Any, state: Any) -> bool:
-    from tasks.llm.base import TransientLLMError
-
-    return isinstance(getattr(state, "data", None), TransientLLMError)
-
-
-# Retried only when an LLM call failed transiently (the LLM cache makes a retry cheap).
-validate_pipeline_task = task(validate_pipeline, name="validate-metrics", cache_policy=NO_CACHE, retries=3,
-                              retry_delay_seconds=[30, 120, 300], retry_condition_fn=_transient)
-build_leaderboard_task = task(build_leaderboard, name="build-leaderboard", cache_policy=NO_CACHE)
-write_outputs_task = task(write_outputs, name="write-validate-outputs", cache_policy=NO_CACHE)
+        write_parquet(frame, folder / f"{name}.parquet")
+    failing = result.validation.filter(result.validation["passed"].not_())
+    return StageSummary(
+        rows_in=result.perturbations.height,
+        rows_out=result.validation.height,
+        details={
+            **result.stats,
+            "tests": result.validation.height,
+            "tests_passed": int(result.validation["passed"].sum()),
+            "tests_failed": failing.height,
+            "failing": [f"{m}/{s}" for m, s in failing.select("metric", "strategy").iter_rows()],
+            "leaderboard_rows": board.height,
+            "rejects": result.rejects.height,
+        },
+    )

@@ -9,8 +9,8 @@ candidates="all") is the candidate; the paper's other reviews are its references
    judgments they act on the judgment lines too (so judgment metrics need no LLM); LLM strategies
    rewrite the raw review through the backend (cached), and the result is preprocessed into
    judgments when a metric needs them. A failed perturbation keeps a None text and its error.
-2. Original and perturbed candidates are scored against the same references: GEM-family metrics
-   through the scoring engine (`scorer`: requests -> results), baselines directly.
+2. Original and perturbed candidates are scored against the same references by the metric registry
+   (tasks/metrics), with whatever the metrics need from `resources` (the evaluation LM, MiniLM).
 3. `stats.validation_table` tests each (metric, strategy); `human_correlation` relates the original
    scores to the quality score where the data has one (then every review is scored as a candidate).
 """
@@ -26,19 +26,9 @@ import numpy as np
 import polars as pl
 
 from tasks import schema
-from tasks.scoring.metrics import (
-    CANDIDATES,
-    METRICS,
-    REFERENCES,
-    SCORES,
-    SYNOPSES,
-    assemble_scores,
-    build_requests,
-    candidate_scores,
-    judgments_text,
-)
-from tasks.scoring.shards import RESULTS
-from tasks.validate.baselines import BASELINES
+from tasks.metrics import Resources, candidate_scores, check_names, get, higher_is_better, score_metrics
+from tasks.schema import REFERENCES, SCORING_CANDIDATES, SYNOPSES_WIDE
+from tasks.scoring.inputs import judgments_text
 from tasks.validate.llm_perturb import apply_llm_perturbation
 from tasks.validate.perturb import STRATEGIES, perturb_texts, random_replacement, strategy
 from tasks.validate.stats import Correction, spearman, validation_table
@@ -51,11 +41,8 @@ PERTURBATIONS = pl.Schema({"paper_id": pl.String, "review_id": pl.String, "candi
                            "judgments": pl.String, "error": pl.String})
 HUMAN_CORRELATION = pl.Schema({"metric": pl.String, "eval_lm": pl.String, "n": pl.Int64, "n_dropped": pl.Int64,
                                "rho": pl.Float64, "p_value": pl.Float64, "reason": pl.String})
-# The model behind each baseline, written where a GEM score names its evaluation LM.
-BASELINE_MODELS = {"bleu": "sacrebleu", "rouge_l": "rouge-score", "bertscore": "all-MiniLM-L6-v2"}
 SEPARATOR = "~"   # perturbed candidate id: <review_id>~<strategy>
 
-Scorer = Callable[[pl.DataFrame], pl.DataFrame]          # REQUESTS frame -> key, logprob, n_tokens
 Preprocessor = Callable[[pl.DataFrame], tuple[pl.DataFrame, pl.DataFrame]]  # reviews -> (judgments, rejects)
 
 
@@ -68,16 +55,6 @@ class ValidationResult:
     perturbations: pl.DataFrame       # PERTURBATIONS
     rejects: pl.DataFrame             # schema.REJECTS, stage "validate"
     stats: dict[str, Any] = field(default_factory=dict)
-
-
-def is_gem(metric: str) -> bool:
-    return metric in METRICS
-
-
-def check_metrics(names: Sequence[str]) -> None:
-    unknown = [n for n in names if n not in METRICS and n not in BASELINES]
-    if unknown or not names:
-        raise ValueError(f"unknown metric(s) {unknown}; known: {sorted({*METRICS, *BASELINES})}")
 
 
 def _usable(value: Any) -> bool:
@@ -210,68 +187,13 @@ def fill_judgments(frame: pl.DataFrame, id_col: str, preprocess: Preprocessor) -
 
 # ---------------------------------------------------------------- scoring
 
-def gem_scores(candidates: pl.DataFrame, references: pl.DataFrame, synopses: pl.DataFrame,
-               metrics: Sequence[str], scorer: Scorer, eval_lm: str) -> pl.DataFrame:
-    """Candidate scores (tasks.scoring.metrics.candidate_scores) of the GEM metrics named."""
-    pairs, requests = build_requests(candidates, references, synopses, [METRICS[m] for m in metrics], eval_lm)
-    results = scorer(requests) if requests.height else pl.DataFrame(schema=RESULTS)
-    return candidate_scores(assemble_scores(pairs, results, eval_lm))
-
-
-def baseline_scores(candidates: pl.DataFrame, references: pl.DataFrame, metrics: Sequence[str]) -> pl.DataFrame:
-    """Per-pair SCORES rows of baseline metrics on raw review texts (each candidate vs the paper's other reviews).
-
-    The log-probability columns stay null and eval_lm names the baseline's model. A pair without
-    a text on either side is NaN with a reason, like a GEM gap."""
-    refs: dict[str, list[dict[str, Any]]] = {}
-    for ref in references.sort("paper_id", "review_id").iter_rows(named=True):
-        refs.setdefault(ref["paper_id"], []).append(ref)
-    base: list[dict[str, Any]] = []
-    for cand in candidates.sort("paper_id", "candidate").iter_rows(named=True):
-        others = [r for r in refs.get(cand["paper_id"], []) if r["review_id"] != cand["review_id"]]
-        head = {"paper_id": cand["paper_id"], "candidate": cand["candidate"], "source": cand["source"]}
-        if not others:
-            base.append({**head, "reference": None, "x": None, "y": None, "reason": "no_reference"})
-        for ref in others:
-            x, y = cand["review_text"], ref["review_text"]
-            reason = None if _usable(x) else "no_candidate_raw"
-            reason = reason or (None if _usable(y) else "no_reference_raw")
-            base.append({**head, "reference": ref["review_id"], "x": x, "y": y, "reason": reason})
-    frames = []
-    for name in metrics:
-        values = BASELINES[name].fn([b["x"] for b in base], [b["y"] for b in base]) if base else np.array([])
-        frames.append(pl.DataFrame(
-            [{k: v for k, v in b.items() if k not in ("x", "y")} | {"metric": name, "score": float(s),
-                                                                  "eval_lm": BASELINE_MODELS[name]}
-             for b, s in zip(base, values, strict=True)],
-            schema={"paper_id": pl.String, "candidate": pl.String, "source": pl.String, "reference": pl.String,
-                    "reason": pl.String, "metric": pl.String, "score": pl.Float64, "eval_lm": pl.String}))
-    if not frames:
-        return pl.DataFrame(schema=SCORES)
-    out = pl.concat(frames)
-    return out.select(pl.col(c) if c in out.columns else pl.lit(None, t).alias(c) for c, t in SCORES.items())
-
-
 def score_candidates(candidates: pl.DataFrame, references: pl.DataFrame, synopses: pl.DataFrame,
-                     metrics: Sequence[str], scorer: Scorer | None, eval_lm: str) -> pl.DataFrame:
-    """Candidate scores of every metric named: GEM ones through `scorer`, baselines directly."""
-    gem = [m for m in metrics if is_gem(m)]
-    parts = []
-    if gem:
-        if scorer is None:
-            raise ValueError(f"metric(s) {gem} need a scorer (the evaluation LM)")
-        parts.append(gem_scores(candidates, references, synopses, gem, scorer, eval_lm))
-    base = [m for m in metrics if not is_gem(m)]
-    if base:
-        parts.append(candidate_scores(baseline_scores(candidates, references, base)))
-    return pl.concat(parts, how="vertical_relaxed") if parts else pl.DataFrame()
+                     metrics: Sequence[str], resources: Resources) -> pl.DataFrame:
+    """Candidate scores (tasks.metrics.candidate_scores) of every metric named."""
+    return candidate_scores(score_metrics(metrics, candidates, references, synopses, resources))
 
 
 # ---------------------------------------------------------------- the workflow
-
-def _higher_is_better(metric: str) -> bool:
-    return (METRICS[metric] if metric in METRICS else BASELINES[metric]).higher_is_better
-
 
 def paired_scores(scores: pl.DataFrame, perturbations: pl.DataFrame, metrics: Sequence[str]) -> pl.DataFrame:
     """One row per (metric, perturbation): the candidate's original and perturbed score (NaN when missing)."""
@@ -282,7 +204,7 @@ def paired_scores(scores: pl.DataFrame, perturbations: pl.DataFrame, metrics: Se
            .join(by.rename({"candidate": "review_id", "score": "original"}), on=["review_id", "metric"], how="left")
            .with_columns(pl.col("original", "perturbed").fill_null(math.nan),
                          higher_is_better=pl.col("metric").replace_strict(
-                             {m: _higher_is_better(m) for m in metrics}, return_dtype=pl.Boolean)))
+                             higher_is_better(metrics), return_dtype=pl.Boolean)))
     return out.select("metric", "strategy", "kind", "paper_id", pl.col("review_id").alias("candidate"),
                       "original", "perturbed", "higher_is_better")
 
@@ -308,8 +230,7 @@ def run_validation(
     *,
     strategies: Sequence[str],
     metrics: Sequence[str],
-    scorer: Scorer | None,
-    eval_lm: str,
+    resources: Resources,
     backend: Any = None,
     preprocess: Preprocessor | None = None,
     correction: Correction = "none",
@@ -320,11 +241,11 @@ def run_validation(
 ) -> ValidationResult:
     """The whole workflow on REVIEWS_IN-like rows; see the module docstring.
 
-    `scorer` scores GEM requests (None when only baselines are asked for); `backend` serves the LLM
+    `resources` serve the metrics (tasks/metrics/resources.py); `backend` serves the LLM
     strategies; `preprocess` turns reviews without judgments into judgments (needed when a judgment
     metric is asked for and the reviews, or LLM-perturbed ones, carry none).
     """
-    check_metrics(metrics)
+    check_names(metrics)
     for name in strategies:
         strategy(name)
     frame, rejects = prepare(reviews)
@@ -333,7 +254,7 @@ def run_validation(
                          ", ".join(sorted(set(rejects["rule"].to_list()))) + ")")
     frame = sample(frame, max_papers, candidates, seed)
     has_lines = frame["judgments"].is_not_null().any()
-    needs_lines = any(is_gem(m) and METRICS[m].text == "judgments" for m in metrics)
+    needs_lines = any(m.reads == "judgments" for m in get(metrics))
     more_rejects = [rejects]
     if needs_lines and not has_lines:   # reviews that carry some judgments are used as they are
         if preprocess is None:
@@ -359,11 +280,11 @@ def run_validation(
                                 "review_id", "review_text", "judgments"),
         perturbed.filter(pl.col("error").is_null()).select(
             "paper_id", "candidate", pl.col("strategy").alias("source"), "review_id", "review_text", "judgments"),
-    ]).cast(dict(CANDIDATES))
+    ]).cast(dict(SCORING_CANDIDATES))
     references = frame.select(REFERENCES.names()).cast(dict(REFERENCES))
     synopses = (frame.group_by("paper_id").agg(pl.col("abstract").drop_nulls().first(),
-                                               pl.col("assw").drop_nulls().first()).cast(dict(SYNOPSES)))
-    scores = score_candidates(cands, references, synopses, metrics, scorer, eval_lm)
+                                               pl.col("assw").drop_nulls().first()).cast(dict(SYNOPSES_WIDE)))
+    scores = score_candidates(cands, references, synopses, metrics, resources)
     pairs = paired_scores(scores, perturbed, metrics)
     table = validation_table(pairs, correction=correction, alpha=alpha)
     order = {m: i for i, m in enumerate(metrics)} | {s: i for i, s in enumerate(strategies)}
@@ -377,6 +298,6 @@ def run_validation(
                             pl.concat(more_rejects, how="vertical_relaxed").cast(dict(schema.REJECTS)), stats)
 
 
-__all__ = ["PERTURBATIONS", "REVIEWS_IN", "STRATEGIES", "ValidationResult", "baseline_scores", "fill_judgments",
-           "gem_scores", "human_correlation", "paired_scores", "perturb_candidates", "prepare", "run_validation",
+__all__ = ["PERTURBATIONS", "REVIEWS_IN", "STRATEGIES", "ValidationResult", "fill_judgments", "human_correlation",
+           "paired_scores", "perturb_candidates", "prepare", "run_validation",
            "sample", "score_candidates"]

@@ -1,7 +1,7 @@
 """A synthetic OpenReview venue the project writes itself (offline demo, tests and benchmarks).
 
 `make_venue` returns papers, reviews, meta-reviews, decisions, withdrawals and PDF bytes in a
-neutral form; `tasks.openreview_server` renders it as API v1 or v2 JSON. Papers get a `role`
+neutral form; `tasks.testing.openreview_server` renders it as API v1 or v2 JSON. Papers get a `role`
 saying what curation should do with them (keep, or drop for few confident reviews, rating
 variance, withdrawal, desk rejection), and with `bad_cases` some inputs are broken on purpose;
 `SyntheticVenue.bad_cases` maps each case to the id it was planted on. Reviews use a 1-10 rating
@@ -14,7 +14,7 @@ import random
 import re
 from dataclasses import dataclass, field
 
-from tasks import synthetic_text as words
+from tasks.testing import synthetic_text as words
 
 RATINGS = {
     1: "1: strong reject, the work has fundamental flaws",

@@ -1,4 +1,5 @@
-"""Content-addressed cache of LLM answers in one SQLite file.
+"""Content-addressed cache of LLM answers in one SQLite file, and `CachedLM`, which puts it in
+front of any `LanguageModel`.
 
 The key hashes everything that changes an answer: the backend and its model identity (for a
 local model also dtype, quantization and decoding settings), max_tokens, the full system and user
@@ -6,7 +7,8 @@ text (which carry the prompt version), the prefill and the line prefixes. Decodi
 the remote default, never seeded sampling. Only usable answers are stored, so a rerun with the
 same inputs makes zero LLM calls while a failed or rejected answer is asked again. Each operation
 opens its own connection, so threads and processes may share the file (SQLite serialises
-writers; WAL lets readers run alongside).
+writers; WAL lets readers run alongside). Log-likelihoods and embeddings pass straight through
+(the score stage keeps its own resumable shards).
 """
 
 from __future__ import annotations
@@ -14,14 +16,23 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from tasks.config import LLMConfig
-from tasks.llm.base import ChatBackend, ChatRequest, ChatResult, Usage
+import numpy as np
 
-Accept = Callable[[ChatResult], bool]
+from tasks.config import LLMConfig
+from tasks.lm.types import (
+    Accept,
+    ChatRequest,
+    ChatResult,
+    LanguageModel,
+    LoglikelihoodRequest,
+    LoglikelihoodResult,
+    Pooling,
+    Usage,
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, result TEXT NOT NULL, created_at TEXT
@@ -88,21 +99,23 @@ class LLMCache:
                 db.execute("INSERT OR REPLACE INTO batches VALUES (?, ?)", (key, batch_id))
 
 
-class CachedBackend:
-    """Any `ChatBackend` behind an `LLMCache`; keeps running usage totals for the whole run."""
+class CachedLM:
+    """Any `LanguageModel` behind an `LLMCache`; keeps running usage totals for the whole run.
 
-    def __init__(self, inner: ChatBackend, cache: LLMCache, cfg: LLMConfig) -> None:
+    Only `generate` is cached (keyed by `request_key` over the inner model's `identity`); a backend
+    that needs the store itself (the Anthropic one remembers in-flight batches) is given it when built.
+    """
+
+    def __init__(self, inner: LanguageModel, cache: LLMCache, cfg: LLMConfig) -> None:
         self.inner = inner
         self.cache = cache
         self.cfg = cfg
         self.name = inner.name
         self.model = inner.model
-        self.identity = getattr(inner, "identity", f"{inner.name}|{inner.model}")
+        self.identity = inner.identity
         self.usage = Usage()
-        if hasattr(inner, "batch_store"):
-            inner.batch_store = cache
 
-    def complete(self, requests: Sequence[ChatRequest], accept: Accept | None = None) -> list[ChatResult]:
+    def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None) -> list[ChatResult]:
         """Answers from the cache where present, the rest from the backend; `accept` decides
         which fresh answers are usable enough to store (default: any non-empty answer without an error)."""
         keys = [request_key(self.identity, request) for request in requests]
@@ -116,7 +129,7 @@ class CachedBackend:
         for i in missing:
             first_of.setdefault(keys[i], i)
         unique = list(first_of.values())
-        fresh = self.inner.complete([requests[i] for i in unique]) if unique else []
+        fresh = self.inner.generate([requests[i] for i in unique]) if unique else []
         by_key = {keys[i]: result for i, result in zip(unique, fresh, strict=True)}
         for i in missing:
             results[i] = by_key[keys[i]] if first_of[keys[i]] == i else replace(by_key[keys[i]], cached=True)
@@ -130,3 +143,9 @@ class CachedBackend:
         for result in final:
             self.usage.add(result, self.cfg)
         return final
+
+    def loglikelihood(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
+        return self.inner.loglikelihood(requests)
+
+    def embed(self, texts: Sequence[str], pooling: Pooling = "tokens") -> list[np.ndarray]:
+        return self.inner.embed(texts, pooling)

@@ -26,8 +26,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
-from tasks.openreview_render import RenderedNote, render_venue, venue_group
-from tasks.synthetic import SyntheticVenue
+from tasks.testing.http import send
+from tasks.testing.openreview_render import RenderedNote, render_venue, venue_group
+from tasks.testing.synthetic import SyntheticVenue
 
 FaultKind = Literal["429", "5xx", "slow", "malformed", "bad_shape"]
 _SORTABLE = ("number", "id", "cdate", "tcdate", "mdate", "tmdate")
@@ -398,13 +399,7 @@ def _make_handler(server: OpenReviewServer) -> type[BaseHTTPRequestHandler]:
         def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None,
                   content_type: str = "application/json; charset=utf-8") -> int:
             self._record(status)
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            for key, value in (headers or {}).items():
-                self.send_header(key, value)
-            self.end_headers()
-            self.wfile.write(body)
+            send(self, status, body, content_type, headers)
             return status
 
     return Handler

@@ -1,32 +1,47 @@
-"""The one narrow interface every LLM backend implements, plus usage and cost accounting.
+"""The one narrow language-model interface: frozen requests in, results out in the same order.
 
-A backend takes a batch of frozen `ChatRequest`s (a fixed system instruction and a user message)
-and returns one `ChatResult` per request, in the same order. A failed request never raises: it
-comes back with `error` set (and `retryable` when a later attempt may succeed), so one bad
-request cannot sink a batch. `make_backend` picks the backend named in the config and wraps it
-in the content-addressed cache.
+Three operations, each on a batch:
+
+* `generate(requests)`: a `ChatRequest` is a system instruction, a user message, a token limit,
+  an optional forced answer beginning (`prefill`) and optional `line_prefixes` (every line of the
+  answer opens with one of them). A failed request never raises: its `ChatResult` carries `error`
+  (and `retryable` when a later attempt may succeed), so one bad request cannot sink a batch.
+* `loglikelihood(requests)`: log p(continuation | chat [system, user]). Tokenization convention
+  (fixed; every metric depends on it, see tasks/lm/loglikelihood.py): the prompt is the chat
+  template with the generation prompt appended; the continuation is tokenized on its own; the
+  scored tokens are the continuation's tokens followed by the template's end-of-turn token, so
+  `n_tokens` counts that token and prompt tokens are never scored.
+* `embed(texts, pooling)`: "tokens" gives one L2-normalised vector per word-piece of each text
+  (an (n_tokens, dim) array); "mean" the normalised mean of those vectors (a (dim,) array).
+
+A backend implements what it can and raises `Unsupported` (with the reason) for the rest: an API
+model has no log-likelihoods, a sentence encoder does not chat.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
-from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Literal, Protocol
+
+import numpy as np
 
 from tasks.config import LLMConfig
-
-if TYPE_CHECKING:  # the cache module imports this one
-    from tasks.llm.cache import CachedBackend
 
 # Published price multipliers relative to the base input price / the whole bill.
 CACHE_WRITE_FACTOR = 1.25   # writing the prompt cache costs 25% more than plain input
 BATCH_FACTOR = 0.5          # the Message Batches API bills half price
 
+Pooling = Literal["tokens", "mean"]
+
 
 class TransientLLMError(RuntimeError):
     """Raised by callers when requests still failed for a transient reason (429 / 529 / 5xx)."""
+
+
+class Unsupported(RuntimeError):
+    """An operation this backend cannot do; the message says why and what to use instead."""
 
 
 @dataclass(frozen=True)
@@ -37,7 +52,7 @@ class ChatRequest:
     custom_id: str = ""
     prefill: str = ""   # the answer's forced beginning; the result text starts with it
     # Local backend only: every line of the answer must open with one of these (enforced token by
-    # token while decoding, see tasks/llm/line_prefixes.py). The anthropic backend ignores it: the
+    # token while decoding, see tasks/lm/line_prefixes.py). The anthropic backend ignores it: the
     # instructions and the prefill keep a large model to the format there.
     line_prefixes: tuple[str, ...] = ()
 
@@ -61,14 +76,42 @@ class ChatResult:
         return self.error is None and bool(self.text.strip())
 
 
-@runtime_checkable
-class ChatBackend(Protocol):
-    """`complete` answers every request, in input order; errors are results, not exceptions."""
+@dataclass(frozen=True)
+class LoglikelihoodRequest:
+    """Score `continuation` as the assistant's answer to the chat [system, user]."""
+
+    system: str
+    user: str
+    continuation: str
+
+
+@dataclass(frozen=True)
+class LoglikelihoodResult:
+    logprob: float                       # sum of the scored tokens' log-probabilities (nats)
+    n_tokens: int                        # scored tokens: the continuation's plus the end-of-turn token
+    token_logprobs: tuple[float, ...] | None = None
+
+
+Accept = Callable[[ChatResult], bool]
+
+
+class LanguageModel(Protocol):
+    """One model, every operation on it; results come back in request order.
+
+    `identity` names everything that changes an answer (backend, model, dtype / quantization,
+    decoding settings); it is the model part of every cache key. `accept` is a hook for a caching
+    wrapper (which fresh answers are usable enough to store); a backend without a cache ignores it.
+    """
 
     name: str
     model: str
+    identity: str
 
-    def complete(self, requests: Sequence[ChatRequest]) -> list[ChatResult]: ...
+    def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None) -> list[ChatResult]: ...
+
+    def loglikelihood(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]: ...
+
+    def embed(self, texts: Sequence[str], pooling: Pooling = "tokens") -> list[np.ndarray]: ...
 
 
 @dataclass
@@ -123,19 +166,3 @@ def cost_usd(result: ChatResult, cfg: LLMConfig) -> float:
         + result.output_tokens * cfg.output_price_per_mtok / 1e6
     )
     return dollars * (BATCH_FACTOR if result.batch else 1.0)
-
-
-def make_backend(cfg: LLMConfig, cache_dir: Path, base_url: str | None = None) -> CachedBackend:
-    """The configured backend behind the content-addressed cache under `cache_dir`."""
-    from tasks.llm.cache import CachedBackend, LLMCache
-
-    inner: ChatBackend
-    if cfg.backend == "anthropic":
-        from tasks.llm.anthropic_backend import AnthropicBackend
-
-        inner = AnthropicBackend(cfg, base_url=base_url)
-    else:
-        from tasks.llm.local_backend import LocalBackend
-
-        inner = LocalBackend(cfg)
-    return CachedBackend(inner, LLMCache(cache_dir / "llm.sqlite"), cfg)

@@ -6,11 +6,10 @@ import threading
 
 import pytest
 
-from tasks.anthropic_server import AnthropicServer
 from tasks.config import LLMConfig
-from tasks.llm.anthropic_backend import AnthropicBackend
-from tasks.llm.base import ChatRequest, ChatResult, make_backend
-from tasks.llm.cache import CachedBackend, LLMCache, request_key
+from tasks.lm import CachedLM, ChatRequest, ChatResult, LLMCache, make_lm, request_key
+from tasks.lm.anthropic_api import AnthropicLM
+from tasks.testing.anthropic_server import AnthropicServer
 
 REQ = ChatRequest("system text v1", "<review>\nThe results are convincing and well presented.\n</review>", 64)
 
@@ -58,10 +57,10 @@ def test_roundtrip_and_concurrent_writers(tmp_path):
 def test_second_run_makes_no_call(tmp_path):
     requests = [ChatRequest("sys", f"<review>\nReview {i} finds the method sound.\n</review>", 64) for i in range(3)]
     with AnthropicServer() as server:
-        first = make_backend(anthropic_cfg(use_batches=False), tmp_path, base_url=server.url).complete(requests)
+        first = make_lm(anthropic_cfg(use_batches=False), tmp_path, base_url=server.url).generate(requests)
         calls = server.counts["messages"]
-        again = make_backend(anthropic_cfg(use_batches=False), tmp_path, base_url=server.url)
-        second = again.complete(requests)
+        again = make_lm(anthropic_cfg(use_batches=False), tmp_path, base_url=server.url)
+        second = again.generate(requests)
     assert calls == 3 and server.counts["messages"] == 3
     assert [r.text for r in second] == [r.text for r in first]
     assert all(r.cached for r in second) and not any(r.cached for r in first)
@@ -71,12 +70,12 @@ def test_second_run_makes_no_call(tmp_path):
 
 def test_failed_or_refused_answers_are_not_stored(tmp_path):
     with AnthropicServer() as server:
-        backend = make_backend(anthropic_cfg(use_batches=False), tmp_path, base_url=server.url)
+        backend = make_lm(anthropic_cfg(use_batches=False), tmp_path, base_url=server.url)
         server.fail_next(400)
-        assert backend.complete([REQ])[0].error
-        refused = backend.complete([REQ], accept=lambda result: False)[0]
-        stored = backend.complete([REQ])[0]
-        cached = backend.complete([REQ])[0]
+        assert backend.generate([REQ])[0].error
+        refused = backend.generate([REQ], accept=lambda result: False)[0]
+        stored = backend.generate([REQ])[0]
+        cached = backend.generate([REQ])[0]
     assert refused.ok and not refused.cached
     assert stored.ok and not stored.cached
     assert cached.cached and cached.text == stored.text
@@ -85,8 +84,8 @@ def test_failed_or_refused_answers_are_not_stored(tmp_path):
 
 def test_identical_requests_in_one_call_are_sent_once(tmp_path):
     with AnthropicServer() as server:
-        backend = make_backend(anthropic_cfg(use_batches=False), tmp_path, base_url=server.url)
-        results = backend.complete([REQ, REQ, REQ])
+        backend = make_lm(anthropic_cfg(use_batches=False), tmp_path, base_url=server.url)
+        results = backend.generate([REQ, REQ, REQ])
     assert server.counts["messages"] == 1
     assert len({r.text for r in results}) == 1 and [r.cached for r in results] == [False, True, True]
 
@@ -103,11 +102,12 @@ def test_a_crashed_batch_run_reattaches_to_its_batch(tmp_path):
 
     with AnthropicServer(polls_before_end=1) as server:
         cache = LLMCache(tmp_path / "llm.sqlite")
-        dying = CachedBackend(AnthropicBackend(anthropic_cfg(), base_url=server.url, sleep=crash), cache, anthropic_cfg())
+        dying = CachedLM(AnthropicLM(anthropic_cfg(), base_url=server.url, sleep=crash, batch_store=cache), cache,
+                         anthropic_cfg())
         with pytest.raises(Crash):
-            dying.complete(requests)
-        resumed = make_backend(anthropic_cfg(), tmp_path, base_url=server.url).complete(requests)
+            dying.generate(requests)
+        resumed = make_lm(anthropic_cfg(), tmp_path, base_url=server.url).generate(requests)
         assert server.counts["batches_create"] == 1      # the second run found the batch in flight
         assert all(r.ok for r in resumed)
-        again = make_backend(anthropic_cfg(), tmp_path, base_url=server.url).complete(requests)
+        again = make_lm(anthropic_cfg(), tmp_path, base_url=server.url).generate(requests)
     assert server.counts["batches_create"] == 1 and all(r.cached for r in again)

@@ -1,7 +1,7 @@
-"""One scoring engine: log p(continuation | chat prompt) under a causal LM, batched and prefix-shared.
+"""Log-likelihoods under a causal LM, batched and prefix-shared: `LocalLM.loglikelihood` runs here.
 
-Interface: `ScoringEngine.score(requests)` takes a sequence of frozen `ScoreRequest`s and returns one
-`ScoreResult` per request, in the same order. Nothing else in the project touches the model.
+`LoglikelihoodEngine.score(requests)` takes a sequence of frozen `LoglikelihoodRequest`s and returns
+one `LoglikelihoodResult` per request, in the same order.
 
 Tokenization convention (fixed; every metric depends on it):
 
@@ -28,35 +28,25 @@ call. Models whose logits are not a plain linear head over the last hidden state
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from tqdm.auto import tqdm
 
-Tokens = tuple[int, ...]
+from tasks.lm.batching import batches
+from tasks.lm.loading import Tokens, chat_ids, end_of_turn
+from tasks.lm.types import LoglikelihoodRequest, LoglikelihoodResult
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+    from transformers.cache_utils import Cache
+
 KV = list[tuple[torch.Tensor, torch.Tensor]]
-_MARKER = "GREBENCHANSWERMARKER"
-
-
-@dataclass(frozen=True)
-class ScoreRequest:
-    """Score `continuation` as the assistant's answer to the chat [system, user]."""
-
-    system: str
-    user: str
-    continuation: str
-
-
-@dataclass(frozen=True)
-class ScoreResult:
-    logprob: float                       # sum of the scored tokens' log-probabilities (nats)
-    n_tokens: int                        # scored tokens: y's tokens plus the end-of-turn token
-    token_logprobs: tuple[float, ...] | None = None
+Work = tuple[int, Tokens, Tokens]          # (slot of the prompt in its chunk, prompt, target)
 
 
 @dataclass
@@ -72,37 +62,17 @@ class EngineStats:
     batches: int = 0
 
 
-def end_of_turn(tokenizer: Any) -> Tokens:
-    """The token that closes an assistant turn in this tokenizer's chat template."""
-    messages = [{"role": "user", "content": "u"}, {"role": "assistant", "content": _MARKER}]
-    text = tokenizer.apply_chat_template(messages, tokenize=False)
-    suffix = text.split(_MARKER, 1)[1] if _MARKER in text else ""
-    ids = tokenizer(suffix, add_special_tokens=False)["input_ids"] if suffix else []
-    if ids and ids[0] in set(tokenizer.all_special_ids):
-        return (ids[0],)
-    if tokenizer.eos_token_id is not None:
-        return (tokenizer.eos_token_id,)
-    raise ValueError("cannot tell the end-of-turn token of this tokenizer's chat template")
-
-
-def encode_prompt(tokenizer: Any, system: str, user: str) -> Tokens:
-    messages = ([{"role": "system", "content": system}] if system else []) + [
-        {"role": "user", "content": user}
-    ]
-    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    return tuple(tokenizer(text, add_special_tokens=False)["input_ids"])
-
-
-def encode_request(tokenizer: Any, request: ScoreRequest, eot: Tokens) -> tuple[Tokens, Tokens]:
+def encode_request(tokenizer: PreTrainedTokenizerBase, request: LoglikelihoodRequest,
+                   eot: Tokens) -> tuple[Tokens, Tokens]:
     """(prompt ids, scored ids) of a request under the convention in the module docstring."""
     if not request.continuation.strip():
         raise ValueError("empty continuation: there is nothing to score")
-    prompt = encode_prompt(tokenizer, request.system, request.user)
+    prompt = chat_ids(tokenizer, request.system, request.user)
     target = tuple(tokenizer(request.continuation, add_special_tokens=False)["input_ids"]) + eot
     return prompt, target
 
 
-def _check_model(model: Any) -> None:
+def _check_model(model: PreTrainedModel) -> None:
     config = model.config
     if getattr(config, "final_logit_softcapping", None) or getattr(config, "logit_scale", None):
         raise NotImplementedError(f"{config.model_type}: logits are not a plain linear head; not supported")
@@ -118,10 +88,11 @@ def _common_prefix(prompts: Sequence[Tokens]) -> int:
     return n
 
 
-class ScoringEngine:
+class LoglikelihoodEngine:
     """Batched, prefix-sharing scorer of continuations; see the module docstring for the rules."""
 
-    def __init__(self, model: Any, tokenizer: Any, token_budget: int = 4096, head_rows: int = 1024):
+    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, token_budget: int = 4096,
+                 head_rows: int = 1024):
         _check_model(model)
         self.model, self.tokenizer = model, tokenizer
         self.token_budget, self.head_rows = token_budget, head_rows
@@ -137,18 +108,18 @@ class ScoringEngine:
 
     # -- public -------------------------------------------------------------------------------
 
-    def encode(self, request: ScoreRequest) -> tuple[Tokens, Tokens]:
+    def encode(self, request: LoglikelihoodRequest) -> tuple[Tokens, Tokens]:
         if not request.continuation.strip():
             raise ValueError("empty continuation: there is nothing to score")
         key = (request.system, request.user)
         if key not in self._prompts:
             if len(self._prompts) > 4096:
                 self._prompts.clear()
-            self._prompts[key] = encode_prompt(self.tokenizer, request.system, request.user)
+            self._prompts[key] = chat_ids(self.tokenizer, request.system, request.user)
         target = tuple(self.tokenizer(request.continuation, add_special_tokens=False)["input_ids"])
         return self._prompts[key], target + self.eot
 
-    def score(self, requests: Sequence[ScoreRequest], per_token: bool = False) -> list[ScoreResult]:
+    def score(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
         """One result per request, in the order given."""
         with self._lock, torch.inference_mode():
             items = [self.encode(r) for r in requests]
@@ -163,50 +134,34 @@ class ScoringEngine:
             results = []
             for item in items:
                 values = done[item]
-                results.append(
-                    ScoreResult(
-                        logprob=float(values.sum()),
-                        n_tokens=len(item[1]),
-                        token_logprobs=tuple(values.tolist()) if per_token else None,
-                    )
-                )
+                results.append(LoglikelihoodResult(float(values.sum()), len(item[1]), tuple(values.tolist())))
             return results
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _score_groups(self, groups: dict[Tokens, set[Tokens]], done: dict) -> None:
-        prompts = sorted(groups, key=lambda p: (-(len(p) + max(map(len, groups[p]))), p))
+    def _score_groups(self, groups: dict[Tokens, set[Tokens]], done: dict[tuple[Tokens, Tokens], torch.Tensor]) -> None:
+        prompts = list(groups)
         shortest = min(map(len, prompts))
         head_len = min(_common_prefix(prompts), shortest - 1)
         if head_len == 0 and shortest < 2:
             raise ValueError("prompts share no prefix and one has a single token: nothing to attend to")
-        head = self._head(prompts[0][:head_len])
-        chunks = list(self._pack([(p, len(p) - 1 - head_len) for p in prompts]))
+        head = self._head(min(prompts)[:head_len])
+        chunks = batches(prompts, lambda p: len(p) - 1 - head_len, self.token_budget,
+                         key=lambda p: (-(len(p) + max(map(len, groups[p]))), p))
         # A terminal progress bar (hidden when stderr is not a terminal).
-        for chunk in tqdm(chunks, desc="scoring", unit="batch", disable=None, leave=False):
+        for chunk_ids in tqdm(chunks, desc="scoring", unit="batch", disable=None, leave=False):
+            chunk = [prompts[i] for i in chunk_ids]
             past, past_mask = self._bodies(chunk, head, head_len)
-            work = [(slot, p, t) for slot, p in enumerate(chunk) for t in groups[p]]
-            work.sort(key=lambda w: (-len(w[2]), w[0], w[2]))
-            for batch in self._pack([(w, len(w[2])) for w in work]):
+            work: list[Work] = [(slot, p, t) for slot, p in enumerate(chunk) for t in groups[p]]
+            for batch_ids in batches(work, lambda w: len(w[2]), self.token_budget,
+                                     key=lambda w: (-len(w[2]), w[0], w[2])):
+                batch = [work[i] for i in batch_ids]
                 values = self._continuations(batch, past, past_mask)
                 for (_, prompt, target), value in zip(batch, values, strict=True):
                     done[(prompt, target)] = value
 
-    def _pack(self, items: list[tuple[Any, int]]) -> Iterator[list[Any]]:
-        """Consecutive batches (input is longest first) whose padded size fits the token budget."""
-        batch: list[Any] = []
-        width = 0
-        for item, length in items:
-            if batch and (len(batch) + 1) * max(width, length) > self.token_budget:
-                yield batch
-                batch, width = [], 0
-            batch.append(item)
-            width = max(width, length)
-        if batch:
-            yield batch
-
     def _forward(self, ids: list[Tokens], past: KV | None, past_mask: torch.Tensor | None,
-                 start: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, Any]:
+                 start: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, Cache]:
         """Right-padded forward of `ids` after `past`; `start[i]` is the position of ids[i][0]."""
         width = max(map(len, ids))
         tokens = torch.full((len(ids), width), self.pad_id, dtype=torch.long)
@@ -262,7 +217,7 @@ class ScoringEngine:
         _, mask, cache = self._forward(bodies, expanded, head_mask, start)
         return [(layer.keys, layer.values) for layer in cache.layers], mask
 
-    def _continuations(self, batch: list[tuple[int, Tokens, Tokens]], past: KV | None,
+    def _continuations(self, batch: list[Work], past: KV | None,
                        past_mask: torch.Tensor | None) -> list[torch.Tensor]:
         """Per-token log-probs (float32, CPU) of each target given its prompt's cached KV."""
         slots = torch.tensor([slot for slot, _, _ in batch], dtype=torch.long)
@@ -288,8 +243,8 @@ class ScoringEngine:
         return logprobs.gather(1, targets[:, None]).squeeze(1)
 
 
-def reference_score(model: Any, tokenizer: Any, requests: Sequence[ScoreRequest],
-                    per_token: bool = False) -> list[ScoreResult]:
+def reference_score(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
+                    requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
     """The plain computation the engine must reproduce: one full forward pass per request over
     prompt + y, full-vocabulary log_softmax in float32 at every position, nothing shared."""
     eot = end_of_turn(tokenizer)
@@ -301,23 +256,5 @@ def reference_score(model: Any, tokenizer: Any, requests: Sequence[ScoreRequest]
             logprobs = model(input_ids=ids).logits[0].float().log_softmax(dim=-1)
             scored = logprobs[len(prompt) - 1 : -1].gather(1, ids[0, len(prompt) :, None]).squeeze(1)
             values = scored.double().cpu()
-            results.append(ScoreResult(float(values.sum()), len(target), tuple(values.tolist()) if per_token else None))
+            results.append(LoglikelihoodResult(float(values.sum()), len(target), tuple(values.tolist())))
     return results
-
-
-_LOADING = threading.Lock()
-
-
-def load_engine(spec: Any, token_budget: int) -> ScoringEngine:
-    """The engine for a `tasks.models.ModelSpec`, built once per process (the model is loaded once),
-    also when several scoring threads of one worker ask for it at the same time."""
-    with _LOADING:
-        return _engine(spec, token_budget)
-
-
-@functools.lru_cache(maxsize=2)
-def _engine(spec: Any, token_budget: int) -> ScoringEngine:
-    from tasks.models import load_causal_lm
-
-    model, tokenizer = load_causal_lm(spec)
-    return ScoringEngine(model, tokenizer, token_budget=token_budget)

@@ -24,7 +24,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import LogitsProcessor, PreTrainedTokenizerBase
 
 _BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"   # line breaks other than "\n": never generated
 
@@ -44,7 +48,7 @@ def _byte_decoder() -> dict[str, int]:
     return {chr(c): b for b, c in zip(printable, chars, strict=True)}
 
 
-def token_strings(tokenizer: Any) -> list[str]:
+def token_strings(tokenizer: PreTrainedTokenizerBase) -> list[str]:
     """The text of every token id on its own (partial UTF-8 bytes become U+FFFD).
 
     Byte-level BPE vocabularies are mapped through the byte alphabet (fast); anything else, or a
@@ -80,7 +84,7 @@ class LinePrefixConstraint:
     """Token-level rules for one tokenizer and one set of prefixes; `processor` makes the per-call
     transformers LogitsProcessor."""
 
-    def __init__(self, tokenizer: Any, prefixes: Sequence[str], stop_ids: Sequence[int], min_content: int = 3,
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, prefixes: Sequence[str], stop_ids: Sequence[int], min_content: int = 3,
                  one_sentence: bool = True) -> None:
         import torch
 
@@ -107,7 +111,7 @@ class LinePrefixConstraint:
                 self.breaks_now[i] = bool(self.tail_ok[i]) and text.startswith("\n")
         self.stops = torch.zeros(size, dtype=torch.bool)
         self.stops[self.stop_ids] = True
-        self._opening: dict[str, Any] = {}
+        self._opening: dict[str, torch.Tensor] = {}
         self._ids_of: dict[str, list[int]] = {}          # token text -> ids
         self._ids_breaking_after: dict[str, list[int]] = {}   # text before a token's line break -> ids
         for i, text in enumerate(self.strings):
@@ -138,7 +142,7 @@ class LinePrefixConstraint:
         *middle, last = segments
         return all(self._line_complete(s) for s in middle) and (self.opening(last) or self.matched(last) is not None)
 
-    def opening_mask(self, line: str) -> Any:
+    def opening_mask(self, line: str) -> torch.Tensor:
         """Tokens allowed while `line` is still opening: those that stay inside a prefix, or
         complete one and continue on the same line."""
         import torch
@@ -157,7 +161,7 @@ class LinePrefixConstraint:
             self._opening[line] = mask
         return self._opening[line]
 
-    def allowed(self, row: _Row) -> Any:
+    def allowed(self, row: _Row) -> torch.Tensor:
         """Boolean mask over the vocabulary of the tokens `row` may take next."""
         if row.done:
             return ~self.never
@@ -206,7 +210,7 @@ class LinePrefixConstraint:
             raise ValueError(f"the answer's forced beginning {answer_so_far!r} does not open an allowed line")
         return _Row(line, self._content_of(line))
 
-    def processor(self, starts: Sequence[str], prompt_width: int) -> Any:
+    def processor(self, starts: Sequence[str], prompt_width: int) -> LogitsProcessor:
         """A LogitsProcessor for one generate() call over rows whose answers begin with `starts`."""
         from transformers import LogitsProcessor
 
@@ -214,7 +218,7 @@ class LinePrefixConstraint:
         constraint = self
 
         class _Processor(LogitsProcessor):
-            def __call__(self, input_ids: Any, scores: Any) -> Any:
+            def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
                 import torch
 
                 if input_ids.shape[1] > prompt_width:

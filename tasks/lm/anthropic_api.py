@@ -4,7 +4,8 @@ The SDK's own retries are switched off (`max_retries=0`) so the policy lives her
 429, 529 and 5xx responses and connection errors are retried with exponential back-off, waiting
 at least what Retry-After asks. The fixed instructions carry `cache_control` so the provider's
 prompt cache serves them after the first request. The key is read only from ANTHROPIC_API_KEY
-and scrubbed from every error message this module produces.
+and scrubbed from every error message this module produces. An API model offers neither
+log-likelihoods of a given text nor embeddings: those raise `Unsupported`.
 """
 
 from __future__ import annotations
@@ -16,21 +17,41 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import anthropic
+import numpy as np
+from anthropic.types import Message
+from anthropic.types.messages import MessageBatchResult
 
 from tasks.config import LLMConfig
 from tasks.errors import AuthenticationError
-from tasks.llm.base import ChatRequest, ChatResult
+from tasks.lm.types import (
+    Accept,
+    ChatRequest,
+    ChatResult,
+    LoglikelihoodRequest,
+    LoglikelihoodResult,
+    Pooling,
+    Unsupported,
+)
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 KEY_ENV = "ANTHROPIC_API_KEY"
 RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504, 529}
 RETRYABLE_BATCH_ERRORS = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
 MAX_BATCH_REQUESTS = 10_000        # well under the API's 100,000
 MAX_BATCH_BYTES = 100 * 1024**2    # well under the API's 256 MB
+
+
+class BatchStore(Protocol):
+    """Remembers in-flight batch ids, so a crashed run re-attaches to its batch (an `LLMCache`)."""
+
+    def batch_id(self, key: str) -> str | None: ...
+
+    def remember_batch(self, key: str, batch_id: str | None) -> None: ...
 
 
 def scrub(text: str) -> str:
@@ -52,13 +73,15 @@ def _retry_after(error: anthropic.APIStatusError) -> float | None:
     return None
 
 
-def _text_of(message: Any) -> str | None:
+def _text_of(message: Message) -> str | None:
     """The concatenated text blocks of a message, or None when it has none."""
     parts = [block.text for block in (message.content or []) if getattr(block, "type", "") == "text"]
     return "".join(parts) if parts else None
 
 
-class AnthropicBackend:
+class AnthropicLM:
+    """Claude through the Messages API (or the Message Batches API for bulk work); generate only."""
+
     name = "anthropic"
 
     def __init__(
@@ -67,6 +90,7 @@ class AnthropicBackend:
         base_url: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
         backoff_seconds: float = 1.0,
+        batch_store: BatchStore | None = None,
     ) -> None:
         if cfg.model == "smollm2":
             raise ValueError("model: name an Anthropic model (e.g. claude-sonnet-4-5) when backend = 'anthropic'")
@@ -78,17 +102,25 @@ class AnthropicBackend:
         self.identity = f"anthropic|{cfg.model}"
         self.sleep = sleep
         self.backoff_seconds = backoff_seconds
-        self.batch_store: Any = None    # set by CachedBackend: remembers in-flight batch ids
+        self.batch_store = batch_store
         self.client = anthropic.Anthropic(api_key=key, base_url=base_url, max_retries=0)
 
     # ---- public -------------------------------------------------------------------------------
-    def complete(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
+    def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None) -> list[ChatResult]:
+        """Answers in request order (`accept` is for a caching wrapper; nothing is cached here)."""
         if not requests:
             return []
         if self.cfg.use_batches and len(requests) > 1:
             return self._complete_batched(requests)
         with ThreadPoolExecutor(max_workers=self.cfg.max_in_flight) as pool:
             return list(pool.map(self._complete_one, requests))
+
+    def loglikelihood(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
+        raise Unsupported(f"{self.model}: the Anthropic API returns no log-probabilities of a given text; "
+                          "score with a local model (score.eval_lm)")
+
+    def embed(self, texts: Sequence[str], pooling: Pooling = "tokens") -> list[np.ndarray]:
+        raise Unsupported(f"{self.model}: the Anthropic API has no embedding endpoint; use tasks.lm.embedder()")
 
     # ---- shared pieces ------------------------------------------------------------------------
     def _params(self, request: ChatRequest) -> dict[str, Any]:
@@ -107,7 +139,7 @@ class AnthropicBackend:
         log.warning("anthropic: %s; retrying in %.1f s", scrub(_describe(error)), wait)
         self.sleep(wait)
 
-    def _with_retries(self, call: Callable[[], Any]) -> Any:
+    def _with_retries(self, call: Callable[[], T]) -> T:
         """`call()` retried on transient failures; the last transient error is re-raised."""
         for attempt in range(self.cfg.max_retries + 1):
             try:
@@ -118,7 +150,7 @@ class AnthropicBackend:
                 self._wait(attempt, error)
         raise AssertionError("unreachable")
 
-    def _result(self, message: Any, batch: bool = False) -> ChatResult:
+    def _result(self, message: Message, batch: bool = False) -> ChatResult:
         text = _text_of(message)
         usage = message.usage
         common = {
@@ -202,7 +234,7 @@ class AnthropicBackend:
             out.setdefault(i, ChatResult("", error="batch result missing", model=self.model, retryable=True))
         return out
 
-    def _batch_line(self, result: Any) -> ChatResult:
+    def _batch_line(self, result: MessageBatchResult) -> ChatResult:
         if result.type == "succeeded":
             return self._result(result.message, batch=True)
         if result.type == "errored":

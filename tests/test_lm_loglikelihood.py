@@ -1,4 +1,4 @@
-"""The scoring engine against a plain full-vocabulary computation, batching, padding and order."""
+"""The log-likelihood engine against a plain full-vocabulary computation, batching, padding and order."""
 
 from __future__ import annotations
 
@@ -8,44 +8,45 @@ import polars as pl
 import pytest
 from scoring_data import make_frames
 
-from tasks.scoring.engine import ScoreRequest, ScoringEngine, encode_request, end_of_turn, reference_score
-from tasks.scoring.metrics import (
-    METRICS,
-    REFERENCES,
-    build_requests,
-    get_metrics,
-    human_candidates,
-    judgments_text,
-    synopses_wide,
-)
+from tasks.lm import LoglikelihoodRequest, ModelSpec
+from tasks.lm.loading import end_of_turn
+from tasks.lm.local import LocalLM
+from tasks.lm.loglikelihood import encode_request, reference_score
+from tasks.metrics import get
+from tasks.metrics.gem import build_requests
+from tasks.schema import REFERENCES
+from tasks.scoring.inputs import human_candidates, judgments_text, synopses_wide
+
+GEM = ["gem_raw", "gem", "gem_s_abstract", "gem_s_assw"]
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def metric_requests() -> list[ScoreRequest]:
+def metric_requests() -> list[LoglikelihoodRequest]:
     """For every metric, one conditional and one marginal request built by the metric code itself."""
     frames = make_frames(n_papers=1, n_reviews=2, seed=11)
     refs = frames["reviews"].join(judgments_text(frames["judgments"]), on="review_id").select(REFERENCES.names())
     pairs, requests = build_requests(human_candidates(refs), refs, synopses_wide(frames["synopses"]),
-                                     get_metrics(list(METRICS)), "smollm2")
-    by_key = {r["key"]: ScoreRequest(r["system"], r["user"], r["continuation"]) for r in requests.iter_rows(named=True)}
+                                     get(GEM), "smollm2")
+    by_key = {r["key"]: LoglikelihoodRequest(r["system"], r["user"], r["continuation"]) for r in requests.iter_rows(named=True)}
     chosen = []
-    for metric in METRICS:
+    for metric in GEM:
         pair = pairs.filter(pl.col("metric") == metric).row(0, named=True)
         chosen += [by_key[pair["cond_key"]], by_key[pair["marg_key"]]]
     return chosen
 
 
 @pytest.fixture(scope="module")
-def engine(embedded_lm) -> ScoringEngine:
-    model, tokenizer = embedded_lm
-    return ScoringEngine(model, tokenizer, token_budget=1024)
+def lm(embedded_lm) -> LocalLM:
+    lm = LocalLM(ModelSpec(), token_budget=1024)
+    assert lm.engine.model is embedded_lm[0]        # the session's model, not a second copy
+    return lm
 
 
 @pytest.fixture(scope="module")
-def batched(engine, metric_requests):
-    return engine.score(metric_requests, per_token=True)
+def batched(lm, metric_requests):
+    return lm.loglikelihood(metric_requests)
 
 
 def test_only_the_answer_and_its_end_of_turn_are_scored(embedded_lm, metric_requests) -> None:
@@ -59,12 +60,12 @@ def test_only_the_answer_and_its_end_of_turn_are_scored(embedded_lm, metric_requ
             {"role": "assistant", "content": request.continuation}]
     assert tokenizer.apply_chat_template(chat, tokenize=False).startswith(tokenizer.decode(list(prompt + target)))
     with pytest.raises(ValueError, match="empty continuation"):
-        ScoringEngine(model, tokenizer).score([ScoreRequest(request.system, request.user, "  ")])
+        LocalLM(ModelSpec()).loglikelihood([LoglikelihoodRequest(request.system, request.user, "  ")])
 
 
 def test_matches_full_vocabulary_forward_for_every_metric_prompt(embedded_lm, metric_requests, batched) -> None:
     model, tokenizer = embedded_lm
-    reference = reference_score(model, tokenizer, metric_requests, per_token=True)
+    reference = reference_score(model, tokenizer, metric_requests)
     for got, want in zip(batched, reference, strict=True):
         assert got.n_tokens == want.n_tokens == len(got.token_logprobs)
         worst = max(abs(a - b) for a, b in zip(got.token_logprobs, want.token_logprobs, strict=True))
@@ -72,25 +73,25 @@ def test_matches_full_vocabulary_forward_for_every_metric_prompt(embedded_lm, me
         assert got.logprob == pytest.approx(sum(got.token_logprobs), abs=1e-9)
 
 
-def test_same_results_unbatched_in_any_order_and_with_duplicates(engine, metric_requests, batched) -> None:
+def test_same_results_unbatched_in_any_order_and_with_duplicates(lm, metric_requests, batched) -> None:
     # one request per call: no batch, no padding, and the shared prefix is that request's whole prompt
     for i in (0, len(metric_requests) - 1):
-        (alone,) = engine.score([metric_requests[i]])
+        (alone,) = lm.loglikelihood([metric_requests[i]])
         assert alone.logprob == pytest.approx(batched[i].logprob, abs=1e-4)
     order = list(range(len(metric_requests)))
     random.Random(3).shuffle(order)
     doubled = [metric_requests[i] for i in order] + [metric_requests[0]]
-    shuffled = engine.score(doubled)
+    shuffled = lm.loglikelihood(doubled)
     for position, i in enumerate(order):
         assert shuffled[position].logprob == batched[i].logprob   # same batches, bit for bit
     assert shuffled[-1].logprob == batched[0].logprob
 
 
 def test_tight_budget_packs_small_padded_batches(embedded_lm, metric_requests, batched) -> None:
-    model, tokenizer = embedded_lm
     subset = [2, 3, 6, 7]                           # gem and gem_s_assw: conditional and marginal
-    small = ScoringEngine(model, tokenizer, token_budget=128)
-    results = small.score([metric_requests[i] for i in subset])
-    assert small.stats.batches > 2 and small.stats.padded_tokens > small.stats.forward_tokens
+    small = LocalLM(ModelSpec(), token_budget=128)
+    results = small.loglikelihood([metric_requests[i] for i in subset])
+    stats = small.engine.stats
+    assert stats.batches > 2 and stats.padded_tokens > stats.forward_tokens
     for got, want in zip(results, [batched[i] for i in subset], strict=True):
         assert got.logprob == pytest.approx(want.logprob, abs=1e-4)

@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from tasks.anthropic_server import AnthropicServer, heuristic_responder
 from tasks.config import LLMConfig
 from tasks.errors import AuthenticationError
-from tasks.llm.anthropic_backend import AnthropicBackend
-from tasks.llm.base import ChatRequest, Usage, cost_usd
+from tasks.lm import ChatRequest, Usage, cost_usd
+from tasks.lm.anthropic_api import AnthropicLM
+from tasks.testing.anthropic_server import AnthropicServer, heuristic_responder
 
 KEY = "fake-test-key-7f3c0d9e1b2a4c5d"
 REVIEW = "<review>\nThe paper is clear. The proofs are incomplete. Why is the bound tight?\n</review>"
@@ -37,10 +37,10 @@ class Sleeps(list):
             time.sleep(seconds)
 
 
-def make(server: AnthropicServer, sleep=None, **overrides) -> AnthropicBackend:
+def make(server: AnthropicServer, sleep=None, **overrides) -> AnthropicLM:
     settings = {"backend": "anthropic", "model": "claude-test", "poll_seconds": 0.01, "max_retries": 3,
                 "use_batches": False, **overrides}
-    return AnthropicBackend(LLMConfig(**settings), base_url=server.url, sleep=sleep if sleep is not None else Sleeps(),
+    return AnthropicLM(LLMConfig(**settings), base_url=server.url, sleep=sleep if sleep is not None else Sleeps(),
                             backoff_seconds=0.01)
 
 
@@ -51,7 +51,7 @@ def request(user: str = REVIEW, max_tokens: int = 200, **kw) -> ChatRequest:
 def test_success_with_prompt_caching_and_usage():
     with AnthropicServer() as server:
         backend = make(server)
-        first, second = backend.complete([request()]), backend.complete([request()])
+        first, second = backend.generate([request()]), backend.generate([request()])
     assert first[0].error is None
     assert first[0].text == heuristic_responder({"messages": [{"role": "user", "content": REVIEW}]})
     assert first[0].text.splitlines()[1] == "The reviewer criticizes that the proofs are incomplete."
@@ -68,7 +68,7 @@ def test_429_then_success_honours_retry_after():
     sleeps = Sleeps(real=True)
     with AnthropicServer() as server:
         server.fail_next(429, retry_after=1)
-        result = make(server, sleep=sleeps).complete([request()])[0]
+        result = make(server, sleep=sleeps).generate([request()])[0]
     assert result.error is None and result.text.startswith("The reviewer")
     assert sleeps == [1.0]
     first, second = server.times["messages"]
@@ -80,7 +80,7 @@ def test_529_overloaded_is_retried_with_backoff():
     sleeps = Sleeps()
     with AnthropicServer() as server:
         server.fail_next(529, times=2)
-        result = make(server, sleep=sleeps).complete([request()])[0]
+        result = make(server, sleep=sleeps).generate([request()])[0]
     assert result.error is None
     assert sleeps == [0.01, 0.02]
     assert server.counts["messages"] == 3
@@ -89,7 +89,7 @@ def test_529_overloaded_is_retried_with_backoff():
 def test_500_gives_up_after_max_retries_with_a_retryable_error():
     with AnthropicServer() as server:
         server.fail_next(500, times=10)
-        result = make(server, max_retries=2).complete([request()])[0]
+        result = make(server, max_retries=2).generate([request()])[0]
     assert server.counts["messages"] == 3
     assert result.text == "" and result.retryable and "HTTP 500" in result.error
 
@@ -97,7 +97,7 @@ def test_500_gives_up_after_max_retries_with_a_retryable_error():
 def test_400_is_not_retried():
     with AnthropicServer() as server:
         server.fail_next(400)
-        result = make(server).complete([request()])[0]
+        result = make(server).generate([request()])[0]
     assert server.counts["messages"] == 1
     assert not result.retryable and "HTTP 400" in result.error
 
@@ -106,14 +106,14 @@ def test_400_is_not_retried():
 def test_malformed_content_is_an_error_result(kind, message):
     with AnthropicServer() as server:
         server.malformed_next(kind)
-        bad, good = (make(server).complete([request()])[0] for _ in range(2))
+        bad, good = (make(server).generate([request()])[0] for _ in range(2))
     assert message in bad.error and bad.text == "" and not bad.ok
     assert good.ok
 
 
 def test_prefill_is_sent_as_the_start_of_the_answer():
     with AnthropicServer(lambda params: " appreciates the figures.") as server:
-        result = make(server).complete([request(prefill="The reviewer")])[0]
+        result = make(server).generate([request(prefill="The reviewer")])[0]
     assert server.received[0]["messages"][-1] == {"role": "assistant", "content": "The reviewer"}
     assert result.text == "The reviewer appreciates the figures."
 
@@ -131,7 +131,7 @@ def test_requests_in_flight_are_bounded():
         return "The reviewer appreciates the writing."
 
     with AnthropicServer(slow) as server:
-        results = make(server, max_in_flight=2).complete([request(f"<review>{i}</review>") for i in range(6)])
+        results = make(server, max_in_flight=2).generate([request(f"<review>{i}</review>") for i in range(6)])
     assert all(r.ok for r in results)
     assert state["peak"] == 2
 
@@ -145,7 +145,7 @@ def test_batch_lifecycle_with_errored_results_resubmitted():
     sleeps = Sleeps()
     reviews = [f"<review>\nReview number {i} praises the clear writing.\n</review>" for i in range(5)]
     with AnthropicServer(polls_before_end=2, batch_fault=fault) as server:
-        results = make(server, sleep=sleeps, use_batches=True).complete([request(r) for r in reviews])
+        results = make(server, sleep=sleeps, use_batches=True).generate([request(r) for r in reviews])
     first, second = server.batches["msgbatch_0001"], server.batches["msgbatch_0002"]
     assert first["status"] == second["status"] == "ended"
     assert len(first["requests"]) == 5 and len(second["requests"]) == 2     # errored + expired again
@@ -161,7 +161,7 @@ def test_batch_lifecycle_with_errored_results_resubmitted():
 def test_batch_create_rate_limited_then_accepted():
     with AnthropicServer() as server:
         server.fail_next(429, route="batches_create", retry_after=0)
-        results = make(server, use_batches=True).complete([request(), request("<review>The work is fine overall.</review>")])
+        results = make(server, use_batches=True).generate([request(), request("<review>The work is fine overall.</review>")])
     assert [r.ok for r in results] == [True, True]
     assert server.counts["batches_create"] == 2
 
@@ -171,8 +171,8 @@ def test_usage_and_cost_accounting():
                     output_price_per_mtok=15.0, cache_read_price_per_mtok=0.3)
     with AnthropicServer() as server:
         backend = make(server)
-        results = backend.complete([request()]) + backend.complete([request()])
-        batched = make(server, use_batches=True).complete([request(), request()])
+        results = backend.generate([request()]) + backend.generate([request()])
+        batched = make(server, use_batches=True).generate([request(), request()])
     usage = Usage.of(results, cfg)
     assert usage.requests == 2 and usage.errors == 0
     assert usage.input_tokens == sum(r.input_tokens for r in results)
@@ -192,10 +192,10 @@ def test_key_never_appears_in_errors_or_logs(caplog):
     caplog.set_level(logging.DEBUG)
     with AnthropicServer(echo_key_in_errors=True, reject_key=KEY) as server:
         errors = []
-        for backend, requests in ((make(server), [request()]),
-                                  (make(server, use_batches=True), [request(), request("<review>x y z</review>")])):
+        for lm, requests in ((make(server), [request()]),
+                             (make(server, use_batches=True), [request(), request("<review>x y z</review>")])):
             with pytest.raises(AuthenticationError) as raised:   # fatal: never retried, never a silent empty answer
-                backend.complete(requests)
+                lm.generate(requests)
             errors.append(str(raised.value))
     assert server.counts["messages"] == 1    # the key was sent (and refused, as scripted), once
     for error in errors:
@@ -207,6 +207,6 @@ def test_key_never_appears_in_errors_or_logs(caplog):
 def test_missing_key_is_a_clear_error(monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     with pytest.raises(RuntimeError, match="ANTHROPIC_API_KEY"):
-        AnthropicBackend(LLMConfig(backend="anthropic", model="claude-test"))
+        AnthropicLM(LLMConfig(backend="anthropic", model="claude-test"))
     with pytest.raises(ValueError, match="Anthropic model"):
-        AnthropicBackend(LLMConfig(backend="anthropic"))
+        AnthropicLM(LLMConfig(backend="anthropic"))

@@ -13,7 +13,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from tasks.synthetic import SyntheticPaper, SyntheticReview, SyntheticVenue
+from tasks.testing.synthetic import SyntheticPaper, SyntheticReview, SyntheticVenue
 
 DAY_MS = 86_400_000
 REVIEW_NAME, META_NAME, DECISION_NAME, COMMENT_NAME = "Official_Review", "Meta_Review", "Decision", "Official_Comment"

@@ -1,6 +1,6 @@
-"""The local backend: a transformers chat model with greedy decoding.
+"""The local backend: a transformers causal LM that generates (greedy) and gives log-likelihoods.
 
-Prompts go through the model's chat template and are generated in batches, longest first so an
+`generate`: prompts go through the model's chat template and are generated in batches, longest first so an
 out-of-memory error shows up on the first batch, with left padding so every row's answer starts
 at the same column; results are put back in input order. A prompt that does not fit the model's
 context is an error result, never silently cut. `load_in_4bit` asks for NF4 weights through
@@ -17,6 +17,10 @@ on 2 busy cores: 0.8 tokens/s with 2 threads, 20 with 1). So each generate() cal
 `generation_threads()`: the cores not already busy by the 1-minute load average, at least 1 and at
 most torch's own setting; `GREBENCH_LOCAL_THREADS` fixes the number. The process-wide setting is
 restored afterwards.
+
+`loglikelihood` runs the prefix-sharing engine of tasks/lm/loglikelihood.py (built on first use,
+batches under `token_budget` padded tokens). `embed` is not offered: sentence vectors come from
+the encoder (`tasks.lm.embedder()`).
 """
 
 from __future__ import annotations
@@ -24,17 +28,32 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING
 
+import numpy as np
 from tqdm.auto import tqdm
 
-from tasks.config import LLMConfig
-from tasks.llm.base import ChatRequest, ChatResult
-from tasks.llm.line_prefixes import LinePrefixConstraint
-from tasks.models import ModelSpec, cuda_available, load_causal_lm
+from tasks.lm.batching import batches
+from tasks.lm.line_prefixes import LinePrefixConstraint
+from tasks.lm.loading import ModelSpec, Tokens, chat_ids, load_model
+from tasks.lm.types import (
+    Accept,
+    ChatRequest,
+    ChatResult,
+    LoglikelihoodRequest,
+    LoglikelihoodResult,
+    Pooling,
+    Unsupported,
+)
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from tasks.lm.loglikelihood import LoglikelihoodEngine
 
 log = logging.getLogger(__name__)
 MIN_CONTENT_TOKENS = 3   # non-blank tokens each constrained line must carry after its prefix
@@ -43,37 +62,50 @@ DECODING = f"greedy|min-content-{MIN_CONTENT_TOKENS}|one-sentence-{ONE_SENTENCE}
 _CONSTRAINTS: dict[tuple[int, tuple[str, ...]], LinePrefixConstraint] = {}
 
 
-def model_spec(cfg: LLMConfig) -> ModelSpec:
-    """The ModelSpec the config asks for; 4-bit only where CUDA is present."""
-    if cfg.load_in_4bit:
-        if not cuda_available():
-            raise ValueError("load_in_4bit = true needs CUDA (bitsandbytes NF4); set it to false on CPU")
-        return ModelSpec(name=cfg.model, quantization="nf4", device="cuda")
-    return ModelSpec(name=cfg.model)
+class LocalLM:
+    """A local causal LM (`spec`): generate and loglikelihood; `batch_size` prompts per generate()
+    call, `token_budget` padded tokens per log-likelihood forward batch."""
 
-
-class LocalBackend:
     name = "local"
 
-    def __init__(self, cfg: LLMConfig, spec: ModelSpec | None = None) -> None:
-        self.cfg = cfg
-        self.spec = spec or model_spec(cfg)
-        self.model = self.spec.name
-        self.identity = f"local|{self.spec.resolved().key}|{DECODING}"
+    def __init__(self, spec: ModelSpec, batch_size: int = 8, token_budget: int = 4096) -> None:
+        self.spec = spec
+        self.batch_size = batch_size
+        self.token_budget = token_budget
+        self.model = spec.name
+        self.identity = f"local|{spec.resolved().key}|{DECODING}"
         self.generated_tokens = 0
         self.generate_seconds = 0.0
+        self._engine: LoglikelihoodEngine | None = None
+        self._engine_lock = threading.Lock()
 
-    def _loaded(self) -> tuple[Any, Any]:
-        return load_causal_lm(self.spec)
+    def _loaded(self) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+        return load_model(self.spec)
 
-    def prompt_ids(self, request: ChatRequest) -> list[int]:
+    def prompt_ids(self, request: ChatRequest) -> Tokens:
         """Token ids of the chat-formatted prompt, ending where the assistant's answer begins."""
-        _, tokenizer = self._loaded()
-        messages = [{"role": "system", "content": request.system}, {"role": "user", "content": request.user}]
-        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + request.prefill
-        return tokenizer(text, add_special_tokens=False)["input_ids"]
+        return chat_ids(self._loaded()[1], request.system, request.user, request.prefill)
 
-    def complete(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
+    @property
+    def engine(self) -> LoglikelihoodEngine:
+        """The log-likelihood engine on this model (built once; it keeps its prefix caches)."""
+        with self._engine_lock:
+            if self._engine is None:
+                from tasks.lm.loglikelihood import LoglikelihoodEngine
+
+                model, tokenizer = self._loaded()
+                self._engine = LoglikelihoodEngine(model, tokenizer, token_budget=self.token_budget)
+            return self._engine
+
+    def loglikelihood(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
+        return self.engine.score(requests)
+
+    def embed(self, texts: Sequence[str], pooling: Pooling = "tokens") -> list[np.ndarray]:
+        raise Unsupported(f"{self.model} is a causal LM; embeddings come from the sentence encoder "
+                          "(tasks.lm.embedder())")
+
+    def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None) -> list[ChatResult]:
+        """Greedy answers in request order (`accept` is for a caching wrapper; nothing is cached here)."""
         if not requests:
             return []
         model, _ = self._loaded()
@@ -95,14 +127,9 @@ class LocalBackend:
             else:
                 runnable.append(i)
         # one group per set of line prefixes, longest prompt first within each
-        runnable.sort(key=lambda i: (requests[i].line_prefixes, -len(prompts[i])))
-        size = self.cfg.batch_size
-        chunks: list[list[int]] = []
-        for i in runnable:
-            if chunks and len(chunks[-1]) < size and requests[chunks[-1][0]].line_prefixes == requests[i].line_prefixes:
-                chunks[-1].append(i)
-            else:
-                chunks.append([i])
+        chunks = [[runnable[k] for k in batch] for batch in batches(
+            runnable, lambda i: len(prompts[i]), key=lambda i: (requests[i].line_prefixes, -len(prompts[i])),
+            max_items=self.batch_size, group=lambda i: requests[i].line_prefixes)]
         for chunk in tqdm(chunks, desc=f"generating ({self.model})", unit="batch", disable=None, leave=False):
             first = requests[chunk[0]]
             constraint = self.constraint(first.line_prefixes) if first.line_prefixes else None
@@ -127,7 +154,7 @@ class LocalBackend:
         found |= set(_ids(getattr(model.generation_config, "eos_token_id", None)))
         return {token for token in found if token is not None}
 
-    def _generate(self, prompts: list[list[int]], limits: list[int], constraint: LinePrefixConstraint | None = None,
+    def _generate(self, prompts: list[Tokens], limits: list[int], constraint: LinePrefixConstraint | None = None,
                   prefills: list[str] | None = None) -> list[ChatResult]:
         """Greedy answers for one batch. Greedy decoding is deterministic, so generating up to
         the largest limit and cutting each row at its own limit equals generating each alone
@@ -138,7 +165,7 @@ class LocalBackend:
         model, tokenizer = self._loaded()
         width = max(len(ids) for ids in prompts)
         pad = tokenizer.pad_token_id
-        input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids in prompts])
+        input_ids = torch.tensor([[pad] * (width - len(ids)) + list(ids) for ids in prompts])
         mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in prompts])
         device = next(model.parameters()).device
         processors = LogitsProcessorList()

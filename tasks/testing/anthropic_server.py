@@ -27,6 +27,8 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tasks.testing.http import send
+
 Responder = Callable[[dict[str, Any]], str]
 BatchFault = Callable[[int, int, str], str | None]   # (batch number, position, custom_id) -> fault
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error",
@@ -189,9 +191,9 @@ class AnthropicServer:
             return _send_error(handler, fault.status, fault.message, fault.retry_after)
         if route == "messages":
             if fault is not None and fault.kind == "bad_json":
-                return _send(handler, 200, b'{"id": "msg_broken", "content": [', "application/json")
+                return send(handler, 200, b'{"id": "msg_broken", "content": [', "application/json")
             message = self._message(body, no_text=fault is not None)
-            return _send(handler, 200, json.dumps(message).encode(), "application/json")
+            return send(handler, 200, json.dumps(message).encode(), "application/json")
         if route == "batches_create":
             return _send_json(handler, self._create_batch(body))
         batch = self.batches.get(batch_id or "")
@@ -202,7 +204,7 @@ class AnthropicServer:
         if batch["status"] != "ended":
             return _send_error(handler, 400, "batch has not ended")
         lines = "".join(json.dumps(line) + "\n" for line in batch["results"]).encode()
-        return _send(handler, 200, lines, "application/x-jsonl")
+        return send(handler, 200, lines, "application/x-jsonl")
 
     # ---- behaviour ----------------------------------------------------------------------------
     def _message(self, params: dict[str, Any], no_text: bool = False) -> dict[str, Any]:
@@ -287,19 +289,8 @@ def _route(method: str, path: str) -> tuple[str, str | None]:
     return "unknown", None
 
 
-def _send(handler: BaseHTTPRequestHandler, status: int, payload: bytes, content_type: str,
-          headers: dict[str, str] | None = None) -> None:
-    handler.send_response(status)
-    handler.send_header("content-type", content_type)
-    handler.send_header("content-length", str(len(payload)))
-    for name, value in (headers or {}).items():
-        handler.send_header(name, value)
-    handler.end_headers()
-    handler.wfile.write(payload)
-
-
 def _send_json(handler: BaseHTTPRequestHandler, data: dict[str, Any]) -> None:
-    _send(handler, 200, json.dumps(data).encode(), "application/json")
+    send(handler, 200, json.dumps(data).encode(), "application/json")
 
 
 def _send_error(handler: BaseHTTPRequestHandler, status: int, message: str,
@@ -307,4 +298,4 @@ def _send_error(handler: BaseHTTPRequestHandler, status: int, message: str,
     kind = ERROR_TYPES.get(status, "api_error")
     payload = json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
     headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
-    _send(handler, status, payload, "application/json", headers)
+    send(handler, status, payload, "application/json", headers)

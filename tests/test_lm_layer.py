@@ -1,0 +1,97 @@
+"""The LM layer without a model: batching, the device policy, what a backend cannot do, the imports."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tasks.config import LLMConfig, PreprocessConfig, ScoreConfig
+from tasks.lm import (
+    CachedLM,
+    ChatRequest,
+    LLMCache,
+    LoglikelihoodRequest,
+    ModelSpec,
+    Unsupported,
+    batches,
+    chat_spec,
+    cuda_available,
+    eval_spec,
+    make_lm,
+    map_batches,
+)
+from tasks.lm.anthropic_api import AnthropicLM
+from tasks.lm.encoder import Encoder
+from tasks.testing.anthropic_server import AnthropicServer
+
+CPU_ONLY = pytest.mark.skipif(cuda_available(), reason="checks the CPU policy")
+
+
+def test_batches_run_longest_first_under_the_budget():
+    lengths = [3, 9, 1, 9, 4, 2]
+    got = batches(lengths, cost=lambda n: n, budget=20)
+    assert got == [[1, 3], [4, 0, 5, 2]]              # 2 x 9 = 18; then 4 x 4 = 16 (ties keep input order)
+    assert all(len(b) * max(lengths[i] for i in b) <= 20 for b in got)
+    assert batches([50, 1], cost=lambda n: n, budget=20) == [[0], [1]]   # too big alone: a batch of one
+    assert batches(lengths, cost=lambda n: n, max_items=4) == [[1, 3, 4, 0], [5, 2]]
+    assert batches([], cost=len) == []
+
+
+def test_batches_keep_groups_apart_and_follow_a_given_order():
+    items = [("a", 5), ("b", 7), ("a", 6), ("b", 1)]
+    got = batches(items, cost=lambda x: x[1], key=lambda x: (x[0], -x[1]), group=lambda x: x[0])
+    assert got == [[2, 0], [1, 3]]
+
+
+def test_map_batches_restores_the_input_order():
+    texts = ["ccc", "a", "bbbb", "dd", "eeeee"]
+    seen: list[list[str]] = []
+
+    def upper(batch: list[str]) -> list[str]:
+        seen.append(batch)
+        return [t.upper() for t in batch]
+
+    assert map_batches(texts, upper, cost=len, budget=8) == [t.upper() for t in texts]
+    assert seen[0] == ["eeeee"] and [len(t) for b in seen for t in b] == sorted(map(len, texts), reverse=True)
+    with pytest.raises(RuntimeError, match="answered 0 of"):
+        map_batches(texts, lambda batch: [], cost=len)
+
+
+@CPU_ONLY
+def test_one_device_policy():
+    assert ModelSpec().resolved() == ModelSpec(dtype="float32", quantization="none", device="cpu")
+    assert ModelSpec(quantization="auto").resolved().key == "smollm2|float32|none"
+    with pytest.raises(ValueError, match="needs CUDA"):
+        ModelSpec(quantization="nf4").resolved()
+    assert eval_spec(ScoreConfig()).resolved().key == "smollm2|float32|none"
+    assert chat_spec(PreprocessConfig(model="some/model")) == ModelSpec("some/model")
+    with pytest.raises(ValueError, match="needs CUDA"):
+        chat_spec(PreprocessConfig(load_in_4bit=True))
+
+
+def test_backends_say_what_they_cannot_do(tmp_path, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "fake-test-key-lm-layer")
+    cfg = LLMConfig(backend="anthropic", model="claude-test", use_batches=False)
+    with AnthropicServer() as server:
+        lm = make_lm(cfg, tmp_path, base_url=server.url)
+        assert isinstance(lm.inner, AnthropicLM) and lm.inner.batch_store is lm.cache   # the store, given when built
+        assert lm.generate([ChatRequest("sys", "<review>\nThe results are convincing and well presented.\n</review>", 64)])[0].ok
+        with pytest.raises(Unsupported, match="no log-probabilities"):
+            lm.loglikelihood([LoglikelihoodRequest("sys", "user", "answer")])
+        with pytest.raises(Unsupported, match="no embedding"):
+            lm.embed(["text"])
+    encoder = CachedLM(Encoder(), LLMCache(tmp_path / "other.sqlite"), cfg)    # any backend, no type checks
+    with pytest.raises(Unsupported, match="cannot generate"):
+        encoder.generate([ChatRequest("sys", "user", 8)])
+    with pytest.raises(Unsupported, match="no log-likelihoods"):
+        encoder.loglikelihood([LoglikelihoodRequest("sys", "user", "answer")])
+
+
+def test_the_layer_imports_no_model_code():
+    code = ("import sys, tasks.lm, tasks.scoring.shards, tasks.metrics; "
+            "print(sorted(m for m in ('torch', 'transformers', 'tasks.lm.local', 'tasks.lm.anthropic_api') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
