@@ -12,7 +12,7 @@ from scoring_data import write_pipeline
 import tasks.scoring.shards as shards_module
 from flows.score import score_flow
 from tasks.config import ScoreConfig, load_config
-from tasks.layout import stage_dir
+from tasks.layout import stage_dir, write_parquet
 from tasks.lm import LoglikelihoodRequest, eval_lm
 from tasks.metrics import get
 from tasks.metrics.gem import build_requests
@@ -41,7 +41,7 @@ def score_pipeline(cfg, shards):
 def _fake_shard(requests_dir, results_dir, shard, spec, token_budget):
     """Score a shard without a model: logprob = -(length of the user turn) / 100, 3 tokens."""
     frame = pl.read_parquet(requests_dir / f"{shard}.parquet")
-    shards_module.write_atomic(frame.select("key", logprob=pl.col("user").str.len_chars().cast(pl.Float64) / -100,
+    write_parquet(frame.select("key", logprob=pl.col("user").str.len_chars().cast(pl.Float64) / -100,
                                             n_tokens=pl.lit(3, pl.Int64)), results_dir / f"{shard}.parquet")
     return {"shard": shard, "status": "scored", "requests": frame.height, "seconds": 0.0}
 
