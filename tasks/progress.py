@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
-from typing import TextIO
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TextIO, TypeVar
 
 import polars as pl
 from tqdm.auto import tqdm
+
+T = TypeVar("T")
 
 
 class _Lines:
@@ -33,14 +35,21 @@ class _Lines:
         self.out.flush()
 
 
-def progress(total: int, desc: str, unit: str = "item", out: TextIO | None = None) -> tqdm:
-    """A progress bar for `total` units; use as a context manager and call `.update(n)`."""
+def progress(total: int | None, desc: str, unit: str = "item", out: TextIO | None = None,
+             iterable: Iterable[T] | None = None, leave: bool = True) -> tqdm:
+    """A progress bar for `total` units: a context manager to `.update(n)`, or iterate it when
+    `iterable` is given."""
     out = out or sys.stderr
     if out.isatty():
-        return tqdm(total=total, desc=desc, unit=unit, file=out, dynamic_ncols=True)
+        return tqdm(iterable, total=total, desc=desc, unit=unit, file=out, dynamic_ncols=True, leave=leave)
     every = float(os.environ.get("GREBENCH_PROGRESS_SECONDS", 30))
-    return tqdm(total=total, desc=desc, unit=unit, file=_Lines(out), mininterval=every, maxinterval=every,
-                delay=every, ncols=80, ascii=True)   # steps shorter than `every` leave no line
+    return tqdm(iterable, total=total, desc=desc, unit=unit, file=_Lines(out), mininterval=every,
+                maxinterval=every, delay=every, ncols=80, ascii=True)   # shorter steps leave no line
+
+
+def track(items: Sequence[T], desc: str, unit: str = "item") -> Iterator[T]:
+    """Iterate `items` with a progress bar (on a terminal) or progress lines (in a log)."""
+    return iter(progress(len(items), desc, unit, iterable=items, leave=False))
 
 
 def scorer_with_progress(scorer: Callable[[pl.DataFrame], pl.DataFrame], chunk: int = 256,
