@@ -25,7 +25,7 @@ from tasks import schema
 from tasks.config import Config, PreprocessConfig
 from tasks.errors import EmptyOutputError
 from tasks.layout import stage_dir, write_stage_frames
-from tasks.lm import ChatRequest, ChatResult, TransientLLMError, Usage
+from tasks.lm import ChatRequest, ChatResult, LanguageModel, TransientLLMError, Usage
 from tasks.preprocess_checks import STANCES, ParsedJudgments, ParsedSynopsis, parse_assw, parse_judgments
 from tasks.retry import llm_task
 from tasks.schema import JUDGMENTS, SYNOPSES, USAGE
@@ -98,7 +98,7 @@ class _Job:
     source: str = ""
 
 
-def _ask(jobs: list[_Job], backend: Any, system: str, tag: str, max_tokens: int,
+def _ask(jobs: list[_Job], backend: LanguageModel, system: str, tag: str, max_tokens: int,
          parse: Callable[[ChatResult], Any]) -> tuple[dict[str, tuple[ChatResult, Any]], list[ChatResult], int]:
     """Answers per entity id, after at most one stricter retry; also every result (for usage)."""
     # A small local model keeps to the format far better when its answer is started for it.
@@ -147,7 +147,7 @@ def _parse_assw(result: ChatResult) -> ParsedSynopsis:
     return parse_assw(result.text, result.truncated)
 
 
-def preprocess_reviews(reviews: pl.DataFrame, backend: Any, cfg: PreprocessConfig) -> PreprocessOutput:
+def preprocess_reviews(reviews: pl.DataFrame, backend: LanguageModel, cfg: PreprocessConfig) -> PreprocessOutput:
     """Judgments of every review, rejects for what could not be used, and the LLM usage."""
     rejects: list[dict[str, Any]] = []
     jobs: list[_Job] = []
@@ -190,7 +190,7 @@ def preprocess_reviews(reviews: pl.DataFrame, backend: Any, cfg: PreprocessConfi
     return PreprocessOutput(judgments, _rejects(rejects), usage_frame("judgments", every, backend, cfg), stats)
 
 
-def make_synopses(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, backend: Any,
+def make_synopses(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, backend: LanguageModel,
                   cfg: PreprocessConfig) -> Synopses:
     """Synopses, rejects and usage: per paper its abstract, and the ASSW summary from the PDF text
     (the abstract when there is no text; `source` says which)."""
@@ -232,7 +232,7 @@ def make_synopses(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, backend:
     return Synopses(pl.DataFrame(rows, schema=SYNOPSES), _rejects(rejects), usage_frame("synopses", every, backend, cfg))
 
 
-def usage_frame(purpose: str, results: Sequence[ChatResult], backend: Any, cfg: PreprocessConfig) -> pl.DataFrame:
+def usage_frame(purpose: str, results: Sequence[ChatResult], backend: LanguageModel, cfg: PreprocessConfig) -> pl.DataFrame:
     usage = Usage.of(results, cfg).as_dict()
     return pl.DataFrame([{"purpose": purpose, "backend": backend.name, "model": backend.model, **usage}], schema=USAGE)
 
