@@ -74,7 +74,7 @@ class CurateConfig(Frozen):
 class LLMConfig(Frozen):
     """Settings shared by every stage that calls an LLM (preprocess, generate, perturbations)."""
 
-    backend: Literal["local", "anthropic"] = "local"
+    backend: Literal["local", "anthropic", "openai"] = "local"
     model: str = "smollm2"                # local: "smollm2" (embedded), a path or a model id
     max_tokens: int = Field(512, ge=1)
     use_batches: bool = True              # anthropic: Message Batches API for bulk work
@@ -86,7 +86,12 @@ class LLMConfig(Frozen):
     output_price_per_mtok: float = Field(15.0, ge=0)  # USD per million output tokens
     cache_read_price_per_mtok: float = Field(0.3, ge=0)  # USD per million prompt-cache read tokens
     batch_size: int = Field(8, ge=1)      # local: prompts per generate() call
-    retry_max_seconds: float = Field(60.0, ge=0)  # anthropic: ceiling of one back-off wait
+    retry_max_seconds: float = Field(60.0, ge=0)  # anthropic, openai: ceiling of one back-off wait
+    # openai (any OpenAI-compatible server: OpenAI, Gemini, DeepSeek, vLLM, SGLang, Ollama):
+    base_url: str | None = None           # e.g. "https://api.openai.com/v1"; None: the client's default
+    api_key_env: str = "OPENAI_API_KEY"   # the NAME of the variable holding the key; "" sends none
+    temperature: float | None = Field(0.0, ge=0)  # None: leave it out (models that accept only 1)
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
 
 
 class PreprocessConfig(LLMConfig):
