@@ -90,7 +90,7 @@ class LLMConfig(Frozen):
     # openai (any OpenAI-compatible server: OpenAI, Gemini, DeepSeek, vLLM, SGLang, Ollama):
     base_url: str | None = None           # e.g. "https://api.openai.com/v1"; None: the client's default
     api_key_env: str = "OPENAI_API_KEY"   # the NAME of the variable holding the key; "" sends none
-    temperature: float | None = Field(0.0, ge=0)  # None: leave it out (models that accept only 1)
+    temperature: float | Literal["default"] = 0.0  # "default": not sent (models that accept only theirs)
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
 
 

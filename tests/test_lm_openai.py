@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
+import tomllib
+from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from tasks.config import CandidateConfig, LLMConfig
 from tasks.lm import ChatRequest, Unsupported, Usage, cost_usd, make_lm
@@ -71,7 +75,7 @@ def test_answers_in_order_with_usage_and_greedy_decoding():
 
 def test_max_completion_tokens_and_no_temperature():
     with OpenAIServer() as server:
-        make(server, max_tokens_field="max_completion_tokens", temperature=None).generate([request()])
+        make(server, max_tokens_field="max_completion_tokens", temperature="default").generate([request()])
     body = server.received[0]
     assert body["max_completion_tokens"] == 200 and "max_tokens" not in body and "temperature" not in body
 
@@ -248,3 +252,31 @@ def test_a_candidate_accepts_the_openai_keys():
     candidate = CandidateConfig(name="gpt-x", knowledge_cutoff="2024-06-01", backend="openai", model="gpt-x",
                                 base_url="https://api.openai.com/v1", api_key_env="OPENAI_API_KEY")
     assert candidate.backend == "openai" and candidate.temperature == 0.0
+
+
+def commented_candidates() -> list[str]:
+    """The commented `[[generate.candidates]]` entries of pipelines.toml, uncommented."""
+    blocks: list[list[str]] = []
+    open_block = False
+    for line in (Path(__file__).parents[1] / "pipelines.toml").read_text().splitlines():
+        if line == "# [[generate.candidates]]":
+            blocks.append([])
+            open_block = True
+        elif open_block and re.match(r"# \w+ = ", line):
+            blocks[-1].append(line[2:])
+        else:
+            open_block = False
+    return ["\n".join(block) for block in blocks]
+
+
+def test_the_commented_provider_entries_are_valid_candidates():
+    entries = [tomllib.loads(text) for text in commented_candidates()]
+    assert [e["name"] for e in entries] == ["gpt-5", "gemini-2.5-pro", "deepseek-chat", "llama-3.1-8b-vllm"]
+    for entry in entries:
+        assert entry["backend"] == "openai" and "api_key_env" in entry and "base_url" in entry
+        if entry["name"] == "deepseek-chat":   # no published cutoff is stated: the user must fill it in
+            with pytest.raises(ValidationError, match="knowledge_cutoff"):
+                CandidateConfig(**entry)
+            continue
+        candidate = CandidateConfig(**entry)
+        assert candidate.knowledge_cutoff.year >= 2023

@@ -3,8 +3,8 @@
 Any server that speaks the OpenAI API works: OpenAI itself, Google Gemini's and DeepSeek's
 compatible endpoints, and open-weight models behind vLLM, SGLang or Ollama. Config keys (on any
 `LLMConfig`): `base_url`, `model`, `api_key_env` (the NAME of the environment variable holding the
-key; the key itself is never in config, logs or error messages), `temperature` (0: greedy where
-the server allows it), `max_tokens_field` (newer OpenAI models take `max_completion_tokens`).
+key; the key itself is never in config, logs or error messages), `temperature` (0: greedy;
+"default": not sent, for models that accept only their own), `max_tokens_field` (newer OpenAI models take `max_completion_tokens`).
 
 The SDK's own retries are off (`max_retries=0`) so the policy lives here and is tested, as in the
 Anthropic backend: 408 / 409 / 429 / 5xx and connection errors are retried with exponential
@@ -126,7 +126,7 @@ class OpenAILM:
             "messages": [{"role": "system", "content": request.system}, {"role": "user", "content": user}],
             self.cfg.max_tokens_field: request.max_tokens,
         }
-        if self.cfg.temperature is not None:
+        if self.cfg.temperature != "default":
             params["temperature"] = self.cfg.temperature
         return params
 
