@@ -88,10 +88,12 @@ class LLMConfig(Frozen):
     batch_size: int = Field(8, ge=1)      # local: prompts per generate() call
     retry_max_seconds: float = Field(60.0, ge=0)  # anthropic, openai: ceiling of one back-off wait
     # openai (any OpenAI-compatible server: OpenAI, Gemini, DeepSeek, vLLM, SGLang, Ollama):
-    base_url: str | None = None           # e.g. "https://api.openai.com/v1"; None: the client's default
+    base_url: str | None = None           # e.g. "https://api.openai.com/v1"; "served:smollm2": the
+                                          # embedded model behind the local OpenAI-compatible server
     api_key_env: str = "OPENAI_API_KEY"   # the NAME of the variable holding the key; "" sends none
     temperature: float | Literal["default"] = 0.0  # "default": not sent (models that accept only theirs)
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    continue_final_message: bool = False  # vLLM / SGLang: the answer's start is sent and continued
 
 
 class PreprocessConfig(LLMConfig):

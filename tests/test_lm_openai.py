@@ -280,3 +280,41 @@ def test_the_commented_provider_entries_are_valid_candidates():
             continue
         candidate = CandidateConfig(**entry)
         assert candidate.knowledge_cutoff.year >= 2023
+
+
+def test_continue_final_message_sends_the_prefill_as_the_answer_start():
+    with OpenAIServer(lambda body: "appreciates the figures.") as server:
+        result = make(server, continue_final_message=True).generate([request(prefill="The reviewer ")])[0]
+        batched = make(server, continue_final_message=True, use_batches=True).generate(
+            [request(prefill="The reviewer "), request("<review>x y z</review>", prefill="The reviewer ")])
+    for body in server.received:
+        assert body["messages"][-1] == {"role": "assistant", "content": "The reviewer "}
+        assert body["continue_final_message"] is True and body["add_generation_prompt"] is False
+    assert result.text == "The reviewer appreciates the figures."
+    assert [r.text for r in batched] == ["The reviewer appreciates the figures."] * 2
+
+
+def test_a_failing_responder_is_a_retryable_server_error():
+    def broken(body):
+        raise RuntimeError("model crashed")
+
+    with OpenAIServer(broken) as server:
+        single = make(server, max_retries=1).generate([request()])[0]
+        batched = make(server, max_retries=0, use_batches=True).generate([request(), request("<review>a b c</review>")])
+    assert single.retryable and "HTTP 500" in single.error and server.counts["chat"] == 2
+    assert all(r.retryable and "model crashed" in r.error for r in batched)
+
+
+@pytest.mark.slow
+def test_the_embedded_model_served_through_the_openai_path(tmp_path):
+    """The demo's wiring: base_url "served:smollm2" starts the local server with SmolLM2 behind it."""
+    cfg = LLMConfig(backend="openai", model="smollm2", base_url="served:smollm2", api_key_env="",
+                    continue_final_message=True, use_batches=True, poll_seconds=0.05)
+    lm = make_lm(cfg, tmp_path)
+    results = lm.generate([ChatRequest("Answer in one word.", "What colour is the sky?", 8, prefill="The sky is"),
+                           ChatRequest("Answer in one word.", "Name a fruit.", 8)])
+    assert all(r.ok and r.batch for r in results), results
+    assert results[0].text.startswith("The sky is")
+    assert lm.identity == "openai|served:smollm2|smollm2|temperature=0.0"
+    again = make_lm(cfg, tmp_path).generate([ChatRequest("Answer in one word.", "Name a fruit.", 8)])
+    assert again[0].cached and again[0].text == results[1].text

@@ -51,6 +51,10 @@ def make_lm(cfg: LLMConfig, cache_dir: Path, base_url: str | None = None) -> Cac
     elif cfg.backend == "openai":
         from tasks.lm.openai_api import OpenAILM
 
+        if base_url is None and (cfg.base_url or "").startswith("served:"):   # the offline demo
+            from tasks.testing.openai_server import serve_local_model
+
+            base_url = serve_local_model(cfg.base_url.removeprefix("served:"))
         inner = OpenAILM(cfg, base_url=base_url, batch_store=cache)
     else:
         from tasks.lm.local import LocalLM

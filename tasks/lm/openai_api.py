@@ -58,6 +58,7 @@ ENDPOINT = "/v1/chat/completions"
 MAX_BATCH_REQUESTS = 10_000        # well under the API's 50,000
 MAX_BATCH_BYTES = 100 * 1024**2    # well under the API's 200 MB
 NO_KEY = "none"                    # sent when `api_key_env = ""` (a local server without auth)
+SERVED = "served:"                 # base_url "served:<local model>": tasks/testing/openai_server.py
 
 
 class OpenAILM:
@@ -73,8 +74,11 @@ class OpenAILM:
         backoff_seconds: float = 1.0,
         batch_store: BatchStore | None = None,
     ) -> None:
-        if cfg.model == "smollm2":
-            raise ValueError("model: name the served model (e.g. gpt-4.1, deepseek-chat) when backend = 'openai'")
+        served = (cfg.base_url or "").startswith(SERVED)
+        if cfg.model == "smollm2" and not served:
+            raise ValueError("model: name the served model (e.g. gpt-5, deepseek-chat) when backend = 'openai'")
+        if served and base_url is None:
+            raise ValueError(f"base_url {cfg.base_url!r}: build it with make_lm, which starts the local server")
         key = os.environ.get(cfg.api_key_env) if cfg.api_key_env else NO_KEY
         if not key:
             raise RuntimeError(f"backend 'openai' needs the {cfg.api_key_env} environment variable "
@@ -82,9 +86,9 @@ class OpenAILM:
         self.cfg = cfg
         self.model = cfg.model
         self.base_url = base_url or cfg.base_url
-        host = urlsplit(self.base_url).hostname if self.base_url else "api.openai.com"
-        # the port is left out: a local server on a new port serves the same model
-        self.identity = f"openai|{host}|{cfg.model}|temperature={cfg.temperature}"
+        # where the model is served, without the port (a local server on a new port serves the same model)
+        where = cfg.base_url if served else urlsplit(self.base_url or "https://api.openai.com").hostname
+        self.identity = f"openai|{where}|{cfg.model}|temperature={cfg.temperature}"
         self.sleep = sleep
         self.backoff_seconds = backoff_seconds
         self.batch_store = batch_store
@@ -118,17 +122,27 @@ class OpenAILM:
         return text.replace(self._key, "[redacted]") if len(self._key) >= 4 and self._key != NO_KEY else text
 
     def _params(self, request: ChatRequest) -> dict[str, Any]:
-        user = request.user
-        if request.prefill:   # no assistant prefill in Chat Completions: ask for the opening instead
-            user += f"\n\nBegin your answer with exactly: {request.prefill}"
-        params: dict[str, Any] = {
-            "model": self.model,
-            "messages": [{"role": "system", "content": request.system}, {"role": "user", "content": user}],
-            self.cfg.max_tokens_field: request.max_tokens,
-        }
+        """The request body. A prefill is continued where the server can (vLLM / SGLang
+        `continue_final_message`); elsewhere Chat Completions have no prefill, so it is asked for."""
+        messages = [{"role": "system", "content": request.system}, {"role": "user", "content": request.user}]
+        extra: dict[str, Any] = {}
+        if request.prefill and self.cfg.continue_final_message:
+            messages.append({"role": "assistant", "content": request.prefill})
+            extra = {"continue_final_message": True, "add_generation_prompt": False}
+        elif request.prefill:
+            messages[1]["content"] += f"\n\nBegin your answer with exactly: {request.prefill}"
+        params: dict[str, Any] = {"model": self.model, "messages": messages,
+                                  self.cfg.max_tokens_field: request.max_tokens, **extra}
         if self.cfg.temperature != "default":
             params["temperature"] = self.cfg.temperature
         return params
+
+    def _create(self, request: ChatRequest) -> dict[str, Any]:
+        """One Chat Completions call (the non-standard keys go as extra_body); the body as a dict."""
+        params = self._params(request)
+        extra = {k: params.pop(k) for k in ("continue_final_message", "add_generation_prompt") if k in params}
+        completion = self.client.chat.completions.create(**params, extra_body=extra or None)
+        return completion.model_dump()
 
     def _wait(self, attempt: int, error: Exception) -> None:
         """Sleep what Retry-After asks, else an exponential back-off capped at retry_max_seconds."""
@@ -195,8 +209,7 @@ class OpenAILM:
     # ---- Chat Completions ---------------------------------------------------------------------
     def _complete_one(self, request: ChatRequest) -> ChatResult:
         try:
-            completion = self._with_retries(lambda: self.client.chat.completions.create(**self._params(request)))
-            body = completion.model_dump()
+            body = self._with_retries(lambda: self._create(request))
         except Exception as error:  # an error status, an unparseable body and the like: report, never raise
             return self._failed(error)
         return self._with_prefill(self._result(body), request)

@@ -134,7 +134,11 @@ class OpenAIServer:
             body = json.loads(raw or b"{}")
             with self._lock:
                 self.received.append(body)
-            return _send_json(handler, self._completion(body, no_text=fault is not None))
+            try:
+                completion = self._completion(body, no_text=fault is not None)
+            except Exception as error:  # the responder failed: a 500, as a real server would answer
+                return _send_error(handler, 500, f"{type(error).__name__}: {error}")
+            return _send_json(handler, completion)
         if route == "files_create":
             return _send_json(handler, self._store_file(handler.headers.get("content-type", ""), raw))
         if route == "files_content":
@@ -234,8 +238,12 @@ class OpenAIServer:
             return {**common, "response": {"status_code": status, "request_id": "req", "body": {"error": error}}}
         with self._lock:
             self.received.append(line["body"])
-        return {**common, "response": {"status_code": 200, "request_id": "req",
-                                       "body": self._completion(line["body"])}}
+        try:
+            completion = self._completion(line["body"])
+        except Exception as error:  # the responder failed: this item errors, as on a real server
+            error_body = {"message": f"{type(error).__name__}: {error}", "type": "server_error", "code": "server_error"}
+            return {**common, "response": {"status_code": 500, "request_id": "req", "body": {"error": error_body}}}
+        return {**common, "response": {"status_code": 200, "request_id": "req", "body": completion}}
 
     def _batch_json(self, batch: dict[str, Any]) -> dict[str, Any]:
         ended = batch["status"] == "completed"
@@ -277,3 +285,41 @@ def _send_error(handler: BaseHTTPRequestHandler, status: int, message: str,
     payload = json.dumps({"error": {"message": message, "type": kind, "param": None, "code": None}}).encode()
     headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
     send(handler, status, payload, "application/json", headers)
+
+
+# ---- a local model behind the server (the offline demo's OpenAI-compatible candidate) ----------
+def local_model_responder(model: str) -> Responder:
+    """Answers from a local model (`tasks.lm.local_lm`, greedy), for `max_tokens` tokens; a final
+    assistant message with `continue_final_message` (the vLLM extension) is continued, and, as
+    vLLM does, only the continuation is returned."""
+
+    def respond(body: dict[str, Any]) -> str:
+        from tasks.lm import ChatRequest, ModelSpec, local_lm
+
+        messages = body.get("messages", [])
+        system = "".join(m.get("content", "") for m in messages if m.get("role") == "system")
+        user = "".join(m.get("content", "") for m in messages if m.get("role") == "user")
+        last = messages[-1] if messages else {}
+        prefill = last.get("content", "") if body.get("continue_final_message") and last.get("role") == "assistant" \
+            else ""
+        max_tokens = int(body.get("max_completion_tokens") or body.get("max_tokens") or 256)
+        with _GENERATING:   # one generation at a time: the model is shared with the rest of the process
+            result = local_lm(ModelSpec(name=model)).generate([ChatRequest(system, user, max_tokens, prefill=prefill)])[0]
+        if result.error:
+            raise RuntimeError(result.error)
+        return result.text.removeprefix(prefill)
+
+    return respond
+
+
+_GENERATING = threading.Lock()
+_SERVED: dict[str, OpenAIServer] = {}
+
+
+def serve_local_model(model: str) -> str:
+    """The base URL of a process-wide OpenAI-compatible server answering with the local `model`
+    (started on first use, stopped with the process)."""
+    with _GENERATING:
+        if model not in _SERVED:
+            _SERVED[model] = OpenAIServer(local_model_responder(model), polls_before_end=0).__enter__()
+        return _SERVED[model].base_url
