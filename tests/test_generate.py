@@ -353,3 +353,22 @@ def test_generate_needs_candidates(tmp_path):
         '[pipelines.t]\nvenues = ["Test.cc/2024/Conference"]\nstages = ["generate"]\n')
     with pytest.raises(ConfigError, match="no candidate models"):
         read_generate_inputs(load_config(tmp_path / "pipelines.toml").for_pipeline("t"), "t")
+
+
+# ---- the OpenAI-compatible path, with the embedded SmolLM2 behind the local server (the demo's) ----
+@pytest.mark.slow
+def test_a_served_model_writes_reviews_through_the_openai_path(tmp_path, embedded_lm):
+    papers = papers_frame([datetime(2024, 9, 1, tzinfo=UTC)] * 2)
+    texts = pl.DataFrame({"paper_id": ["P0", "P1"], "text": [paper_body("Graph Networks", 12),
+                                                              paper_body("Sparse Coding", 12)]})
+    candidate = CandidateConfig(name="smollm2-openai", backend="openai", model="smollm2", base_url="served:smollm2",
+                                api_key_env="", continue_final_message=True, use_batches=True, poll_seconds=0.05,
+                                knowledge_cutoff="2024-06-30", max_tokens=24, max_context_tokens=600,
+                                prompt_version="review-brief-v1", input_price_per_mtok=0, output_price_per_mtok=0)
+    out = generate_reviews(papers, texts, candidate, make_lm(candidate, tmp_path))
+    assert out.candidates.height >= 1 and out.candidates.height + out.rejects.height == 2
+    for row in out.candidates.iter_rows(named=True):
+        assert row["backend"] == "openai" and row["review"].startswith("## Summary\n\n") and row["cost"] == 0
+    again = generate_reviews(papers, texts, candidate, make_lm(candidate, tmp_path))
+    assert again.candidates.equals(out.candidates)
+    assert again.usage["cached"][0] == again.usage["requests"][0] > 0
