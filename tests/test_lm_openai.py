@@ -190,16 +190,16 @@ def test_requests_in_flight_are_bounded():
 
 def test_batch_lifecycle_with_failed_items_resubmitted(tmp_path):
     def fault(batch: int, position: int, custom_id: str):
-        return {1: "server_error", 2: "expired", 3: "invalid"}.get(position) if batch == 0 else None
+        return {0: "missing", 1: "server_error", 2: "expired", 3: "invalid"}.get(position) if batch == 0 else None
 
     sleeps = Sleeps()
     reviews = [f"<review>\nReview number {i} praises the clear writing.\n</review>" for i in range(5)]
     with OpenAIServer(polls_before_end=2, batch_fault=fault) as server:
         results = make(server, sleep=sleeps, use_batches=True).generate([request(r) for r in reviews])
     first, second = server.batches["batch_0001"], server.batches["batch_0002"]
-    assert first["status"] == second["status"] == "completed"
-    assert len(first["requests"]) == 5 and len(second["requests"]) == 2    # the 500 and the expired one
-    assert {r["custom_id"] for r in second["requests"]} == {"req-1", "req-2"}
+    assert first["status"] == "expired" and second["status"] == "completed"
+    assert len(first["requests"]) == 5 and len(second["requests"]) == 3    # the missing, 500 and expired ones
+    assert {r["custom_id"] for r in second["requests"]} == {"req-0", "req-1", "req-2"}
     assert first["requests"][0]["url"] == "/v1/chat/completions" and first["requests"][0]["method"] == "POST"
     assert server.counts["files_create"] == 2 and server.counts["batches_create"] == 2 and server.counts["chat"] == 0
     assert server.counts["files_content"] == 3      # output + error file, then the second output file
@@ -315,6 +315,14 @@ def test_the_embedded_model_served_through_the_openai_path(tmp_path):
                            ChatRequest("Answer in one word.", "Name a fruit.", 8)])
     assert all(r.ok and r.batch for r in results), results
     assert results[0].text.startswith("The sky is")
-    assert lm.identity == "openai|served:smollm2|smollm2|temperature=0.0"
+    assert lm.identity == "openai|served:smollm2|smollm2|temperature=0.0|continue_final_message"
     again = make_lm(cfg, tmp_path).generate([ChatRequest("Answer in one word.", "Name a fruit.", 8)])
     assert again[0].cached and again[0].text == results[1].text
+
+
+def test_a_batch_that_fails_validation_is_a_final_error_per_item():
+    with OpenAIServer(invalid_batches="model gpt-test does not support the Batch API") as server:
+        results = make(server, use_batches=True).generate([request(), request("<review>a b c</review>")])
+    assert server.counts["batches_create"] == 1      # not resubmitted: it would fail again
+    for result in results:
+        assert not result.retryable and "batch failed: invalid_request: model gpt-test does not" in result.error

@@ -88,7 +88,8 @@ class OpenAILM:
         self.base_url = base_url or cfg.base_url
         # where the model is served, without the port (a local server on a new port serves the same model)
         where = cfg.base_url if served else urlsplit(self.base_url or "https://api.openai.com").hostname
-        self.identity = f"openai|{where}|{cfg.model}|temperature={cfg.temperature}"
+        self.identity = f"openai|{where}|{cfg.model}|temperature={cfg.temperature}" + (
+            "|continue_final_message" if cfg.continue_final_message else "")
         self.sleep = sleep
         self.backoff_seconds = backoff_seconds
         self.batch_store = batch_store

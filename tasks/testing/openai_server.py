@@ -7,7 +7,8 @@ GET /v1/batches/{id}. Answers come from a `responder` of the request body (the A
 `heuristic_responder` reads OpenAI messages too); faults are scripted per route (401 for a refused
 key, 429 with Retry-After, 5xx, a completion without content, an unparseable body); batches move
 from in_progress to completed after a set number of polls, and `batch_fault` can make chosen
-batch items fail (a 500 or 400 line in the error file) or expire (no line at all). Usage mimics
+batch items fail (a 500 or 400 line in the error file), expire (a `batch_expired` line; the batch
+ends "expired") or go missing (no line at all). Usage mimics
 the real one (prompt tokens with `cached_tokens` for a repeated system message) and every request
 is counted in `counts`.
 
@@ -48,6 +49,7 @@ class OpenAIServer:
         echo_key_in_errors: bool = False,
         reject_key: str | None = None,
         reject_status: int = 401,
+        invalid_batches: str | None = None,
     ) -> None:
         self.responder = responder
         self.polls_before_end = polls_before_end
@@ -55,6 +57,7 @@ class OpenAIServer:
         self.echo_key_in_errors = echo_key_in_errors
         self.reject_key = reject_key            # requests with this key get `reject_status` (401 / 403)
         self.reject_status = reject_status
+        self.invalid_batches = invalid_batches  # every batch fails validation with this message
         self.counts: Counter[str] = Counter()
         self.times: dict[str, list[float]] = {}
         self.received: list[dict[str, Any]] = []  # bodies of chat completions and of batch items
@@ -204,7 +207,12 @@ class OpenAIServer:
             self.batches[batch_id] = {"id": batch_id, "number": number, "requests": lines, "polls": 0,
                                       "status": "in_progress", "input_file_id": body["input_file_id"],
                                       "endpoint": body.get("endpoint", ""), "created": int(time.time()),
-                                      "output_file_id": None, "error_file_id": None, "counts": Counter()}
+                                      "output_file_id": None, "error_file_id": None, "counts": Counter(),
+                                      "errors": None}
+            if self.invalid_batches:
+                self.batches[batch_id]["status"] = "failed"
+                self.batches[batch_id]["errors"] = {"object": "list", "data": [
+                    {"code": "invalid_request", "message": self.invalid_batches, "line": 1, "param": None}]}
             return self._batch_json(self.batches[batch_id])
 
     def _poll(self, batch: dict[str, Any]) -> dict[str, Any]:
@@ -216,22 +224,28 @@ class OpenAIServer:
             for position, line in enumerate(batch["requests"]):
                 result = self._batch_item(batch["number"], position, line)
                 if result is not None:
-                    (done if result["response"]["status_code"] == 200 else failed).append(result)
+                    ok = result["response"] is not None and result["response"]["status_code"] == 200
+                    (done if ok else failed).append(result)
             with self._lock:
                 batch["counts"] = Counter(total=len(batch["requests"]), completed=len(done), failed=len(failed))
             write = lambda rows, name: self._new_file(  # noqa: E731
                 "".join(json.dumps(r) + "\n" for r in rows).encode(), name, "batch_output")["id"] if rows else None
             batch["output_file_id"] = write(done, f"{batch['id']}_output.jsonl")
             batch["error_file_id"] = write(failed, f"{batch['id']}_error.jsonl")
-            batch["status"] = "completed"
+            expired = any(r["error"] and r["error"]["code"] == "batch_expired" for r in failed)
+            batch["status"] = "expired" if expired else "completed"
         return self._batch_json(batch)
 
     def _batch_item(self, number: int, position: int, line: dict[str, Any]) -> dict[str, Any] | None:
         custom_id = line["custom_id"]
         fault = self.batch_fault(number, position, custom_id) if self.batch_fault else None
-        if fault == "expired":
+        if fault == "missing":
             return None
         common = {"id": f"batch_req_{number}_{position}", "custom_id": custom_id, "error": None}
+        if fault == "expired":   # as OpenAI reports an item the completion window did not reach
+            error = {"code": "batch_expired", "message": "This request could not be executed before the "
+                                                         "completion window expired."}
+            return {**common, "response": None, "error": error}
         if fault in ("server_error", "invalid"):
             status = 500 if fault == "server_error" else 400
             error = {"message": f"scripted {fault}", "type": ERROR_TYPES[status], "code": fault}
@@ -246,10 +260,10 @@ class OpenAIServer:
         return {**common, "response": {"status_code": 200, "request_id": "req", "body": completion}}
 
     def _batch_json(self, batch: dict[str, Any]) -> dict[str, Any]:
-        ended = batch["status"] == "completed"
+        ended = batch["status"] in ("completed", "expired")
         counts = batch["counts"]
         return {
-            "id": batch["id"], "object": "batch", "endpoint": batch["endpoint"], "errors": None,
+            "id": batch["id"], "object": "batch", "endpoint": batch["endpoint"], "errors": batch["errors"],
             "input_file_id": batch["input_file_id"], "completion_window": "24h", "status": batch["status"],
             "output_file_id": batch["output_file_id"], "error_file_id": batch["error_file_id"],
             "created_at": batch["created"], "completed_at": int(time.time()) if ended else None,
