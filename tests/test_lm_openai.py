@@ -326,3 +326,23 @@ def test_a_batch_that_fails_validation_is_a_final_error_per_item():
     assert server.counts["batches_create"] == 1      # not resubmitted: it would fail again
     for result in results:
         assert not result.retryable and "batch failed: invalid_request: model gpt-test does not" in result.error
+
+
+def test_a_crashed_run_reattaches_to_its_batch(tmp_path):
+    class Crash(BaseException):
+        pass
+
+    def crash(seconds: float) -> None:
+        raise Crash
+
+    from tasks.lm import LLMCache
+
+    store = LLMCache(tmp_path / "llm.sqlite")
+    requests = [request(), request("<review>The method is novel.</review>")]
+    with OpenAIServer(polls_before_end=3) as server:
+        with pytest.raises(Crash):     # the process dies while the batch is in progress
+            OpenAILM(config(server, use_batches=True), sleep=crash, batch_store=store).generate(requests)
+        results = OpenAILM(config(server, use_batches=True), sleep=Sleeps(), batch_store=store).generate(requests)
+    assert [r.ok for r in results] == [True, True]
+    assert server.counts["batches_create"] == 1 and server.counts["files_create"] == 1
+    assert len(server.batches) == 1
