@@ -20,7 +20,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from flows.cli_common import ConfigOption, config_path, fail, read_config  # noqa: E402
 from flows.cli_validate import report, validate  # noqa: E402
-from tasks.config import ConfigError, load_config  # noqa: E402
+from tasks.config import STAGES, ConfigError, check_paths, load_config  # noqa: E402
 
 app = typer.Typer(
     help="GRE-bench: benchmark LLM-written peer reviews against fresh human reviews.",
@@ -47,16 +47,39 @@ def run(
     config: ConfigOption = None,
 ) -> None:
     """Run a named pipeline (all its stages, or the ones chosen with --stages)."""
-    path = config_path(config)
-    chosen = [s.strip() for s in stages.split(",") if s.strip()] if stages else None
-    try:
-        from flows.pipeline import pipeline_flow, select_stages
+    from tasks.errors import FatalError
+    from tasks.locks import LockTimeout
 
-        select_stages(load_config(path).for_pipeline(pipeline).pipelines[pipeline].stages, chosen)
+    path = config_path(config)
+    try:
+        cfg = load_config(path).for_pipeline(pipeline)
+        chosen = parse_stages(stages, cfg.pipelines[pipeline].stages)
+        check_paths(cfg, path)
+        from flows.pipeline import pipeline_flow
+
         summary = pipeline_flow(pipeline=pipeline, config_path=str(path), stages=chosen)
-    except ConfigError as error:
-        fail(str(error))
+    except (ConfigError, FatalError, LockTimeout) as error:
+        fail(str(error).splitlines()[0])
     typer.echo(json.dumps({stage: s.as_dict() for stage, s in summary.items()}, indent=2, default=str))
+
+
+def parse_stages(option: str | None, configured: tuple[str, ...]) -> list[str] | None:
+    """The stages `--stages` names (None: all of the pipeline's); each must be one of the pipeline's, once."""
+    if option is None:
+        return None
+    chosen = [s.strip() for s in option.split(",")]
+    if not all(chosen):
+        raise ConfigError(f"--stages {option!r}: an empty stage name (give e.g. --stages ingest,curate)")
+    unknown = [s for s in chosen if s not in STAGES]
+    if unknown:
+        raise ConfigError(f"--stages: unknown stage(s) {unknown} (stages: {', '.join(STAGES)})")
+    missing = [s for s in chosen if s not in configured]
+    if missing:
+        raise ConfigError(f"--stages: {missing} not in this pipeline (its stages: {', '.join(configured)})")
+    repeated = sorted({s for s in chosen if chosen.count(s) > 1})
+    if repeated:
+        raise ConfigError(f"--stages: {repeated} named more than once")
+    return chosen
 
 
 @app.command()
@@ -132,19 +155,28 @@ def query(
         fail(str(error))
     if not database.is_file():
         fail(f"no results database at {database}: run `grebench run demo` (or another pipeline) first")
+    from tasks.locks import LockTimeout, locked, recover_database, wal_path
+    from tasks.sandbox import connect_sandboxed, write_csv, write_json
+
+    if wal_path(database).exists():   # left by a killed writer: replay it, or move it aside
+        try:
+            with locked(database, timeout=30):
+                recover_database(database)
+        except LockTimeout as error:
+            fail(str(error))
     try:
-        with duckdb.connect(str(database), read_only=True) as con:
-            relation = con.sql(sql)
-            if relation is None:
-                return
+        with connect_sandboxed(database) as con:
             if format is Format.table:
-                relation.show(max_rows=max_rows, max_col_width=80)
+                relation = con.sql(sql)
+                if relation is not None:
+                    relation.show(max_rows=max_rows, max_col_width=80)
             elif format is Format.csv:
-                relation.pl().write_csv(sys.stdout)
+                write_csv(con.execute(sql), sys.stdout)
             else:
-                typer.echo(json.dumps(relation.pl().to_dicts(), default=str))
+                write_json(con.execute(sql), sys.stdout)
     except duckdb.Error as error:
         fail(str(error).splitlines()[0])
+
 
 app.command()(validate)
 app.command()(report)

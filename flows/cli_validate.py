@@ -60,8 +60,10 @@ def validate(
     config: ConfigOption = None,
 ) -> None:
     """Validate metrics on your own reviews: perturb candidates, rescore them, test each metric."""
+    from tasks.lm import eval_spec
     from tasks.metrics import check_names
-    from tasks.metrics.resources import build_resources
+    from tasks.metrics.resources import build_resources, engine_loglikelihood
+    from tasks.progress import scorer_with_progress
     from tasks.validate.perturb import STRATEGIES
     from tasks.validate.reviews_file import ReviewsFileError, load_reviews_file
     from tasks.validate.stage import validate_reviews
@@ -78,7 +80,8 @@ def validate(
     except (ValueError, ReviewsFileError) as error:
         fail(str(error))
     try:
-        result = validate_reviews(cfg, frame, build_resources(cfg.score), metrics, chosen)
+        scored = scorer_with_progress(engine_loglikelihood(eval_spec(cfg.score), cfg.score.token_budget))
+        result = validate_reviews(cfg, frame, build_resources(cfg.score, scored), metrics, chosen)
     except ValueError as error:
         fail(str(error).splitlines()[0])
     if format is OutputFormat.json:

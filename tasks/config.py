@@ -29,7 +29,7 @@ class ConfigError(ValueError):
 
 
 class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)  # NaN / inf: never a setting
 
 
 class PathsConfig(Frozen):
@@ -68,7 +68,19 @@ class CurateConfig(Frozen):
             raise ValueError("min_reviews must not exceed max_reviews")
         if self.confidence_range[0] > self.confidence_range[1]:
             raise ValueError("confidence_range must be [low, high] with low <= high")
+        if self.min_confidence > self.confidence_range[1]:
+            raise ValueError(f"min_confidence {self.min_confidence:g} is above the confidence scale's top "
+                             f"{self.confidence_range[1]:g}: no review could be kept")
         return self
+
+    @field_validator("common_scale")
+    @classmethod
+    def _a_scale(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if len(value) < 2:
+            raise ValueError("must list at least two ratings")
+        if any(b <= a for a, b in zip(value, value[1:], strict=False)):
+            raise ValueError("must be strictly increasing")
+        return value
 
 
 class LLMConfig(Frozen):
@@ -100,6 +112,7 @@ class PreprocessConfig(LLMConfig):
     prompt_version: str = "judgments-v1"
     synopsis_prompt_version: str = "assw-v1"
     max_paper_chars: int = Field(60_000, ge=1000)  # paper text fed to the ASSW summary
+    allow_empty: bool = False  # no judgments at all (every review failed) is an error unless true
 
 
 class CandidateConfig(LLMConfig):
@@ -210,6 +223,17 @@ class ScheduleConfig(Frozen):
     timezone: str = "UTC"
     venues: tuple[str, ...] = ()       # fixed venue list parameter; empty: the pipeline's template
 
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError("unknown time zone (use an IANA name such as 'UTC' or 'Europe/Paris')") from None
+        return value
+
     @field_validator("cron")
     @classmethod
     def _five_fields(cls, value: str) -> str:
@@ -225,6 +249,16 @@ class ScheduleConfig(Frozen):
 class VenueConfig(Frozen):
     api: Literal["auto", "v1", "v2"] = "auto"
     rating_map: dict[str, float] | None = None
+
+    @field_validator("rating_map")
+    @classmethod
+    def _numeric_keys(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        for key in value or {}:
+            try:
+                float(key)
+            except ValueError:
+                raise ValueError(f"the key {key!r} must be a number (a rating the venue's form offers)") from None
+        return value
 
     def api_version(self, venue_id: str) -> int:
         """API v1 serves venues of 2023 and older, v2 the later ones."""
@@ -262,6 +296,9 @@ class PipelineConfig(Frozen):
     def _not_empty(cls, value: tuple) -> tuple:
         if not value:
             raise ValueError("must not be empty")
+        repeated = sorted({v for v in value if value.count(v) > 1})
+        if repeated:
+            raise ValueError(f"lists {repeated} more than once")
         return value
 
 
@@ -288,6 +325,17 @@ class Config(Frozen):
     def database(self) -> Path:
         return self.root / self.paths.database
 
+    @model_validator(mode="after")
+    def _ratings_on_scale(self) -> Config:
+        scale = set(self.curate.common_scale)
+        for venue_id, venue in self.venues.items():
+            off = {raw: mapped for raw, mapped in (venue.rating_map or {}).items() if mapped not in scale}
+            if off:
+                raw, mapped = next(iter(off.items()))
+                raise ValueError(f"venues.{venue_id}.rating_map: {raw!r} maps to {mapped:g}, which is not on "
+                                 f"curate.common_scale {list(self.curate.common_scale)}")
+        return self
+
     def venue(self, venue_id: str) -> VenueConfig:
         return self.venues.get(venue_id, VenueConfig())
 
@@ -311,6 +359,9 @@ class Config(Frozen):
         pipeline = pipelines[name]
         if any("{year}" in v for v in pipeline.venues):
             raise ConfigError(f"pipeline {name!r} is a yearly template: run it as '{name}-<year>'")
+        return self._merged(name, pipeline)
+
+    def _merged(self, name: str, pipeline: PipelineConfig) -> Config:
         merged = self.model_dump()
         merged["pipelines"][name] = pipeline.model_dump()
         for stage in ("ingest", "curate", "preprocess", "generate", "score", "validate"):
@@ -320,16 +371,15 @@ class Config(Frozen):
 
 def _format_error(error: ValidationError, where: str) -> str:
     first = error.errors()[0]
-    key = ".".join(str(part) for part in first["loc"])
-    prefix = f"{where}." if where else ""
-    message = first["msg"]
+    key = ".".join(part for part in (where, *(str(p) for p in first["loc"])) if part)
+    message = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
         message = "unknown key"
     elif "input" in first and not isinstance(first["input"], dict):
         message = f"{message} (got {first['input']!r})"
     more = len(error.errors()) - 1
     suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-    return f"{prefix}{key}: {message}{suffix}"
+    return f"{key}: {message}{suffix}" if key else f"{message}{suffix}"
 
 
 def _validate(data: dict[str, Any], where: str = "") -> Config:
@@ -348,10 +398,40 @@ def load_config(path: Path | str = DEFAULT_CONFIG) -> Config:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    except UnicodeDecodeError as error:
+        line = path.read_bytes()[: error.start].count(b"\n") + 1
+        raise ConfigError(f"{path}: line {line}: not UTF-8 text (byte 0x{error.object[error.start]:02x}); "
+                          "save the file as UTF-8") from None
     if "root" in data:
         raise ConfigError(f"{path}: root: unknown key")
     data["root"] = path.resolve().parent
     try:
-        return _validate(data)
+        cfg = _validate(data)
+        for name in cfg.pipelines:     # every pipeline's overrides, checked now and named with the file
+            cfg._merged(name, cfg.pipelines[name])
     except ConfigError as error:
         raise ConfigError(f"{path}: {error}") from None
+    return cfg
+
+
+def check_paths(cfg: Config, config_path: Path | str) -> None:
+    """Fail now, with the key and the file, if data_dir or the database's folder cannot be written."""
+    import os
+    import tempfile
+
+    for key, folder in (("paths.data_dir", cfg.data_dir), ("paths.database", cfg.database.parent)):
+        existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
+        problem = None
+        if existing is None or not existing.is_dir():
+            problem = f"{existing} is a file, not a folder"
+        elif not os.access(existing, os.W_OK | os.X_OK):
+            problem = f"{existing} is not writable"
+        else:
+            try:   # what os.access cannot tell: read-only mounts, /proc, root squash
+                tempfile.TemporaryFile(dir=existing).close()
+            except OSError as error:
+                problem = f"{existing} is not writable ({error.strerror})"
+        if key == "paths.database" and cfg.database.is_dir():
+            problem = f"{cfg.database} is a folder, not a database file"
+        if problem:
+            raise ConfigError(f"{config_path}: {key}: {problem}")

@@ -24,6 +24,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from tasks.config import Config, ConfigError
+from tasks.locks import locked, scratch_path
 from tasks.schema import (
     CURATED_PAPERS,
     CURATED_REVIEWS,
@@ -212,17 +213,19 @@ def curate_frames(papers: pl.DataFrame, reviews: pl.DataFrame, venue_id: str, cf
 
 def _write_checked(frames: dict[str, pl.DataFrame], out_dir: Path, check: Callable[[Path], None]) -> None:
     """Write into a staging folder, run `check` on it, then move the files into place."""
-    staging = out_dir / ".staging"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    try:
-        for name, frame in frames.items():
-            frame.write_parquet(staging / f"{name}.parquet")
-        check(staging)
-        for name in frames:
-            os.replace(staging / f"{name}.parquet", out_dir / f"{name}.parquet")
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    with locked(out_dir):    # a concurrent curate of the venue waits; a killed one's staging folder goes
+        for leftover in out_dir.glob(".staging*"):
+            shutil.rmtree(leftover, ignore_errors=True)
+        staging = scratch_path(out_dir / "staging")
+        staging.mkdir(parents=True)
+        try:
+            for name, frame in frames.items():
+                frame.write_parquet(staging / f"{name}.parquet")
+            check(staging)
+            for name in frames:
+                os.replace(staging / f"{name}.parquet", out_dir / f"{name}.parquet")
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def curate_venue(ingest_dir: Path, venue_id: str, cfg: Config, out_dir: Path) -> CurateResult:

@@ -46,6 +46,7 @@ from tasks.layout import cache_dir, write_stage_frames
 from tasks.lm import (
     ChatRequest,
     ChatResult,
+    LanguageModel,
     TransientLLMError,
     Usage,
     chat_ids,
@@ -198,7 +199,7 @@ class GenerateOutput:
 
 
 def generate_reviews(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, candidate: CandidateConfig,
-                     backend: Any, chars_per_token: float = 3.5) -> GenerateOutput:
+                     backend: LanguageModel, chars_per_token: float = 3.5) -> GenerateOutput:
     """One review by `candidate` of each paper in `papers` (already filtered by the guard)."""
     system = load_prompt(candidate.prompt_version)
     prefill = LOCAL_PREFILL if backend.name == "local" or candidate.continue_final_message else ""
@@ -248,7 +249,7 @@ def generate_reviews(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, candi
     return GenerateOutput(frame, _rejects(rejects), usage_frame(candidate, backend, every), stats)
 
 
-def _ask(jobs: Sequence[Job], backend: Any, system: str, prefill: str,
+def _ask(jobs: Sequence[Job], backend: LanguageModel, system: str, prefill: str,
          candidate: CandidateConfig) -> tuple[dict[str, list[ChatResult]], list[ChatResult]]:
     """Every attempt per job (at most two), and all results (for usage). Local models get chunks
     of `batch_size` so answers reach the cache as they come; a batch API gets everything at once."""
@@ -289,7 +290,7 @@ def _failure(result: ChatResult) -> dict[str, str]:
             "detail": f"no tagged part with text, twice; the answer began: {result.text.strip()[:300]!r}"}
 
 
-def usage_frame(candidate: CandidateConfig, backend: Any, results: Sequence[ChatResult]) -> pl.DataFrame:
+def usage_frame(candidate: CandidateConfig, backend: LanguageModel, results: Sequence[ChatResult]) -> pl.DataFrame:
     usage = Usage.of(results, candidate).as_dict()
     row = {"purpose": f"generate:{candidate.name}", "backend": backend.name, "model": backend.model, **usage}
     return pl.DataFrame([row], schema=USAGE)

@@ -16,7 +16,7 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -28,9 +28,12 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from tasks.config import Config, IngestConfig
+from tasks.errors import SourceError
 from tasks.forms import normalise_submission, reject, value
 from tasks.layout import raw_dir, slug, write_parquet
+from tasks.locks import locked
 from tasks.openreview_client import make_client
+from tasks.progress import progress
 from tasks.retry import transient
 from tasks.schema import PAPERS, REJECTS, REVIEWS, conform, empty
 from tasks.summary import StageSummary
@@ -94,6 +97,41 @@ def write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
+def read_cached(path: Path, root: Path, problem: Callable[[Any], str | None]) -> Any | None:
+    """The JSON in cache file `path`, or None when there is none or it is unusable.
+
+    An unusable entry (empty, truncated, binary, the wrong shape: `problem(content)` names what is
+    wrong) is moved to `<root>/quarantine/` for inspection, with one line of log, so the caller
+    fetches it again instead of failing on every rerun.
+    """
+    if not path.exists():
+        return None
+    try:
+        content = json.loads(path.read_bytes().decode("utf-8", "surrogatepass"))
+        why = problem(content)
+    except (ValueError, UnicodeDecodeError) as error:   # JSONDecodeError is a ValueError
+        content, why = None, f"{type(error).__name__}: {error}"
+    if why is None:
+        return content
+    aside = root / "quarantine" / f"{path.relative_to(root).as_posix().replace('/', '__')}.{int(time.time())}"
+    aside.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(path, aside)
+    log.warning("bad cache entry %s quarantined as %s (%s); fetching it again", path, aside, why[:200])
+    return None
+
+
+def _page_problem(offset: int) -> Callable[[Any], str | None]:
+    def problem(page: Any) -> str | None:
+        if not isinstance(page, dict) or not isinstance(page.get("notes"), list):
+            return "not a page of notes"
+        if page.get("offset") != offset or not isinstance(page.get("count"), int | None):
+            return "offset or count missing or wrong"
+        if not all(isinstance(n, dict) for n in page["notes"]):
+            return "a note that is not an object"
+        return None
+    return problem
+
+
 def _fetch(client: Any, params: dict[str, Any], cfg: IngestConfig, with_count: bool) -> tuple[list[dict], int | None]:
     """One page through the client; a malformed body is retried with back-off, then MalformedPage."""
     problem: Exception | None = None
@@ -129,8 +167,8 @@ class _Pager:
         offset, step, count = 0, None, None
         while count is None or offset < count:
             path = folder / f"offset_{offset:08d}.json"
-            if path.exists():
-                page = json.loads(path.read_bytes().decode("utf-8", "surrogatepass"))
+            page = read_cached(path, self.folder, _page_problem(offset))
+            if page is not None:
                 self.result.pages_cached += 1
             else:
                 params = {"invitation": invitation, "details": DETAILS, "limit": limit, "sort": SORT,
@@ -142,7 +180,8 @@ class _Pager:
                     self.rejects.append(reject("page", f"{invitation}@offset={offset}", None, self.venue_id,
                                                "malformed_page", str(error)))
                     if step is None:    # without the first page the size of the venue is unknown
-                        return
+                        raise SourceError(f"{self.venue_id}: the first page of {invitation} stayed malformed "
+                                          f"after {self.cfg.max_retries + 1} attempts ({error})") from None
                     offset += step
                     continue
                 page = {"invitation": invitation, "offset": offset, "limit": limit, "count": total, "notes": notes}
@@ -163,9 +202,8 @@ def _submission_invitations(client: Any, api_version: int, venue_id: str, folder
         return [f"{venue_id}/-/{name}" for name in ("Blind_Submission", "Withdrawn_Submission",
                                                      "Desk_Rejected_Submission")]
     path = folder / "group.json"
-    if path.exists():
-        content = json.loads(path.read_bytes())
-    else:
+    content = read_cached(path, folder, lambda c: None if isinstance(c, dict) else "not a JSON object")
+    if content is None:
         group = client.get_group(venue_id)
         content = {k: v for k, v in (group.content or {}).items() if k.endswith(("_id", "_name"))}
         write_atomic(path, json.dumps(content).encode())
@@ -228,8 +266,9 @@ def download_pdfs(client: Any, paper_ids: list[str], pdf_dir: Path, cfg: IngestC
         path, marker = pdf_dir / f"{paper_id}.pdf", pdf_dir / f"{paper_id}.reject.json"
         if path.exists():
             return paper_id, None
-        if marker.exists():
-            return None, json.loads(marker.read_bytes())
+        remembered = read_cached(marker, pdf_dir, lambda c: None if isinstance(c, dict) else "not a JSON object")
+        if remembered is not None:
+            return None, remembered
         try:
             with client.session.get(client.pdf_url, params={"id": paper_id}, headers=client.headers,
                                     stream=True) as response:
@@ -253,8 +292,11 @@ def download_pdfs(client: Any, paper_ids: list[str], pdf_dir: Path, cfg: IngestC
         except requests.RequestException as error:
             return None, reject("pdf", paper_id, paper_id, venue_id, "pdf_download_failed", repr(error))
 
-    with ThreadPoolExecutor(cfg.pdf_workers) as pool:
-        results = list(pool.map(one, paper_ids))
+    results = []
+    with ThreadPoolExecutor(cfg.pdf_workers) as pool, progress(len(paper_ids), f"PDFs of {venue_id}", "pdf") as bar:
+        for found in pool.map(one, paper_ids):
+            results.append(found)
+            bar.update(1)
     return [p for p, _ in results if p], [r for _, r in results if r]
 
 
@@ -274,7 +316,15 @@ def _extract_texts(pdf_dir: Path, ids: list[str], cfg: IngestConfig, venue_id: s
 
 
 def ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None = None) -> IngestResult:
-    """Ingest `venue_id` into `out_dir`; see the module docstring for the contract."""
+    """Ingest `venue_id` into `out_dir`; see the module docstring for the contract.
+
+    Under the lock of `out_dir`: a second ingest of the same venue waits, then reads the cache.
+    """
+    with locked(out_dir):
+        return _ingest_venue(venue_id, cfg, out_dir, baseurl)
+
+
+def _ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None) -> IngestResult:
     api_version = cfg.venue(venue_id).api_version(venue_id)
     settings = cfg.ingest
     baseurl = baseurl or (settings.api_v1_url if api_version == 1 else settings.api_v2_url)

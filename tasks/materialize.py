@@ -9,13 +9,13 @@ has found a problem). Each file says what it needs in header comments:
 
 A staging file whose source has no files is skipped, and so is everything that requires its
 table, so the database holds exactly what the pipeline has produced so far. The database is built
-in a temporary file and swapped in at the end: readers never see half a build, and rebuilding is
-idempotent.
+in a scratch file unique to the process, under a lock, and swapped in only after the data tests
+pass: readers never see half a build, a second build waits for the first, a crash leaves nothing
+that blocks the next run (tasks/locks.py), and rebuilding is idempotent.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +25,7 @@ from prefect import task
 
 from tasks.config import Config
 from tasks.layout import pipeline_dir
+from tasks.locks import copy_database, discard, locked, recover_database, scratch_path, swap_database
 from tasks.summary import StageSummary
 
 SQL_DIR = Path(__file__).resolve().parents[1] / "sql"
@@ -85,26 +86,34 @@ def _parameters(text: str, values: dict[str, object]) -> dict[str, object]:
 
 
 def build_database(cfg: Config, pipeline: str, sql_dir: Path = SQL_DIR) -> BuildResult:
-    """(Re)build `cfg.database` from the pipeline's Parquet outputs; run the data tests."""
+    """(Re)build `cfg.database` from the pipeline's Parquet outputs; run the data tests.
+
+    The build runs in a scratch file unique to this process, under the database's lock, and is
+    swapped in only once every data test has passed (tasks/locks.py).
+    """
     base = pipeline_dir(cfg, pipeline)
     target = cfg.database
     target.parent.mkdir(parents=True, exist_ok=True)
-    scratch = target.with_name(target.name + ".building")
-    scratch.unlink(missing_ok=True)
     result = BuildResult(database=target)
     params = _base_parameters(cfg, pipeline)
-    with duckdb.connect(str(scratch)) as con:
-        present = _run_layers(con, base, params, sql_dir, result)
-        con.execute(
-            "CREATE OR REPLACE TABLE _build AS SELECT $pipeline AS pipeline, now() AS built_at",
-            {"pipeline": pipeline},
-        )
-        failures = run_data_tests(con, present, params, sql_dir)
-        result.tests_run = sum(1 for t in sql_files("tests", sql_dir) if set(t.requires) <= present)
-    if failures:
-        scratch.unlink(missing_ok=True)
-        raise DataTestError("data tests failed:\n" + "\n".join(failures))
-    os.replace(scratch, target)
+    with locked(target):
+        recover_database(target)
+        scratch = scratch_path(target)
+        try:
+            with duckdb.connect(str(scratch)) as con:
+                present = _run_layers(con, base, params, sql_dir, result)
+                con.execute(
+                    "CREATE OR REPLACE TABLE _build AS SELECT $pipeline AS pipeline, now() AS built_at",
+                    {"pipeline": pipeline},
+                )
+                failures = run_data_tests(con, present, params, sql_dir)
+                result.tests_run = sum(1 for t in sql_files("tests", sql_dir) if set(t.requires) <= present)
+                con.execute("CHECKPOINT")
+            if failures:
+                raise DataTestError("data tests failed:\n" + "\n".join(failures))
+            swap_database(scratch, target)
+        finally:
+            discard(scratch)
     return result
 
 
@@ -128,7 +137,8 @@ def _run_layers(
             if only is not None and sql.table not in only:
                 continue
             if sql.source:
-                files = sorted(str(p) for p in base.glob(sql.source))
+                files = sorted(str(p) for p in base.glob(sql.source)   # never a hidden scratch file / folder
+                               if not any(part.startswith(".") for part in p.relative_to(base).parts))
                 if not files:
                     result.skipped.append(sql.table)
                     continue
@@ -150,15 +160,31 @@ def _existing_tables(con: duckdb.DuckDBPyConnection) -> set[str]:
 
 
 def update_tables(cfg: Config, pipeline: str, tables: set[str], sql_dir: Path = SQL_DIR) -> BuildResult:
-    """Rebuild only `tables` in the existing database, in place (e.g. `runs` after a run ends)."""
+    """Rebuild only `tables` of the database (e.g. `runs` after a run ends): on a copy, tested, swapped in."""
     result = BuildResult(database=cfg.database)
-    if not cfg.database.is_file():
+    target = cfg.database
+    if not target.is_file():
         return result
-    with duckdb.connect(str(cfg.database)) as con:
-        built_for = con.execute("SELECT any_value(pipeline) FROM _build").fetchone()[0]
-        if built_for != pipeline:
+    with locked(target):
+        recover_database(target)
+        if not target.is_file():
             return result
-        _run_layers(con, pipeline_dir(cfg, pipeline), _base_parameters(cfg, pipeline), sql_dir, result, tables)
+        scratch = scratch_path(target)
+        try:
+            copy_database(target, scratch)
+            params = _base_parameters(cfg, pipeline)
+            with duckdb.connect(str(scratch)) as con:
+                built_for = con.execute("SELECT any_value(pipeline) FROM _build").fetchone()[0]
+                if built_for != pipeline:
+                    return result
+                present = _run_layers(con, pipeline_dir(cfg, pipeline), params, sql_dir, result, tables)
+                failures = run_data_tests(con, present, params, sql_dir)
+                con.execute("CHECKPOINT")
+            if failures:
+                raise DataTestError("data tests failed:\n" + "\n".join(failures))
+            swap_database(scratch, target)
+        finally:
+            discard(scratch)
     return result
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 import polars as pl
 import pymupdf
 
+from tasks.progress import progress
 from tasks.schema import PDF_TEXTS, REJECTS, conform, empty
 
 REJECT_RULES = {
@@ -302,12 +303,18 @@ def extract_pdfs(
     ids = list(dict.fromkeys(paper_ids))
     paths = [str(Path(pdf_dir) / f"{paper_id}.pdf") for paper_id in ids]
     workers = default_workers(len(ids)) if workers is None else workers
-    if workers <= 1:
-        results = [_extract_file(path, max_bytes) for path in paths]
-    else:
-        with ProcessPoolExecutor(workers, mp_context=_pool_context()) as pool:
-            chunk = max(1, len(paths) // (workers * 8))
-            results = list(pool.map(_extract_file, paths, [max_bytes] * len(paths), chunksize=chunk))
+    results = []
+    with progress(len(paths), "PDF text" + (f" of {venue_id}" if venue_id else ""), "pdf") as bar:
+        if workers <= 1:
+            for path in paths:
+                results.append(_extract_file(path, max_bytes))
+                bar.update(1)
+        else:
+            with ProcessPoolExecutor(workers, mp_context=_pool_context()) as pool:
+                chunk = max(1, len(paths) // (workers * 8))
+                for result in pool.map(_extract_file, paths, [max_bytes] * len(paths), chunksize=chunk):
+                    results.append(result)
+                    bar.update(1)
     texts, rejected = [], []
     for paper_id, (text, rule, detail) in zip(ids, results, strict=True):
         if text is None:

@@ -23,8 +23,9 @@ from prefect.cache_policies import NO_CACHE
 
 from tasks import schema
 from tasks.config import Config, PreprocessConfig
+from tasks.errors import EmptyOutputError
 from tasks.layout import stage_dir, write_stage_frames
-from tasks.lm import ChatRequest, ChatResult, TransientLLMError, Usage
+from tasks.lm import ChatRequest, ChatResult, LanguageModel, TransientLLMError, Usage
 from tasks.preprocess_checks import STANCES, ParsedJudgments, ParsedSynopsis, parse_assw, parse_judgments
 from tasks.retry import llm_task
 from tasks.schema import JUDGMENTS, SYNOPSES, USAGE
@@ -97,7 +98,7 @@ class _Job:
     source: str = ""
 
 
-def _ask(jobs: list[_Job], backend: Any, system: str, tag: str, max_tokens: int,
+def _ask(jobs: list[_Job], backend: LanguageModel, system: str, tag: str, max_tokens: int,
          parse: Callable[[ChatResult], Any]) -> tuple[dict[str, tuple[ChatResult, Any]], list[ChatResult], int]:
     """Answers per entity id, after at most one stricter retry; also every result (for usage)."""
     # A small local model keeps to the format far better when its answer is started for it.
@@ -146,7 +147,7 @@ def _parse_assw(result: ChatResult) -> ParsedSynopsis:
     return parse_assw(result.text, result.truncated)
 
 
-def preprocess_reviews(reviews: pl.DataFrame, backend: Any, cfg: PreprocessConfig) -> PreprocessOutput:
+def preprocess_reviews(reviews: pl.DataFrame, backend: LanguageModel, cfg: PreprocessConfig) -> PreprocessOutput:
     """Judgments of every review, rejects for what could not be used, and the LLM usage."""
     rejects: list[dict[str, Any]] = []
     jobs: list[_Job] = []
@@ -182,10 +183,14 @@ def preprocess_reviews(reviews: pl.DataFrame, backend: Any, cfg: PreprocessConfi
     judgments = pl.DataFrame(rows, schema=JUDGMENTS)
     stats["reviews_with_judgments"] = judgments["review_id"].n_unique()
     stats["reviews_rejected"] = stats["reviews_in"] - stats["reviews_with_judgments"]
+    if jobs and judgments.is_empty() and not cfg.allow_empty:
+        first = next(r for r in rejects if r["entity"] == "review" and r["rule"] != "empty_review")
+        raise EmptyOutputError(f"preprocess: all {len(jobs)} reviews failed, no judgments (first: {first['rule']}: "
+                               f"{first['detail'][:200]}); set preprocess.allow_empty = true to accept that")
     return PreprocessOutput(judgments, _rejects(rejects), usage_frame("judgments", every, backend, cfg), stats)
 
 
-def make_synopses(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, backend: Any,
+def make_synopses(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, backend: LanguageModel,
                   cfg: PreprocessConfig) -> Synopses:
     """Synopses, rejects and usage: per paper its abstract, and the ASSW summary from the PDF text
     (the abstract when there is no text; `source` says which)."""
@@ -227,7 +232,7 @@ def make_synopses(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, backend:
     return Synopses(pl.DataFrame(rows, schema=SYNOPSES), _rejects(rejects), usage_frame("synopses", every, backend, cfg))
 
 
-def usage_frame(purpose: str, results: Sequence[ChatResult], backend: Any, cfg: PreprocessConfig) -> pl.DataFrame:
+def usage_frame(purpose: str, results: Sequence[ChatResult], backend: LanguageModel, cfg: PreprocessConfig) -> pl.DataFrame:
     usage = Usage.of(results, cfg).as_dict()
     return pl.DataFrame([{"purpose": purpose, "backend": backend.name, "model": backend.model, **usage}], schema=USAGE)
 

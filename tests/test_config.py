@@ -57,11 +57,12 @@ def test_pipeline_override_is_validated_like_the_stage(tmp_path):
         tmp_path,
         "[pipelines.p]\nvenues = ['V']\nstages = ['curate']\n[pipelines.p.curate]\nseed = 'x'\n",
     )
-    cfg = load_config(path)
-    with pytest.raises(ConfigError, match="pipelines.p.curate.seed"):
-        cfg.for_pipeline("p")
+    with pytest.raises(ConfigError, match="pipelines.toml: pipelines.p.curate.seed"):   # at load, with the file
+        load_config(path)
+    path.write_text(path.read_text().replace("seed = 'x'", "seed = 3"))
+    assert load_config(path).for_pipeline("p").curate.seed == 3
     with pytest.raises(ConfigError, match="unknown pipeline 'q'"):
-        cfg.for_pipeline("q")
+        load_config(path).for_pipeline("q")
 
 
 def test_relative_paths_resolve_against_the_file(tmp_path):

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from tasks.config import LLMConfig
+from tasks.errors import AuthenticationError
 from tasks.lm import ChatRequest, Usage, cost_usd
 from tasks.lm.anthropic_api import AnthropicLM
 from tasks.testing.anthropic_server import AnthropicServer, heuristic_responder
@@ -190,13 +191,16 @@ def test_usage_and_cost_accounting():
 def test_key_never_appears_in_errors_or_logs(caplog):
     caplog.set_level(logging.DEBUG)
     with AnthropicServer(echo_key_in_errors=True, reject_key=KEY) as server:
-        single = make(server).generate([request()])[0]
-        batched = make(server, use_batches=True).generate([request(), request("<review>x y z</review>")])
-        server.fail_next(429, retry_after=0)
-    assert server.counts["messages"] == 1    # the key was sent (and refused, as scripted)
-    for result in (single, *batched):
-        assert "HTTP 401" in result.error
-        assert KEY not in result.error and "[redacted]" in result.error
+        errors = []
+        for lm, requests in ((make(server), [request()]),
+                             (make(server, use_batches=True), [request(), request("<review>x y z</review>")])):
+            with pytest.raises(AuthenticationError) as raised:   # fatal: never retried, never a silent empty answer
+                lm.generate(requests)
+            errors.append(str(raised.value))
+    assert server.counts["messages"] == 1    # the key was sent (and refused, as scripted), once
+    for error in errors:
+        assert "HTTP 401" in error and "\n" not in error
+        assert KEY not in error and "[redacted]" in error
     assert KEY not in caplog.text
 
 

@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 
 from tasks.config import PreprocessConfig
+from tasks.errors import EmptyOutputError
 from tasks.layout import stage_dir
 from tasks.lm import TransientLLMError, make_lm
 from tasks.preprocess import make_synopses, preprocess_reviews, render, review_text
@@ -124,10 +125,13 @@ def test_an_unusable_answer_is_retried_once_with_a_reminder(tmp_path):
 
 def test_an_answer_unusable_twice_is_rejected_with_its_reason(tmp_path):
     with AnthropicServer(lambda params: "I am unable to help with that.") as server:
-        out = preprocess_reviews(reviews("A review."), make_lm(cfg(), tmp_path, base_url=server.url), cfg())
+        lenient = cfg(allow_empty=True)   # every review failing is otherwise an EmptyOutputError
+        out = preprocess_reviews(reviews("A review."), make_lm(cfg(), tmp_path, base_url=server.url), lenient)
         server.fail_next(400, times=2)
         errored = preprocess_reviews(reviews("Something else entirely."),
-                                     make_lm(cfg(), tmp_path, base_url=server.url), cfg())
+                                     make_lm(cfg(), tmp_path, base_url=server.url), lenient)
+        with pytest.raises(EmptyOutputError, match="all 1 reviews failed.*unusable_answer"):
+            preprocess_reviews(reviews("A review."), make_lm(cfg(), tmp_path, base_url=server.url), cfg())
     assert out.judgments.is_empty()
     assert out.rejects["rule"].to_list() == ["unusable_answer"]
     assert "I am unable to help" in out.rejects["detail"].item()

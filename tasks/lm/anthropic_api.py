@@ -25,6 +25,7 @@ from anthropic.types import Message
 from anthropic.types.messages import MessageBatchResult
 
 from tasks.config import LLMConfig
+from tasks.errors import AuthenticationError
 from tasks.lm.types import (
     Accept,
     ChatRequest,
@@ -170,6 +171,8 @@ class AnthropicLM:
     def _complete_one(self, request: ChatRequest) -> ChatResult:
         try:
             message = self._with_retries(lambda: self.client.messages.create(**self._params(request)))
+        except (anthropic.AuthenticationError, anthropic.PermissionDeniedError) as error:
+            raise AuthenticationError(f"anthropic refused the API key: {scrub(_describe(error))}") from None
         except (anthropic.APIStatusError, anthropic.APIConnectionError) as error:
             return ChatResult("", error=scrub(_describe(error)), model=self.model, retryable=_transient(error))
         except Exception as error:  # an unparseable body and the like: report, never raise
@@ -215,6 +218,8 @@ class AnthropicLM:
                     break
                 self.sleep(self.cfg.poll_seconds)
             lines = self._with_retries(lambda: list(self.client.messages.batches.results(batch_id)))
+        except (anthropic.AuthenticationError, anthropic.PermissionDeniedError) as error:
+            raise AuthenticationError(f"anthropic refused the API key: {scrub(_describe(error))}") from None
         except (anthropic.APIStatusError, anthropic.APIConnectionError) as error:
             detail = scrub(_describe(error))
             return {i: ChatResult("", error=detail, model=self.model, retryable=_transient(error)) for i in indices}

@@ -35,7 +35,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from tasks.lm.batching import batches
 from tasks.lm.line_prefixes import LinePrefixConstraint
@@ -49,6 +48,7 @@ from tasks.lm.types import (
     Pooling,
     Unsupported,
 )
+from tasks.progress import track
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -130,7 +130,7 @@ class LocalLM:
         chunks = [[runnable[k] for k in batch] for batch in batches(
             runnable, lambda i: len(prompts[i]), key=lambda i: (requests[i].line_prefixes, -len(prompts[i])),
             max_items=self.batch_size, group=lambda i: requests[i].line_prefixes)]
-        for chunk in tqdm(chunks, desc=f"generating ({self.model})", unit="batch", disable=None, leave=False):
+        for chunk in track(chunks, f"generating ({self.model})", "batch"):
             first = requests[chunk[0]]
             constraint = self.constraint(first.line_prefixes) if first.line_prefixes else None
             answers = self._generate([prompts[i] for i in chunk], [requests[i].max_tokens for i in chunk],

@@ -35,11 +35,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
-from tqdm.auto import tqdm
 
 from tasks.lm.batching import batches
 from tasks.lm.loading import Tokens, chat_ids, end_of_turn
 from tasks.lm.types import LoglikelihoodRequest, LoglikelihoodResult
+from tasks.progress import track
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -148,8 +148,8 @@ class LoglikelihoodEngine:
         head = self._head(min(prompts)[:head_len])
         chunks = batches(prompts, lambda p: len(p) - 1 - head_len, self.token_budget,
                          key=lambda p: (-(len(p) + max(map(len, groups[p]))), p))
-        # A terminal progress bar (hidden when stderr is not a terminal).
-        for chunk_ids in tqdm(chunks, desc="scoring", unit="batch", disable=None, leave=False):
+        # A progress bar on a terminal, progress lines with an ETA in a log (tasks/progress.py).
+        for chunk_ids in track(chunks, "scoring", "batch"):
             chunk = [prompts[i] for i in chunk_ids]
             past, past_mask = self._bodies(chunk, head, head_len)
             work: list[Work] = [(slot, p, t) for slot, p in enumerate(chunk) for t in groups[p]]

@@ -1,0 +1,120 @@
+"""Config mistakes: one line naming the key and the file, before any stage runs."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from typer.testing import CliRunner
+
+from flows.cli import app
+
+runner = CliRunner()
+PIPELINE = "[pipelines.p]\nvenues = ['V/2025/C']\nstages = ['ingest', 'curate', 'materialize']\n"
+
+
+def run(tmp_path, text: str | bytes, *args: str, command: str = "run"):
+    path = tmp_path / "pipelines.toml"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    extra = ["p", *args] if command == "run" else list(args)
+    result = runner.invoke(app, [command, *extra, "-c", str(path)])
+    return result, path
+
+
+def assert_one_line(result, *needles: str) -> None:
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and result.output.count("\n") == 1, result.output
+    for needle in needles:
+        assert needle in result.output, result.output
+
+
+CASES = {
+    "non_utf8": (b"[curate]\n# caf\xe9\nseed = 1\n" + PIPELINE.encode(), ["pipelines.toml: line 2", "UTF-8"]),
+    "empty_scale": ("[curate]\ncommon_scale = []\n" + PIPELINE, ["pipelines.toml", "curate.common_scale"]),
+    "unsorted_scale": ("[curate]\ncommon_scale = [5, 1]\n" + PIPELINE, ["curate.common_scale"]),
+    "rating_off_scale": ("[venues.'V/2025/C']\nrating_map = { '1' = 1, '2' = 2 }\n" + PIPELINE,
+                         ["pipelines.toml", "venues.V/2025/C.rating_map", "'2'", "common_scale"]),
+    "nan_confidence": ("[curate]\nmin_confidence = nan\n" + PIPELINE, ["pipelines.toml", "curate.min_confidence"]),
+    "inf_variance": ("[curate]\nmax_rating_variance = inf\n" + PIPELINE, ["curate.max_rating_variance"]),
+    "impossible_confidence": ("[curate]\nmin_confidence = 7\n" + PIPELINE, ["curate", "min_confidence"]),
+    "nan_alpha": ("[validate]\nalpha = nan\n" + PIPELINE, ["validate.alpha"]),
+    "bad_timezone": ("[schedule]\ntimezone = 'Mars/Olympus'\n" + PIPELINE, ["pipelines.toml", "schedule.timezone"]),
+    "stage_twice": ("[pipelines.p]\nvenues = ['V']\nstages = ['ingest', 'ingest']\n",
+                    ["pipelines.toml", "pipelines.p.stages", "more than once"]),
+    "bad_override": (PIPELINE + "[pipelines.p.curate]\nmin_reviews = 'many'\n",
+                     ["pipelines.toml", "pipelines.p.curate.min_reviews"]),
+    "nan_override": (PIPELINE + "[pipelines.p.curate]\nmin_confidence = nan\n",
+                     ["pipelines.toml", "pipelines.p.curate.min_confidence"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_config_mistake_is_one_line_with_key_and_file(tmp_path, case):
+    text, needles = CASES[case]
+    result, _ = run(tmp_path, text)
+    assert_one_line(result, *needles)
+    assert not (tmp_path / "data").exists()      # no stage ran
+
+
+@pytest.mark.parametrize("case", ["bad_override", "stage_twice", "non_utf8"])
+def test_pipelines_command_exits_non_zero_on_a_bad_config(tmp_path, case):
+    text, needles = CASES[case]
+    result, _ = run(tmp_path, text, command="pipelines")
+    assert_one_line(result, *needles)
+
+
+def test_data_dir_that_is_a_file(tmp_path):
+    (tmp_path / "data").write_text("not a folder")
+    result, _ = run(tmp_path, "[paths]\ndata_dir = 'data'\n" + PIPELINE)
+    assert_one_line(result, "pipelines.toml", "paths.data_dir", "is a file")
+
+
+def test_data_dir_under_a_file(tmp_path):
+    (tmp_path / "blocker").write_text("x")
+    result, _ = run(tmp_path, "[paths]\ndata_dir = 'blocker/data'\n" + PIPELINE)
+    assert_one_line(result, "paths.data_dir", "is a file")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
+def test_unwritable_database_folder(tmp_path):
+    locked = tmp_path / "ro"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        result, _ = run(tmp_path, "[paths]\ndatabase = 'ro/db/grebench.duckdb'\n" + PIPELINE)
+        assert_one_line(result, "paths.database", "not writable")
+    finally:
+        locked.chmod(0o700)
+
+
+@pytest.mark.parametrize("key", ["data_dir", "database"])
+def test_unwritable_place_even_for_root(tmp_path, key):
+    target = "/proc/grebench/data" if key == "data_dir" else "/proc/grebench/grebench.duckdb"
+    result, _ = run(tmp_path, f"[paths]\n{key} = '{target}'\n" + PIPELINE)
+    assert_one_line(result, "pipelines.toml", f"paths.{key}", "/proc", "not writable")
+
+
+def test_database_path_that_is_a_folder(tmp_path):
+    (tmp_path / "data" / "grebench.duckdb").mkdir(parents=True)
+    result, _ = run(tmp_path, PIPELINE)
+    assert_one_line(result, "paths.database", "is a folder")
+
+
+def test_database_folder_that_is_a_file(tmp_path):
+    (tmp_path / "dbdir").write_text("x")
+    result, _ = run(tmp_path, "[paths]\ndatabase = 'dbdir/grebench.duckdb'\n" + PIPELINE)
+    assert_one_line(result, "paths.database", "is a file")
+
+
+@pytest.mark.parametrize(("stages", "needle"), [
+    (",", "empty stage name"),
+    ("ingest,,curate", "empty stage name"),
+    ("", "empty stage name"),
+    ("score", "not in this pipeline"),
+    ("curate,curate", "more than once"),
+    ("cook", "unknown stage"),
+])
+def test_bad_stages_option(tmp_path, stages, needle):
+    result, _ = run(tmp_path, PIPELINE, "--stages", stages)
+    assert_one_line(result, "--stages", needle)
+    assert not (tmp_path / "data").exists()
