@@ -13,6 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from tasks.config import CandidateConfig, LLMConfig
+from tasks.errors import AuthenticationError
 from tasks.lm import ChatRequest, Unsupported, Usage, cost_usd, make_lm
 from tasks.lm.openai_api import OpenAILM
 from tasks.testing.anthropic_server import heuristic_responder
@@ -126,17 +127,22 @@ def test_400_is_not_retried():
 
 
 @pytest.mark.parametrize("status", [401, 403])
-def test_refused_key_is_one_line_never_retried_and_stops_the_run(status, caplog):
+def test_refused_key_is_fatal_one_line_and_never_retried(status, caplog):
     caplog.set_level(logging.DEBUG)
+    errors = []
     with OpenAIServer(echo_key_in_errors=True, reject_key=KEY, reject_status=status) as server:
-        backend = make(server, max_in_flight=1)
-        results = backend.generate([request(f"<review>{i} a b c.</review>") for i in range(4)])
-        batched = make(server, use_batches=True).generate([request(), request("<review>x y z</review>")])
-    assert server.counts["chat"] == 1 and server.counts["files_create"] == 1   # refused once, then no calls
-    for result in (*results, *batched):
-        assert f"HTTP {status}" in result.error and "\n" not in result.error
-        assert KEY not in result.error and "[redacted]" in result.error and not result.retryable
-    assert KEY not in caplog.text and ENV in caplog.text
+        single = make(server, max_in_flight=1)
+        for lm, requests in ((single, [request(f"<review>{i} a b c.</review>") for i in range(4)]),
+                             (single, [request()]),      # a later call of the same backend sends nothing
+                             (make(server, use_batches=True), [request(), request("<review>x y z</review>")])):
+            with pytest.raises(AuthenticationError) as raised:   # fatal: never a silent empty answer
+                lm.generate(requests)
+            errors.append(str(raised.value))
+    assert server.counts["chat"] == 1 and server.counts["files_create"] == 1   # refused once per backend
+    for error in errors:
+        assert f"HTTP {status}" in error and "\n" not in error and ENV in error
+        assert KEY not in error and "[redacted]" in error
+    assert KEY not in caplog.text
 
 
 def test_missing_key_variable_is_a_clear_error(monkeypatch):

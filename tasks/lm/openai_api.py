@@ -8,9 +8,10 @@ key; the key itself is never in config, logs or error messages), `temperature` (
 
 The SDK's own retries are off (`max_retries=0`) so the policy lives here and is tested, as in the
 Anthropic backend: 408 / 409 / 429 / 5xx and connection errors are retried with exponential
-back-off, waiting at least what Retry-After (or retry-after-ms) asks. 401 / 403 are not retried:
-every request of the run gets the same one-line error (after the first refusal no further call is
-made), and the missing key variable is an error when the backend is built. With `use_batches`
+back-off, waiting at least what Retry-After (or retry-after-ms) asks. 401 / 403 are fatal, as in
+the Anthropic backend: never retried, they raise `tasks.errors.AuthenticationError` with one line
+(the key scrubbed), which the CLI prints without a traceback; a refusal is remembered, so no other
+request of this backend is sent. The missing key variable is an error when the backend is built. With `use_batches`
 bulk work goes through the Batch API: a JSON Lines file is uploaded, a batch created and polled,
 its output and error files downloaded, and items that failed transiently resubmitted. Usage comes
 from the response (`prompt_tokens_details.cached_tokens` as prompt-cache reads); cost uses the
@@ -36,6 +37,7 @@ import numpy as np
 import openai
 
 from tasks.config import LLMConfig
+from tasks.errors import AuthenticationError
 from tasks.lm.anthropic_api import BatchStore
 from tasks.lm.types import (
     Accept,
@@ -94,7 +96,7 @@ class OpenAILM:
         self.backoff_seconds = backoff_seconds
         self.batch_store = batch_store
         self._key = key
-        self._refused: str | None = None      # the one-line 401 / 403 error, once the server refused us
+        self._refused: str | None = None      # the one-line 401 / 403 message, once the server refused us
         self._lock = threading.Lock()
         self.client = openai.OpenAI(api_key=key, base_url=self.base_url, max_retries=0)
 
@@ -154,20 +156,19 @@ class OpenAILM:
 
     def _with_retries(self, call: Callable[[], T]) -> T:
         """`call()` retried on transient failures; the last error is re-raised. A refusal (401 / 403)
-        is remembered, so no later request of this backend is sent."""
+        raises `AuthenticationError` and is remembered, so no later request of this backend is sent."""
         for attempt in range(self.cfg.max_retries + 1):
             if self._refused is not None:
-                raise _Refused(self._refused)
+                raise AuthenticationError(self._refused)
             try:
                 return call()
             except (openai.APIStatusError, openai.APIConnectionError) as error:
                 if isinstance(error, openai.APIStatusError) and error.status_code in AUTH_STATUSES:
                     with self._lock:
                         if self._refused is None:
-                            self._refused = self.scrub(_describe(error))
-                            log.error("openai: %s: the server refused the key in %s; no further requests",
-                                      self._refused, self.cfg.api_key_env or "(none)")
-                    raise _Refused(self._refused) from None
+                            self._refused = (f"openai refused the API key in {self.cfg.api_key_env or '(none)'}: "
+                                             f"{self.scrub(_describe(error))}")
+                    raise AuthenticationError(self._refused) from None
                 if not _transient(error) or attempt == self.cfg.max_retries:
                     raise
                 self._wait(attempt, error)
@@ -193,8 +194,8 @@ class OpenAILM:
         return ChatResult(text, **common)
 
     def _failed(self, error: Exception, batch: bool = False) -> ChatResult:
-        if isinstance(error, _Refused):
-            return ChatResult("", error=str(error), model=self.model, batch=batch)
+        if isinstance(error, AuthenticationError):   # fatal: every further call would fail the same way
+            raise error
         if isinstance(error, (openai.APIStatusError, openai.APIConnectionError)):
             return ChatResult("", error=self.scrub(_describe(error)), model=self.model,
                               retryable=_transient(error), batch=batch)
@@ -211,7 +212,7 @@ class OpenAILM:
     def _complete_one(self, request: ChatRequest) -> ChatResult:
         try:
             body = self._with_retries(lambda: self._create(request))
-        except Exception as error:  # an error status, an unparseable body and the like: report, never raise
+        except Exception as error:  # an error status, an unparseable body: reported (a refused key raises)
             return self._failed(error)
         return self._with_prefill(self._result(body), request)
 
@@ -290,10 +291,6 @@ class OpenAILM:
         retryable = code in RETRYABLE_BATCH_CODES or (status is not None and (status in RETRY_STATUSES or status >= 500))
         detail = self.scrub(f"batch request errored: {code}: {error.get('message', '')}")
         return ChatResult("", error=detail, model=self.model, retryable=retryable, batch=True)
-
-
-class _Refused(RuntimeError):
-    """The server refused the key (401 / 403); carries the scrubbed one-line error."""
 
 
 def _retry_after(error: openai.APIStatusError) -> float | None:
