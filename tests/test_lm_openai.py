@@ -320,6 +320,8 @@ def test_the_embedded_model_served_through_the_openai_path(tmp_path):
     results = lm.generate([ChatRequest("Answer in one word.", "What colour is the sky?", 8, prefill="The sky is"),
                            ChatRequest("Answer in one word.", "Name a fruit.", 8)])
     assert all(r.ok and r.batch for r in results), results
+    assert all(0 < r.output_tokens <= 8 and r.input_tokens > 10 and r.cache_read_tokens == 0 for r in results)
+    assert results[1].truncated == (results[1].output_tokens == 8)
     assert results[0].text.startswith("The sky is")
     assert lm.identity == "openai|served:smollm2|smollm2|temperature=0.0|continue_final_message"
     again = make_lm(cfg, tmp_path).generate([ChatRequest("Answer in one word.", "Name a fruit.", 8)])

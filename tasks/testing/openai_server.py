@@ -33,7 +33,8 @@ from typing import Any
 from tasks.testing.anthropic_server import Fault, count_tokens, heuristic_responder
 from tasks.testing.http import send
 
-Responder = Callable[[dict[str, Any]], str]
+Answer = tuple[str, int, int]   # text, prompt tokens, completion tokens (a model that counts them)
+Responder = Callable[[dict[str, Any]], "str | Answer"]
 BatchFault = Callable[[int, int, str], str | None]   # (batch number, position, custom_id) -> fault
 ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 403: "permission_denied",
                429: "rate_limit_exceeded", 500: "server_error"}
@@ -161,19 +162,19 @@ class OpenAIServer:
 
     # ---- behaviour ----------------------------------------------------------------------------
     def _completion(self, body: dict[str, Any], no_text: bool = False) -> dict[str, Any]:
-        text = self.responder(body)
+        answer = self.responder(body)
+        text, counted = (answer, None) if isinstance(answer, str) else (answer[0], answer[1:])
         messages = body.get("messages", [])
         system = "".join(m.get("content", "") for m in messages if m.get("role") == "system")
         user = "".join(m.get("content", "") for m in messages if m.get("role") != "system")
         with self._lock:   # a repeated system message is served from the (mock) prompt cache
             cached = count_tokens(system) if system in self._seen_systems else 0
             self._seen_systems.add(system)
-        prompt = count_tokens(system) + count_tokens(user)
-        completion = count_tokens(text)
+        prompt, completion = counted or (count_tokens(system) + count_tokens(user), count_tokens(text))
+        cached = 0 if counted else cached   # a model behind the server has no prompt cache
         limit = int(body.get("max_completion_tokens") or body.get("max_tokens") or 1024)
-        finish = "stop"
-        if completion > limit:
-            finish, completion = "length", limit
+        finish = "length" if completion > limit or (counted and completion >= limit) else "stop"
+        completion = min(completion, limit)
         message = {"role": "assistant", "content": None if no_text else text, "refusal": None}
         return {"id": f"chatcmpl-{next(self._ids)}", "object": "chat.completion", "created": int(time.time()),
                 "model": body.get("model", "unknown"),
@@ -306,9 +307,9 @@ def _send_error(handler: BaseHTTPRequestHandler, status: int, message: str,
 def local_model_responder(model: str) -> Responder:
     """Answers from a local model (`tasks.lm.local_lm`, greedy), for `max_tokens` tokens; a final
     assistant message with `continue_final_message` (the vLLM extension) is continued, and, as
-    vLLM does, only the continuation is returned."""
+    vLLM does, only the continuation is returned, with the model's own token counts."""
 
-    def respond(body: dict[str, Any]) -> str:
+    def respond(body: dict[str, Any]) -> Answer:
         from tasks.lm import ChatRequest, ModelSpec, local_lm
 
         messages = body.get("messages", [])
@@ -322,7 +323,7 @@ def local_model_responder(model: str) -> Responder:
             result = local_lm(ModelSpec(name=model)).generate([ChatRequest(system, user, max_tokens, prefill=prefill)])[0]
         if result.error:
             raise RuntimeError(result.error)
-        return result.text.removeprefix(prefill)
+        return result.text.removeprefix(prefill), result.input_tokens, result.output_tokens
 
     return respond
 
