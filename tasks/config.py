@@ -435,3 +435,16 @@ def check_paths(cfg: Config, config_path: Path | str) -> None:
             problem = f"{cfg.database} is a folder, not a database file"
         if problem:
             raise ConfigError(f"{config_path}: {key}: {problem}")
+
+
+def require_venue_tables(cfg: Config, pipeline: str) -> None:
+    """Stop a yearly refresh before ingest when one of its venues has no `[venues."<id>"]` table:
+    without the venue's rating map every rating off the common scale would be rejected in silence."""
+    missing = [venue for venue in cfg.pipelines[pipeline].venues if venue not in cfg.venues]
+    if not missing:
+        return
+    tables = ", ".join(f'[venues."{venue}"]' for venue in missing)
+    last_year = re.sub(r"\b(\d{4})\b", lambda m: str(int(m.group(1)) - 1), missing[0], count=1)
+    hint = f' (copy [venues."{last_year}"] if the form did not change)' if last_year in cfg.venues else ""
+    raise ConfigError(f"{pipeline}: no venue table for {', '.join(missing)}: add {tables} to pipelines.toml "
+                      f"with the rating_map of its review form{hint}")
