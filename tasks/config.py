@@ -48,6 +48,11 @@ class IngestConfig(Frozen):
     pdf: bool = True
     pdf_max_bytes: int = Field(50 * 1024 * 1024, gt=0)
     pdf_workers: int = Field(4, ge=1)
+    # pacing of the real API (a local / synthetic server is not paced); 0: no limit
+    requests_per_minute: float = Field(0, ge=0)             # guests
+    pdfs_per_hour: float = Field(0, ge=0)                   # guests
+    logged_in_requests_per_minute: float = Field(0, ge=0)   # when OPENREVIEW_USERNAME is set
+    logged_in_pdfs_per_hour: float = Field(0, ge=0)
 
 
 class CurateConfig(Frozen):

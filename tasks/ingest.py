@@ -37,6 +37,7 @@ from tasks.progress import progress
 from tasks.retry import transient
 from tasks.schema import PAPERS, REJECTS, REVIEWS, conform, empty
 from tasks.summary import StageSummary
+from tasks.throttle import Throttle
 
 log = logging.getLogger(__name__)
 IDENTITY_KEYS = ("signatures", "writers", "readers", "nonreaders", "tauthor")
@@ -327,8 +328,9 @@ def ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None 
 def _ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None) -> IngestResult:
     api_version = cfg.venue(venue_id).api_version(venue_id)
     settings = cfg.ingest
+    throttle = Throttle.from_config(settings) if baseurl is None else None   # the real API only
     baseurl = baseurl or (settings.api_v1_url if api_version == 1 else settings.api_v2_url)
-    client = make_client(api_version, baseurl, settings)
+    client = make_client(api_version, baseurl, settings, throttle)
     result = IngestResult(venue_id, api_version)
     folder = raw_dir(cfg, venue_id, api_version)
     papers, reviews, reject_rows = collect_venue(client, venue_id, api_version, settings, folder, SITE_URL, result)
