@@ -254,6 +254,7 @@ class ScheduleConfig(Frozen):
 class VenueConfig(Frozen):
     api: Literal["auto", "v1", "v2"] = "auto"
     rating_map: dict[str, float] | None = None
+    source_limits: tuple[str, ...] = ()   # what the source cannot give; stated in the curation report
 
     @field_validator("rating_map")
     @classmethod
