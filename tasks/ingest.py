@@ -198,7 +198,9 @@ class _Pager:
 
 
 def _submission_invitations(client: Any, api_version: int, venue_id: str, folder: Path) -> list[str]:
-    """v2: the venue group's submission invitation (cached); v1: blind, withdrawn and desk-rejected ones."""
+    """v2: the submission invitation the venue group names (`submission_id`, else `submission_name`;
+    cached); v1: blind, withdrawn and desk-rejected ones (`collect_venue` falls back to
+    `<venue>/-/Submission` when a v1 venue has no blind submissions)."""
     if api_version == 1:
         return [f"{venue_id}/-/{name}" for name in ("Blind_Submission", "Withdrawn_Submission",
                                                      "Desk_Rejected_Submission")]
@@ -208,7 +210,8 @@ def _submission_invitations(client: Any, api_version: int, venue_id: str, folder
         group = client.get_group(venue_id)
         content = {k: v for k, v in (group.content or {}).items() if k.endswith(("_id", "_name"))}
         write_atomic(path, json.dumps(content).encode())
-    return [value(content, "submission_id") or f"{venue_id}/-/Submission"]
+    name = value(content, "submission_name")
+    return [value(content, "submission_id") or f"{venue_id}/-/{name or 'Submission'}"]
 
 
 def _frame(rows: list[dict[str, Any]], schema: pl.Schema) -> pl.DataFrame:
@@ -230,10 +233,21 @@ def collect_venue(client: Any, venue_id: str, api_version: int, cfg: IngestConfi
     seen_papers: set[str] = set()
     seen_reviews: set[str] = set()
     papers, reviews = [], []
-    for invitation in _submission_invitations(client, api_version, venue_id, folder):
+    invitations = _submission_invitations(client, api_version, venue_id, folder)
+    served: dict[str, int] = {}
+    if api_version == 1:   # a v1 venue without blind copies lists its papers under Submission only
+        invitations.append(f"{venue_id}/-/Submission")
+    for invitation in invitations:
+        fallback = invitation == f"{venue_id}/-/Submission" and api_version == 1
+        if fallback and served.get(f"{venue_id}/-/Blind_Submission"):
+            continue
+        served[invitation] = 0
         for notes in pager.pages(invitation):
+            served[invitation] += len(notes)
             paper_rows, review_rows = [], []
             for note in notes:
+                if fallback and note.get("id") in seen_papers:   # Submission lists the withdrawn ones too
+                    continue
                 found = normalise_submission(note, venue_id, api_version, pdf_base, seen_reviews)
                 result.reviews_ingested += found.reviews_seen
                 rejects.extend(found.rejects)
