@@ -255,6 +255,19 @@ class VenueConfig(Frozen):
     api: Literal["auto", "v1", "v2"] = "auto"
     rating_map: dict[str, float] | None = None
     source_limits: tuple[str, ...] = ()   # what the source cannot give; stated in the curation report
+    # the venue's review-form field -> a review column (tasks/forms.py), e.g. ICML's
+    # { overall_recommendation = "rating" }; "ignore" drops a field. A new form is config, not code.
+    form: dict[str, str] = {}
+
+    @field_validator("form")
+    @classmethod
+    def _known_columns(cls, value: dict[str, str]) -> dict[str, str]:
+        from tasks.forms import FORM_COLUMNS
+
+        for field_name, column in value.items():
+            if column not in FORM_COLUMNS:
+                raise ValueError(f"{field_name} = {column!r}: not a review column (one of {sorted(FORM_COLUMNS)})")
+        return value
 
     @field_validator("rating_map")
     @classmethod

@@ -16,7 +16,7 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -226,8 +226,10 @@ def _frame(rows: list[dict[str, Any]], schema: pl.Schema) -> pl.DataFrame:
 
 
 def collect_venue(client: Any, venue_id: str, api_version: int, cfg: IngestConfig, folder: Path,
-                  pdf_base: str, result: IngestResult) -> tuple[pl.DataFrame, pl.DataFrame, list[dict]]:
-    """(papers, reviews, reject rows) of a venue, page by page, deduplicated."""
+                  pdf_base: str, result: IngestResult, form: Mapping[str, str] | None = None
+                  ) -> tuple[pl.DataFrame, pl.DataFrame, list[dict]]:
+    """(papers, reviews, reject rows) of a venue, page by page, deduplicated; `form` is the venue
+    table's field mapping (tasks/forms.py)."""
     rejects: list[dict[str, Any]] = []
     pager = _Pager(client, cfg, folder, venue_id, result, rejects)
     seen_papers: set[str] = set()
@@ -248,7 +250,7 @@ def collect_venue(client: Any, venue_id: str, api_version: int, cfg: IngestConfi
             for note in notes:
                 if fallback and note.get("id") in seen_papers:   # Submission lists the withdrawn ones too
                     continue
-                found = normalise_submission(note, venue_id, api_version, pdf_base, seen_reviews)
+                found = normalise_submission(note, venue_id, api_version, pdf_base, seen_reviews, form)
                 result.reviews_ingested += found.reviews_seen
                 rejects.extend(found.rejects)
                 review_rows.extend(found.reviews)
@@ -347,7 +349,8 @@ def _ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None
     client = make_client(api_version, baseurl, settings, throttle)
     result = IngestResult(venue_id, api_version)
     folder = raw_dir(cfg, venue_id, api_version)
-    papers, reviews, reject_rows = collect_venue(client, venue_id, api_version, settings, folder, SITE_URL, result)
+    papers, reviews, reject_rows = collect_venue(client, venue_id, api_version, settings, folder, SITE_URL, result,
+                                                 cfg.venue(venue_id).form)
     out_dir.mkdir(parents=True, exist_ok=True)
     frames = [pl.DataFrame(reject_rows, schema=REJECTS) if reject_rows else empty(REJECTS)]
     if settings.pdf:
