@@ -13,7 +13,7 @@ from typing import Any
 from prefect import flow
 
 from flows.pipeline import pipeline_flow
-from tasks.config import Config, ScheduleConfig, load_config, require_venue_tables
+from tasks.config import Config, ScheduleConfig
 from tasks.summary import StageSummary
 
 
@@ -25,10 +25,11 @@ def refresh_flow(
     config_path: str = "pipelines.toml",
 ) -> dict[str, StageSummary]:
     """Run `pipeline` for `year` (default: the current year) on its venues, or on `venues`."""
+    from tasks.config import require_refresh_tables
+
+    require_refresh_tables(config_path, pipeline, year or datetime.now(UTC).year, venues)  # before ingest
     year = year or datetime.now(UTC).year
-    name = f"{pipeline}-{year}"
-    require_venue_tables(load_config(config_path).for_pipeline(name, venues or None), name)  # before ingest
-    return pipeline_flow(pipeline=name, config_path=config_path, venues=venues or None)
+    return pipeline_flow(pipeline=f"{pipeline}-{year}", config_path=config_path, venues=venues or None)
 
 
 def deployment_parameters(schedule: ScheduleConfig, config_path: str) -> dict[str, Any]:

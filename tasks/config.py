@@ -467,3 +467,9 @@ def require_venue_tables(cfg: Config, pipeline: str) -> None:
     hint = f' (copy [venues."{last_year}"] if the form did not change)' if last_year in cfg.venues else ""
     raise ConfigError(f"{pipeline}: no venue table for {', '.join(missing)}: add {tables} to pipelines.toml "
                       f"with the rating_map of its review form{hint}")
+
+
+def require_refresh_tables(config_path: Path | str, pipeline: str, year: int, venues: Sequence[str] | None) -> None:
+    """`require_venue_tables` for the refresh of `pipeline` in `year` (on `venues` when given)."""
+    name = f"{pipeline}-{year}"
+    require_venue_tables(load_config(config_path).for_pipeline(name, venues or None), name)

@@ -90,6 +90,10 @@ CURATION_REPORT = pl.Schema(
     }
 )
 
+# What a venue's source cannot give (the venue table's `source_limits`), one row per statement,
+# beside the curation report (curate/source_limits.parquet; only for venues that state some).
+SOURCE_LIMITS = pl.Schema({"venue_id": pl.String, "limit": pl.String})
+
 
 def empty(schema: pl.Schema) -> pl.DataFrame:
     return pl.DataFrame(schema=schema)
@@ -243,7 +247,3 @@ CANDIDATE_SCORES = pl.Schema({"paper_id": pl.String, "candidate": pl.String, "so
 # (score/requests/<shard>.parquet, score/results/<shard>.parquet). `key` hashes the request's content.
 LOGLIK_REQUESTS = pl.Schema({"key": pl.String, "system": pl.String, "user": pl.String, "continuation": pl.String})
 LOGLIK_RESULTS = pl.Schema({"key": pl.String, "logprob": pl.Float64, "n_tokens": pl.Int64})
-
-# What a venue's source cannot give (the venue table's `source_limits`), one row per statement,
-# beside the curation report (curate/source_limits.parquet; only for venues that state some).
-SOURCE_LIMITS = pl.Schema({"venue_id": pl.String, "limit": pl.String})
