@@ -25,6 +25,9 @@ def refresh_flow(
     config_path: str = "pipelines.toml",
 ) -> dict[str, StageSummary]:
     """Run `pipeline` for `year` (default: the current year) on its venues, or on `venues`."""
+    from tasks.config import require_refresh_tables
+
+    require_refresh_tables(config_path, pipeline, year or datetime.now(UTC).year, venues)  # before ingest
     year = year or datetime.now(UTC).year
     summary = pipeline_flow(pipeline=f"{pipeline}-{year}", config_path=config_path, venues=venues or None)
     write_site(load_config(config_path))

@@ -48,6 +48,11 @@ class IngestConfig(Frozen):
     pdf: bool = True
     pdf_max_bytes: int = Field(50 * 1024 * 1024, gt=0)
     pdf_workers: int = Field(4, ge=1)
+    # pacing of the real API (a local / synthetic server is not paced); 0: no limit
+    requests_per_minute: float = Field(0, ge=0)             # guests
+    pdfs_per_hour: float = Field(0, ge=0)                   # guests
+    logged_in_requests_per_minute: float = Field(0, ge=0)   # when OPENREVIEW_USERNAME is set
+    logged_in_pdfs_per_hour: float = Field(0, ge=0)
 
 
 class CurateConfig(Frozen):
@@ -86,7 +91,7 @@ class CurateConfig(Frozen):
 class LLMConfig(Frozen):
     """Settings shared by every stage that calls an LLM (preprocess, generate, perturbations)."""
 
-    backend: Literal["local", "anthropic"] = "local"
+    backend: Literal["local", "anthropic", "openai"] = "local"
     model: str = "smollm2"                # local: "smollm2" (embedded), a path or a model id
     max_tokens: int = Field(512, ge=1)
     use_batches: bool = True              # anthropic: Message Batches API for bulk work
@@ -98,7 +103,14 @@ class LLMConfig(Frozen):
     output_price_per_mtok: float = Field(15.0, ge=0)  # USD per million output tokens
     cache_read_price_per_mtok: float = Field(0.3, ge=0)  # USD per million prompt-cache read tokens
     batch_size: int = Field(8, ge=1)      # local: prompts per generate() call
-    retry_max_seconds: float = Field(60.0, ge=0)  # anthropic: ceiling of one back-off wait
+    retry_max_seconds: float = Field(60.0, ge=0)  # anthropic, openai: ceiling of one back-off wait
+    # openai (any OpenAI-compatible server: OpenAI, Gemini, DeepSeek, vLLM, SGLang, Ollama):
+    base_url: str | None = None           # e.g. "https://api.openai.com/v1"; "served:smollm2": the
+                                          # embedded model behind the local OpenAI-compatible server
+    api_key_env: str = "OPENAI_API_KEY"   # the NAME of the variable holding the key; "" sends none
+    temperature: float | Literal["default"] = 0.0  # "default": not sent (models that accept only theirs)
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    continue_final_message: bool = False  # vLLM / SGLang: the answer's start is sent and continued
 
 
 class PreprocessConfig(LLMConfig):
@@ -242,6 +254,20 @@ class ScheduleConfig(Frozen):
 class VenueConfig(Frozen):
     api: Literal["auto", "v1", "v2"] = "auto"
     rating_map: dict[str, float] | None = None
+    source_limits: tuple[str, ...] = ()   # what the source cannot give; stated in the curation report
+    # the venue's review-form field -> a review column (tasks/forms.py), e.g. ICML's
+    # { overall_recommendation = "rating" }; "ignore" drops a field. A new form is config, not code.
+    form: dict[str, str] = {}
+
+    @field_validator("form")
+    @classmethod
+    def _known_columns(cls, value: dict[str, str]) -> dict[str, str]:
+        from tasks.forms import FORM_COLUMNS
+
+        for field_name, column in value.items():
+            if column not in FORM_COLUMNS:
+                raise ValueError(f"{field_name} = {column!r}: not a review column (one of {sorted(FORM_COLUMNS)})")
+        return value
 
     @field_validator("rating_map")
     @classmethod
@@ -428,3 +454,22 @@ def check_paths(cfg: Config, config_path: Path | str) -> None:
             problem = f"{cfg.database} is a folder, not a database file"
         if problem:
             raise ConfigError(f"{config_path}: {key}: {problem}")
+
+
+def require_venue_tables(cfg: Config, pipeline: str) -> None:
+    """Stop a yearly refresh before ingest when one of its venues has no `[venues."<id>"]` table:
+    without the venue's rating map every rating off the common scale would be rejected in silence."""
+    missing = [venue for venue in cfg.pipelines[pipeline].venues if venue not in cfg.venues]
+    if not missing:
+        return
+    tables = ", ".join(f'[venues."{venue}"]' for venue in missing)
+    last_year = re.sub(r"\b(\d{4})\b", lambda m: str(int(m.group(1)) - 1), missing[0], count=1)
+    hint = f' (copy [venues."{last_year}"] if the form did not change)' if last_year in cfg.venues else ""
+    raise ConfigError(f"{pipeline}: no venue table for {', '.join(missing)}: add {tables} to pipelines.toml "
+                      f"with the rating_map of its review form{hint}")
+
+
+def require_refresh_tables(config_path: Path | str, pipeline: str, year: int, venues: Sequence[str] | None) -> None:
+    """`require_venue_tables` for the refresh of `pipeline` in `year` (on `venues` when given)."""
+    name = f"{pipeline}-{year}"
+    require_venue_tables(load_config(config_path).for_pipeline(name, venues or None), name)

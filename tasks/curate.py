@@ -32,6 +32,7 @@ from tasks.schema import (
     PAPERS,
     REJECTS,
     REVIEWS,
+    SOURCE_LIMITS,
     conform,
     empty,
 )
@@ -50,6 +51,7 @@ class CurateResult:
     reviews_kept: int
     sampled: int
     out_dir: str
+    source_limits: tuple[str, ...] = ()   # what the source cannot give (the venue table says)
 
     def summary(self) -> StageSummary:
         """Reviews in, reviews kept; the venue's figures in the details."""
@@ -238,6 +240,12 @@ def curate_venue(ingest_dir: Path, venue_id: str, cfg: Config, out_dir: Path) ->
     papers, reviews, rejects, report = curate_frames(papers_in, reviews_in, venue_id, cfg)
     out_dir.mkdir(parents=True, exist_ok=True)
     frames = {"papers": papers, "reviews": reviews, "rejects": rejects, "curation_report": report}
+    limits = cfg.venue(venue_id).source_limits
+    if limits:   # what the source cannot give, beside the report (table source_limits)
+        frames["source_limits"] = pl.DataFrame({"venue_id": [venue_id] * len(limits), "limit": list(limits)},
+                                               schema=SOURCE_LIMITS)
+    else:
+        (out_dir / "source_limits.parquet").unlink(missing_ok=True)
     _write_checked(frames, out_dir, lambda folder: validate_curated(folder, ingest_dir, cfg))
     return CurateResult(
         venue_id=venue_id,
@@ -247,6 +255,7 @@ def curate_venue(ingest_dir: Path, venue_id: str, cfg: Config, out_dir: Path) ->
         reviews_kept=reviews.height,
         sampled=int(papers["in_benchmark"].sum()),
         out_dir=str(out_dir),
+        source_limits=tuple(limits),
     )
 
 

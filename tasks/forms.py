@@ -11,7 +11,9 @@ names map onto one schema:
     rating                    <- rating, recommendation, overall_assessment
     confidence, soundness, presentation, contribution <- the same names
 
-Any other text field (e.g. ICLR 2023's `clarity,_quality,_novelty_and_reproducibility` and
+A venue's own field names are config, not code: its venue table's `form` maps a field onto one
+of these columns (or "ignore"), e.g. ICML's `overall_recommendation = "rating"`; a mapped field
+wins over a built-in alias. Any other text field (e.g. ICLR 2023's `clarity,_quality,_novelty_and_reproducibility` and
 `summary_of_the_review`, ICLR 2022's `main_review`) goes to `other_sections` as "## Name\n\ntext"
 blocks. Score-only fields outside the schema (ICLR 2023 `correctness`,
 `technical_novelty_and_significance`, `empirical_novelty_and_significance`, NeurIPS 2025
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,9 +46,11 @@ SCORE_ALIASES = {
     "confidence": "confidence", "soundness": "soundness", "presentation": "presentation",
     "contribution": "contribution",
 }
+SCORE_COLUMNS = frozenset(SCORE_ALIASES.values())
 SECTION_TITLES = {"summary": "Summary", "strengths": "Strengths", "weaknesses": "Weaknesses",
                   "strengths_and_weaknesses": "Strengths and Weaknesses", "questions": "Questions",
                   "limitations": "Limitations"}
+FORM_COLUMNS = SCORE_COLUMNS | set(SECTION_TITLES) | {"ignore"}   # what a venue's `form` may map onto
 ADMIN_FIELDS = {"title", "code_of_conduct", "code_of_ethics", "flag_for_ethics_review", "first_time_reviewer",
                 "details_of_ethics_concerns", "ethics_review_area", "reviewer_guideline_acknowledgement",
                 "confidential_comment", "license", "agreement", "responsible_reviewing"}
@@ -159,8 +164,10 @@ def reject(entity: str, entity_id: str, paper_id: str | None, venue_id: str, rul
             "venue_id": venue_id, "rule": rule, "detail": detail[:300]}
 
 
-def normalise_review(note: dict[str, Any], venue_id: str) -> tuple[dict[str, Any] | None, tuple[str, str] | None]:
-    """(REVIEWS row, None) or (None, (rule, detail)) for an official review note."""
+def normalise_review(note: dict[str, Any], venue_id: str, form: Mapping[str, str] | None = None
+                     ) -> tuple[dict[str, Any] | None, tuple[str, str] | None]:
+    """(REVIEWS row, None) or (None, (rule, detail)) for an official review note; `form` maps the
+    venue's own field names onto columns (see the module docstring)."""
     content = note.get("content") or {}
     row: dict[str, Any] = {"review_id": note.get("id"), "paper_id": note.get("forum"), "venue_id": venue_id,
                            "created_at": note.get("cdate") or note.get("tcdate")}
@@ -169,18 +176,24 @@ def normalise_review(note: dict[str, Any], venue_id: str) -> tuple[dict[str, Any
     for key, raw in content.items():
         if raw.__class__ is dict:   # API v2 wraps every value
             raw = raw.get("value")
-        column = SCORE_ALIASES.get(key)
+        target = form.get(key) if form else None
+        if target == "ignore":
+            continue
+        column = SCORE_ALIASES.get(key) if target is None else target if target in SCORE_COLUMNS else None
         if column:
-            if row.get(f"{column}_raw" if column in ("rating", "confidence") else column) is None:
-                row[f"{column}_raw" if column in ("rating", "confidence") else column] = raw
+            name = f"{column}_raw" if column in ("rating", "confidence") else column
+            if row.get(name) is None or target is not None:   # the venue's own mapping wins
+                row[name] = raw
             continue
         if key in ADMIN_FIELDS or not isinstance(raw, str):
             continue
         text, readable = clean_text(raw)
         if not readable:
             return None, ("unreadable_text", f"{key}: {raw[:120]!r}")
-        column = SECTION_ALIASES.get(key)
-        if column and row.get(column) is None:
+        column = SECTION_ALIASES.get(key) if target is None else target
+        if column and (row.get(column) is None or target is not None):
+            if row.get(column) is not None:   # the mapped field replaces an alias seen earlier
+                sections = [s for s in sections if s[0] != section_title(column)]
             row[column] = text or None
             sections.append((section_title(column), text))
         elif not _SCORE_ONLY.match(raw):
@@ -232,7 +245,7 @@ def _text(raw: Any) -> str | None:
 
 
 def normalise_submission(note: dict[str, Any], venue_id: str, api_version: int, pdf_base: str,
-                         seen_reviews: set[str]) -> Normalised:
+                         seen_reviews: set[str], form: Mapping[str, str] | None = None) -> Normalised:
     """The paper row and review rows of one submission note fetched with its replies."""
     paper_id = note.get("id")
     if not paper_id:
@@ -258,7 +271,7 @@ def normalise_submission(note: dict[str, Any], venue_id: str, api_version: int, 
                                           f"review served again with submission {paper_id}"))
                 continue
             seen_reviews.add(review_id)
-            row, problem = normalise_review({**reply, "forum": forum}, venue_id)
+            row, problem = normalise_review({**reply, "forum": forum}, venue_id, form)
             if problem:
                 out.rejects.append(reject("review", review_id, forum, venue_id, *problem))
             else:

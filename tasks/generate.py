@@ -202,7 +202,7 @@ def generate_reviews(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, candi
                      backend: LanguageModel, chars_per_token: float = 3.5) -> GenerateOutput:
     """One review by `candidate` of each paper in `papers` (already filtered by the guard)."""
     system = load_prompt(candidate.prompt_version)
-    prefill = LOCAL_PREFILL if backend.name == "local" else ""
+    prefill = LOCAL_PREFILL if backend.name == "local" or candidate.continue_final_message else ""
     texts = {} if pdf_texts is None else dict(pdf_texts.select("paper_id", "text").iter_rows())
     meter = make_meter(candidate, chars_per_token) if papers.height else None
     jobs: list[Job] = []

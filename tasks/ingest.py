@@ -16,7 +16,7 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -37,6 +37,7 @@ from tasks.progress import progress
 from tasks.retry import transient
 from tasks.schema import PAPERS, REJECTS, REVIEWS, conform, empty
 from tasks.summary import StageSummary
+from tasks.throttle import Throttle
 
 log = logging.getLogger(__name__)
 IDENTITY_KEYS = ("signatures", "writers", "readers", "nonreaders", "tauthor")
@@ -197,7 +198,9 @@ class _Pager:
 
 
 def _submission_invitations(client: Any, api_version: int, venue_id: str, folder: Path) -> list[str]:
-    """v2: the venue group's submission invitation (cached); v1: blind, withdrawn and desk-rejected ones."""
+    """v2: the submission invitation the venue group names (`submission_id`, else `submission_name`;
+    cached); v1: blind, withdrawn and desk-rejected ones (`collect_venue` falls back to
+    `<venue>/-/Submission` when a v1 venue has no blind submissions)."""
     if api_version == 1:
         return [f"{venue_id}/-/{name}" for name in ("Blind_Submission", "Withdrawn_Submission",
                                                      "Desk_Rejected_Submission")]
@@ -207,7 +210,8 @@ def _submission_invitations(client: Any, api_version: int, venue_id: str, folder
         group = client.get_group(venue_id)
         content = {k: v for k, v in (group.content or {}).items() if k.endswith(("_id", "_name"))}
         write_atomic(path, json.dumps(content).encode())
-    return [value(content, "submission_id") or f"{venue_id}/-/Submission"]
+    name = value(content, "submission_name")
+    return [value(content, "submission_id") or f"{venue_id}/-/{name or 'Submission'}"]
 
 
 def _frame(rows: list[dict[str, Any]], schema: pl.Schema) -> pl.DataFrame:
@@ -222,18 +226,31 @@ def _frame(rows: list[dict[str, Any]], schema: pl.Schema) -> pl.DataFrame:
 
 
 def collect_venue(client: Any, venue_id: str, api_version: int, cfg: IngestConfig, folder: Path,
-                  pdf_base: str, result: IngestResult) -> tuple[pl.DataFrame, pl.DataFrame, list[dict]]:
-    """(papers, reviews, reject rows) of a venue, page by page, deduplicated."""
+                  pdf_base: str, result: IngestResult, form: Mapping[str, str] | None = None
+                  ) -> tuple[pl.DataFrame, pl.DataFrame, list[dict]]:
+    """(papers, reviews, reject rows) of a venue, page by page, deduplicated; `form` is the venue
+    table's field mapping (tasks/forms.py)."""
     rejects: list[dict[str, Any]] = []
     pager = _Pager(client, cfg, folder, venue_id, result, rejects)
     seen_papers: set[str] = set()
     seen_reviews: set[str] = set()
     papers, reviews = [], []
-    for invitation in _submission_invitations(client, api_version, venue_id, folder):
+    invitations = _submission_invitations(client, api_version, venue_id, folder)
+    served: dict[str, int] = {}
+    if api_version == 1:   # a v1 venue without blind copies lists its papers under Submission only
+        invitations.append(f"{venue_id}/-/Submission")
+    for invitation in invitations:
+        fallback = invitation == f"{venue_id}/-/Submission" and api_version == 1
+        if fallback and served.get(f"{venue_id}/-/Blind_Submission"):
+            continue
+        served[invitation] = 0
         for notes in pager.pages(invitation):
+            served[invitation] += len(notes)
             paper_rows, review_rows = [], []
             for note in notes:
-                found = normalise_submission(note, venue_id, api_version, pdf_base, seen_reviews)
+                if fallback and note.get("id") in seen_papers:   # Submission lists the withdrawn ones too
+                    continue
+                found = normalise_submission(note, venue_id, api_version, pdf_base, seen_reviews, form)
                 result.reviews_ingested += found.reviews_seen
                 rejects.extend(found.rejects)
                 review_rows.extend(found.reviews)
@@ -327,11 +344,13 @@ def ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None 
 def _ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None) -> IngestResult:
     api_version = cfg.venue(venue_id).api_version(venue_id)
     settings = cfg.ingest
+    throttle = Throttle.from_config(settings) if baseurl is None else None   # the real API only
     baseurl = baseurl or (settings.api_v1_url if api_version == 1 else settings.api_v2_url)
-    client = make_client(api_version, baseurl, settings)
+    client = make_client(api_version, baseurl, settings, throttle)
     result = IngestResult(venue_id, api_version)
     folder = raw_dir(cfg, venue_id, api_version)
-    papers, reviews, reject_rows = collect_venue(client, venue_id, api_version, settings, folder, SITE_URL, result)
+    papers, reviews, reject_rows = collect_venue(client, venue_id, api_version, settings, folder, SITE_URL, result,
+                                                 cfg.venue(venue_id).form)
     out_dir.mkdir(parents=True, exist_ok=True)
     frames = [pl.DataFrame(reject_rows, schema=REJECTS) if reject_rows else empty(REJECTS)]
     if settings.pdf:

@@ -21,6 +21,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from tasks.config import IngestConfig
+from tasks.throttle import Throttle
 
 log = logging.getLogger(__name__)
 RETRY_STATUSES = (429, 500, 502, 503, 504)
@@ -48,13 +49,17 @@ class Backoff(Retry):
 
 
 class TimeoutAdapter(HTTPAdapter):
-    """An HTTPAdapter that applies a default timeout to requests that set none."""
+    """An HTTPAdapter that applies a default timeout to requests that set none, and the request
+    pacing of `throttle` (requests per minute, PDFs per hour) when given."""
 
-    def __init__(self, timeout: float, **kwargs: Any) -> None:
+    def __init__(self, timeout: float, throttle: Throttle | None = None, **kwargs: Any) -> None:
         self.timeout = timeout
+        self.throttle = throttle
         super().__init__(**kwargs)
 
     def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
+        if self.throttle is not None:
+            self.throttle.before(request.path_url)
         if kwargs.get("timeout") is None:
             kwargs["timeout"] = self.timeout
         return super().send(request, *args, **kwargs)
@@ -69,10 +74,12 @@ def retry_policy(cfg: IngestConfig) -> Backoff:
     )
 
 
-def make_client(api_version: int, baseurl: str, cfg: IngestConfig) -> openreview.Client | OpenReviewClient:
-    """A guest client (it logs in itself when OPENREVIEW_USERNAME / _PASSWORD are set)."""
+def make_client(api_version: int, baseurl: str, cfg: IngestConfig,
+                throttle: Throttle | None = None) -> openreview.Client | OpenReviewClient:
+    """A guest client (it logs in itself when OPENREVIEW_USERNAME / _PASSWORD are set), paced by
+    `throttle` when given."""
     client = openreview.Client(baseurl=baseurl) if api_version == 1 else OpenReviewClient(baseurl=baseurl)
-    adapter = TimeoutAdapter(cfg.timeout_seconds, max_retries=retry_policy(cfg),
+    adapter = TimeoutAdapter(cfg.timeout_seconds, throttle, max_retries=retry_policy(cfg),
                              pool_connections=4, pool_maxsize=max(8, cfg.pdf_workers * 2))
     client.session.mount("http://", adapter)
     client.session.mount("https://", adapter)

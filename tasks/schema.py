@@ -90,6 +90,10 @@ CURATION_REPORT = pl.Schema(
     }
 )
 
+# What a venue's source cannot give (the venue table's `source_limits`), one row per statement,
+# beside the curation report (curate/source_limits.parquet; only for venues that state some).
+SOURCE_LIMITS = pl.Schema({"venue_id": pl.String, "limit": pl.String})
+
 
 def empty(schema: pl.Schema) -> pl.DataFrame:
     return pl.DataFrame(schema=schema)

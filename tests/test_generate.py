@@ -353,3 +353,75 @@ def test_generate_needs_candidates(tmp_path):
         '[pipelines.t]\nvenues = ["Test.cc/2024/Conference"]\nstages = ["generate"]\n')
     with pytest.raises(ConfigError, match="no candidate models"):
         read_generate_inputs(load_config(tmp_path / "pipelines.toml").for_pipeline("t"), "t")
+
+
+# ---- the OpenAI-compatible path, with the embedded SmolLM2 behind the local server (the demo's) ----
+@pytest.mark.slow
+def test_a_served_model_writes_reviews_through_the_openai_path(tmp_path, embedded_lm):
+    papers = papers_frame([datetime(2024, 9, 1, tzinfo=UTC)] * 2)
+    texts = pl.DataFrame({"paper_id": ["P0", "P1"], "text": [paper_body("Graph Networks", 12),
+                                                              paper_body("Sparse Coding", 12)]})
+    candidate = CandidateConfig(name="smollm2-openai", backend="openai", model="smollm2", base_url="served:smollm2",
+                                api_key_env="", continue_final_message=True, use_batches=True, poll_seconds=0.05,
+                                knowledge_cutoff="2024-06-30", max_tokens=24, max_context_tokens=600,
+                                prompt_version="review-brief-v1", input_price_per_mtok=0, output_price_per_mtok=0)
+    out = generate_reviews(papers, texts, candidate, make_lm(candidate, tmp_path))
+    assert out.candidates.height >= 1 and out.candidates.height + out.rejects.height == 2
+    for row in out.candidates.iter_rows(named=True):
+        assert row["backend"] == "openai" and row["review"].startswith("## Summary\n\n") and row["cost"] == 0
+    again = generate_reviews(papers, texts, candidate, make_lm(candidate, tmp_path))
+    assert again.candidates.equals(out.candidates)
+    assert again.usage["cached"][0] == again.usage["requests"][0] > 0
+
+
+OPENAI_CANDIDATE = """
+[[generate.candidates]]
+name = "gpt-test"
+backend = "openai"
+base_url = "{base_url}"
+api_key_env = "GREBENCH_TEST_OPENAI_KEY"
+model = "gpt-test"
+knowledge_cutoff = 2024-02-01
+max_tokens = 600
+max_context_tokens = 3000
+use_batches = {batches}
+poll_seconds = 0.01
+"""
+
+
+def openai_tagged_review(body: dict) -> str:
+    """`tagged_review` for an OpenAI request body (the system prompt is the first message)."""
+    messages = body["messages"]
+    return tagged_review({"system": messages[0]["content"], "messages": messages[1:]})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("batches", ["true", "false"])
+def test_an_openai_candidate_added_in_config_gets_its_rows(prefect_harness, tmp_path, monkeypatch, batches):
+    """The issue's "done when": a [[generate.candidates]] entry with backend = "openai" and a base URL."""
+    from flows.generate import generate_flow
+    from tasks.config import load_config
+    from tasks.materialize import build_database
+    from tasks.testing.openai_server import OpenAIServer
+
+    monkeypatch.setenv("GREBENCH_TEST_OPENAI_KEY", "sk-test-generate")
+    with OpenAIServer(openai_tagged_review) as openai_server, AnthropicServer(tagged_review) as server:
+        candidate = OPENAI_CANDIDATE.format(base_url=openai_server.base_url, batches=batches)
+        (tmp_path / "pipelines.toml").write_text(CONFIG.format(candidates=candidate))
+        write_curated(tmp_path)
+        cfg = load_config(tmp_path / "pipelines.toml").for_pipeline("t")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        first = generate_flow(cfg, "t")
+        calls = sum(openai_server.counts.values())
+        second = generate_flow(cfg, "t")
+        assert sum(openai_server.counts.values()) == calls > 0
+        assert openai_server.counts["batches_create" if batches == "true" else "chat"] > 0
+    assert first.details["per_model"]["gpt-test"]["reviews"] == 3 and second.llm_calls == 0
+    candidates = pl.read_parquet(cfg.data_dir / "t" / "generate" / "candidates.parquet")
+    assert set(candidates["backend"]) == {"openai"} and set(candidates["model_id"]) == {"gpt-test"}
+    build_database(cfg, "t")
+    import duckdb
+
+    with duckdb.connect(str(cfg.database), read_only=True) as con:
+        coverage = con.execute("SELECT model, reviewed, excluded FROM candidate_coverage").fetchall()
+    assert coverage == [("gpt-test", 3, 1)]

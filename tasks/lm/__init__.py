@@ -1,13 +1,13 @@
 """The one language-model layer: every stage talks to a model through `LanguageModel`.
 
-    make_lm(cfg, cache_dir)   the configured chat backend (local or Anthropic) behind the answer cache
+    make_lm(cfg, cache_dir)   the configured chat backend (local, Anthropic or OpenAI-compatible) behind the answer cache
     eval_lm(score_cfg)        the local evaluation LM, for log-likelihoods (one per process)
     embedder()                the MiniLM sentence encoder, for embeddings (one per process)
 
 Modules: types (requests, results, the protocol, usage and cost), loading (ModelSpec, its one
 device / dtype / quantization policy, the loader, the chat-template encoder), batching (the one
 batching helper), local (transformers: generate + loglikelihood), loglikelihood (the prefix-sharing
-engine), line_prefixes (constrained decoding), encoder (MiniLM: embed), anthropic_api (generate),
+engine), line_prefixes (constrained decoding), encoder (MiniLM: embed), anthropic_api and openai_api (generate),
 cache (SQLite answer cache and `CachedLM`, which wraps any backend). Backends and torch are
 imported only when a model is asked for.
 """
@@ -48,6 +48,14 @@ def make_lm(cfg: LLMConfig, cache_dir: Path, base_url: str | None = None) -> Cac
         from tasks.lm.anthropic_api import AnthropicLM
 
         inner = AnthropicLM(cfg, base_url=base_url, batch_store=cache)
+    elif cfg.backend == "openai":
+        from tasks.lm.openai_api import OpenAILM
+
+        if base_url is None and (cfg.base_url or "").startswith("served:"):   # the offline demo
+            from tasks.testing.openai_server import serve_local_model
+
+            base_url = serve_local_model(cfg.base_url.removeprefix("served:"))
+        inner = OpenAILM(cfg, base_url=base_url, batch_store=cache)
     else:
         from tasks.lm.local import LocalLM
 

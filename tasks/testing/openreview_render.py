@@ -80,9 +80,9 @@ def _render_paper(venue: SyntheticVenue, paper: SyntheticPaper, api: int) -> Ren
     elif paper.status == "desk_rejected":
         venue_label, venueid, v1_inv = f"{name} Desk Rejected Submission", f"{vid}/Desk_Rejected_Submission", "Desk_Rejected_Submission"
     elif paper.decision and paper.decision.startswith("Accept"):
-        venue_label, venueid, v1_inv = f"{name} {paper.decision[8:-1].title()}", vid, "Blind_Submission"
+        venue_label, venueid, v1_inv = f"{name} {paper.decision[8:-1].title()}", vid, venue.v1_submission
     else:
-        venue_label, venueid, v1_inv = f"Submitted to {name}", f"{vid}/Submission", "Blind_Submission"
+        venue_label, venueid, v1_inv = f"Submitted to {name}", f"{vid}/Submission", venue.v1_submission
     content: dict[str, Any] = {
         "title": paper.title, "abstract": paper.abstract, "keywords": paper.keywords,
         "authors": ["Anonymous"], "authorids": [f"{vid}/Paper{n}/Authors"], "pdf": pdf_path,
@@ -152,5 +152,7 @@ def venue_group(venue: SyntheticVenue, api_version: int) -> dict[str, Any]:
                     "desk_rejected_venue_id": f"{vid}/Desk_Rejected_Submission",
                     "review_name": REVIEW_NAME, "meta_review_name": META_NAME, "decision_name": DECISION_NAME,
                     "title": short_name(vid, venue.year)}
+        if not venue.group_submission_id:
+            del settings["submission_id"]
         group.update(domain=vid, content={k: {"value": v} for k, v in settings.items()})
     return group

@@ -86,6 +86,8 @@ class SyntheticVenue:
     papers: list[SyntheticPaper]
     duplicate_reviews: list[tuple[str, int]] = field(default_factory=list)  # (review_id, host paper index)
     bad_cases: dict[str, str] = field(default_factory=dict)                 # case -> review or paper id
+    v1_submission: str = "Blind_Submission"   # v1: the invitation of active papers (some venues: "Submission")
+    group_submission_id: bool = True          # v2: the group names `submission_id` (else `submission_name` only)
 
     @property
     def year(self) -> int:

@@ -1,0 +1,3 @@
+-- source: */curate/source_limits.parquet
+CREATE OR REPLACE TABLE staging.source_limits AS
+SELECT * FROM read_parquet($files, union_by_name = true);

@@ -1,0 +1,332 @@
+"""The OpenAI-compatible backend: Chat Completions one request at a time, or the Batch API.
+
+Any server that speaks the OpenAI API works: OpenAI itself, Google Gemini's and DeepSeek's
+compatible endpoints, and open-weight models behind vLLM, SGLang or Ollama. Config keys (on any
+`LLMConfig`): `base_url`, `model`, `api_key_env` (the NAME of the environment variable holding the
+key; the key itself is never in config, logs or error messages), `temperature` (0: greedy;
+"default": not sent, for models that accept only their own), `max_tokens_field` (newer OpenAI models take `max_completion_tokens`).
+
+The SDK's own retries are off (`max_retries=0`) so the policy lives here and is tested, as in the
+Anthropic backend: 408 / 409 / 429 / 5xx and connection errors are retried with exponential
+back-off, waiting at least what Retry-After (or retry-after-ms) asks. 401 / 403 are fatal, as in
+the Anthropic backend: never retried, they raise `tasks.errors.AuthenticationError` with one line
+(the key scrubbed), which the CLI prints without a traceback; a refusal is remembered, so no other
+request of this backend is sent. The missing key variable is an error when the backend is built. With `use_batches`
+bulk work goes through the Batch API: a JSON Lines file is uploaded, a batch created and polled,
+its output and error files downloaded, and items that failed transiently resubmitted. Usage comes
+from the response (`prompt_tokens_details.cached_tokens` as prompt-cache reads); cost uses the
+configured prices (the Batch API bills half). An API model offers neither log-likelihoods of a
+given text nor embeddings here: those raise `Unsupported`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import numpy as np
+import openai
+
+from tasks.config import LLMConfig
+from tasks.errors import AuthenticationError
+from tasks.lm.anthropic_api import BatchStore
+from tasks.lm.types import (
+    Accept,
+    ChatRequest,
+    ChatResult,
+    LoglikelihoodRequest,
+    LoglikelihoodResult,
+    Pooling,
+    Unsupported,
+)
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504}
+AUTH_STATUSES = {401, 403}
+RETRYABLE_BATCH_CODES = {"batch_expired", "rate_limit_exceeded", "server_error", "internal_error", "timeout"}
+ENDED = {"completed", "failed", "expired", "cancelled"}
+ENDPOINT = "/v1/chat/completions"
+MAX_BATCH_REQUESTS = 10_000        # well under the API's 50,000
+MAX_BATCH_BYTES = 100 * 1024**2    # well under the API's 200 MB
+NO_KEY = "none"                    # sent when `api_key_env = ""` (a local server without auth)
+SERVED = "served:"                 # base_url "served:<local model>": tasks/testing/openai_server.py
+
+
+class OpenAILM:
+    """A chat model behind an OpenAI-compatible API (Chat Completions or the Batch API); generate only."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        cfg: LLMConfig,
+        base_url: str | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        backoff_seconds: float = 1.0,
+        batch_store: BatchStore | None = None,
+    ) -> None:
+        served = (cfg.base_url or "").startswith(SERVED)
+        if cfg.model == "smollm2" and not served:
+            raise ValueError("model: name the served model (e.g. gpt-5, deepseek-chat) when backend = 'openai'")
+        if served and base_url is None:
+            raise ValueError(f"base_url {cfg.base_url!r}: build it with make_lm, which starts the local server")
+        key = os.environ.get(cfg.api_key_env) if cfg.api_key_env else NO_KEY
+        if not key:
+            raise RuntimeError(f"backend 'openai' needs the {cfg.api_key_env} environment variable "
+                               "(api_key_env names it; \"\" for a server without auth)")
+        self.cfg = cfg
+        self.model = cfg.model
+        self.base_url = base_url or cfg.base_url
+        # where the model is served, without the port (a local server on a new port serves the same model)
+        where = cfg.base_url if served else urlsplit(self.base_url or "https://api.openai.com").hostname
+        self.identity = f"openai|{where}|{cfg.model}|temperature={cfg.temperature}" + (
+            "|continue_final_message" if cfg.continue_final_message else "")
+        self.sleep = sleep
+        self.backoff_seconds = backoff_seconds
+        self.batch_store = batch_store
+        self._key = key
+        self._refused: str | None = None      # the one-line 401 / 403 message, once the server refused us
+        self._lock = threading.Lock()
+        self.client = openai.OpenAI(api_key=key, base_url=self.base_url, max_retries=0)
+
+    # ---- public -------------------------------------------------------------------------------
+    def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None) -> list[ChatResult]:
+        """Answers in request order (`accept` is for a caching wrapper; nothing is cached here)."""
+        if not requests:
+            return []
+        if self.cfg.use_batches and len(requests) > 1:
+            return self._complete_batched(requests)
+        with ThreadPoolExecutor(max_workers=self.cfg.max_in_flight) as pool:
+            return list(pool.map(self._complete_one, requests))
+
+    def loglikelihood(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
+        raise Unsupported(f"{self.model}: Chat Completions return log-probabilities of sampled tokens only, "
+                          "not of a given text; score with a local model (score.eval_lm)")
+
+    def embed(self, texts: Sequence[str], pooling: Pooling = "tokens") -> list[np.ndarray]:
+        raise Unsupported(f"{self.model}: this backend does not embed (pooled API embeddings have no "
+                          "per-token vectors); use tasks.lm.embedder()")
+
+    # ---- shared pieces ------------------------------------------------------------------------
+    def scrub(self, text: str) -> str:
+        """`text` on one line, with the API key replaced by a placeholder."""
+        text = " ".join(text.split())
+        return text.replace(self._key, "[redacted]") if len(self._key) >= 4 and self._key != NO_KEY else text
+
+    def _params(self, request: ChatRequest) -> dict[str, Any]:
+        """The request body. A prefill is continued where the server can (vLLM / SGLang
+        `continue_final_message`); elsewhere Chat Completions have no prefill, so it is asked for."""
+        messages = [{"role": "system", "content": request.system}, {"role": "user", "content": request.user}]
+        extra: dict[str, Any] = {}
+        if request.prefill and self.cfg.continue_final_message:
+            messages.append({"role": "assistant", "content": request.prefill})
+            extra = {"continue_final_message": True, "add_generation_prompt": False}
+        elif request.prefill:
+            messages[1]["content"] += f"\n\nBegin your answer with exactly: {request.prefill}"
+        params: dict[str, Any] = {"model": self.model, "messages": messages,
+                                  self.cfg.max_tokens_field: request.max_tokens, **extra}
+        if self.cfg.temperature != "default":
+            params["temperature"] = self.cfg.temperature
+        return params
+
+    def _create(self, request: ChatRequest) -> dict[str, Any]:
+        """One Chat Completions call (the non-standard keys go as extra_body); the body as a dict."""
+        params = self._params(request)
+        extra = {k: params.pop(k) for k in ("continue_final_message", "add_generation_prompt") if k in params}
+        completion = self.client.chat.completions.create(**params, extra_body=extra or None)
+        return completion.model_dump()
+
+    def _wait(self, attempt: int, error: Exception) -> None:
+        """Sleep what Retry-After asks, else an exponential back-off capped at retry_max_seconds."""
+        asked = _retry_after(error) if isinstance(error, openai.APIStatusError) else None
+        wait = asked if asked is not None else min(self.backoff_seconds * 2**attempt, self.cfg.retry_max_seconds)
+        log.warning("openai: %s; retrying in %.1f s", self.scrub(_describe(error)), wait)
+        self.sleep(wait)
+
+    def _with_retries(self, call: Callable[[], T]) -> T:
+        """`call()` retried on transient failures; the last error is re-raised. A refusal (401 / 403)
+        raises `AuthenticationError` and is remembered, so no later request of this backend is sent."""
+        for attempt in range(self.cfg.max_retries + 1):
+            if self._refused is not None:
+                raise AuthenticationError(self._refused)
+            try:
+                return call()
+            except (openai.APIStatusError, openai.APIConnectionError) as error:
+                if isinstance(error, openai.APIStatusError) and error.status_code in AUTH_STATUSES:
+                    with self._lock:
+                        if self._refused is None:
+                            self._refused = (f"openai refused the API key in {self.cfg.api_key_env or '(none)'}: "
+                                             f"{self.scrub(_describe(error))}")
+                    raise AuthenticationError(self._refused) from None
+                if not _transient(error) or attempt == self.cfg.max_retries:
+                    raise
+                self._wait(attempt, error)
+        raise AssertionError("unreachable")
+
+    def _result(self, body: dict[str, Any], batch: bool = False) -> ChatResult:
+        """A ChatResult from a chat.completion body (a dict, from either API)."""
+        usage = body.get("usage") or {}
+        cached = ((usage.get("prompt_tokens_details") or {}).get("cached_tokens")) or 0
+        choice = (body.get("choices") or [{}])[0]
+        text = (choice.get("message") or {}).get("content")
+        common = {
+            "input_tokens": max(0, (usage.get("prompt_tokens") or 0) - cached),
+            "output_tokens": usage.get("completion_tokens") or 0,
+            "cache_read_tokens": cached,
+            "model": body.get("model") or self.model,
+            "batch": batch,
+            "truncated": choice.get("finish_reason") == "length",
+        }
+        if not isinstance(text, str):
+            reason = choice.get("finish_reason") or "no choice"
+            return ChatResult("", error=f"malformed response: no message content (finish_reason {reason})", **common)
+        return ChatResult(text, **common)
+
+    def _failed(self, error: Exception, batch: bool = False) -> ChatResult:
+        if isinstance(error, AuthenticationError):   # fatal: every further call would fail the same way
+            raise error
+        if isinstance(error, (openai.APIStatusError, openai.APIConnectionError)):
+            return ChatResult("", error=self.scrub(_describe(error)), model=self.model,
+                              retryable=_transient(error), batch=batch)
+        return ChatResult("", error=self.scrub(f"malformed response: {_describe(error)}"), model=self.model,
+                          batch=batch)
+
+    @staticmethod
+    def _with_prefill(result: ChatResult, request: ChatRequest) -> ChatResult:
+        if not (result.ok and request.prefill) or result.text.lstrip().startswith(request.prefill.strip()):
+            return result
+        return replace(result, text=request.prefill + result.text)
+
+    # ---- Chat Completions ---------------------------------------------------------------------
+    def _complete_one(self, request: ChatRequest) -> ChatResult:
+        try:
+            body = self._with_retries(lambda: self._create(request))
+        except Exception as error:  # an error status, an unparseable body: reported (a refused key raises)
+            return self._failed(error)
+        return self._with_prefill(self._result(body), request)
+
+    # ---- Batch API ----------------------------------------------------------------------------
+    def _complete_batched(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
+        results: dict[int, ChatResult] = {}
+        pending = list(range(len(requests)))
+        for round_ in range(self.cfg.max_retries + 1):
+            for chunk in _chunks(pending, requests):
+                results.update(self._run_batch(chunk, requests))
+            pending = [i for i in pending if results[i].retryable]
+            if not pending:
+                break
+            log.warning("openai batch: %d requests failed transiently; resubmitting", len(pending))
+            if round_ < self.cfg.max_retries:
+                self.sleep(min(self.backoff_seconds * 2**round_, self.cfg.retry_max_seconds))
+        return [results[i] for i in range(len(requests))]
+
+    def _run_batch(self, indices: list[int], requests: Sequence[ChatRequest]) -> dict[int, ChatResult]:
+        ids = {f"req-{i}": i for i in indices}
+        lines = [{"custom_id": cid, "method": "POST", "url": ENDPOINT, "body": self._params(requests[i])}
+                 for cid, i in ids.items()]
+        payload = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode()
+        batch_key = "openai:" + hashlib.sha256(self.identity.encode() + b"\x00" + payload).hexdigest()
+        try:
+            batch_id = self.batch_store.batch_id(batch_key) if self.batch_store is not None else None
+            if batch_id is None:
+                upload = self._with_retries(lambda: self.client.files.create(
+                    file=("requests.jsonl", payload, "application/jsonl"), purpose="batch"))
+                batch = self._with_retries(lambda: self.client.batches.create(
+                    input_file_id=upload.id, endpoint=ENDPOINT, completion_window="24h"))
+                batch_id = batch.id
+                if self.batch_store is not None:
+                    self.batch_store.remember_batch(batch_key, batch_id)
+            log.info("openai batch %s: %d requests submitted", batch_id, len(ids))
+            while True:
+                batch = self._with_retries(lambda: self.client.batches.retrieve(batch_id))
+                if batch.status in ENDED:
+                    break
+                self.sleep(self.cfg.poll_seconds)
+            answers = [*self._download(batch.output_file_id), *self._download(batch.error_file_id)]
+        except Exception as error:
+            failed = self._failed(error, batch=True)
+            return {i: failed for i in indices}
+        if self.batch_store is not None:
+            self.batch_store.remember_batch(batch_key, None)
+        out: dict[int, ChatResult] = {}
+        for line in answers:
+            index = ids.get(line.get("custom_id", ""))
+            if index is not None:
+                out[index] = self._with_prefill(self._batch_line(line), requests[index])
+        if batch.status == "failed":
+            reasons = "; ".join(f"{e.code}: {e.message}" for e in (batch.errors.data or [])) if batch.errors else ""
+            missing = ChatResult("", error=self.scrub(f"batch failed: {reasons or 'no reason given'}"),
+                                 model=self.model, batch=True)
+        else:
+            missing = ChatResult("", error=f"batch {batch.status}: result missing", model=self.model,
+                                 retryable=True, batch=True)
+        for i in indices:
+            out.setdefault(i, missing)
+        return out
+
+    def _download(self, file_id: str | None) -> list[dict[str, Any]]:
+        if not file_id:
+            return []
+        text = self._with_retries(lambda: self.client.files.content(file_id).text)
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+    def _batch_line(self, line: dict[str, Any]) -> ChatResult:
+        response = line.get("response") or {}
+        status = response.get("status_code")
+        if status == 200 and not line.get("error"):
+            return self._result(response.get("body") or {}, batch=True)
+        error = line.get("error") or (response.get("body") or {}).get("error") or {}
+        code = error.get("code") or error.get("type") or f"HTTP {status}"
+        retryable = code in RETRYABLE_BATCH_CODES or (status is not None and (status in RETRY_STATUSES or status >= 500))
+        detail = self.scrub(f"batch request errored: {code}: {error.get('message', '')}")
+        return ChatResult("", error=detail, model=self.model, retryable=retryable, batch=True)
+
+
+def _retry_after(error: openai.APIStatusError) -> float | None:
+    headers = error.response.headers
+    for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value) * scale)
+        except ValueError:
+            continue
+    return None
+
+
+def _transient(error: Exception) -> bool:
+    if isinstance(error, openai.APIStatusError):
+        return error.status_code in RETRY_STATUSES or error.status_code >= 500
+    return isinstance(error, openai.APIConnectionError)
+
+
+def _describe(error: Exception) -> str:
+    status = getattr(error, "status_code", None)
+    prefix = f"HTTP {status}: " if status else ""
+    return f"{prefix}{type(error).__name__}: {error}"
+
+
+def _chunks(indices: list[int], requests: Sequence[ChatRequest]) -> Iterator[list[int]]:
+    chunk: list[int] = []
+    size = 0
+    for i in indices:
+        n = len(requests[i].system.encode()) + len(requests[i].user.encode()) + 512
+        if chunk and (len(chunk) >= MAX_BATCH_REQUESTS or size + n > MAX_BATCH_BYTES):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(i)
+        size += n
+    if chunk:
+        yield chunk

@@ -1,0 +1,341 @@
+"""A local OpenAI-compatible HTTP server for tests and the offline demo.
+
+It speaks the parts of the API this project uses, to the real `openai` client pointed at it with
+`base_url=server.url + "/v1"` (`server.base_url`): POST /v1/chat/completions, POST /v1/files
+(multipart upload of a batch's JSON Lines), GET /v1/files/{id}/content, POST /v1/batches and
+GET /v1/batches/{id}. Answers come from a `responder` of the request body (the Anthropic server's
+`heuristic_responder` reads OpenAI messages too); faults are scripted per route (401 for a refused
+key, 429 with Retry-After, 5xx, a completion without content, an unparseable body); batches move
+from in_progress to completed after a set number of polls, and `batch_fault` can make chosen
+batch items fail (a 500 or 400 line in the error file), expire (a `batch_expired` line; the batch
+ends "expired") or go missing (no line at all). Usage mimics
+the real one (prompt tokens with `cached_tokens` for a repeated system message) and every request
+is counted in `counts`.
+
+    with OpenAIServer(responder) as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="...")
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from email.parser import BytesParser
+from email.policy import HTTP
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from tasks.testing.anthropic_server import Fault, count_tokens, heuristic_responder
+from tasks.testing.http import send
+
+Answer = tuple[str, int, int]   # text, prompt tokens, completion tokens (a model that counts them)
+Responder = Callable[[dict[str, Any]], "str | Answer"]
+BatchFault = Callable[[int, int, str], str | None]   # (batch number, position, custom_id) -> fault
+ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 403: "permission_denied",
+               429: "rate_limit_exceeded", 500: "server_error"}
+
+
+class OpenAIServer:
+    def __init__(
+        self,
+        responder: Responder = heuristic_responder,
+        *,
+        polls_before_end: int = 1,
+        batch_fault: BatchFault | None = None,
+        echo_key_in_errors: bool = False,
+        reject_key: str | None = None,
+        reject_status: int = 401,
+        invalid_batches: str | None = None,
+    ) -> None:
+        self.responder = responder
+        self.polls_before_end = polls_before_end
+        self.batch_fault = batch_fault
+        self.echo_key_in_errors = echo_key_in_errors
+        self.reject_key = reject_key            # requests with this key get `reject_status` (401 / 403)
+        self.reject_status = reject_status
+        self.invalid_batches = invalid_batches  # every batch fails validation with this message
+        self.counts: Counter[str] = Counter()
+        self.times: dict[str, list[float]] = {}
+        self.received: list[dict[str, Any]] = []  # bodies of chat completions and of batch items
+        self.files: dict[str, bytes] = {}
+        self.batches: dict[str, dict[str, Any]] = {}
+        self._faults: dict[str, deque[Fault]] = {}
+        self._seen_systems: set[str] = set()
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._httpd: ThreadingHTTPServer | None = None
+        self.url = ""
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.url}/v1"
+
+    # ---- scripting ----------------------------------------------------------------------------
+    def fail_next(self, status: int, times: int = 1, retry_after: float | None = None,
+                  route: str = "chat") -> None:
+        """The next `times` requests to `route` (chat | files_create | files_content | batches_create |
+        batches_retrieve) get HTTP `status`."""
+        self._faults.setdefault(route, deque()).extend(Fault(status, retry_after) for _ in range(times))
+
+    def malformed_next(self, kind: str = "no_text", times: int = 1) -> None:
+        """The next `times` chat answers are 200 but unusable: no content or bad JSON."""
+        self._faults.setdefault("chat", deque()).extend(Fault(200, kind=kind) for _ in range(times))
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+    def __enter__(self) -> OpenAIServer:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                server._handle(self, "POST")
+
+            def do_GET(self) -> None:
+                server._handle(self, "GET")
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        # a short poll interval: shutdown() waits for it, once per test
+        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+
+    # ---- HTTP ---------------------------------------------------------------------------------
+    def _handle(self, handler: BaseHTTPRequestHandler, method: str) -> None:
+        path = handler.path.split("?")[0].rstrip("/")
+        length = int(handler.headers.get("content-length") or 0)
+        raw = handler.rfile.read(length) if length else b""
+        key = handler.headers.get("authorization", "").removeprefix("Bearer ").strip()
+        route, item = _route(method, path)
+        with self._lock:
+            self.counts[route] += 1
+            self.times.setdefault(route, []).append(time.monotonic())
+            queue = self._faults.get(route)
+            fault = queue.popleft() if queue else None
+        if route == "unknown":
+            return _send_error(handler, 404, f"no route {method} {path}")
+        if not key or key == self.reject_key:
+            detail = f"Incorrect API key provided: {key}" if self.echo_key_in_errors else "Incorrect API key provided"
+            return _send_error(handler, self.reject_status if key else 401, detail)
+        if fault is not None and fault.kind == "error":
+            return _send_error(handler, fault.status, fault.message, fault.retry_after)
+        if route == "chat":
+            if fault is not None and fault.kind == "bad_json":
+                return send(handler, 200, b'{"id": "chatcmpl-broken", "choices": [', "application/json")
+            body = json.loads(raw or b"{}")
+            with self._lock:
+                self.received.append(body)
+            try:
+                completion = self._completion(body, no_text=fault is not None)
+            except Exception as error:  # the responder failed: a 500, as a real server would answer
+                return _send_error(handler, 500, f"{type(error).__name__}: {error}")
+            return _send_json(handler, completion)
+        if route == "files_create":
+            return _send_json(handler, self._store_file(handler.headers.get("content-type", ""), raw))
+        if route == "files_content":
+            if item not in self.files:
+                return _send_error(handler, 404, f"no file {item}")
+            return send(handler, 200, self.files[item], "application/octet-stream")
+        if route == "batches_create":
+            body = json.loads(raw or b"{}")
+            if body.get("input_file_id") not in self.files:
+                return _send_error(handler, 400, f"no file {body.get('input_file_id')}")
+            return _send_json(handler, self._create_batch(body))
+        batch = self.batches.get(item or "")
+        if batch is None:
+            return _send_error(handler, 404, f"no batch {item}")
+        return _send_json(handler, self._poll(batch))
+
+    # ---- behaviour ----------------------------------------------------------------------------
+    def _completion(self, body: dict[str, Any], no_text: bool = False) -> dict[str, Any]:
+        answer = self.responder(body)
+        text, counted = (answer, None) if isinstance(answer, str) else (answer[0], answer[1:])
+        messages = body.get("messages", [])
+        system = "".join(m.get("content", "") for m in messages if m.get("role") == "system")
+        user = "".join(m.get("content", "") for m in messages if m.get("role") != "system")
+        with self._lock:   # a repeated system message is served from the (mock) prompt cache
+            cached = count_tokens(system) if system in self._seen_systems else 0
+            self._seen_systems.add(system)
+        prompt, completion = counted or (count_tokens(system) + count_tokens(user), count_tokens(text))
+        cached = 0 if counted else cached   # a model behind the server has no prompt cache
+        limit = int(body.get("max_completion_tokens") or body.get("max_tokens") or 1024)
+        finish = "length" if completion > limit or (counted and completion >= limit) else "stop"
+        completion = min(completion, limit)
+        message = {"role": "assistant", "content": None if no_text else text, "refusal": None}
+        return {"id": f"chatcmpl-{next(self._ids)}", "object": "chat.completion", "created": int(time.time()),
+                "model": body.get("model", "unknown"),
+                "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+                "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                          "total_tokens": prompt + completion,
+                          "prompt_tokens_details": {"cached_tokens": cached}}}
+
+    def _store_file(self, content_type: str, raw: bytes) -> dict[str, Any]:
+        form = BytesParser(policy=HTTP).parsebytes(f"Content-Type: {content_type}\r\n\r\n".encode() + raw)
+        data, name, purpose = b"", "upload", ""
+        for part in form.iter_parts():
+            field = part.get_param("name", header="content-disposition")
+            if field == "file":
+                data, name = part.get_payload(decode=True) or b"", part.get_filename() or name
+            elif field == "purpose":
+                purpose = (part.get_payload(decode=True) or b"").decode()
+        return self._new_file(data, name, purpose)
+
+    def _new_file(self, data: bytes, name: str, purpose: str) -> dict[str, Any]:
+        with self._lock:
+            file_id = f"file-{len(self.files) + 1:04d}"
+            self.files[file_id] = data
+        return {"id": file_id, "object": "file", "bytes": len(data), "created_at": int(time.time()),
+                "filename": name, "purpose": purpose, "status": "processed"}
+
+    def _create_batch(self, body: dict[str, Any]) -> dict[str, Any]:
+        lines = [json.loads(line) for line in self.files[body["input_file_id"]].decode().splitlines() if line.strip()]
+        with self._lock:
+            number = len(self.batches)
+            batch_id = f"batch_{number + 1:04d}"
+            self.batches[batch_id] = {"id": batch_id, "number": number, "requests": lines, "polls": 0,
+                                      "status": "in_progress", "input_file_id": body["input_file_id"],
+                                      "endpoint": body.get("endpoint", ""), "created": int(time.time()),
+                                      "output_file_id": None, "error_file_id": None, "counts": Counter(),
+                                      "errors": None}
+            if self.invalid_batches:
+                self.batches[batch_id]["status"] = "failed"
+                self.batches[batch_id]["errors"] = {"object": "list", "data": [
+                    {"code": "invalid_request", "message": self.invalid_batches, "line": 1, "param": None}]}
+            return self._batch_json(self.batches[batch_id])
+
+    def _poll(self, batch: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            batch["polls"] += 1
+            finish = batch["status"] == "in_progress" and batch["polls"] > self.polls_before_end
+        if finish:
+            done, failed = [], []
+            for position, line in enumerate(batch["requests"]):
+                result = self._batch_item(batch["number"], position, line)
+                if result is not None:
+                    ok = result["response"] is not None and result["response"]["status_code"] == 200
+                    (done if ok else failed).append(result)
+            with self._lock:
+                batch["counts"] = Counter(total=len(batch["requests"]), completed=len(done), failed=len(failed))
+            write = lambda rows, name: self._new_file(  # noqa: E731
+                "".join(json.dumps(r) + "\n" for r in rows).encode(), name, "batch_output")["id"] if rows else None
+            batch["output_file_id"] = write(done, f"{batch['id']}_output.jsonl")
+            batch["error_file_id"] = write(failed, f"{batch['id']}_error.jsonl")
+            expired = any(r["error"] and r["error"]["code"] == "batch_expired" for r in failed)
+            batch["status"] = "expired" if expired else "completed"
+        return self._batch_json(batch)
+
+    def _batch_item(self, number: int, position: int, line: dict[str, Any]) -> dict[str, Any] | None:
+        custom_id = line["custom_id"]
+        fault = self.batch_fault(number, position, custom_id) if self.batch_fault else None
+        if fault == "missing":
+            return None
+        common = {"id": f"batch_req_{number}_{position}", "custom_id": custom_id, "error": None}
+        if fault == "expired":   # as OpenAI reports an item the completion window did not reach
+            error = {"code": "batch_expired", "message": "This request could not be executed before the "
+                                                         "completion window expired."}
+            return {**common, "response": None, "error": error}
+        if fault in ("server_error", "invalid"):
+            status = 500 if fault == "server_error" else 400
+            error = {"message": f"scripted {fault}", "type": ERROR_TYPES[status], "code": fault}
+            return {**common, "response": {"status_code": status, "request_id": "req", "body": {"error": error}}}
+        with self._lock:
+            self.received.append(line["body"])
+        try:
+            completion = self._completion(line["body"])
+        except Exception as error:  # the responder failed: this item errors, as on a real server
+            error_body = {"message": f"{type(error).__name__}: {error}", "type": "server_error", "code": "server_error"}
+            return {**common, "response": {"status_code": 500, "request_id": "req", "body": {"error": error_body}}}
+        return {**common, "response": {"status_code": 200, "request_id": "req", "body": completion}}
+
+    def _batch_json(self, batch: dict[str, Any]) -> dict[str, Any]:
+        ended = batch["status"] in ("completed", "expired")
+        counts = batch["counts"]
+        return {
+            "id": batch["id"], "object": "batch", "endpoint": batch["endpoint"], "errors": batch["errors"],
+            "input_file_id": batch["input_file_id"], "completion_window": "24h", "status": batch["status"],
+            "output_file_id": batch["output_file_id"], "error_file_id": batch["error_file_id"],
+            "created_at": batch["created"], "completed_at": int(time.time()) if ended else None,
+            "expires_at": batch["created"] + 86400,
+            "request_counts": {"total": len(batch["requests"]), "completed": counts["completed"],
+                               "failed": counts["failed"]},
+        }
+
+
+def _route(method: str, path: str) -> tuple[str, str | None]:
+    if method == "POST" and path == "/v1/chat/completions":
+        return "chat", None
+    if method == "POST" and path == "/v1/files":
+        return "files_create", None
+    if method == "POST" and path == "/v1/batches":
+        return "batches_create", None
+    match = re.fullmatch(r"/v1/files/([\w-]+)/content", path)
+    if method == "GET" and match:
+        return "files_content", match.group(1)
+    match = re.fullmatch(r"/v1/batches/([\w-]+)", path)
+    if method == "GET" and match:
+        return "batches_retrieve", match.group(1)
+    return "unknown", None
+
+
+def _send_json(handler: BaseHTTPRequestHandler, data: dict[str, Any]) -> None:
+    send(handler, 200, json.dumps(data).encode(), "application/json")
+
+
+def _send_error(handler: BaseHTTPRequestHandler, status: int, message: str,
+                retry_after: float | None = None) -> None:
+    kind = ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    payload = json.dumps({"error": {"message": message, "type": kind, "param": None, "code": None}}).encode()
+    headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
+    send(handler, status, payload, "application/json", headers)
+
+
+# ---- a local model behind the server (the offline demo's OpenAI-compatible candidate) ----------
+def local_model_responder(model: str) -> Responder:
+    """Answers from a local model (`tasks.lm.local_lm`, greedy), for `max_tokens` tokens; a final
+    assistant message with `continue_final_message` (the vLLM extension) is continued, and, as
+    vLLM does, only the continuation is returned, with the model's own token counts."""
+
+    def respond(body: dict[str, Any]) -> Answer:
+        from tasks.lm import ChatRequest, ModelSpec, local_lm
+
+        messages = body.get("messages", [])
+        system = "".join(m.get("content", "") for m in messages if m.get("role") == "system")
+        user = "".join(m.get("content", "") for m in messages if m.get("role") == "user")
+        last = messages[-1] if messages else {}
+        prefill = last.get("content", "") if body.get("continue_final_message") and last.get("role") == "assistant" \
+            else ""
+        max_tokens = int(body.get("max_completion_tokens") or body.get("max_tokens") or 256)
+        with _GENERATING:   # one generation at a time: the model is shared with the rest of the process
+            result = local_lm(ModelSpec(name=model)).generate([ChatRequest(system, user, max_tokens, prefill=prefill)])[0]
+        if result.error:
+            raise RuntimeError(result.error)
+        return result.text.removeprefix(prefill), result.input_tokens, result.output_tokens
+
+    return respond
+
+
+_GENERATING = threading.Lock()
+_SERVED: dict[str, OpenAIServer] = {}
+
+
+def serve_local_model(model: str) -> str:
+    """The base URL of a process-wide OpenAI-compatible server answering with the local `model`
+    (started on first use, stopped with the process)."""
+    with _GENERATING:
+        if model not in _SERVED:
+            _SERVED[model] = OpenAIServer(local_model_responder(model), polls_before_end=0).__enter__()
+        return _SERVED[model].base_url
