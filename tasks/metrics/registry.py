@@ -70,6 +70,7 @@ class Metric:
     higher_is_better: bool          # the direction of validation tests and leaderboard ranks
     description: str
     fn: FamilyFn = field(compare=False, repr=False)
+    negatives: bool = False         # reads negative references (other papers' reviews) per pair
 
 
 class MissingResource(RuntimeError):
