@@ -33,6 +33,22 @@ def engine_loglikelihood(spec: ModelSpec, token_budget: int = 4096) -> Loglikeli
     return score
 
 
+def memoized(loglikelihood: Loglikelihood) -> Loglikelihood:
+    """`loglikelihood` asked only for keys it has not answered yet in this run: families that share
+    requests (GEM and the token-level f-MI cells ask the same positive pairs) score them once."""
+    seen: dict[str, tuple[float, int]] = {}
+
+    def score(requests: pl.DataFrame) -> pl.DataFrame:
+        todo = requests.filter(~pl.col("key").is_in(list(seen)))
+        if todo.height:
+            fresh = loglikelihood(todo)
+            seen.update({k: (lp, n) for k, lp, n in fresh.select("key", "logprob", "n_tokens").iter_rows()})
+        keys = [k for k in requests["key"].unique(maintain_order=True).to_list() if k in seen]
+        return pl.DataFrame({"key": keys, "logprob": [seen[k][0] for k in keys],
+                             "n_tokens": [seen[k][1] for k in keys]}, schema=LOGLIK_RESULTS)
+    return score
+
+
 def token_embeddings(texts: Sequence[str]) -> list[np.ndarray]:
     """Unit-length token vectors of each text from the embedding model (see tasks.lm.encoder)."""
     return embedder().embed(texts, pooling="tokens")
@@ -44,7 +60,7 @@ def build_resources(cfg: ScoreConfig, loglikelihood: Loglikelihood | None = None
     spec = eval_spec(cfg)
     return Resources(
         eval_lm=spec.resolved().key,
-        loglikelihood=loglikelihood or engine_loglikelihood(spec, cfg.token_budget),
+        loglikelihood=memoized(loglikelihood or engine_loglikelihood(spec, cfg.token_budget)),
         embed=token_embeddings,
         embed_model=EMBED_MODEL,
     )
