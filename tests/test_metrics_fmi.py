@@ -194,3 +194,15 @@ def test_score_stage_draws_stores_and_scores_the_negatives(tmp_path, monkeypatch
     keys = [pl.read_parquet(p)["key"] for p in (folder / "requests").glob("*.parquet")]
     assert pl.concat(keys).is_unique().all()                                   # no request scored twice
 
+
+
+def test_validation_scores_the_cells_with_the_originals_negatives() -> None:
+    from test_validate_workflow import DETERMINISTIC, fake_loglikelihood, make_reviews
+
+    from tasks.validate.workflow import run_validation
+
+    out = run_validation(make_reviews(n_papers=4), strategies=DETERMINISTIC, metrics=["gem", "tv_fvar_token"],
+                         resources=Resources("fake-lm", fake_loglikelihood), seed=1, negatives=2)
+    assert set(out.validation["metric"]) == {"gem", "tv_fvar_token"}
+    fmi = out.scores.filter(pl.col("metric") == "tv_fvar_token")
+    assert fmi["score"].is_nan().sum() == 0 and fmi["score"].is_between(-1, 1).all()
