@@ -18,7 +18,7 @@ import polars as pl
 from tasks.config import ScoreConfig
 from tasks.lm import LoglikelihoodRequest, ModelSpec, embedder, eval_spec, local_lm
 from tasks.metrics.registry import Loglikelihood, Resources
-from tasks.schema import LOGLIK_RESULTS
+from tasks.schema import LOGLIK_RESULTS, ORACLE_RESULTS
 
 EMBED_MODEL = "all-MiniLM-L6-v2"
 
@@ -31,6 +31,18 @@ def engine_loglikelihood(spec: ModelSpec, token_budget: int = 4096) -> Loglikeli
         return pl.DataFrame({"key": requests["key"], "logprob": [r.logprob for r in results],
                              "n_tokens": [r.n_tokens for r in results]}, schema=LOGLIK_RESULTS)
     return score
+
+
+def engine_readout(spec: ModelSpec, token_budget: int = 4096, answers: tuple[str, str] = ("Yes", "No")):
+    """ORACLE_REQUESTS -> ORACLE_RESULTS: P(Yes), P(No) read from the local evaluation LM's next-token
+    distribution (tasks/lm/readout.py), in this process."""
+    def read(requests: pl.DataFrame) -> pl.DataFrame:
+        from tasks.lm.readout import answer_probabilities
+
+        probs = answer_probabilities(local_lm(spec, token_budget), list(requests.select("system", "user").iter_rows()),
+                                     answers)
+        return pl.DataFrame({"key": requests["key"], "p_yes": probs[:, 0], "p_no": probs[:, 1]}, schema=ORACLE_RESULTS)
+    return read
 
 
 def memoized(loglikelihood: Loglikelihood) -> Loglikelihood:
@@ -63,4 +75,5 @@ def build_resources(cfg: ScoreConfig, loglikelihood: Loglikelihood | None = None
         loglikelihood=memoized(loglikelihood or engine_loglikelihood(spec, cfg.token_budget)),
         embed=token_embeddings,
         embed_model=EMBED_MODEL,
+        readout=engine_readout(spec, cfg.token_budget),
     )
