@@ -61,6 +61,7 @@ def main() -> None:
             rows.append({"family": family, "metric": name, "higher_is_better": get([name])[0].higher_is_better,
                          "pairs": got.height, "scored": ok.height, "mean": ok["score"].mean(),
                          "sd": ok["score"].std(), "family_seconds": round(seconds, 1)})
+            print(rows[-1], flush=True)
     table = pl.DataFrame(rows)
     with pl.Config(tbl_rows=50, tbl_cols=20, tbl_width_chars=200):
         print(f"{args.papers} papers, {cands.height} candidates, "
