@@ -43,6 +43,6 @@ def score_flow(cfg: Config, pipeline: str) -> StageSummary:
     shards = sharded_loglikelihood(cfg, pipeline, run=fan_out(cfg.score))
     # called in the flow itself: the shard fan-out it triggers is a subflow of this one
     scores = score_inputs(cfg, inputs, build_resources(cfg.score, loglikelihood=shards))
-    summary = write_scores_task(cfg, pipeline, scores, shard_details(shards))
+    summary = write_scores_task(cfg, pipeline, scores, shard_details(shards), inputs.negatives)
     print(f"score {pipeline}: {summary.as_dict()}")
     return summary

@@ -166,6 +166,10 @@ class ScoreConfig(Frozen):
     metrics: tuple[str, ...] = ("gem_raw", "gem", "gem_s_abstract", "gem_s_assw")  # names in tasks/metrics
     # More metrics scored into the same table for side-by-side comparison (any name in tasks/metrics)
     baselines: tuple[str, ...] = ("bleu", "rouge_l", "bertscore")
+    # Negative references per (candidate, reference) pair for the f-variational metrics (tasks/metrics/fmi.py):
+    # references of other papers of the same venue, drawn with `negatives_seed`
+    negatives: int = Field(4, ge=1)
+    negatives_seed: int = 0
 
     @field_validator("metrics")
     @classmethod

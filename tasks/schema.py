@@ -247,3 +247,14 @@ CANDIDATE_SCORES = pl.Schema({"paper_id": pl.String, "candidate": pl.String, "so
 # (score/requests/<shard>.parquet, score/results/<shard>.parquet). `key` hashes the request's content.
 LOGLIK_REQUESTS = pl.Schema({"key": pl.String, "system": pl.String, "user": pl.String, "continuation": pl.String})
 LOGLIK_RESULTS = pl.Schema({"key": pl.String, "logprob": pl.Float64, "n_tokens": pl.Int64})
+
+# Negative references (tasks/metrics/negatives.py): for each (candidate, reference) pair, the
+# references of other papers of the same group drawn for the f-variational estimators, `draw`
+# numbering them 0..K-1. Stored with the scores (score/negatives.parquet) so reruns are identical.
+NEGATIVES = pl.Schema({"paper_id": pl.String, "candidate": pl.String, "reference": pl.String, "draw": pl.Int64,
+                       "negative": pl.String, "negative_paper": pl.String})
+
+# Yes/no questions to an LLM oracle and the probabilities read from the evaluation LM's next-token
+# distribution (tasks/lm/readout.py, tasks/metrics/oracle.py). `key` hashes the question's content.
+ORACLE_REQUESTS = pl.Schema({"key": pl.String, "system": pl.String, "user": pl.String})
+ORACLE_RESULTS = pl.Schema({"key": pl.String, "p_yes": pl.Float64, "p_no": pl.Float64})

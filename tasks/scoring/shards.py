@@ -80,7 +80,7 @@ class ShardedLoglikelihood:
     """LOGLIK_REQUESTS -> LOGLIK_RESULTS through shards under `folder` (requests/, results/).
 
     Finished shards are reused; `runs` collects the status of every shard run, and `requests` /
-    `shards` count what the last call asked for (for the stage summary)."""
+    `shards` count what the calls asked for (for the stage summary)."""
 
     def __init__(self, folder: Path, spec: ModelSpec, token_budget: int, shard_size: int,
                  run: ShardRunner = run_in_process) -> None:
@@ -93,7 +93,7 @@ class ShardedLoglikelihood:
         names = write_request_shards(requests, self.folder / "requests", self.shard_size)
         (self.folder / "results").mkdir(parents=True, exist_ok=True)
         self.runs += self.run(self.folder / "requests", self.folder / "results", names, self.spec, self.token_budget)
-        self.requests, self.shards = requests.height, len(names)
+        self.requests, self.shards = self.requests + requests.height, self.shards + len(names)
         return read_results(self.folder / "results", names).filter(pl.col("key").is_in(requests["key"].implode()))
 
 

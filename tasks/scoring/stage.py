@@ -3,6 +3,7 @@
     score/requests/, results/       log-likelihood shards of the lm_logprobs metrics (tasks/scoring/shards.py)
     score/scores.parquet            SCORES: one row per (candidate, reference, metric)
     score/candidate_scores.parquet  CANDIDATE_SCORES: per (paper, candidate, metric), the mean over references
+    score/negatives.parquet         NEGATIVES: the negative references drawn, when a metric reads them
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ def sharded_loglikelihood(cfg: Config, pipeline: str, run: ShardRunner = run_in_
 
 def score_inputs(cfg: Config, inputs: ScoringInputs, resources: Resources) -> pl.DataFrame:
     """SCORES rows of every configured metric (`score.metrics` then `score.baselines`)."""
-    return score_metrics(cfg.score.all_metrics, inputs.candidates, inputs.references, inputs.synopses, resources)
+    return score_metrics(cfg.score.all_metrics, inputs.candidates, inputs.references, inputs.synopses, resources,
+                         negatives=inputs.negatives)
 
 
 def shard_details(shards: ShardedLoglikelihood) -> dict[str, Any]:
@@ -42,7 +44,8 @@ def shard_details(shards: ShardedLoglikelihood) -> dict[str, Any]:
             "shards_skipped": sum(r["status"] == "skipped" for r in shards.runs)}
 
 
-def write_scores(cfg: Config, pipeline: str, scores: pl.DataFrame, details: dict[str, Any]) -> StageSummary:
+def write_scores(cfg: Config, pipeline: str, scores: pl.DataFrame, details: dict[str, Any],
+                 negatives: pl.DataFrame | None = None) -> StageSummary:
     """Write scores and candidate scores; rows in: (candidate, reference) pairs, rows out: score rows."""
     dup = scores.filter(pl.struct("candidate", "reference", "metric").is_duplicated())
     if not dup.is_empty():
@@ -51,6 +54,8 @@ def write_scores(cfg: Config, pipeline: str, scores: pl.DataFrame, details: dict
     per_candidate = candidate_scores(scores)
     write_parquet(scores, folder / "scores.parquet")
     write_parquet(per_candidate, folder / "candidate_scores.parquet")
+    if negatives is not None:
+        write_parquet(negatives, folder / "negatives.parquet")
     gaps = scores.filter(pl.col("reason").is_not_null()).group_by("reason").len().sort("reason")
     means = per_candidate.group_by("metric").agg(pl.col("score").filter(pl.col("score").is_not_nan()).mean())
     return StageSummary(

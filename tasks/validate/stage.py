@@ -74,6 +74,7 @@ def validate_reviews(cfg: Config, reviews: pl.DataFrame, resources: Resources,
     return run_validation(
         reviews, strategies=strategies, metrics=metrics, resources=resources, backend=backend, preprocess=preprocess,
         correction=v.correction, alpha=v.alpha, max_papers=v.max_papers, candidates=v.candidates, seed=v.seed,
+        negatives=cfg.score.negatives, negatives_seed=cfg.score.negatives_seed,
     )
 
 

@@ -188,9 +188,16 @@ def fill_judgments(frame: pl.DataFrame, id_col: str, preprocess: Preprocessor) -
 # ---------------------------------------------------------------- scoring
 
 def score_candidates(candidates: pl.DataFrame, references: pl.DataFrame, synopses: pl.DataFrame,
-                     metrics: Sequence[str], resources: Resources) -> pl.DataFrame:
-    """Candidate scores (tasks.metrics.candidate_scores) of every metric named."""
-    return candidate_scores(score_metrics(metrics, candidates, references, synopses, resources))
+                     metrics: Sequence[str], resources: Resources, negatives: int = 4,
+                     negatives_seed: int = 0) -> pl.DataFrame:
+    """Candidate scores (tasks.metrics.candidate_scores) of every metric named; a perturbed candidate gets
+    the negative references of its original (tasks/metrics/negatives.py) when a metric reads them."""
+    drawn = None
+    if any(m.negatives for m in get(list(metrics))):
+        from tasks.metrics.negatives import draw_negatives
+
+        drawn = draw_negatives(candidates, references, negatives, negatives_seed)
+    return candidate_scores(score_metrics(metrics, candidates, references, synopses, resources, negatives=drawn))
 
 
 # ---------------------------------------------------------------- the workflow
@@ -238,6 +245,8 @@ def run_validation(
     max_papers: int = 100,
     candidates: Literal["one", "all"] = "one",
     seed: int = 0,
+    negatives: int = 4,
+    negatives_seed: int = 0,
 ) -> ValidationResult:
     """The whole workflow on REVIEWS_IN-like rows; see the module docstring.
 
@@ -284,7 +293,7 @@ def run_validation(
     references = frame.select(REFERENCES.names()).cast(dict(REFERENCES))
     synopses = (frame.group_by("paper_id").agg(pl.col("abstract").drop_nulls().first(),
                                                pl.col("assw").drop_nulls().first()).cast(dict(SYNOPSES_WIDE)))
-    scores = score_candidates(cands, references, synopses, metrics, resources)
+    scores = score_candidates(cands, references, synopses, metrics, resources, negatives, negatives_seed)
     pairs = paired_scores(scores, perturbed, metrics)
     table = validation_table(pairs, correction=correction, alpha=alpha)
     order = {m: i for i, m in enumerate(metrics)} | {s: i for i, s in enumerate(strategies)}
