@@ -175,6 +175,10 @@ class ValidateConfig(Frozen):
     candidates: Literal["one", "all"] = "one"  # candidate reviews per paper (the others are references)
     seed: int = 0                            # sample, candidate choice and random replacement
     leaderboard_confidence: float = Field(0.90, gt=0, lt=1)
+    # tests with fewer pairs than this are "inconclusive" (passed null), whatever their p-value
+    min_pairs: int = Field(10, ge=2)
+    correction_scope: Literal["metric", "table"] = "metric"  # correct per metric or over the whole table
+    bootstrap_resamples: int = Field(2000, ge=0)  # paired-bootstrap interval of the SMD (0: none)
 
     @field_validator("strategies")
     @classmethod

@@ -2,6 +2,7 @@
 
     validate/validation.parquet             per metric x strategy: n, mean change, smd + CI, p, passed
     validate/human_correlation.parquet      per metric: Spearman rho with human quality scores
+    validate/length_confound.parquet        per metric: Spearman rho of the score with the candidate's length
     validate/leaderboard.parquet            per metric x eval LM x model: mean over papers, 90% CI
     validate/leaderboard_agreement.parquet  per metric: rho between the boards of two evaluation LMs
     validate/perturbations.parquet          every perturbed candidate (text, judgments, error)
@@ -74,6 +75,7 @@ def validate_reviews(cfg: Config, reviews: pl.DataFrame, resources: Resources,
     return run_validation(
         reviews, strategies=strategies, metrics=metrics, resources=resources, backend=backend, preprocess=preprocess,
         correction=v.correction, alpha=v.alpha, max_papers=v.max_papers, candidates=v.candidates, seed=v.seed,
+        min_pairs=v.min_pairs, correction_scope=v.correction_scope, bootstrap_resamples=v.bootstrap_resamples,
     )
 
 
@@ -111,6 +113,7 @@ def write_outputs(cfg: Config, pipeline: str, result: ValidationResult, board: p
     frames = {
         "validation": result.validation,
         "human_correlation": result.human_correlation,
+        "length_confound": result.length_confound,
         "leaderboard": board,
         "leaderboard_agreement": board_agreement,
         "perturbations": result.perturbations,
@@ -129,6 +132,7 @@ def write_outputs(cfg: Config, pipeline: str, result: ValidationResult, board: p
             "tests": result.validation.height,
             "tests_passed": int(result.validation["passed"].sum()),
             "tests_failed": failing.height,
+            "tests_inconclusive": int(result.validation["passed"].is_null().sum()),
             "failing": [f"{m}/{s}" for m, s in failing.select("metric", "strategy").iter_rows()],
             "leaderboard_rows": board.height,
             "rejects": result.rejects.height,

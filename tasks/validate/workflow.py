@@ -31,7 +31,14 @@ from tasks.schema import REFERENCES, SCORING_CANDIDATES, SYNOPSES_WIDE
 from tasks.scoring.inputs import judgments_text
 from tasks.validate.llm_perturb import apply_llm_perturbation
 from tasks.validate.perturb import STRATEGIES, perturb_texts, random_replacement, strategy
-from tasks.validate.stats import Correction, spearman, validation_table
+from tasks.validate.stats import (
+    LENGTH_CONFOUND,
+    Correction,
+    length_confound,
+    spearman,
+    validation_table,
+    word_count,
+)
 
 REVIEWS_IN = pl.Schema({"paper_id": pl.String, "review_id": pl.String, "review_text": pl.String,
                         "judgments": pl.String, "abstract": pl.String, "assw": pl.String,
@@ -55,6 +62,7 @@ class ValidationResult:
     perturbations: pl.DataFrame       # PERTURBATIONS
     rejects: pl.DataFrame             # schema.REJECTS, stage "validate"
     stats: dict[str, Any] = field(default_factory=dict)
+    length_confound: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=LENGTH_CONFOUND))
 
 
 def _usable(value: Any) -> bool:
@@ -238,12 +246,17 @@ def run_validation(
     max_papers: int = 100,
     candidates: Literal["one", "all"] = "one",
     seed: int = 0,
+    min_pairs: int = 2,
+    correction_scope: Literal["metric", "table"] = "metric",
+    bootstrap_resamples: int = 2000,
 ) -> ValidationResult:
     """The whole workflow on REVIEWS_IN-like rows; see the module docstring.
 
     `resources` serve the metrics (tasks/metrics/resources.py); `backend` serves the LLM
     strategies; `preprocess` turns reviews without judgments into judgments (needed when a judgment
-    metric is asked for and the reviews, or LLM-perturbed ones, carry none).
+    metric is asked for and the reviews, or LLM-perturbed ones, carry none). `min_pairs`,
+    `correction_scope` ("metric" or the whole "table") and `bootstrap_resamples` shape the tests
+    (tasks/validate/stats.py).
     """
     check_names(metrics)
     for name in strategies:
@@ -286,7 +299,9 @@ def run_validation(
                                                pl.col("assw").drop_nulls().first()).cast(dict(SYNOPSES_WIDE)))
     scores = score_candidates(cands, references, synopses, metrics, resources)
     pairs = paired_scores(scores, perturbed, metrics)
-    table = validation_table(pairs, correction=correction, alpha=alpha)
+    table = validation_table(pairs, correction=correction, alpha=alpha, min_pairs=min_pairs,
+                             family=("metric",) if correction_scope == "metric" else (),
+                             n_resamples=bootstrap_resamples, seed=seed)
     order = {m: i for i, m in enumerate(metrics)} | {s: i for i, s in enumerate(strategies)}
     table = table.sort(pl.col("metric").replace_strict(order, return_dtype=pl.Int64),
                        pl.col("strategy").replace_strict(order, return_dtype=pl.Int64))
@@ -294,8 +309,13 @@ def run_validation(
              "candidates": int(frame["is_candidate"].sum()), "perturbations": perturbed.height,
              "perturbations_failed": failed.height, "rejected_reviews": rejects.height,
              "scored_candidates": cands.height}
+    originals = scores.filter(pl.col("source") == "human")
+    lengths = pl.DataFrame({"candidate": cands["candidate"],
+                            "words": [word_count(t) for t in cands["review_text"].to_list()]},
+                           schema={"candidate": pl.String, "words": pl.Float64})
     return ValidationResult(table, human_correlation(scores, frame, metrics), scores, pairs, perturbed,
-                            pl.concat(more_rejects, how="vertical_relaxed").cast(dict(schema.REJECTS)), stats)
+                            pl.concat(more_rejects, how="vertical_relaxed").cast(dict(schema.REJECTS)), stats,
+                            length_confound(originals, lengths))
 
 
 __all__ = ["PERTURBATIONS", "REVIEWS_IN", "STRATEGIES", "ValidationResult", "fill_judgments", "human_correlation",
