@@ -109,5 +109,5 @@ def test_workflow_writes_verdicts_and_length_confound_and_the_sql_accepts_them()
     con.register("v", table.to_arrow())
     con.execute("CREATE TABLE staging.validation AS SELECT * FROM v")
     con.execute(Path("sql/marts/validation.sql").read_text())
-    assert con.sql("SELECT count(*) FROM validation WHERE verdict = 'inconclusive'").fetchone()[0] == 4
+    assert con.sql("SELECT count(*) FROM validation WHERE verdict = 'inconclusive'").fetchall() == [(4,)]
     assert con.sql(Path("sql/tests/validation_verdicts.sql").read_text()).fetchall() == []
