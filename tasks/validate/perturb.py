@@ -370,3 +370,9 @@ def perturb_frame(
         perturbed=pl.Series(texts, dtype=pl.String),
         perturb_error=pl.Series(errors, dtype=pl.String),
     )
+
+
+
+# The surface manipulations of tasks/validate/manipulations.py add themselves to STRATEGIES,
+# _SINGLE and DETERMINISTIC when that module is imported (it imports the helpers above).
+from tasks.validate import manipulations as _manipulations  # noqa: E402, F401
