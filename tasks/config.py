@@ -179,6 +179,8 @@ class ValidateConfig(Frozen):
     min_pairs: int = Field(10, ge=2)
     correction_scope: Literal["metric", "table"] = "metric"  # correct per metric or over the whole table
     bootstrap_resamples: int = Field(2000, ge=0)  # paired-bootstrap interval of the SMD (0: none)
+    adversary_steps: int = Field(4, ge=1)     # greedy steps of the "adversary" strategy (6 variants each)
+    adversary_patience: int = Field(2, ge=1)  # steps without a gain before a candidate's search stops
 
     @field_validator("strategies")
     @classmethod

@@ -182,7 +182,8 @@ def _register() -> None:
         perturb.STRATEGIES[name] = perturb.Strategy(name, "manipulation", False, text)
         perturb._SINGLE[(name, "review")] = REVIEW_FORMS[name]
         perturb._SINGLE[(name, "judgments")] = JUDGMENT_FORMS[name]
-    perturb.DETERMINISTIC = tuple(name for name, s in perturb.STRATEGIES.items() if not s.needs_llm)
+    perturb.DETERMINISTIC = tuple(name for name, s in perturb.STRATEGIES.items()
+                                  if not s.needs_llm and name != "adversary")
 
 
 _register()

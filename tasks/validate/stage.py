@@ -3,6 +3,7 @@
     validate/validation.parquet             per metric x strategy: n, mean change, smd + CI, p, passed
     validate/human_correlation.parquet      per metric: Spearman rho with human quality scores
     validate/length_confound.parquet        per metric: Spearman rho of the score with the candidate's length
+    validate/adversary.parquet              per metric x candidate: the adversary's best score and its edits
     validate/leaderboard.parquet            per metric x eval LM x model: mean over papers, 90% CI
     validate/leaderboard_agreement.parquet  per metric: rho between the boards of two evaluation LMs
     validate/perturbations.parquet          every perturbed candidate (text, judgments, error)
@@ -76,6 +77,7 @@ def validate_reviews(cfg: Config, reviews: pl.DataFrame, resources: Resources,
         reviews, strategies=strategies, metrics=metrics, resources=resources, backend=backend, preprocess=preprocess,
         correction=v.correction, alpha=v.alpha, max_papers=v.max_papers, candidates=v.candidates, seed=v.seed,
         min_pairs=v.min_pairs, correction_scope=v.correction_scope, bootstrap_resamples=v.bootstrap_resamples,
+        adversary_steps=v.adversary_steps, adversary_patience=v.adversary_patience,
     )
 
 
@@ -114,6 +116,7 @@ def write_outputs(cfg: Config, pipeline: str, result: ValidationResult, board: p
         "validation": result.validation,
         "human_correlation": result.human_correlation,
         "length_confound": result.length_confound,
+        "adversary": result.adversary,
         "leaderboard": board,
         "leaderboard_agreement": board_agreement,
         "perturbations": result.perturbations,

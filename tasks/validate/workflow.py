@@ -29,6 +29,7 @@ from tasks import schema
 from tasks.metrics import Resources, candidate_scores, check_names, get, higher_is_better, score_metrics
 from tasks.schema import REFERENCES, SCORING_CANDIDATES, SYNOPSES_WIDE
 from tasks.scoring.inputs import judgments_text
+from tasks.validate.adversary import ADVERSARY, largest_inflation, run_adversary
 from tasks.validate.llm_perturb import apply_llm_perturbation
 from tasks.validate.perturb import STRATEGIES, perturb_texts, random_replacement, strategy
 from tasks.validate.stats import (
@@ -63,6 +64,7 @@ class ValidationResult:
     rejects: pl.DataFrame             # schema.REJECTS, stage "validate"
     stats: dict[str, Any] = field(default_factory=dict)
     length_confound: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=LENGTH_CONFOUND))
+    adversary: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=ADVERSARY))
 
 
 def _usable(value: Any) -> bool:
@@ -249,6 +251,8 @@ def run_validation(
     min_pairs: int = 2,
     correction_scope: Literal["metric", "table"] = "metric",
     bootstrap_resamples: int = 2000,
+    adversary_steps: int = 4,
+    adversary_patience: int = 2,
 ) -> ValidationResult:
     """The whole workflow on REVIEWS_IN-like rows; see the module docstring.
 
@@ -256,7 +260,8 @@ def run_validation(
     strategies; `preprocess` turns reviews without judgments into judgments (needed when a judgment
     metric is asked for and the reviews, or LLM-perturbed ones, carry none). `min_pairs`,
     `correction_scope` ("metric" or the whole "table") and `bootstrap_resamples` shape the tests
-    (tasks/validate/stats.py).
+    (tasks/validate/stats.py). The "adversary" strategy searches `adversary_steps` steps per
+    candidate and metric (tasks/validate/adversary.py) after the other strategies are scored.
     """
     check_names(metrics)
     for name in strategies:
@@ -274,7 +279,8 @@ def run_validation(
             raise ValueError("judgment metrics need judgments: give reviews with judgments or an LLM to preprocess")
         frame, found = fill_judgments(frame, "review_id", preprocess)
         more_rejects.append(found)
-    perturbed = perturb_candidates(frame, strategies, judgment_lines=bool(has_lines and needs_lines),
+    plain = [s for s in strategies if s != "adversary"]
+    perturbed = perturb_candidates(frame, plain, judgment_lines=bool(has_lines and needs_lines),
                                    backend=backend, seed=seed)
     unjudged = perturbed.filter(pl.col("judgments").is_null() & pl.col("review_text").is_not_null())
     if needs_lines and unjudged.height:
@@ -299,6 +305,14 @@ def run_validation(
                                                pl.col("assw").drop_nulls().first()).cast(dict(SYNOPSES_WIDE)))
     scores = score_candidates(cands, references, synopses, metrics, resources)
     pairs = paired_scores(scores, perturbed, metrics)
+    attacks = pl.DataFrame(schema=ADVERSARY)
+    if "adversary" in strategies:
+        originals = scores.filter(pl.col("source") == "human")
+        adv_pairs, adv_perturbed, attacks = run_adversary(
+            frame.filter("is_candidate"), originals, references, synopses, metrics, resources,
+            steps=adversary_steps, patience=adversary_patience, seed=seed)
+        pairs = pl.concat([pairs, adv_pairs.select(pairs.columns)])
+        perturbed = pl.concat([perturbed, adv_perturbed])
     table = validation_table(pairs, correction=correction, alpha=alpha, min_pairs=min_pairs,
                              family=("metric",) if correction_scope == "metric" else (),
                              n_resamples=bootstrap_resamples, seed=seed)
@@ -309,13 +323,14 @@ def run_validation(
              "candidates": int(frame["is_candidate"].sum()), "perturbations": perturbed.height,
              "perturbations_failed": failed.height, "rejected_reviews": rejects.height,
              "scored_candidates": cands.height}
-    originals = scores.filter(pl.col("source") == "human")
+    if "adversary" in strategies:
+        stats["adversary_largest_inflation"] = largest_inflation(attacks)
     lengths = pl.DataFrame({"candidate": cands["candidate"],
                             "words": [word_count(t) for t in cands["review_text"].to_list()]},
                            schema={"candidate": pl.String, "words": pl.Float64})
     return ValidationResult(table, human_correlation(scores, frame, metrics), scores, pairs, perturbed,
                             pl.concat(more_rejects, how="vertical_relaxed").cast(dict(schema.REJECTS)), stats,
-                            length_confound(originals, lengths))
+                            length_confound(scores.filter(pl.col("source") == "human"), lengths), attacks)
 
 
 __all__ = ["PERTURBATIONS", "REVIEWS_IN", "STRATEGIES", "ValidationResult", "fill_judgments", "human_correlation",
