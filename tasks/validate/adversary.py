@@ -31,7 +31,7 @@ import numpy as np
 import polars as pl
 
 from tasks.validate import perturb
-from tasks.validate.manipulations import INJECTION
+from tasks.validate.attack_text import INJECTION
 from tasks.validate.perturb import is_header, split_judgments, split_sentences
 
 Target = Literal["review", "judgments"]
