@@ -201,7 +201,7 @@ def test_registry():
         "opinion_shift_negative", "opinion_shift_hedged", "opinion_shift_extreme",
     }
     surface = set(manipulations.DESCRIPTIONS)   # tests/test_validate_manipulations.py
-    assert set(STRATEGIES) == names | surface | {"adversary"}   # tests/test_validate_adversary.py
+    assert set(STRATEGIES) == names | surface | set(manipulations.LLM_DESCRIPTIONS) | {"adversary"}   # tests/test_validate_adversary.py
     assert set(DETERMINISTIC) == {"sentence_deletion", "random_replacement", "meaningless_elongation"} | surface
     assert sum(s.kind == "degradation" for s in STRATEGIES.values()) == 6
     assert strategy("rephrase").kind == "manipulation" and strategy("rephrase").needs_llm

@@ -14,6 +14,9 @@ when the validation acts on preprocessed judgments):
 | self_repetition          | each section's text written twice                       | every line written twice             |
 | prompt_injection         | an instruction to the evaluator as a last paragraph     | the instruction as a last line       |
 | prompt_injection_hidden  | the instruction inside an HTML comment, first           | the comment as a first line          |
+
+Two more manipulations need an LLM (prompts in tasks/validate/prompts.py, registered here):
+confident_tone (hedges removed) and flattery (compliments to the paper and its authors added).
 """
 
 from __future__ import annotations
@@ -170,6 +173,11 @@ DESCRIPTIONS = {
     "prompt_injection_hidden": "the same instruction hidden in an HTML comment at the top",
 }
 
+LLM_DESCRIPTIONS = {
+    "confident_tone": "an LLM removes every hedge, each judgment kept as it was",
+    "flattery": "an LLM adds general compliments to the paper and its authors, nothing else changed",
+}
+
 
 def _register() -> None:
     """Add these manipulations to the strategy registry of tasks/validate/perturb.py."""
@@ -177,6 +185,8 @@ def _register() -> None:
         perturb.STRATEGIES[name] = perturb.Strategy(name, "manipulation", False, text)
         perturb._SINGLE[(name, "review")] = REVIEW_FORMS[name]
         perturb._SINGLE[(name, "judgments")] = JUDGMENT_FORMS[name]
+    for name, text in LLM_DESCRIPTIONS.items():   # prompts in tasks/validate/prompts.py
+        perturb.STRATEGIES[name] = perturb.Strategy(name, "manipulation", True, text)
     perturb.DETERMINISTIC = tuple(name for name, s in perturb.STRATEGIES.items()
                                   if not s.needs_llm and name != "adversary")
 
