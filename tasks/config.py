@@ -181,6 +181,18 @@ class ValidateConfig(Frozen):
     bootstrap_resamples: int = Field(2000, ge=0)  # paired-bootstrap interval of the SMD (0: none)
     adversary_steps: int = Field(4, ge=1)     # greedy steps of the "adversary" strategy (6 variants each)
     adversary_patience: int = Field(2, ge=1)  # steps without a gain before a candidate's search stops
+    # "judgments": deterministic strategies act on the judgment lines; "raw": on the raw review,
+    # preprocessed afterwards (GEM section 4); both may run (a string is read as one level)
+    level: tuple[Literal["raw", "judgments"], ...] = ("judgments",)
+
+    @field_validator("level", mode="before")
+    @classmethod
+    def _one_or_more_levels(cls, value: object) -> object:
+        if isinstance(value, str):
+            return (value,)
+        if isinstance(value, list | tuple) and not value:
+            raise ValueError('level needs at least one of "raw", "judgments"')
+        return value
 
     @field_validator("strategies")
     @classmethod

@@ -111,3 +111,17 @@ def test_workflow_writes_verdicts_and_length_confound_and_the_sql_accepts_them()
     con.execute(Path("sql/marts/validation.sql").read_text())
     assert con.sql("SELECT count(*) FROM validation WHERE verdict = 'inconclusive'").fetchall() == [(4,)]
     assert con.sql(Path("sql/tests/validation_verdicts.sql").read_text()).fetchall() == []
+    con.execute(Path("sql/marts/failing_metrics.sql").read_text())
+    assert con.sql("SELECT count(*) FROM failing_metrics").fetchall() == [(0,)]   # inconclusive is no failure
+
+
+def test_report_marks_inconclusive_cells_and_levels(tmp_path):
+    from tasks.validate.report import write_report
+
+    rows = [{"metric": "gem", "strategy": "sentence_deletion", "kind": "degradation", "original": o, "perturbed": o - 1,
+             "level": level} for level in ("raw", "judgments") for o in (1.0, 2.0, 4.0)]
+    table = validation_table(pl.DataFrame(rows), min_pairs=10)
+    paths = write_report({"validation": table}, tmp_path)
+    text = paths["summary"].read_text()
+    assert "| gem | sentence_deletion | degradation | raw | 3 |" in text and "inconclusive" in text
+    assert paths["validation"].stat().st_size > 0

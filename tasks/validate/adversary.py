@@ -292,7 +292,8 @@ def run_adversary(
                                  patience=patience, seed=seed)
         for row, found in zip(usable, searches, strict=True):
             rid = row["review_id"]
-            pair_rows.append({"metric": metric.name, "strategy": "adversary", "kind": "manipulation",
+            level = "raw" if target == "review" else "judgments"
+            pair_rows.append({"metric": metric.name, "strategy": "adversary", "kind": "manipulation", "level": level,
                               "paper_id": row["paper_id"], "candidate": rid, "original": found.original_score,
                               "perturbed": found.score, "higher_is_better": metric.higher_is_better})
             perturbation_rows.append({
@@ -300,12 +301,14 @@ def run_adversary(
                 "candidate": f"{rid}{SEPARATOR}adversary:{metric.name}", "strategy": "adversary",
                 "kind": "manipulation",
                 "review_text": found.text if target == "review" else row["review_text"],
-                "judgments": found.text if target == "judgments" else row["judgments"], "error": None})
+                "judgments": found.text if target == "judgments" else row["judgments"], "error": None,
+                "level": level})
             report_rows.append({"metric": metric.name, "paper_id": row["paper_id"], "candidate": rid,
                                 "target": target, "original": found.original_score, "best": found.score,
                                 "inflation": inflation(found, metric.higher_is_better),
                                 "edits": ", ".join(found.edits), "variants_scored": found.variants})
     pairs = pl.DataFrame(pair_rows, schema={"metric": pl.String, "strategy": pl.String, "kind": pl.String,
+                                            "level": pl.String,
                                             "paper_id": pl.String, "candidate": pl.String, "original": pl.Float64,
                                             "perturbed": pl.Float64, "higher_is_better": pl.Boolean})
     return pairs, pl.DataFrame(perturbation_rows, schema=PERTURBATIONS), pl.DataFrame(report_rows, schema=ADVERSARY)

@@ -105,6 +105,9 @@ def plot_validation(validation: pl.DataFrame, path: Path) -> Path:
     plt = _pyplot()
     import numpy as np
 
+    if validation.height and "level" in validation.columns and validation["level"].drop_nulls().n_unique() > 1:
+        validation = validation.with_columns(   # one heat-map row per metric and level
+            metric=pl.col("metric") + pl.lit(" [") + pl.col("level").fill_null("?") + pl.lit("]"))
     metrics = list(dict.fromkeys(validation["metric"].to_list())) if validation.height else []
     strategies = list(dict.fromkeys(validation["strategy"].to_list())) if validation.height else []
     grid = np.full((max(1, len(metrics)), max(1, len(strategies))), np.nan)
@@ -159,7 +162,7 @@ def markdown(frames: Mapping[str, pl.DataFrame], figures: Mapping[str, Path]) ->
                                       "n_papers", "n_missing", "n_excluded"]) if board.height else "No scores yet.")
     out += ["", "## Metric validation", ""]
     if validation.height:
-        out.append(markdown_table(validation, ["metric", "strategy", "kind", "n", "mean_change", "smd", "ci_low",
+        out.append(markdown_table(validation, ["metric", "strategy", "kind", "level", "n", "mean_change", "smd", "ci_low",
                                                "ci_high", "boot_low", "boot_high", "p_value", "p_adjusted",
                                                "verdict", "passed", "reason"]))
         failing = validation.filter(pl.col("passed").not_()).group_by("metric", maintain_order=True).agg("strategy")

@@ -68,7 +68,8 @@ def validate_reviews(cfg: Config, reviews: pl.DataFrame, resources: Resources,
     backend = preprocess = None
     lines = "judgments" in reviews.columns and reviews["judgments"].is_not_null().any()
     judgment_metrics = any(m.reads == "judgments" for m in get(metrics))
-    if any(strategy(s).needs_llm for s in strategies) or (judgment_metrics and not lines):
+    raw_level = judgment_metrics and "raw" in v.level
+    if any(strategy(s).needs_llm for s in strategies) or (judgment_metrics and not lines) or raw_level:
         from tasks.lm import make_lm
 
         backend = make_lm(cfg.preprocess, cache_dir(cfg, "llm"))
@@ -77,7 +78,7 @@ def validate_reviews(cfg: Config, reviews: pl.DataFrame, resources: Resources,
         reviews, strategies=strategies, metrics=metrics, resources=resources, backend=backend, preprocess=preprocess,
         correction=v.correction, alpha=v.alpha, max_papers=v.max_papers, candidates=v.candidates, seed=v.seed,
         min_pairs=v.min_pairs, correction_scope=v.correction_scope, bootstrap_resamples=v.bootstrap_resamples,
-        adversary_steps=v.adversary_steps, adversary_patience=v.adversary_patience,
+        adversary_steps=v.adversary_steps, adversary_patience=v.adversary_patience, levels=v.level,
     )
 
 

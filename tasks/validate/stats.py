@@ -329,7 +329,7 @@ def mean_ci(
     return MeanCI(n, dropped, mean, float(low), float(high))
 
 
-VALIDATION_COLUMNS = ("metric", "strategy", "kind", "n", "n_dropped", "mean_change", "smd", "ci_low",
+VALIDATION_COLUMNS = ("metric", "strategy", "kind", "level", "n", "n_dropped", "mean_change", "smd", "ci_low",
                       "ci_high", "p_value", "p_adjusted", "passed", "reason", "verdict", "boot_low", "boot_high")
 
 
@@ -347,7 +347,7 @@ def validation_table(
     """One `paired_test` per (metric, strategy) of a long frame of score pairs.
 
     `pairs` needs columns metric, strategy, kind, original, perturbed and may carry
-    higher_is_better (default true). The correction runs within each group of `family` columns
+    higher_is_better (default true) and level (raw / judgments: one test per level, else null). The correction runs within each group of `family` columns
     (by default the strategies one metric was tested on; an empty `family` corrects over all tests,
     the whole table). `min_pairs`, `n_resamples` and `seed` go to `paired_test`.
     """
@@ -357,9 +357,11 @@ def validation_table(
         raise ValueError(f"pairs frame lacks columns {sorted(missing)}")
     if "higher_is_better" not in pairs.columns:
         pairs = pairs.with_columns(higher_is_better=pl.lit(True))
+    if "level" not in pairs.columns:
+        pairs = pairs.with_columns(level=pl.lit(None, pl.String))
     rows: list[dict[str, object]] = []
     tests: list[PairedTest] = []
-    for (metric, strategy), group in pairs.group_by(["metric", "strategy"], maintain_order=True):
+    for (metric, strategy, level), group in pairs.group_by(["metric", "strategy", "level"], maintain_order=True):
         kinds = group["kind"].unique().to_list()
         better = group["higher_is_better"].unique().to_list()
         if len(kinds) != 1 or len(better) != 1:
@@ -367,13 +369,13 @@ def validation_table(
         test = paired_test(group["original"].to_numpy(), group["perturbed"].to_numpy(), kinds[0],
                            higher_is_better=bool(better[0]), alpha=alpha, confidence=confidence,
                            min_pairs=min_pairs, n_resamples=n_resamples, seed=seed)
-        rows.append({"metric": metric, "strategy": strategy, "kind": kinds[0]})
+        rows.append({"metric": metric, "strategy": strategy, "kind": kinds[0], "level": level})
         tests.append(test)
     if not rows:
         return pl.DataFrame(schema=_VALIDATION_SCHEMA)
-    unknown = set(family) - {"metric", "strategy", "kind"}
+    unknown = set(family) - {"metric", "strategy", "kind", "level"}
     if unknown:
-        raise ValueError(f"family columns must be among metric, strategy, kind; got {sorted(unknown)}")
+        raise ValueError(f"family columns must be among metric, strategy, kind, level; got {sorted(unknown)}")
     keys = [tuple(r[c] for c in family) for r in rows]
     for key in dict.fromkeys(keys):
         idx = [i for i, k in enumerate(keys) if k == key]
@@ -385,7 +387,7 @@ def validation_table(
 
 
 _VALIDATION_SCHEMA = pl.Schema({
-    "metric": pl.String, "strategy": pl.String, "kind": pl.String, "n": pl.Int64, "n_dropped": pl.Int64,
+    "metric": pl.String, "strategy": pl.String, "kind": pl.String, "level": pl.String, "n": pl.Int64, "n_dropped": pl.Int64,
     "mean_change": pl.Float64, "smd": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64,
     "p_value": pl.Float64, "p_adjusted": pl.Float64, "passed": pl.Boolean, "reason": pl.String,
     "verdict": pl.String, "boot_low": pl.Float64, "boot_high": pl.Float64,

@@ -46,10 +46,12 @@ REVIEWS_IN = pl.Schema({"paper_id": pl.String, "review_id": pl.String, "review_t
                         "quality": pl.Float64, "group": pl.String})
 PERTURBATIONS = pl.Schema({"paper_id": pl.String, "review_id": pl.String, "candidate": pl.String,
                            "strategy": pl.String, "kind": pl.String, "review_text": pl.String,
-                           "judgments": pl.String, "error": pl.String})
+                           "judgments": pl.String, "error": pl.String, "level": pl.String})
 HUMAN_CORRELATION = pl.Schema({"metric": pl.String, "eval_lm": pl.String, "n": pl.Int64, "n_dropped": pl.Int64,
                                "rho": pl.Float64, "p_value": pl.Float64, "reason": pl.String})
 SEPARATOR = "~"   # perturbed candidate id: <review_id>~<strategy>
+RAW_SUFFIX = "@raw"  # a deterministic strategy run again on the raw review when both levels run
+Level = Literal["raw", "judgments"]
 
 Preprocessor = Callable[[pl.DataFrame], tuple[pl.DataFrame, pl.DataFrame]]  # reviews -> (judgments, rejects)
 
@@ -140,11 +142,14 @@ def perturb_candidates(
     judgment_lines: bool,
     backend: Any = None,
     seed: int = 0,
+    suffix: str = "",
 ) -> pl.DataFrame:
     """PERTURBATIONS of the rows flagged is_candidate, one row per (candidate, strategy).
 
-    `judgment_lines`: the deterministic strategies also perturb the judgments column (else the
-    perturbed judgments stay null until `fill_judgments`). LLM strategies need `backend`.
+    `judgment_lines`: the deterministic strategies also perturb the judgments column (level
+    "judgments"; else the perturbed judgments stay null until `fill_judgments` preprocesses the
+    perturbed review: level "raw"). LLM strategies need `backend` and are always level "raw".
+    `suffix` is appended to the candidate ids.
     """
     cand = frame.filter("is_candidate")
     idx = [i for i, c in enumerate(frame["is_candidate"].to_list()) if c]
@@ -174,9 +179,10 @@ def perturb_candidates(
             texts, errors = [p.text for p in done], [p.error for p in done]
         for row, text, line, error in zip(cand.iter_rows(named=True), texts, lines, errors, strict=True):
             rows.append({"paper_id": row["paper_id"], "review_id": row["review_id"],
-                         "candidate": f"{row['review_id']}{SEPARATOR}{name}", "strategy": name, "kind": spec.kind,
-                         "review_text": text if error is None else None,
-                         "judgments": line if error is None else None, "error": error})
+                         "candidate": f"{row['review_id']}{SEPARATOR}{name}{suffix}", "strategy": name,
+                         "kind": spec.kind, "review_text": text if error is None else None,
+                         "judgments": line if error is None else None, "error": error,
+                         "level": "judgments" if judgment_lines and not spec.needs_llm else "raw"})
     return pl.DataFrame(rows, schema=PERTURBATIONS) if rows else pl.DataFrame(schema=PERTURBATIONS)
 
 
@@ -206,16 +212,27 @@ def score_candidates(candidates: pl.DataFrame, references: pl.DataFrame, synopse
 # ---------------------------------------------------------------- the workflow
 
 def paired_scores(scores: pl.DataFrame, perturbations: pl.DataFrame, metrics: Sequence[str]) -> pl.DataFrame:
-    """One row per (metric, perturbation): the candidate's original and perturbed score (NaN when missing)."""
-    grid = perturbations.select("paper_id", "review_id", "candidate", "strategy", "kind").join(
+    """One row per (metric, perturbation): the candidate's original and perturbed score (NaN when missing).
+
+    `level` is "raw" for a metric that reads the raw review whatever the perturbation acted on; the
+    raw-level reruns of deterministic strategies (ids ending in RAW_SUFFIX) are left out for those
+    metrics, since they repeat the same texts.
+    """
+    raw_metrics = [m.name for m in get(list(dict.fromkeys(metrics))) if m.reads == "raw"]
+    if "level" not in perturbations.columns:
+        perturbations = perturbations.with_columns(level=pl.lit("raw"))
+    grid = perturbations.select("paper_id", "review_id", "candidate", "strategy", "kind", "level").join(
         pl.DataFrame({"metric": list(metrics)}), how="cross")
+    is_raw = pl.col("metric").is_in(raw_metrics)
+    grid = grid.filter(~(is_raw & pl.col("candidate").str.ends_with(RAW_SUFFIX))).with_columns(
+        level=pl.when(is_raw).then(pl.lit("raw")).otherwise("level"))
     by = scores.select("candidate", "metric", "score")
     out = (grid.join(by.rename({"score": "perturbed"}), on=["candidate", "metric"], how="left")
            .join(by.rename({"candidate": "review_id", "score": "original"}), on=["review_id", "metric"], how="left")
            .with_columns(pl.col("original", "perturbed").fill_null(math.nan),
                          higher_is_better=pl.col("metric").replace_strict(
                              higher_is_better(metrics), return_dtype=pl.Boolean)))
-    return out.select("metric", "strategy", "kind", "paper_id", pl.col("review_id").alias("candidate"),
+    return out.select("metric", "strategy", "kind", "level", "paper_id", pl.col("review_id").alias("candidate"),
                       "original", "perturbed", "higher_is_better")
 
 
@@ -253,6 +270,7 @@ def run_validation(
     bootstrap_resamples: int = 2000,
     adversary_steps: int = 4,
     adversary_patience: int = 2,
+    levels: Sequence[Level] = ("judgments",),
 ) -> ValidationResult:
     """The whole workflow on REVIEWS_IN-like rows; see the module docstring.
 
@@ -262,6 +280,11 @@ def run_validation(
     `correction_scope` ("metric" or the whole "table") and `bootstrap_resamples` shape the tests
     (tasks/validate/stats.py). The "adversary" strategy searches `adversary_steps` steps per
     candidate and metric (tasks/validate/adversary.py) after the other strategies are scored.
+
+    `levels` (GEM section 4 perturbs the raw review, then preprocesses it): "judgments" lets the
+    deterministic strategies act on the judgment lines when the reviews carry them (cheap, no LLM);
+    "raw" perturbs the raw review and preprocesses the result with `preprocess`. With both, the
+    deterministic strategies run at both levels and each validation row says its `level`.
     """
     check_names(metrics)
     for name in strategies:
@@ -279,9 +302,16 @@ def run_validation(
             raise ValueError("judgment metrics need judgments: give reviews with judgments or an LLM to preprocess")
         frame, found = fill_judgments(frame, "review_id", preprocess)
         more_rejects.append(found)
+    unknown_levels = set(levels) - {"raw", "judgments"}
+    if unknown_levels or not levels:
+        raise ValueError(f"levels must be among 'raw', 'judgments'; got {list(levels)}")
     plain = [s for s in strategies if s != "adversary"]
-    perturbed = perturb_candidates(frame, plain, judgment_lines=bool(has_lines and needs_lines),
-                                   backend=backend, seed=seed)
+    on_lines = bool(has_lines and needs_lines and "judgments" in levels)
+    perturbed = perturb_candidates(frame, plain, judgment_lines=on_lines, backend=backend, seed=seed)
+    rerun = [s for s in plain if not strategy(s).needs_llm]
+    if on_lines and "raw" in levels and rerun:
+        perturbed = pl.concat([perturbed, perturb_candidates(frame, rerun, judgment_lines=False, seed=seed,
+                                                             suffix=RAW_SUFFIX)])
     unjudged = perturbed.filter(pl.col("judgments").is_null() & pl.col("review_text").is_not_null())
     if needs_lines and unjudged.height:
         if preprocess is None:
@@ -318,7 +348,7 @@ def run_validation(
                              n_resamples=bootstrap_resamples, seed=seed)
     order = {m: i for i, m in enumerate(metrics)} | {s: i for i, s in enumerate(strategies)}
     table = table.sort(pl.col("metric").replace_strict(order, return_dtype=pl.Int64),
-                       pl.col("strategy").replace_strict(order, return_dtype=pl.Int64))
+                       pl.col("strategy").replace_strict(order, return_dtype=pl.Int64), "level")
     stats = {"papers": frame["paper_id"].n_unique(), "reviews": frame.height,
              "candidates": int(frame["is_candidate"].sum()), "perturbations": perturbed.height,
              "perturbations_failed": failed.height, "rejected_reviews": rejects.height,
