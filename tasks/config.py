@@ -184,6 +184,17 @@ class ValidateConfig(Frozen):
     # "judgments": deterministic strategies act on the judgment lines; "raw": on the raw review,
     # preprocessed afterwards (GEM section 4); both may run (a string is read as one level)
     level: tuple[Literal["raw", "judgments"], ...] = ("judgments",)
+    # The LLM that rewrites reviews for the LLM strategies, apart from the one that preprocesses
+    # them (GEM uses different LLMs for the two); None: the [preprocess] LLM. Same keys as any backend.
+    perturb_llm: LLMConfig | None = None
+    # The second rephraser: the "rephrase_second" strategy runs the rephrase prompt on this LLM.
+    rephrase_llm: LLMConfig | None = None
+
+    @model_validator(mode="after")
+    def _second_rephraser_configured(self) -> ValidateConfig:
+        if "rephrase_second" in self.strategies and self.rephrase_llm is None:
+            raise ValueError("strategy rephrase_second needs a [validate.rephrase_llm] table")
+        return self
 
     @field_validator("level", mode="before")
     @classmethod

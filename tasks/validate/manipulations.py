@@ -176,6 +176,7 @@ DESCRIPTIONS = {
 LLM_DESCRIPTIONS = {
     "confident_tone": "an LLM removes every hedge, each judgment kept as it was",
     "flattery": "an LLM adds general compliments to the paper and its authors, nothing else changed",
+    "rephrase_second": "the rephrase prompt run by a second LLM ([validate] rephrase_llm), meaning kept",
 }
 
 

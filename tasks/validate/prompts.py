@@ -140,6 +140,7 @@ BUILDERS: dict[str, Callable[[str], Prompt]] = {
     "opinion_shift_extreme": opinion_shift_extreme,
     "confident_tone": confident_tone,
     "flattery": flattery,
+    "rephrase_second": rephrase,   # the same prompt, sent to the second rephraser ([validate] rephrase_llm)
 }
 NEEDS_ABSTRACT = frozenset({"surface_report"})
 

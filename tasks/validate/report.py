@@ -100,6 +100,20 @@ def _verdict_label(row: Mapping[str, object]) -> str:
     return {"fail": "FAIL", "inconclusive": "inconcl."}.get(str(verdict), str(verdict))
 
 
+def _run_line(validation: pl.DataFrame) -> str:
+    """A second title line: evaluation LM, seed, levels and the LLM perturbers, where the table has them."""
+    parts = []
+    for column, label in (("eval_lm", "eval LM"), ("seed", "seed"), ("level", "level")):
+        if column in validation.columns and validation[column].drop_nulls().len():
+            values = sorted({str(v) for v in validation[column].drop_nulls().to_list()})
+            parts.append(f"{label}: {', '.join(values)}")
+    if "perturber" in validation.columns:
+        llms = sorted({str(v) for v in validation["perturber"].drop_nulls() if v not in ("rules", "search")})
+        if llms:
+            parts.append(f"perturbed by: {', '.join(llms)}")
+    return "\n" + "; ".join(parts) if parts else ""
+
+
 def plot_validation(validation: pl.DataFrame, path: Path) -> Path:
     """Metric x strategy heat map of the SMD (diverging colours around 0), each cell marked pass / FAIL."""
     plt = _pyplot()
@@ -130,7 +144,8 @@ def plot_validation(validation: pl.DataFrame, path: Path) -> Path:
         ax.text(j, i, text, ha="center", va="center", fontsize=7, fontweight="bold" if bold else "normal")
     if not labels:
         ax.text(0, 0, "no validation results yet", ha="center", va="center")
-    ax.set_title("Metric validation: degradations should lower the score, manipulations not raise it", fontsize=9)
+    ax.set_title("Metric validation: degradations should lower the score, manipulations not raise it"
+                 + _run_line(validation), fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -62,23 +62,41 @@ def read_reviews(cfg: Config, pipeline: str) -> pl.DataFrame:
 
 def validate_reviews(cfg: Config, reviews: pl.DataFrame, resources: Resources,
                      metrics: tuple[str, ...] | None = None, strategies: tuple[str, ...] | None = None) -> ValidationResult:
-    """`run_validation` with the config's settings; the LLM backend is built only when needed."""
+    """`run_validation` with the config's settings; the LLM backends are built only when needed.
+
+    The preprocessor is the [preprocess] LLM; the LLM strategies rewrite with [validate.perturb_llm]
+    when it is set (else the [preprocess] LLM), rephrase_second with [validate.rephrase_llm].
+    """
     v = cfg.validate
     metrics, strategies = metrics or v.metrics, strategies or v.strategies
     backend = preprocess = None
     lines = "judgments" in reviews.columns and reviews["judgments"].is_not_null().any()
     judgment_metrics = any(m.reads == "judgments" for m in get(metrics))
     raw_level = judgment_metrics and "raw" in v.level
+    backends: dict[str, Any] = {}
+    perturbers: dict[str, str] = {}
     if any(strategy(s).needs_llm for s in strategies) or (judgment_metrics and not lines) or raw_level:
         from tasks.lm import make_lm
 
         backend = make_lm(cfg.preprocess, cache_dir(cfg, "llm"))
         preprocess = llm_preprocessor(backend, cfg.preprocess)
+        rewriter = v.perturb_llm or cfg.preprocess
+        if v.perturb_llm is not None:
+            backend = make_lm(v.perturb_llm, cache_dir(cfg, "llm"))
+        for name in strategies:
+            if strategy(name).needs_llm:
+                perturbers[name] = f"{rewriter.backend}:{rewriter.model}"
+        if "rephrase_second" in strategies:
+            if v.rephrase_llm is None:
+                raise ValueError("strategy rephrase_second needs a [validate.rephrase_llm] table")
+            backends["rephrase_second"] = make_lm(v.rephrase_llm, cache_dir(cfg, "llm"))
+            perturbers["rephrase_second"] = f"{v.rephrase_llm.backend}:{v.rephrase_llm.model}"
     return run_validation(
         reviews, strategies=strategies, metrics=metrics, resources=resources, backend=backend, preprocess=preprocess,
         correction=v.correction, alpha=v.alpha, max_papers=v.max_papers, candidates=v.candidates, seed=v.seed,
         min_pairs=v.min_pairs, correction_scope=v.correction_scope, bootstrap_resamples=v.bootstrap_resamples,
         adversary_steps=v.adversary_steps, adversary_patience=v.adversary_patience, levels=v.level,
+        backends=backends, perturbers=perturbers,
     )
 
 

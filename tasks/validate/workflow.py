@@ -18,7 +18,7 @@ candidates="all") is the candidate; the paper's other reviews are its references
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -143,13 +143,15 @@ def perturb_candidates(
     backend: Any = None,
     seed: int = 0,
     suffix: str = "",
+    backends: Mapping[str, Any] | None = None,
 ) -> pl.DataFrame:
     """PERTURBATIONS of the rows flagged is_candidate, one row per (candidate, strategy).
 
     `judgment_lines`: the deterministic strategies also perturb the judgments column (level
     "judgments"; else the perturbed judgments stay null until `fill_judgments` preprocesses the
     perturbed review: level "raw"). LLM strategies need `backend` and are always level "raw".
-    `suffix` is appended to the candidate ids.
+    `suffix` is appended to the candidate ids; `backends` names a backend for some strategies
+    (a second rephraser, say) in place of `backend`.
     """
     cand = frame.filter("is_candidate")
     idx = [i for i, c in enumerate(frame["is_candidate"].to_list()) if c]
@@ -172,9 +174,10 @@ def perturb_candidates(
                 lines, line_errors = perturb_texts(name, cand["judgments"].to_list(), target="judgments")
                 errors = [e or (f"judgments: {j}" if j else None) for e, j in zip(errors, line_errors, strict=True)]
         else:
-            if backend is None:
+            llm = (backends or {}).get(name, backend)
+            if llm is None:
                 raise ValueError(f"strategy {name} needs an LLM backend")
-            done = apply_llm_perturbation(name, cand["review_text"].to_list(), backend,
+            done = apply_llm_perturbation(name, cand["review_text"].to_list(), llm,
                                           abstracts=cand["abstract"].to_list())
             texts, errors = [p.text for p in done], [p.error for p in done]
         for row, text, line, error in zip(cand.iter_rows(named=True), texts, lines, errors, strict=True):
@@ -271,6 +274,8 @@ def run_validation(
     adversary_steps: int = 4,
     adversary_patience: int = 2,
     levels: Sequence[Level] = ("judgments",),
+    backends: Mapping[str, Any] | None = None,
+    perturbers: Mapping[str, str] | None = None,
 ) -> ValidationResult:
     """The whole workflow on REVIEWS_IN-like rows; see the module docstring.
 
@@ -285,6 +290,10 @@ def run_validation(
     deterministic strategies act on the judgment lines when the reviews carry them (cheap, no LLM);
     "raw" perturbs the raw review and preprocesses the result with `preprocess`. With both, the
     deterministic strategies run at both levels and each validation row says its `level`.
+
+    `backends` overrides `backend` per strategy; `perturbers` names what perturbed each strategy
+    (an LLM's model, by default "rules" for the deterministic ones and "search" for the adversary),
+    written into the table with the evaluation LM and the seed.
     """
     check_names(metrics)
     for name in strategies:
@@ -307,7 +316,8 @@ def run_validation(
         raise ValueError(f"levels must be among 'raw', 'judgments'; got {list(levels)}")
     plain = [s for s in strategies if s != "adversary"]
     on_lines = bool(has_lines and needs_lines and "judgments" in levels)
-    perturbed = perturb_candidates(frame, plain, judgment_lines=on_lines, backend=backend, seed=seed)
+    perturbed = perturb_candidates(frame, plain, judgment_lines=on_lines, backend=backend, seed=seed,
+                                   backends=backends)
     rerun = [s for s in plain if not strategy(s).needs_llm]
     if on_lines and "raw" in levels and rerun:
         perturbed = pl.concat([perturbed, perturb_candidates(frame, rerun, judgment_lines=False, seed=seed,
@@ -349,6 +359,11 @@ def run_validation(
     order = {m: i for i, m in enumerate(metrics)} | {s: i for i, s in enumerate(strategies)}
     table = table.sort(pl.col("metric").replace_strict(order, return_dtype=pl.Int64),
                        pl.col("strategy").replace_strict(order, return_dtype=pl.Int64), "level")
+    names = {s: (perturbers or {}).get(s) or ("search" if s == "adversary" else "llm" if strategy(s).needs_llm
+                                               else "rules") for s in strategies}
+    table = table.with_columns(perturber=pl.col("strategy").replace_strict(names, default=None,
+                                                                             return_dtype=pl.String),
+                               eval_lm=pl.lit(resources.eval_lm, pl.String), seed=pl.lit(seed, pl.Int64))
     stats = {"papers": frame["paper_id"].n_unique(), "reviews": frame.height,
              "candidates": int(frame["is_candidate"].sum()), "perturbations": perturbed.height,
              "perturbations_failed": failed.height, "rejected_reviews": rejects.height,
