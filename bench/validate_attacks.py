@@ -29,6 +29,7 @@ def main() -> None:
     parser.add_argument("--metrics", default="bleu,rouge_l")
     parser.add_argument("--adversary-steps", type=int, default=4)
     parser.add_argument("--min-pairs", type=int, default=10)
+    parser.add_argument("--token-budget", type=int, default=4096)
     args = parser.parse_args()
 
     raw = pl.read_parquet(args.data)
@@ -36,11 +37,17 @@ def main() -> None:
                          pl.col("review").alias("review_text"), pl.col("judgments_reference").alias("judgments"),
                          group=pl.lit("iclr2023"))
     metrics = [m for m in args.metrics.split(",") if m]
-    resources = Resources()
-    if "bertscore" in metrics:
-        from tasks.metrics.resources import token_embeddings
-        resources = Resources(embed=token_embeddings, embed_model="minilm")
-    strategies = [*DETERMINISTIC, "adversary"]
+    from tasks.metrics import get
+    from tasks.metrics.resources import EMBED_MODEL, engine_loglikelihood, token_embeddings
+
+    resources = Resources(embed=token_embeddings, embed_model=EMBED_MODEL)
+    if any(m.needs == "lm_logprobs" for m in get(metrics)):   # the embedded evaluation LM
+        from tasks.lm import ModelSpec
+
+        spec = ModelSpec()
+        resources = Resources(spec.resolved().key, engine_loglikelihood(spec, args.token_budget), token_embeddings,
+                              EMBED_MODEL)
+    strategies = [*DETERMINISTIC, *(["adversary"] if args.adversary_steps else [])]
     t0 = time.perf_counter()
     result = run_validation(reviews, strategies=strategies, metrics=metrics, resources=resources,
                             max_papers=args.papers, min_pairs=args.min_pairs, adversary_steps=args.adversary_steps)
@@ -49,7 +56,7 @@ def main() -> None:
         print(result.validation.select("metric", "strategy", "kind", "level", "n", "mean_change", "smd", "ci_low",
                                        "ci_high", "boot_low", "boot_high", "p_value", "verdict"))
         print(result.length_confound)
-    figures = {"papers": result.stats["papers"], "candidates": result.stats["candidates"], "metrics": metrics,
+    figures = {"eval_lm": resources.eval_lm, "papers": result.stats["papers"], "candidates": result.stats["candidates"], "metrics": metrics,
                "strategies": len(strategies), "wall_s": round(wall, 1),
                "adversary_largest_inflation": result.stats.get("adversary_largest_inflation"),
                "failing": [f"{m}/{s}" for m, s in result.validation.filter(pl.col("verdict") == "fail")
