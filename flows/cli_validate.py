@@ -90,8 +90,8 @@ def validate(
     stats = result.stats
     typer.echo(f"{stats['papers']} papers, {stats['candidates']} candidates, {stats['perturbations']} perturbations "
                f"({stats['perturbations_failed']} failed)")
-    typer.echo(text_table(result.validation, ["metric", "strategy", "kind", "n", "mean_change", "smd", "ci_low",
-                                              "ci_high", "p_value", "passed", "reason"]))
+    typer.echo(text_table(result.validation, ["metric", "strategy", "kind", "level", "n", "mean_change", "smd",
+                                              "ci_low", "ci_high", "p_value", "verdict", "reason"]))
     failed = result.perturbations.filter(pl.col("error").is_not_null())
     for (name, error), group in failed.group_by("strategy", "error", maintain_order=True):
         typer.echo(f"perturbation failed: {name}: {error} ({group.height} candidate(s))")

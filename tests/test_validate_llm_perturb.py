@@ -90,3 +90,14 @@ def test_cached_backend_stores_only_usable_answers(server, tmp_path):
     assert again[0].cached and again[0].text == first[0].text
     assert server.counts["messages"] == 3          # only the failed one is asked again
     assert again[1].error == "gaps left unfilled"
+
+
+@pytest.mark.parametrize("name", ["confident_tone", "flattery"])
+def test_llm_manipulations_go_through_the_backend(server, name):
+    from tasks.validate.perturb import STRATEGIES
+
+    assert STRATEGIES[name].kind == "manipulation" and STRATEGIES[name].needs_llm
+    [result] = apply_llm_perturbation(name, [REVIEW], _backend(server))
+    prompt = build_prompt(name, REVIEW)
+    assert result.error is None and result.text == f"Rewritten ({len(prompt.system)}): {REVIEW.strip()}"
+    assert system_text(server.received[-1]) == prompt.system and user_text(server.received[-1]) == REVIEW

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from tasks.validate import prompts
+from tasks.validate import manipulations, prompts
 from tasks.validate.perturb import (
     DETERMINISTIC,
     FILLER,
@@ -200,8 +200,9 @@ def test_registry():
         "opinion_flip", "rephrase", "meaningless_elongation", "opinion_shift_positive",
         "opinion_shift_negative", "opinion_shift_hedged", "opinion_shift_extreme",
     }
-    assert set(STRATEGIES) == names
-    assert set(DETERMINISTIC) == {"sentence_deletion", "random_replacement", "meaningless_elongation"}
+    surface = set(manipulations.DESCRIPTIONS)   # tests/test_validate_manipulations.py
+    assert set(STRATEGIES) == names | surface | set(manipulations.LLM_DESCRIPTIONS) | {"adversary"}   # tests/test_validate_adversary.py
+    assert set(DETERMINISTIC) == {"sentence_deletion", "random_replacement", "meaningless_elongation"} | surface
     assert sum(s.kind == "degradation" for s in STRATEGIES.values()) == 6
     assert strategy("rephrase").kind == "manipulation" and strategy("rephrase").needs_llm
     llm = {n for n, s in STRATEGIES.items() if s.needs_llm}

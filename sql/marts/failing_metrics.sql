@@ -5,7 +5,8 @@ CREATE OR REPLACE VIEW failing_metrics AS
 SELECT metric,
        count(*) FILTER (NOT passed) AS failed_tests,
        count(*) FILTER (passed IS NOT NULL) AS tests,
-       list(strategy ORDER BY strategy) FILTER (NOT passed) AS failed_strategies,
+       list(strategy || coalesce(' (' || level || ')', '') ORDER BY strategy) FILTER (NOT passed)
+           AS failed_strategies,
        list(round(smd, 3) ORDER BY strategy) FILTER (NOT passed) AS failed_smd
 FROM staging.validation
 GROUP BY ALL

@@ -370,3 +370,11 @@ def perturb_frame(
         perturbed=pl.Series(texts, dtype=pl.String),
         perturb_error=pl.Series(errors, dtype=pl.String),
     )
+
+
+
+# The surface manipulations of tasks/validate/manipulations.py add themselves to STRATEGIES,
+# _SINGLE and DETERMINISTIC when that module is imported (it imports the helpers above).
+# The adversary (tasks/validate/adversary.py) registers its strategy the same way.
+from tasks.validate import adversary as _adversary  # noqa: E402, F401
+from tasks.validate import manipulations as _manipulations  # noqa: E402, F401

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from tasks.validate.perturb import sentence_deletion
 
-PROMPT_VERSION = "perturb-v1"
+PROMPT_VERSION = "perturb-v2"   # v2: confident_tone and flattery added
 GAP_MARKER = "[SENTENCE REMOVED]"
 ONLY_OUTPUT = "Reply with the resulting review text only: no preamble, no notes, no code fences."
 
@@ -116,6 +116,19 @@ opinion_shift_extreme = _stance_rewrite(
     "complete certainty. Do not introduce new points."
 )
 
+# Manipulations: the judgments stay what they were, only the voice around them changes.
+confident_tone = _stance_rewrite(
+    "Remove every hedge and sign of doubt: words such as 'might', 'perhaps', 'it seems', 'somewhat', "
+    "'I am not sure' and stated confidence levels go, and each point is asserted plainly and with "
+    "conviction. Keep the direction of every judgment exactly: a criticism stays a criticism of "
+    "the same strength of content, praise stays praise, and the recommendation does not change."
+)
+flattery = _stance_rewrite(
+    "Add a few sentences of general compliments about the paper and its authors (for instance on "
+    "their effort, ambition or the importance of the area) at the start and at the end. Change "
+    "nothing else: every existing sentence, criticism and the recommendation stay as they are."
+)
+
 BUILDERS: dict[str, Callable[[str], Prompt]] = {
     "deletion_completion": deletion_completion,
     "ultra_concise": ultra_concise,
@@ -125,6 +138,9 @@ BUILDERS: dict[str, Callable[[str], Prompt]] = {
     "opinion_shift_negative": opinion_shift_negative,
     "opinion_shift_hedged": opinion_shift_hedged,
     "opinion_shift_extreme": opinion_shift_extreme,
+    "confident_tone": confident_tone,
+    "flattery": flattery,
+    "rephrase_second": rephrase,   # the same prompt, sent to the second rephraser ([validate] rephrase_llm)
 }
 NEEDS_ABSTRACT = frozenset({"surface_report"})
 

@@ -5,7 +5,7 @@ database, or frames handed in) and writes into `out_dir`:
 
     leaderboard.png   per metric and evaluation LM: each model's mean score with its CI, the human
                       baseline as a grey line and band (like the GEM paper's figure 5)
-    validation.png    metric x strategy heat map of the SMD, each cell marked pass / FAIL
+    validation.png    metric x strategy heat map of the SMD, each cell marked pass / FAIL / inconclusive
     report.md         the same numbers as tables, and the metrics that fail any test
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import polars as pl
 
-TABLES = ("leaderboard", "validation", "human_correlation")
+TABLES = ("leaderboard", "validation", "human_correlation", "length_confound")
 
 
 def read_tables(database: Path) -> dict[str, pl.DataFrame]:
@@ -90,11 +90,38 @@ def plot_leaderboard(board: pl.DataFrame, path: Path) -> Path:
     return path
 
 
+def _verdict_label(row: Mapping[str, object]) -> str:
+    """pass / FAIL / inconclusive ("n/a" when the test could not run at all)."""
+    verdict = row.get("verdict")
+    if verdict is None:
+        verdict = "n/a" if row["passed"] is None else ("pass" if row["passed"] else "fail")
+    if verdict == "inconclusive" and not row.get("n"):
+        return "n/a"
+    return {"fail": "FAIL", "inconclusive": "inconcl."}.get(str(verdict), str(verdict))
+
+
+def _run_line(validation: pl.DataFrame) -> str:
+    """A second title line: evaluation LM, seed, levels and the LLM perturbers, where the table has them."""
+    parts = []
+    for column, label in (("eval_lm", "eval LM"), ("seed", "seed"), ("level", "level")):
+        if column in validation.columns and validation[column].drop_nulls().len():
+            values = sorted({str(v) for v in validation[column].drop_nulls().to_list()})
+            parts.append(f"{label}: {', '.join(values)}")
+    if "perturber" in validation.columns:
+        llms = sorted({str(v) for v in validation["perturber"].drop_nulls() if v not in ("rules", "search")})
+        if llms:
+            parts.append(f"perturbed by: {', '.join(llms)}")
+    return "\n" + "; ".join(parts) if parts else ""
+
+
 def plot_validation(validation: pl.DataFrame, path: Path) -> Path:
     """Metric x strategy heat map of the SMD (diverging colours around 0), each cell marked pass / FAIL."""
     plt = _pyplot()
     import numpy as np
 
+    if validation.height and "level" in validation.columns and validation["level"].drop_nulls().n_unique() > 1:
+        validation = validation.with_columns(   # one heat-map row per metric and level
+            metric=pl.col("metric") + pl.lit(" [") + pl.col("level").fill_null("?") + pl.lit("]"))
     metrics = list(dict.fromkeys(validation["metric"].to_list())) if validation.height else []
     strategies = list(dict.fromkeys(validation["strategy"].to_list())) if validation.height else []
     grid = np.full((max(1, len(metrics)), max(1, len(strategies))), np.nan)
@@ -103,8 +130,9 @@ def plot_validation(validation: pl.DataFrame, path: Path) -> Path:
         i, j = metrics.index(row["metric"]), strategies.index(row["strategy"])
         smd = row["smd"]
         grid[i, j] = smd if _finite(smd) else np.nan
-        verdict = "n/a" if row["passed"] is None else ("pass" if row["passed"] else "FAIL")
-        labels[(i, j)] = f"{smd:+.2f}\n{verdict}" if _finite(smd) else verdict
+        verdict = _verdict_label(row)
+        n = f" n={row['n']}" if row.get("n") is not None else ""
+        labels[(i, j)] = f"{smd:+.2f}\n{verdict}{n}" if _finite(smd) else f"{verdict}{n}"
     fig, ax = plt.subplots(figsize=(1.6 * max(3, len(strategies)) + 2, 0.6 * max(3, len(metrics)) + 1.5))
     bound = float(np.nanmax(np.abs(grid))) if np.isfinite(grid).any() else 1.0
     image = ax.imshow(np.ma.masked_invalid(grid), cmap="coolwarm", vmin=-bound, vmax=bound, aspect="auto")
@@ -116,7 +144,8 @@ def plot_validation(validation: pl.DataFrame, path: Path) -> Path:
         ax.text(j, i, text, ha="center", va="center", fontsize=7, fontweight="bold" if bold else "normal")
     if not labels:
         ax.text(0, 0, "no validation results yet", ha="center", va="center")
-    ax.set_title("Metric validation: degradations should lower the score, manipulations not raise it", fontsize=9)
+    ax.set_title("Metric validation: degradations should lower the score, manipulations not raise it"
+                 + _run_line(validation), fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -148,8 +177,9 @@ def markdown(frames: Mapping[str, pl.DataFrame], figures: Mapping[str, Path]) ->
                                       "n_papers", "n_missing", "n_excluded"]) if board.height else "No scores yet.")
     out += ["", "## Metric validation", ""]
     if validation.height:
-        out.append(markdown_table(validation, ["metric", "strategy", "kind", "n", "mean_change", "smd", "ci_low",
-                                               "ci_high", "p_value", "p_adjusted", "passed", "reason"]))
+        out.append(markdown_table(validation, ["metric", "strategy", "kind", "level", "n", "mean_change", "smd", "ci_low",
+                                               "ci_high", "boot_low", "boot_high", "p_value", "p_adjusted",
+                                               "verdict", "passed", "reason"]))
         failing = validation.filter(pl.col("passed").not_()).group_by("metric", maintain_order=True).agg("strategy")
         out += ["", "### Metrics that fail any test", ""]
         out += [f"- {m}: {', '.join(s)}" for m, s in failing.iter_rows()] or ["None."]
@@ -158,6 +188,10 @@ def markdown(frames: Mapping[str, pl.DataFrame], figures: Mapping[str, Path]) ->
     out += ["", "## Correlation with human quality scores", ""]
     out.append(markdown_table(correlation, ["metric", "eval_lm", "n", "rho", "p_value", "reason"])
                if correlation.height else "No human quality scores in this data.")
+    confound = frames.get("length_confound", pl.DataFrame())
+    if confound.height:
+        out += ["", "## Length confound (Spearman of score with candidate length in words)", ""]
+        out.append(markdown_table(confound, ["metric", "n", "rho", "p_value", "mean_words", "reason"]))
     return "\n".join(out) + "\n"
 
 

@@ -2,6 +2,8 @@
 
     validate/validation.parquet             per metric x strategy: n, mean change, smd + CI, p, passed
     validate/human_correlation.parquet      per metric: Spearman rho with human quality scores
+    validate/length_confound.parquet        per metric: Spearman rho of the score with the candidate's length
+    validate/adversary.parquet              per metric x candidate: the adversary's best score and its edits
     validate/leaderboard.parquet            per metric x eval LM x model: mean over papers, 90% CI
     validate/leaderboard_agreement.parquet  per metric: rho between the boards of two evaluation LMs
     validate/perturbations.parquet          every perturbed candidate (text, judgments, error)
@@ -60,21 +62,42 @@ def read_reviews(cfg: Config, pipeline: str) -> pl.DataFrame:
 
 def validate_reviews(cfg: Config, reviews: pl.DataFrame, resources: Resources,
                      metrics: tuple[str, ...] | None = None, strategies: tuple[str, ...] | None = None) -> ValidationResult:
-    """`run_validation` with the config's settings; the LLM backend is built only when needed."""
+    """`run_validation` with the config's settings; the LLM backends are built only when needed.
+
+    The preprocessor is the [preprocess] LLM; the LLM strategies rewrite with [validate.perturb_llm]
+    when it is set (else the [preprocess] LLM), rephrase_second with [validate.rephrase_llm].
+    """
     v = cfg.validate
     metrics, strategies = metrics or v.metrics, strategies or v.strategies
     backend = preprocess = None
     lines = "judgments" in reviews.columns and reviews["judgments"].is_not_null().any()
     judgment_metrics = any(m.reads == "judgments" for m in get(metrics))
-    if any(strategy(s).needs_llm for s in strategies) or (judgment_metrics and not lines):
+    raw_level = judgment_metrics and "raw" in v.level
+    backends: dict[str, Any] = {}
+    perturbers: dict[str, str] = {}
+    if any(strategy(s).needs_llm for s in strategies) or (judgment_metrics and not lines) or raw_level:
         from tasks.lm import make_lm
 
         backend = make_lm(cfg.preprocess, cache_dir(cfg, "llm"))
         preprocess = llm_preprocessor(backend, cfg.preprocess)
+        rewriter = v.perturb_llm or cfg.preprocess
+        if v.perturb_llm is not None:
+            backend = make_lm(v.perturb_llm, cache_dir(cfg, "llm"))
+        for name in strategies:
+            if strategy(name).needs_llm:
+                perturbers[name] = f"{rewriter.backend}:{rewriter.model}"
+        if "rephrase_second" in strategies:
+            if v.rephrase_llm is None:
+                raise ValueError("strategy rephrase_second needs a [validate.rephrase_llm] table")
+            backends["rephrase_second"] = make_lm(v.rephrase_llm, cache_dir(cfg, "llm"))
+            perturbers["rephrase_second"] = f"{v.rephrase_llm.backend}:{v.rephrase_llm.model}"
     return run_validation(
         reviews, strategies=strategies, metrics=metrics, resources=resources, backend=backend, preprocess=preprocess,
         correction=v.correction, alpha=v.alpha, max_papers=v.max_papers, candidates=v.candidates, seed=v.seed,
         negatives=cfg.score.negatives, negatives_seed=cfg.score.negatives_seed,
+        min_pairs=v.min_pairs, correction_scope=v.correction_scope, bootstrap_resamples=v.bootstrap_resamples,
+        adversary_steps=v.adversary_steps, adversary_patience=v.adversary_patience, levels=v.level,
+        backends=backends, perturbers=perturbers,
     )
 
 
@@ -112,6 +135,8 @@ def write_outputs(cfg: Config, pipeline: str, result: ValidationResult, board: p
     frames = {
         "validation": result.validation,
         "human_correlation": result.human_correlation,
+        "length_confound": result.length_confound,
+        "adversary": result.adversary,
         "leaderboard": board,
         "leaderboard_agreement": board_agreement,
         "perturbations": result.perturbations,
@@ -130,6 +155,7 @@ def write_outputs(cfg: Config, pipeline: str, result: ValidationResult, board: p
             "tests": result.validation.height,
             "tests_passed": int(result.validation["passed"].sum()),
             "tests_failed": failing.height,
+            "tests_inconclusive": int(result.validation["passed"].is_null().sum()),
             "failing": [f"{m}/{s}" for m, s in failing.select("metric", "strategy").iter_rows()],
             "leaderboard_rows": board.height,
             "rejects": result.rejects.height,

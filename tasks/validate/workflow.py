@@ -18,7 +18,7 @@ candidates="all") is the candidate; the paper's other reviews are its references
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -29,19 +29,29 @@ from tasks import schema
 from tasks.metrics import Resources, candidate_scores, check_names, get, higher_is_better, score_metrics
 from tasks.schema import REFERENCES, SCORING_CANDIDATES, SYNOPSES_WIDE
 from tasks.scoring.inputs import judgments_text
+from tasks.validate.adversary import ADVERSARY, largest_inflation, run_adversary
 from tasks.validate.llm_perturb import apply_llm_perturbation
 from tasks.validate.perturb import STRATEGIES, perturb_texts, random_replacement, strategy
-from tasks.validate.stats import Correction, spearman, validation_table
+from tasks.validate.stats import (
+    LENGTH_CONFOUND,
+    Correction,
+    length_confound,
+    spearman,
+    validation_table,
+    word_count,
+)
 
 REVIEWS_IN = pl.Schema({"paper_id": pl.String, "review_id": pl.String, "review_text": pl.String,
                         "judgments": pl.String, "abstract": pl.String, "assw": pl.String,
                         "quality": pl.Float64, "group": pl.String})
 PERTURBATIONS = pl.Schema({"paper_id": pl.String, "review_id": pl.String, "candidate": pl.String,
                            "strategy": pl.String, "kind": pl.String, "review_text": pl.String,
-                           "judgments": pl.String, "error": pl.String})
+                           "judgments": pl.String, "error": pl.String, "level": pl.String})
 HUMAN_CORRELATION = pl.Schema({"metric": pl.String, "eval_lm": pl.String, "n": pl.Int64, "n_dropped": pl.Int64,
                                "rho": pl.Float64, "p_value": pl.Float64, "reason": pl.String})
 SEPARATOR = "~"   # perturbed candidate id: <review_id>~<strategy>
+RAW_SUFFIX = "@raw"  # a deterministic strategy run again on the raw review when both levels run
+Level = Literal["raw", "judgments"]
 
 Preprocessor = Callable[[pl.DataFrame], tuple[pl.DataFrame, pl.DataFrame]]  # reviews -> (judgments, rejects)
 
@@ -55,6 +65,8 @@ class ValidationResult:
     perturbations: pl.DataFrame       # PERTURBATIONS
     rejects: pl.DataFrame             # schema.REJECTS, stage "validate"
     stats: dict[str, Any] = field(default_factory=dict)
+    length_confound: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=LENGTH_CONFOUND))
+    adversary: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=ADVERSARY))
 
 
 def _usable(value: Any) -> bool:
@@ -130,11 +142,16 @@ def perturb_candidates(
     judgment_lines: bool,
     backend: Any = None,
     seed: int = 0,
+    suffix: str = "",
+    backends: Mapping[str, Any] | None = None,
 ) -> pl.DataFrame:
     """PERTURBATIONS of the rows flagged is_candidate, one row per (candidate, strategy).
 
-    `judgment_lines`: the deterministic strategies also perturb the judgments column (else the
-    perturbed judgments stay null until `fill_judgments`). LLM strategies need `backend`.
+    `judgment_lines`: the deterministic strategies also perturb the judgments column (level
+    "judgments"; else the perturbed judgments stay null until `fill_judgments` preprocesses the
+    perturbed review: level "raw"). LLM strategies need `backend` and are always level "raw".
+    `suffix` is appended to the candidate ids; `backends` names a backend for some strategies
+    (a second rephraser, say) in place of `backend`.
     """
     cand = frame.filter("is_candidate")
     idx = [i for i, c in enumerate(frame["is_candidate"].to_list()) if c]
@@ -157,16 +174,18 @@ def perturb_candidates(
                 lines, line_errors = perturb_texts(name, cand["judgments"].to_list(), target="judgments")
                 errors = [e or (f"judgments: {j}" if j else None) for e, j in zip(errors, line_errors, strict=True)]
         else:
-            if backend is None:
+            llm = (backends or {}).get(name, backend)
+            if llm is None:
                 raise ValueError(f"strategy {name} needs an LLM backend")
-            done = apply_llm_perturbation(name, cand["review_text"].to_list(), backend,
+            done = apply_llm_perturbation(name, cand["review_text"].to_list(), llm,
                                           abstracts=cand["abstract"].to_list())
             texts, errors = [p.text for p in done], [p.error for p in done]
         for row, text, line, error in zip(cand.iter_rows(named=True), texts, lines, errors, strict=True):
             rows.append({"paper_id": row["paper_id"], "review_id": row["review_id"],
-                         "candidate": f"{row['review_id']}{SEPARATOR}{name}", "strategy": name, "kind": spec.kind,
-                         "review_text": text if error is None else None,
-                         "judgments": line if error is None else None, "error": error})
+                         "candidate": f"{row['review_id']}{SEPARATOR}{name}{suffix}", "strategy": name,
+                         "kind": spec.kind, "review_text": text if error is None else None,
+                         "judgments": line if error is None else None, "error": error,
+                         "level": "judgments" if judgment_lines and not spec.needs_llm else "raw"})
     return pl.DataFrame(rows, schema=PERTURBATIONS) if rows else pl.DataFrame(schema=PERTURBATIONS)
 
 
@@ -203,16 +222,27 @@ def score_candidates(candidates: pl.DataFrame, references: pl.DataFrame, synopse
 # ---------------------------------------------------------------- the workflow
 
 def paired_scores(scores: pl.DataFrame, perturbations: pl.DataFrame, metrics: Sequence[str]) -> pl.DataFrame:
-    """One row per (metric, perturbation): the candidate's original and perturbed score (NaN when missing)."""
-    grid = perturbations.select("paper_id", "review_id", "candidate", "strategy", "kind").join(
+    """One row per (metric, perturbation): the candidate's original and perturbed score (NaN when missing).
+
+    `level` is "raw" for a metric that reads the raw review whatever the perturbation acted on; the
+    raw-level reruns of deterministic strategies (ids ending in RAW_SUFFIX) are left out for those
+    metrics, since they repeat the same texts.
+    """
+    raw_metrics = [m.name for m in get(list(dict.fromkeys(metrics))) if m.reads == "raw"]
+    if "level" not in perturbations.columns:
+        perturbations = perturbations.with_columns(level=pl.lit("raw"))
+    grid = perturbations.select("paper_id", "review_id", "candidate", "strategy", "kind", "level").join(
         pl.DataFrame({"metric": list(metrics)}), how="cross")
+    is_raw = pl.col("metric").is_in(raw_metrics)
+    grid = grid.filter(~(is_raw & pl.col("candidate").str.ends_with(RAW_SUFFIX))).with_columns(
+        level=pl.when(is_raw).then(pl.lit("raw")).otherwise("level"))
     by = scores.select("candidate", "metric", "score")
     out = (grid.join(by.rename({"score": "perturbed"}), on=["candidate", "metric"], how="left")
            .join(by.rename({"candidate": "review_id", "score": "original"}), on=["review_id", "metric"], how="left")
            .with_columns(pl.col("original", "perturbed").fill_null(math.nan),
                          higher_is_better=pl.col("metric").replace_strict(
                              higher_is_better(metrics), return_dtype=pl.Boolean)))
-    return out.select("metric", "strategy", "kind", "paper_id", pl.col("review_id").alias("candidate"),
+    return out.select("metric", "strategy", "kind", "level", "paper_id", pl.col("review_id").alias("candidate"),
                       "original", "perturbed", "higher_is_better")
 
 
@@ -247,12 +277,32 @@ def run_validation(
     seed: int = 0,
     negatives: int = 4,
     negatives_seed: int = 0,
+    min_pairs: int = 2,
+    correction_scope: Literal["metric", "table"] = "metric",
+    bootstrap_resamples: int = 2000,
+    adversary_steps: int = 4,
+    adversary_patience: int = 2,
+    levels: Sequence[Level] = ("judgments",),
+    backends: Mapping[str, Any] | None = None,
+    perturbers: Mapping[str, str] | None = None,
 ) -> ValidationResult:
     """The whole workflow on REVIEWS_IN-like rows; see the module docstring.
 
     `resources` serve the metrics (tasks/metrics/resources.py); `backend` serves the LLM
     strategies; `preprocess` turns reviews without judgments into judgments (needed when a judgment
-    metric is asked for and the reviews, or LLM-perturbed ones, carry none).
+    metric is asked for and the reviews, or LLM-perturbed ones, carry none). `min_pairs`,
+    `correction_scope` ("metric" or the whole "table") and `bootstrap_resamples` shape the tests
+    (tasks/validate/stats.py). The "adversary" strategy searches `adversary_steps` steps per
+    candidate and metric (tasks/validate/adversary.py) after the other strategies are scored.
+
+    `levels` (GEM section 4 perturbs the raw review, then preprocesses it): "judgments" lets the
+    deterministic strategies act on the judgment lines when the reviews carry them (cheap, no LLM);
+    "raw" perturbs the raw review and preprocesses the result with `preprocess`. With both, the
+    deterministic strategies run at both levels and each validation row says its `level`.
+
+    `backends` overrides `backend` per strategy; `perturbers` names what perturbed each strategy
+    (an LLM's model, by default "rules" for the deterministic ones and "search" for the adversary),
+    written into the table with the evaluation LM and the seed.
     """
     check_names(metrics)
     for name in strategies:
@@ -270,8 +320,17 @@ def run_validation(
             raise ValueError("judgment metrics need judgments: give reviews with judgments or an LLM to preprocess")
         frame, found = fill_judgments(frame, "review_id", preprocess)
         more_rejects.append(found)
-    perturbed = perturb_candidates(frame, strategies, judgment_lines=bool(has_lines and needs_lines),
-                                   backend=backend, seed=seed)
+    unknown_levels = set(levels) - {"raw", "judgments"}
+    if unknown_levels or not levels:
+        raise ValueError(f"levels must be among 'raw', 'judgments'; got {list(levels)}")
+    plain = [s for s in strategies if s != "adversary"]
+    on_lines = bool(has_lines and needs_lines and "judgments" in levels)
+    perturbed = perturb_candidates(frame, plain, judgment_lines=on_lines, backend=backend, seed=seed,
+                                   backends=backends)
+    rerun = [s for s in plain if not strategy(s).needs_llm]
+    if on_lines and "raw" in levels and rerun:
+        perturbed = pl.concat([perturbed, perturb_candidates(frame, rerun, judgment_lines=False, seed=seed,
+                                                             suffix=RAW_SUFFIX)])
     unjudged = perturbed.filter(pl.col("judgments").is_null() & pl.col("review_text").is_not_null())
     if needs_lines and unjudged.height:
         if preprocess is None:
@@ -295,16 +354,38 @@ def run_validation(
                                                pl.col("assw").drop_nulls().first()).cast(dict(SYNOPSES_WIDE)))
     scores = score_candidates(cands, references, synopses, metrics, resources, negatives, negatives_seed)
     pairs = paired_scores(scores, perturbed, metrics)
-    table = validation_table(pairs, correction=correction, alpha=alpha)
+    attacks = pl.DataFrame(schema=ADVERSARY)
+    if "adversary" in strategies:
+        originals = scores.filter(pl.col("source") == "human")
+        adv_pairs, adv_perturbed, attacks = run_adversary(
+            frame.filter("is_candidate"), originals, references, synopses, metrics, resources,
+            steps=adversary_steps, patience=adversary_patience, seed=seed, negatives=negatives,
+            negatives_seed=negatives_seed)
+        pairs = pl.concat([pairs, adv_pairs.select(pairs.columns)])
+        perturbed = pl.concat([perturbed, adv_perturbed])
+    table = validation_table(pairs, correction=correction, alpha=alpha, min_pairs=min_pairs,
+                             family=("metric",) if correction_scope == "metric" else (),
+                             n_resamples=bootstrap_resamples, seed=seed)
     order = {m: i for i, m in enumerate(metrics)} | {s: i for i, s in enumerate(strategies)}
     table = table.sort(pl.col("metric").replace_strict(order, return_dtype=pl.Int64),
-                       pl.col("strategy").replace_strict(order, return_dtype=pl.Int64))
+                       pl.col("strategy").replace_strict(order, return_dtype=pl.Int64), "level")
+    names = {s: (perturbers or {}).get(s) or ("search" if s == "adversary" else "llm" if strategy(s).needs_llm
+                                               else "rules") for s in strategies}
+    table = table.with_columns(perturber=pl.col("strategy").replace_strict(names, default=None,
+                                                                             return_dtype=pl.String),
+                               eval_lm=pl.lit(resources.eval_lm, pl.String), seed=pl.lit(seed, pl.Int64))
     stats = {"papers": frame["paper_id"].n_unique(), "reviews": frame.height,
              "candidates": int(frame["is_candidate"].sum()), "perturbations": perturbed.height,
              "perturbations_failed": failed.height, "rejected_reviews": rejects.height,
              "scored_candidates": cands.height}
+    if "adversary" in strategies:
+        stats["adversary_largest_inflation"] = largest_inflation(attacks)
+    lengths = pl.DataFrame({"candidate": cands["candidate"],
+                            "words": [word_count(t) for t in cands["review_text"].to_list()]},
+                           schema={"candidate": pl.String, "words": pl.Float64})
     return ValidationResult(table, human_correlation(scores, frame, metrics), scores, pairs, perturbed,
-                            pl.concat(more_rejects, how="vertical_relaxed").cast(dict(schema.REJECTS)), stats)
+                            pl.concat(more_rejects, how="vertical_relaxed").cast(dict(schema.REJECTS)), stats,
+                            length_confound(scores.filter(pl.col("source") == "human"), lengths), attacks)
 
 
 __all__ = ["PERTURBATIONS", "REVIEWS_IN", "STRATEGIES", "ValidationResult", "fill_judgments", "human_correlation",

@@ -1,0 +1,68 @@
+"""The validation workflow under every deterministic strategy and the adversary, on the shared ICLR 2023 dev file.
+
+One seeded candidate review per paper, the paper's other reviews as references (the workflow's
+own sample). The file's `judgments_reference` column is the judgments of each review, so judgment
+metrics run at the judgment level. Prints the validation table, the length-confound table, the
+adversary's largest inflation per metric and wall times; the last line is JSON.
+
+    .venv/bin/python bench/validate_attacks.py [--papers 60] [--metrics bleu,rouge_l] [--adversary-steps 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import polars as pl
+
+from tasks.metrics import Resources
+from tasks.validate.perturb import DETERMINISTIC
+from tasks.validate.workflow import run_validation
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--papers", type=int, default=60)
+    parser.add_argument("--data", type=Path, default=Path("../shared/data/iclr2023_dev.parquet"))
+    parser.add_argument("--metrics", default="bleu,rouge_l")
+    parser.add_argument("--adversary-steps", type=int, default=4)
+    parser.add_argument("--min-pairs", type=int, default=10)
+    parser.add_argument("--token-budget", type=int, default=4096)
+    args = parser.parse_args()
+
+    raw = pl.read_parquet(args.data)
+    reviews = raw.select("paper_id", (pl.col("paper_id") + "/" + pl.col("reviewer").cast(pl.String)).alias("review_id"),
+                         pl.col("review").alias("review_text"), pl.col("judgments_reference").alias("judgments"),
+                         group=pl.lit("iclr2023"))
+    metrics = [m for m in args.metrics.split(",") if m]
+    from tasks.metrics import get
+    from tasks.metrics.resources import EMBED_MODEL, engine_loglikelihood, token_embeddings
+
+    resources = Resources(embed=token_embeddings, embed_model=EMBED_MODEL)
+    if any(m.needs == "lm_logprobs" for m in get(metrics)):   # the embedded evaluation LM
+        from tasks.lm import ModelSpec
+
+        spec = ModelSpec()
+        resources = Resources(spec.resolved().key, engine_loglikelihood(spec, args.token_budget), token_embeddings,
+                              EMBED_MODEL)
+    strategies = [*DETERMINISTIC, *(["adversary"] if args.adversary_steps else [])]
+    t0 = time.perf_counter()
+    result = run_validation(reviews, strategies=strategies, metrics=metrics, resources=resources,
+                            max_papers=args.papers, min_pairs=args.min_pairs, adversary_steps=args.adversary_steps)
+    wall = time.perf_counter() - t0
+    with pl.Config(tbl_rows=200, tbl_cols=20, tbl_width_chars=200, fmt_str_lengths=40):
+        print(result.validation.select("metric", "strategy", "kind", "level", "n", "mean_change", "smd", "ci_low",
+                                       "ci_high", "boot_low", "boot_high", "p_value", "verdict"))
+        print(result.length_confound)
+    figures = {"eval_lm": resources.eval_lm, "papers": result.stats["papers"], "candidates": result.stats["candidates"], "metrics": metrics,
+               "strategies": len(strategies), "wall_s": round(wall, 1),
+               "adversary_largest_inflation": result.stats.get("adversary_largest_inflation"),
+               "failing": [f"{m}/{s}" for m, s in result.validation.filter(pl.col("verdict") == "fail")
+                           .select("metric", "strategy").iter_rows()]}
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
