@@ -100,11 +100,19 @@ def test_slugs_are_safe_file_names():
     assert slug("../x") == "_x"
 
 
+REFRESH = """
+[pipelines.refresh]
+source = "openreview"
+venues = ["ICLR.cc/{year}/Conference"]
+stages = ["ingest", "curate", "materialize"]
+"""
+
+
 def test_the_refresh_writes_the_site_at_its_end(project_config, monkeypatch):
     """No Prefect server: the refresh flow's body, with a stand-in pipeline that leaves a database."""
     import flows.refresh
 
-    config = project_config("")
+    config = project_config(REFRESH)
     database = config.parent / "data" / "grebench.duckdb"
 
     def pipeline(pipeline: str, config_path: str, venues=None):
@@ -113,7 +121,7 @@ def test_the_refresh_writes_the_site_at_its_end(project_config, monkeypatch):
         return {}
 
     monkeypatch.setattr(flows.refresh, "pipeline_flow", pipeline)
-    assert flows.refresh.refresh_flow.fn(year=2026, config_path=str(config)) == {}
+    assert flows.refresh.refresh_flow.fn(year=2025, config_path=str(config)) == {}
     assert (config.parent / "data" / "site" / "papers" / "P1.html").is_file()
 
 
