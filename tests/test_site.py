@@ -138,3 +138,30 @@ def test_a_partial_database_still_renders(tmp_path):
     assert site.charts == [] and len(site.pages) == 6
     assert "No leaderboard yet" in (site.out_dir / "leaderboard.html").read_text()
     assert "No scores for this paper yet" in (site.out_dir / "papers" / "P1.html").read_text()
+
+
+def test_validation_has_a_matrix_per_level_and_eval_lm_with_inconclusive_cells(tmp_path):
+    import duckdb
+    import polars as pl
+
+    validation = pl.DataFrame({
+        "metric": ["gem", "gem", "gem"], "strategy": ["sentence_deletion"] * 3,
+        "kind": ["degradation"] * 3, "level": ["judgments", "raw", "judgments"],
+        "eval_lm": ["lm-a", "lm-a", "lm-b"], "n": [40, 40, 2], "smd": [-0.8, 0.1, -1.0],
+        "ci_low": [-1.2, -0.3, -1.0], "ci_high": [-0.4, 0.5, -1.0], "p_value": [0.001, 0.7, 0.2],
+        "passed": [True, False, None], "verdict": ["pass", "fail", "inconclusive"],
+        "boot_low": [-1.1, -0.2, None], "boot_high": [-0.5, 0.4, None], "perturber": ["rules"] * 3,
+        "reason": [None, None, "2 pairs, fewer than min_pairs"]})
+    database = tmp_path / "r.duckdb"
+    with duckdb.connect(str(database)) as con:
+        con.register("frame", validation)
+        con.execute("CREATE TABLE validation AS SELECT * FROM frame")
+    site = build_site(database, tmp_path / "site")
+    page = scan(site.out_dir / "validation.html")
+    headings = [t for t in page.text if "level, evaluation LM" in t]
+    assert headings == ["judgments level, evaluation LM lm-a", "judgments level, evaluation LM lm-b",
+                        "raw level, evaluation LM lm-a"]
+    cells = [a for t, a in page.tags if t == "td" and "title" in a]
+    assert [a["class"] for a in cells] == ["pass", "na", "fail"]
+    assert "bootstrap -1.100 to -0.500" in cells[0]["title"] and "min_pairs" in cells[1]["title"]
+    assert "inconclusive" in "".join(page.text) and "1 / 1 degr." in "".join(page.text)

@@ -71,12 +71,31 @@ def leaderboard_groups(board: pl.DataFrame) -> list[dict[str, Any]]:
     return groups
 
 
-def validation_matrix(validation: pl.DataFrame) -> dict[str, Any]:
+def validation_matrix(validation: pl.DataFrame) -> list[dict[str, Any]]:
+    """One matrix per (level, evaluation LM): metrics x strategies, each cell a verdict, and per metric
+    how many degradations and manipulations it fails (the shape of the Scoring Rules paper's tables 4-5)."""
     if validation.is_empty():
-        return {"metrics": [], "strategies": [], "cells": {}}
-    strategies = rows(validation.select("strategy", "kind").unique(maintain_order=True).sort("kind", "strategy"))
-    cells = {(r["metric"], r["strategy"]): r for r in rows(validation)}
-    return {"metrics": sorted(set(validation["metric"].to_list())), "strategies": strategies, "cells": cells}
+        return []
+    frame = validation
+    for column in ("level", "eval_lm", "verdict", "perturber"):
+        if column not in frame.columns:
+            frame = frame.with_columns(pl.lit(None, pl.String).alias(column))
+    frame = frame.with_columns(pl.col("verdict").fill_null(
+        pl.when(pl.col("passed").is_null()).then(pl.lit("inconclusive"))
+        .when(pl.col("passed")).then(pl.lit("pass")).otherwise(pl.lit("fail"))))
+    matrices = []
+    for (level, lm), group in frame.sort("level", "eval_lm", nulls_last=True).group_by(
+            "level", "eval_lm", maintain_order=True):
+        strategies = rows(group.select("strategy", "kind").unique(maintain_order=True).sort("kind", "strategy"))
+        cells = {(r["metric"], r["strategy"]): r for r in rows(group)}
+        metrics = sorted(set(group["metric"].to_list()))
+        fails = {m: {kind: sum(1 for (metric, _), c in cells.items() if metric == m and c["kind"] == kind
+                               and c["verdict"] == "fail")
+                     for kind in ("degradation", "manipulation")} for m in metrics}
+        totals = {kind: sum(1 for s in strategies if s["kind"] == kind) for kind in ("degradation", "manipulation")}
+        matrices.append({"level": level or "judgments", "eval_lm": lm or "–", "metrics": metrics,
+                         "strategies": strategies, "cells": cells, "fails": fails, "totals": totals})
+    return matrices
 
 
 def run_groups(runs: pl.DataFrame) -> list[dict[str, Any]]:
@@ -117,7 +136,7 @@ def build_site(database: Path, out_dir: Path) -> SiteResult:
         group["chart"] = f"charts/{chart.name}"
     page("leaderboard.html", out_dir / "leaderboard.html", groups=groups)
 
-    page("validation.html", out_dir / "validation.html", matrix=validation_matrix(tables["validation"]),
+    page("validation.html", out_dir / "validation.html", matrices=validation_matrix(tables["validation"]),
          correlation=rows(tables["human_correlation"]))
 
     papers = rows(site_papers(tables))
