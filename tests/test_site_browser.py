@@ -73,3 +73,48 @@ def test_site_in_chromium_shows_payloads_as_text_and_raises_no_dialog(tmp_path, 
 
     assert dialogs == [] and errors == [] and outside == []
     assert Path(data / "site-paper.png").stat().st_size > 10_000
+
+
+PIPELINE = """
+[pipelines.demo]
+source = "synthetic"
+venues = ["GREBench.cc/2025/Demo"]
+stages = ["ingest", "curate", "materialize"]
+
+[pipelines.demo.curate]
+sample_size = 100
+"""
+
+
+@pytest.mark.slow
+def test_site_of_a_pipeline_run_shows_escaped_markup_from_openreview_as_text(browser, prefect_harness, project_config):
+    """The synthetic venue served to the real openreview-py client carries a review whose HTML holds
+    escaped `<script>` and `<img onerror>`: after ingest strips the tags they are text, and the site
+    built from the run's database shows them as text with no dialog raised."""
+    import duckdb
+
+    from flows.pipeline import pipeline_flow
+    from tasks.config import load_config
+    from tasks.testing.synthetic import make_venue
+
+    config = project_config(PIPELINE)
+    pipeline_flow(pipeline="demo", config_path=str(config))
+    data = config.parent / "data"
+    o = load_config(config).pipelines["demo"].synthetic
+    html_review = make_venue("GREBench.cc/2025/Demo", n_papers=o.n_papers, reviews_per_paper=o.reviews_per_paper,
+                             seed=o.seed, pdfs=o.pdfs, bad_cases=o.bad_cases).bad_cases["html"]
+    with duckdb.connect(str(data / "grebench.duckdb"), read_only=True) as con:
+        (paper_id, text), = con.execute("select paper_id, review_text from reviews where review_id = ?",
+                                        [html_review]).fetchall()
+    assert SCRIPT in text and IMG in text and "<b>" not in text
+    site = build_site(data / "grebench.duckdb", data / "site")
+    page = browser.new_page()
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    page.goto(site.index.as_uri())
+    page.locator(f"a[href='papers/{paper_id}.html']").first.click()
+    shown = page.locator(".human-review .review-text").all_inner_texts()
+    assert any(SCRIPT in t and IMG in t for t in shown)
+    assert page.locator("main script").count() == 0 and page.locator("main img").count() == 0
+    page.screenshot(path=str(data / "site-pipeline-paper.png"), full_page=True)
+    assert dialogs == []

@@ -229,8 +229,11 @@ def _break(fields: dict[str, str], case: str) -> None:
         fields["weaknesses"] = ("Le mod\xe8le na\xefve \xe9choue.".encode("latin-1")
                                 .decode("utf-8", "surrogateescape"))
     elif case == "html":
+        # Escaped markup in the source is text once the tags are stripped: the site must show it as such.
         fields["strengths"] = ("<p>The method is <b>simple</b> &amp; effective.</p><ul><li>Clear writing.</li>"
-                               "<li>Strong results on <i>two</i> benchmarks.</li></ul>")
+                               "<li>Strong results on <i>two</i> benchmarks.</li><li>Inputs such as "
+                               "&lt;script&gt;alert(1)&lt;/script&gt; and &lt;img src=x onerror=alert(1)&gt; "
+                               "are handled.</li></ul>")
     elif case == "latex":
         fields["weaknesses"] = (r"The bound in Theorem 1, $\mathcal{O}(\sqrt{T \log K})$, requires "
                                 r"$\eta < 1/L$, which is never checked; also $\sum_{i=1}^{n} w_i = 1$ is assumed.")
