@@ -95,8 +95,9 @@ def fetch_history(client: Any, api_version: int, note_id: str, folder: Path, sta
                   ) -> list[dict[str, Any]]:
     """The versions of a note, oldest first, from the raw cache or the API (then cached).
 
-    A note whose history the API refuses (403 / 404) has an empty history; rate limits and server
-    errors surface after the client's retries, so a rerun resumes from the cache.
+    A note whose history the API refuses (403 / 404) has an empty history (cached too: delete
+    `history/` to ask again, e.g. once logged in); rate limits and server errors surface after the
+    client's retries, so a rerun resumes from the cache.
     """
     from tasks.ingest import read_cached, write_atomic  # ingest imports this module
 

@@ -254,3 +254,18 @@ def test_database_tables_show_first_and_final_and_the_data_test_checks_the_flag(
     reviews.with_columns(edited_after_rebuttal=~pl.col("edited_after_rebuttal")).write_parquet(curated / "reviews.parquet")
     with pytest.raises(DataTestError, match="review_versions"):
         build_database(cfg, "t")
+
+
+def test_histories_the_api_refuses_leave_the_note_as_served(venues, server, tmp_path):
+    venue = venues[V2_VENUE]
+    server.inject(Fault("5xx", status=403, endpoint="edits", times=10_000))
+    result = ingest_venue(V2_VENUE, config(tmp_path), tmp_path / "out", server.v2_url)
+    assert result.histories_fetched == server.count(2, "edits") > 0 and result.reviews_edited == 0
+    reviews = pl.read_parquet(tmp_path / "out" / "reviews.parquet")
+    row = reviews.filter(pl.col("review_id") == venue.revised["reviews"][0]).row(0, named=True)
+    assert row["edited_after_rebuttal"] is None and row["rating"] == row["rating_final"]
+    assert "After the rebuttal" in row["review_text"]                     # the final version, as served
+    paper = next(p for p in venue.papers if p.paper_id == venue.revised["pdfs"][0])
+    assert (tmp_path / "out" / "pdfs" / f"{paper.paper_id}.pdf").read_bytes() == paper.current_pdf
+    papers = pl.read_parquet(tmp_path / "out" / "papers.parquet")
+    assert papers["pdf_version"].null_count() == papers.height
