@@ -32,7 +32,7 @@ import json
 import logging
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,11 +62,12 @@ class PdfChoice:
 
 @dataclass
 class VersionStats:
+    """What reading the histories of one venue did (counted in the calling thread)."""
+
     histories_fetched: int = 0
     histories_cached: int = 0
     reviews_edited: int = 0
     pdfs_revised: int = 0
-    unreadable_first: list[str] = field(default_factory=list)
 
 
 def _history_problem(content: Any) -> str | None:
@@ -91,9 +92,9 @@ def _version(raw: Any, api_version: int) -> dict[str, Any]:
             "content": content or None}
 
 
-def fetch_history(client: Any, api_version: int, note_id: str, folder: Path, stats: VersionStats | None = None
-                  ) -> list[dict[str, Any]]:
-    """The versions of a note, oldest first, from the raw cache or the API (then cached).
+def fetch_history(client: Any, api_version: int, note_id: str, folder: Path) -> tuple[list[dict[str, Any]], bool]:
+    """(the versions of a note, oldest first; read from the raw cache?), from the cache or the
+    API (then cached).
 
     A note whose history the API refuses (403 / 404) has an empty history (cached too: delete
     `history/` to ask again, e.g. once logged in); rate limits and server errors surface after the
@@ -104,9 +105,7 @@ def fetch_history(client: Any, api_version: int, note_id: str, folder: Path, sta
     path = folder / "history" / f"{note_id}.json"
     cached = read_cached(path, folder, _history_problem)
     if cached is not None:
-        if stats:
-            stats.histories_cached += 1
-        return cached["versions"]
+        return cached["versions"], True
     try:
         if api_version == 2:
             raw = client.get_note_edits(note_id=note_id)
@@ -122,9 +121,7 @@ def fetch_history(client: Any, api_version: int, note_id: str, folder: Path, sta
     versions.sort(key=lambda v: (v.get("tcdate") or v.get("cdate") or 0, v["id"]))
     write_atomic(path, json.dumps({"note_id": note_id, "versions": versions}, ensure_ascii=False)
                  .encode("utf-8", "surrogatepass"))
-    if stats:
-        stats.histories_fetched += 1
-    return versions
+    return versions, False
 
 
 def states(versions: list[dict[str, Any]]) -> list[tuple[str, int | None, dict[str, Any]]]:
@@ -172,8 +169,6 @@ def review_row(final: dict[str, Any], versions: list[dict[str, Any]], venue_id: 
     first, problem = normalise_review({"id": final["review_id"], "forum": final["paper_id"], "cdate": date,
                                        "content": content}, venue_id, form)
     if problem is not None:   # keep the final version; say nothing about edits
-        if stats:
-            stats.unreadable_first.append(final["review_id"])
         log.warning("first version of review %s unusable (%s); the final one is kept", final["review_id"], problem)
         return row
     row.update({c: first.get(c) for c in (*FINAL_COLUMNS, *SECTION_COLUMNS)})
@@ -191,52 +186,52 @@ def _modified(row: dict[str, Any]) -> bool:
 def apply_versions(client: Any, api_version: int, venue_id: str, papers: pl.DataFrame, reviews: pl.DataFrame,
                    folder: Path, workers: int, form: Mapping[str, str] | None, want_pdfs: bool
                    ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, PdfChoice], VersionStats]:
-    """(papers, reviews, PDF choice per paper, stats) with the histories of active papers and their
-    reviews applied; `reviews` rows hold dates as datetimes (the REVIEWS frame)."""
+    """(papers, reviews, PDF choice per paper, stats) with the histories of active papers (when
+    `want_pdfs`) and of their reviews modified after posting applied (PAPERS / REVIEWS frames)."""
     stats = VersionStats()
     active = papers.filter(pl.col("status") == "active")
     active_ids = set(active["paper_id"].to_list())
-    rows = reviews.to_dicts()
-    as_ms = [{**r, "created_at": _ms(r.get("created_at")), "final_at": _ms(r.get("final_at"))} for r in rows]
-    todo_reviews = [r for r in as_ms if r["paper_id"] in active_ids and _modified(r)]
+    rows = [{**r, "created_at": _ms(r.get("created_at")), "final_at": _ms(r.get("final_at"))}
+            for r in reviews.to_dicts()]
     todo_papers = active.filter(pl.col("pdf_url").is_not_null())["paper_id"].to_list() if want_pdfs else []
+    ids = todo_papers + [r["review_id"] for r in rows if r["paper_id"] in active_ids and _modified(r)]
     histories: dict[str, list[dict[str, Any]]] = {}
-
-    def one(note_id: str) -> tuple[str, list[dict[str, Any]]]:
-        return note_id, fetch_history(client, api_version, note_id, folder, stats)
-
-    ids = todo_papers + [r["review_id"] for r in todo_reviews]
     with ThreadPoolExecutor(workers) as pool, progress(len(ids), f"histories of {venue_id}", "note") as bar:
-        for note_id, versions in pool.map(one, ids):
+        for note_id, (versions, cached) in zip(ids, pool.map(
+                lambda note_id: fetch_history(client, api_version, note_id, folder), ids), strict=True):
             histories[note_id] = versions
+            stats.histories_cached += cached
+            stats.histories_fetched += not cached
             bar.update(1)
-    out_rows = [review_row(r, histories[r["review_id"]], venue_id, form, stats) if r["review_id"] in histories
-                else {**r, **{f"{c}_final": r.get(c) for c in FINAL_COLUMNS},
-                      "edited_after_rebuttal": False if r["paper_id"] in active_ids else None}
-                for r in as_ms]
+    out_rows = []
+    for row in rows:
+        if row["review_id"] in histories:
+            out_rows.append(review_row(row, histories[row["review_id"]], venue_id, form, stats))
+        else:   # never modified after posting (active paper): one version; other papers: not read
+            flag = False if row["paper_id"] in active_ids else None
+            out_rows.append({**row, **{f"{c}_final": row.get(c) for c in FINAL_COLUMNS}, "edited_after_rebuttal": flag})
     first_review: dict[str, int] = {}
-    for r in as_ms:
-        if r["created_at"] is not None:
-            first_review[r["paper_id"]] = min(first_review.get(r["paper_id"], r["created_at"]), r["created_at"])
+    for row in rows:
+        if row["created_at"] is not None:
+            first_review[row["paper_id"]] = min(first_review.get(row["paper_id"], row["created_at"]), row["created_at"])
     choices = {}
     for paper_id in todo_papers:
         choice = choose_pdf(histories[paper_id], first_review.get(paper_id))
         if choice is not None:
             choices[paper_id] = choice
             stats.pdfs_revised += choice.versions > 1
+
+    def per_paper(values: dict[str, Any], dtype: pl.DataType, default: Any = None) -> pl.Expr:
+        return pl.col("paper_id").replace_strict(values, default=default, return_dtype=dtype)
+
     papers = papers.with_columns(
-        pdf_version=pl.col("paper_id").replace_strict({k: c.version for k, c in choices.items()}, default=None,
-                                                      return_dtype=pl.String),
-        pdf_date=pl.from_epoch(pl.col("paper_id").replace_strict({k: c.date for k, c in choices.items()}, default=None,
-                                                                 return_dtype=pl.Int64), time_unit="ms")
+        pdf_version=per_paper({k: c.version for k, c in choices.items()}, pl.String),
+        pdf_date=pl.from_epoch(per_paper({k: c.date for k, c in choices.items()}, pl.Int64), time_unit="ms")
         .dt.replace_time_zone("UTC"),
-        pdf_versions=pl.col("paper_id").replace_strict({k: c.versions for k, c in choices.items()}, default=None,
-                                                       return_dtype=pl.Int32),
+        pdf_versions=per_paper({k: c.versions for k, c in choices.items()}, pl.Int32),
+        pdf_url=per_paper({k: revision_url(api_version, c.version) for k, c in choices.items() if not c.latest},
+                          pl.String, default=pl.col("pdf_url")),
     )
-    revised = {k: revision_url(api_version, c.version) for k, c in choices.items() if not c.latest}
-    if revised:
-        papers = papers.with_columns(pdf_url=pl.col("paper_id").replace_strict(revised, default=pl.col("pdf_url"),
-                                                                               return_dtype=pl.String))
     return conform(papers, PAPERS), conform(out_rows_frame(out_rows, reviews.schema), REVIEWS), choices, stats
 
 

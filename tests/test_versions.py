@@ -269,3 +269,42 @@ def test_histories_the_api_refuses_leave_the_note_as_served(venues, server, tmp_
     assert (tmp_path / "out" / "pdfs" / f"{paper.paper_id}.pdf").read_bytes() == paper.current_pdf
     papers = pl.read_parquet(tmp_path / "out" / "papers.parquet")
     assert papers["pdf_version"].null_count() == papers.height
+
+
+def test_revisions_leave_the_rest_of_the_synthetic_venue_unchanged():
+    plain = make_venue(V2_VENUE, n_papers=24, seed=3, pdfs=False, revisions=False)
+    revised = make_venue(V2_VENUE, n_papers=24, seed=3, pdfs=False)
+    assert revised.revised["reviews"] and not plain.revised
+    for a, b in zip(plain.papers, revised.papers, strict=True):
+        assert (a.paper_id, a.title, a.decision) == (b.paper_id, b.title, b.decision)
+        assert [(r.review_id, r.fields) for r in a.reviews] == [(r.review_id, r.fields) for r in b.reviews]
+    assert make_venue(V2_VENUE, n_papers=24, seed=3, pdfs=False).revised == revised.revised   # deterministic
+    for review_id in revised.revised["reviews"]:
+        paper, review = revised.review(review_id)
+        assert paper.role == "keep" and review_id not in revised.bad_cases.values()
+        assert review.final_fields != review.fields and review.edits[0][0] > review.cdate
+
+
+def test_the_local_server_serves_histories_to_the_real_clients(venues, server):
+    import openreview
+    from openreview.api import OpenReviewClient
+
+    venue = venues[V2_VENUE]
+    client = OpenReviewClient(baseurl=server.v2_url)
+    review_id = venue.revised["reviews"][0]
+    edits = sorted(client.get_note_edits(note_id=review_id), key=lambda e: e.tcdate)
+    with_content = [e for e in edits if e.note.content]
+    assert len(edits) == 3 and len(with_content) == 2             # posted, released (readers only), edited
+    assert with_content[-1].note.content["rating"]["value"] == venue.review(review_id)[1].final_fields["rating"]
+    paper = next(p for p in venue.papers if p.paper_id == venue.revised["pdfs"][0])
+    first = next(e for e in sorted(client.get_note_edits(note_id=paper.paper_id), key=lambda e: e.tcdate)
+                 if e.note.content and "pdf" in e.note.content)
+    response = client.session.get(client.note_edits_url + "/attachment", params={"id": first.id, "name": "pdf"})
+    assert response.content == paper.pdf and client.get_pdf(paper.paper_id) == paper.current_pdf
+
+    old = venues[V1_VENUE]
+    client1 = openreview.Client(baseurl=server.v1_url)
+    paper = next(p for p in old.papers if p.paper_id == old.revised["pdfs"][0])
+    references = sorted(client1.get_references(referent=paper.paper_id, original=True), key=lambda r: r.tcdate)
+    assert len(references) == 2 and references[0].content["pdf"] != references[1].content["pdf"]
+    assert client1.get_pdf(references[0].id, is_reference=True) == paper.pdf
