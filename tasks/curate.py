@@ -53,6 +53,8 @@ class CurateResult:
     sampled: int
     out_dir: str
     source_limits: tuple[str, ...] = ()   # what the source cannot give (the venue table says)
+    review_version: str = "first"         # which version of an edited review was kept (curate.review_version)
+    reviews_edited: int = 0               # kept reviews edited after the rebuttal
 
     def summary(self) -> StageSummary:
         """Reviews in, reviews kept; the venue's figures in the details."""
@@ -258,6 +260,8 @@ def curate_venue(ingest_dir: Path, venue_id: str, cfg: Config, out_dir: Path) ->
         sampled=int(papers["in_benchmark"].sum()),
         out_dir=str(out_dir),
         source_limits=tuple(limits),
+        review_version=cfg.curate.review_version,
+        reviews_edited=int(reviews["edited_after_rebuttal"].fill_null(False).sum()),
     )
 
 

@@ -242,7 +242,7 @@ def test_database_tables_show_first_and_final_and_the_data_test_checks_the_flag(
     cfg = load_config(tmp_path / "pipelines.toml")
     ingest_venue(V2_VENUE, cfg, stage_dir(cfg, "t", "ingest", V2_VENUE), server.v2_url)
     curated = stage_dir(cfg, "t", "curate", V2_VENUE)
-    curate_venue(stage_dir(cfg, "t", "ingest", V2_VENUE), V2_VENUE, cfg, curated)
+    curation = curate_venue(stage_dir(cfg, "t", "ingest", V2_VENUE), V2_VENUE, cfg, curated)
     build_database(cfg, "t")
     with duckdb.connect(str(cfg.database), read_only=True) as con:
         edited = con.execute("select review_id, rating_venue, rating_final from reviews "
@@ -250,6 +250,7 @@ def test_database_tables_show_first_and_final_and_the_data_test_checks_the_flag(
         flags = con.execute("select count(*) filter (where edited_after_rebuttal is null) from reviews").fetchone()
     assert edited and {r for r, _, _ in edited} <= set(venues[V2_VENUE].revised["reviews"])
     assert all(final == first + 1 for _, first, final in edited) and flags == (0,)
+    assert (curation.review_version, curation.reviews_edited) == ("first", len(edited))
     reviews = pl.read_parquet(curated / "reviews.parquet")
     reviews.with_columns(edited_after_rebuttal=~pl.col("edited_after_rebuttal")).write_parquet(curated / "reviews.parquet")
     with pytest.raises(DataTestError, match="review_versions"):
