@@ -283,8 +283,8 @@ def download_pdfs(client: Any, paper_ids: list[str], pdf_dir: Path, cfg: IngestC
     first): a declared or actual size above `pdf_max_bytes` stops the download. Permanent
     failures (too large, not found) are remembered in `<paper_id>.reject.json`, so reruns skip them.
     `sources` maps a paper to (URL, query, version id) of the PDF version to fetch (default: the
-    latest, `/pdf?id=`); the version on disk is noted in `<paper_id>.version`, so a file of
-    another version is fetched again. The download is a queue that survives restarts: a file is
+    latest, `/pdf?id=`, version None); an earlier version on disk is noted in `<paper_id>.version`,
+    so a file of another version is fetched again. The download is a queue that survives restarts: a file is
     written whole (temp file + rename) or not at all, and a file on disk is done.
     """
     pdf_dir.mkdir(parents=True, exist_ok=True)
@@ -294,7 +294,7 @@ def download_pdfs(client: Any, paper_ids: list[str], pdf_dir: Path, cfg: IngestC
         path, marker = pdf_dir / f"{paper_id}.pdf", pdf_dir / f"{paper_id}.reject.json"
         url, params, version = sources.get(paper_id) or (client.pdf_url, {"id": paper_id}, None)
         noted = pdf_dir / f"{paper_id}.version"
-        if path.exists() and (version is None or (noted.exists() and noted.read_text() == version)):
+        if path.exists() and (noted.read_text() == version if noted.exists() else version is None):
             return paper_id, None
         remembered = read_cached(marker, pdf_dir, lambda c: None if isinstance(c, dict) else "not a JSON object")
         if remembered is not None:
@@ -316,9 +316,11 @@ def download_pdfs(client: Any, paper_ids: list[str], pdf_dir: Path, cfg: IngestC
                         return None, _remember(marker, reject("pdf", paper_id, paper_id, venue_id, "pdf_too_large",
                                                               f"body exceeds {cfg.pdf_max_bytes} bytes"))
                     chunks.append(chunk)
-            write_atomic(path, b"".join(chunks))
+            write_atomic(path, b"".join(chunks))   # then its note: a kill in between costs a refetch, no more
             if version is not None:
                 write_atomic(noted, version.encode())
+            else:
+                noted.unlink(missing_ok=True)
             return paper_id, None
         except requests.RequestException as error:
             return None, reject("pdf", paper_id, paper_id, venue_id, "pdf_download_failed", repr(error))
@@ -371,7 +373,9 @@ def _ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None
     if settings.versions:
         papers, reviews, choices, stats = apply_versions(client, api_version, venue_id, papers, reviews, folder,
                                                          settings.pdf_workers, cfg.venue(venue_id).form, settings.pdf)
-        sources = {pid: (*download_source(client, api_version, pid, c), c.version) for pid, c in choices.items()}
+        # a PDF already on disk is the latest unless its `.version` says otherwise (tasks/versions.py)
+        sources = {pid: (*download_source(client, api_version, pid, c), None if c.latest else c.version)
+                   for pid, c in choices.items()}
         result.histories_fetched, result.histories_cached = stats.histories_fetched, stats.histories_cached
         result.reviews_edited, result.pdfs_revised = stats.reviews_edited, stats.pdfs_revised
     else:

@@ -156,9 +156,13 @@ def test_versions_off_keeps_the_latest_pdf_and_flags_nothing(venues, server, tmp
     assert reviews["edited_after_rebuttal"].null_count() == reviews.height
     row = reviews.filter(pl.col("review_id") == venue.revised["reviews"][0]).row(0, named=True)
     assert row["rating"] == row["rating_final"] and "After the rebuttal" in row["review_text"]
-    # turning versions on replaces the camera-ready on disk by the version the reviewers saw
+    # turning versions on replaces the camera-ready on disk by the version the reviewers saw, and
+    # only that: a PDF on disk that is the latest version is kept
+    server.clear()
     ingest_venue(V2_VENUE, config(tmp_path), tmp_path / "out", server.v2_url)
     assert (tmp_path / "out" / "pdfs" / f"{paper.paper_id}.pdf").read_bytes() == paper.pdf
+    assert server.count(2, "pdf") == 0 and server.count(2, "edit_pdf") == len(venue.revised["pdfs"])
+    assert (tmp_path / "out" / "pdfs" / f"{paper.paper_id}.version").exists()
 
 
 def test_choose_pdf_takes_the_last_version_before_the_first_review():
