@@ -275,7 +275,7 @@ def collect_venue(client: Any, venue_id: str, api_version: int, cfg: IngestConfi
 
 
 def download_pdfs(client: Any, paper_ids: list[str], pdf_dir: Path, cfg: IngestConfig, venue_id: str,
-                  sources: Mapping[str, tuple[str, dict[str, str], str]] | None = None
+                  sources: Mapping[str, tuple[str, dict[str, str], str | None]] | None = None
                   ) -> tuple[list[str], list[dict[str, Any]]]:
     """Fetch each paper's PDF into `pdf_dir/<paper_id>.pdf` (cached); (ids on disk, reject rows).
 
@@ -284,8 +284,8 @@ def download_pdfs(client: Any, paper_ids: list[str], pdf_dir: Path, cfg: IngestC
     failures (too large, not found) are remembered in `<paper_id>.reject.json`, so reruns skip them.
     `sources` maps a paper to (URL, query, version id) of the PDF version to fetch (default: the
     latest, `/pdf?id=`, version None); an earlier version on disk is noted in `<paper_id>.version`,
-    so a file of another version is fetched again. The download is a queue that survives restarts: a file is
-    written whole (temp file + rename) or not at all, and a file on disk is done.
+    so a file of another version is fetched again. The download is a queue that survives restarts:
+    a file is written whole (temp file + rename) or not at all, and a file on disk is done.
     """
     pdf_dir.mkdir(parents=True, exist_ok=True)
     sources = sources or {}
