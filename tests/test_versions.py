@@ -313,3 +313,17 @@ def test_the_local_server_serves_histories_to_the_real_clients(venues, server):
     references = sorted(client1.get_references(referent=paper.paper_id, original=True), key=lambda r: r.tcdate)
     assert len(references) == 2 and references[0].content["pdf"] != references[1].content["pdf"]
     assert client1.get_pdf(references[0].id, is_reference=True) == paper.pdf
+
+
+def test_revision_pdfs_take_a_pdf_slot_of_the_throttle():
+    from tasks.throttle import RateLimit, Throttle
+
+    naps: list[float] = []
+    clock = [0.0]
+    limit = RateLimit(2, 3600.0, "PDF", clock=lambda: clock[0], sleep=naps.append)
+    throttle = Throttle(RateLimit(0, 60.0), limit)
+    throttle.before("/notes/edits?note.id=abc")                      # a history: an API request only
+    assert naps == []
+    for path in ("/notes/edits/attachment?id=e1&name=pdf", "/references/pdf?id=r1", "/pdf?id=p1"):
+        throttle.before(path)
+    assert naps == [1800.0, 3600.0]                                  # 2 an hour: the 2nd and 3rd wait
