@@ -1,12 +1,14 @@
 """Ingest (then curate) a synthetic venue of 12,000 papers / 48,000 reviews from the local server.
 
-    .venv/bin/python bench/ingest.py [--papers 12000] [--reviews 4] [--api 2] [--no-profile]
+    .venv/bin/python bench/ingest.py [--papers 12000] [--reviews 4] [--api 2] [--no-profile] [--versions]
 
 The server runs in a child process (generating the venue there), so the figures are those of the
 ingesting process alone: wall time, peak resident memory (getrusage), and a cProfile breakdown of
 where ingest time goes (our parsing vs the openreview client / HTTP / JSON decoding vs polars and
 disk; taken in a separate profiled run, since cProfile slows Python code more than C code). A
-second ingest from the raw page cache is timed too. The last line printed is JSON.
+second ingest from the raw page cache is timed too. `--versions` also reads the revision
+histories (tasks/versions.py: one request per edited review; papers' histories come with the PDF
+step, which the bench leaves off). The last line printed is JSON.
 """
 
 from __future__ import annotations
@@ -73,13 +75,14 @@ def main() -> None:
     parser.add_argument("--reviews", type=int, default=4)
     parser.add_argument("--api", type=int, choices=(1, 2), default=2)
     parser.add_argument("--no-profile", action="store_true")
+    parser.add_argument("--versions", action="store_true", help="read revision histories (first / final reviews)")
     args = parser.parse_args()
 
     venue_id = VENUES[args.api]
     work = ROOT / "data" / "bench" / "ingest"
     shutil.rmtree(work, ignore_errors=True)
     base = load_config(ROOT / "pipelines.toml")
-    cfg = Config(root=work, ingest=IngestConfig(pdf=False, page_size=1000),
+    cfg = Config(root=work, ingest=IngestConfig(pdf=False, page_size=1000, versions=args.versions),
                  curate=base.curate, venues={venue_id: base.venues.get(venue_id, VenueConfig())})
 
     parent, child = mp.Pipe()

@@ -53,6 +53,8 @@ class IngestConfig(Frozen):
     pdfs_per_hour: float = Field(0, ge=0)                   # guests
     logged_in_requests_per_minute: float = Field(0, ge=0)   # when OPENREVIEW_USERNAME is set
     logged_in_pdfs_per_hour: float = Field(0, ge=0)
+    # revision histories (tasks/versions.py): the PDF the reviewers saw, first and final reviews
+    versions: bool = True
 
 
 class CurateConfig(Frozen):
@@ -66,6 +68,8 @@ class CurateConfig(Frozen):
     seed: int = 2025
     # The confidence forms' scale (curate): a confidence outside it is rejected as out of range.
     confidence_range: tuple[float, float] = (1, 5)
+    # which version of an edited review curation and scoring use: "first" (before the rebuttal) or "final"
+    review_version: Literal["first", "final"] = "first"
 
     @model_validator(mode="after")
     def _review_bounds(self) -> CurateConfig:

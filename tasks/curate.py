@@ -37,6 +37,7 @@ from tasks.schema import (
     empty,
 )
 from tasks.summary import StageSummary
+from tasks.versions import pick_version
 
 VARIANCE_TOLERANCE = 1e-9  # floating-point slack so a variance of exactly the threshold is kept
 OUTPUTS = ("papers", "reviews", "rejects", "curation_report")
@@ -52,6 +53,8 @@ class CurateResult:
     sampled: int
     out_dir: str
     source_limits: tuple[str, ...] = ()   # what the source cannot give (the venue table says)
+    review_version: str = "first"         # which version of an edited review was kept (curate.review_version)
+    reviews_edited: int = 0               # kept reviews edited after the rebuttal
 
     def summary(self) -> StageSummary:
         """Reviews in, reviews kept; the venue's figures in the details."""
@@ -195,7 +198,8 @@ def curate_frames(papers: pl.DataFrame, reviews: pl.DataFrame, venue_id: str, cf
                           pl.format("status {}", status.fill_null("null")))
     paper_steps = len(ledger.rejects)
 
-    kept_reviews = _review_steps(ledger, conform(reviews, REVIEWS), ingested_ids, cfg, lookup)
+    reviews = pick_version(conform(reviews, REVIEWS), cfg.curate.review_version)   # first | final (versions.py)
+    kept_reviews = _review_steps(ledger, reviews, ingested_ids, cfg, lookup)
     papers = _paper_steps(ledger, papers, kept_reviews, cfg)
     late = ledger.dropped_papers(since=paper_steps)
     kept_reviews = ledger.apply(kept_reviews.join(late, on="paper_id", how="left", maintain_order="left"),
@@ -256,6 +260,8 @@ def curate_venue(ingest_dir: Path, venue_id: str, cfg: Config, out_dir: Path) ->
         sampled=int(papers["in_benchmark"].sum()),
         out_dir=str(out_dir),
         source_limits=tuple(limits),
+        review_version=cfg.curate.review_version,
+        reviews_edited=int(reviews["edited_after_rebuttal"].fill_null(False).sum()),
     )
 
 

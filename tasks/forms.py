@@ -170,7 +170,8 @@ def normalise_review(note: dict[str, Any], venue_id: str, form: Mapping[str, str
     venue's own field names onto columns (see the module docstring)."""
     content = note.get("content") or {}
     row: dict[str, Any] = {"review_id": note.get("id"), "paper_id": note.get("forum"), "venue_id": venue_id,
-                           "created_at": note.get("cdate") or note.get("tcdate")}
+                           "created_at": note.get("cdate") or note.get("tcdate"),
+                           "final_at": note.get("tmdate") or note.get("mdate")}
     sections: list[tuple[str, str]] = []
     others: list[tuple[str, str]] = []
     for key, raw in content.items():

@@ -38,6 +38,7 @@ from tasks.retry import transient
 from tasks.schema import PAPERS, REJECTS, REVIEWS, conform, empty
 from tasks.summary import StageSummary
 from tasks.throttle import Throttle
+from tasks.versions import apply_versions, download_source, without_history
 
 log = logging.getLogger(__name__)
 IDENTITY_KEYS = ("signatures", "writers", "readers", "nonreaders", "tauthor")
@@ -63,6 +64,10 @@ class IngestResult:
     pages_cached: int = 0
     pages_rejected: int = 0
     pdfs: int = 0                  # PDFs on disk for active papers
+    histories_fetched: int = 0     # revision histories read from the API / the raw cache (tasks/versions.py)
+    histories_cached: int = 0
+    reviews_edited: int = 0        # reviews whose rating, confidence or text changed after posting
+    pdfs_revised: int = 0          # papers with more than one PDF version
     pdf_texts: int | None = None   # None when the PDF step did not run
     rejects_by_rule: dict[str, int] = field(default_factory=dict)
 
@@ -269,26 +274,33 @@ def collect_venue(client: Any, venue_id: str, api_version: int, cfg: IngestConfi
     return paper_frame, review_frame, rejects
 
 
-def download_pdfs(client: Any, paper_ids: list[str], pdf_dir: Path, cfg: IngestConfig, venue_id: str
+def download_pdfs(client: Any, paper_ids: list[str], pdf_dir: Path, cfg: IngestConfig, venue_id: str,
+                  sources: Mapping[str, tuple[str, dict[str, str], str | None]] | None = None
                   ) -> tuple[list[str], list[dict[str, Any]]]:
     """Fetch each paper's PDF into `pdf_dir/<paper_id>.pdf` (cached); (ids on disk, reject rows).
 
     Streams through the client's own session (the client's `get_pdf` would read the whole body
     first): a declared or actual size above `pdf_max_bytes` stops the download. Permanent
     failures (too large, not found) are remembered in `<paper_id>.reject.json`, so reruns skip them.
+    `sources` maps a paper to (URL, query, version id) of the PDF version to fetch (default: the
+    latest, `/pdf?id=`, version None); an earlier version on disk is noted in `<paper_id>.version`,
+    so a file of another version is fetched again. The download is a queue that survives restarts:
+    a file is written whole (temp file + rename) or not at all, and a file on disk is done.
     """
     pdf_dir.mkdir(parents=True, exist_ok=True)
+    sources = sources or {}
 
     def one(paper_id: str) -> tuple[str | None, dict[str, Any] | None]:
         path, marker = pdf_dir / f"{paper_id}.pdf", pdf_dir / f"{paper_id}.reject.json"
-        if path.exists():
+        url, params, version = sources.get(paper_id) or (client.pdf_url, {"id": paper_id}, None)
+        noted = pdf_dir / f"{paper_id}.version"
+        if path.exists() and (noted.read_text() == version if noted.exists() else version is None):
             return paper_id, None
         remembered = read_cached(marker, pdf_dir, lambda c: None if isinstance(c, dict) else "not a JSON object")
         if remembered is not None:
             return None, remembered
         try:
-            with client.session.get(client.pdf_url, params={"id": paper_id}, headers=client.headers,
-                                    stream=True) as response:
+            with client.session.get(url, params=params, headers=client.headers, stream=True) as response:
                 if response.status_code == 404:
                     return None, _remember(marker, reject("pdf", paper_id, paper_id, venue_id, "pdf_not_found",
                                                           "the API has no PDF for this paper"))
@@ -304,7 +316,11 @@ def download_pdfs(client: Any, paper_ids: list[str], pdf_dir: Path, cfg: IngestC
                         return None, _remember(marker, reject("pdf", paper_id, paper_id, venue_id, "pdf_too_large",
                                                               f"body exceeds {cfg.pdf_max_bytes} bytes"))
                     chunks.append(chunk)
-            write_atomic(path, b"".join(chunks))
+            write_atomic(path, b"".join(chunks))   # then its note: a kill in between costs a refetch, no more
+            if version is not None:
+                write_atomic(noted, version.encode())
+            else:
+                noted.unlink(missing_ok=True)
             return paper_id, None
         except requests.RequestException as error:
             return None, reject("pdf", paper_id, paper_id, venue_id, "pdf_download_failed", repr(error))
@@ -353,9 +369,20 @@ def _ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None
                                                  cfg.venue(venue_id).form)
     out_dir.mkdir(parents=True, exist_ok=True)
     frames = [pl.DataFrame(reject_rows, schema=REJECTS) if reject_rows else empty(REJECTS)]
+    sources = {}
+    if settings.versions:
+        papers, reviews, choices, stats = apply_versions(client, api_version, venue_id, papers, reviews, folder,
+                                                         settings.pdf_workers, cfg.venue(venue_id).form, settings.pdf)
+        # a PDF already on disk is the latest unless its `.version` says otherwise (tasks/versions.py)
+        sources = {pid: (*download_source(client, api_version, pid, c), None if c.latest else c.version)
+                   for pid, c in choices.items()}
+        result.histories_fetched, result.histories_cached = stats.histories_fetched, stats.histories_cached
+        result.reviews_edited, result.pdfs_revised = stats.reviews_edited, stats.pdfs_revised
+    else:
+        reviews = without_history(reviews)
     if settings.pdf:
         wanted = papers.filter((pl.col("status") == "active") & pl.col("pdf_url").is_not_null())["paper_id"]
-        on_disk, pdf_rejects = download_pdfs(client, wanted.to_list(), out_dir / "pdfs", settings, venue_id)
+        on_disk, pdf_rejects = download_pdfs(client, wanted.to_list(), out_dir / "pdfs", settings, venue_id, sources)
         result.pdfs = len(on_disk)
         frames.append(pl.DataFrame(pdf_rejects, schema=REJECTS) if pdf_rejects else empty(REJECTS))
         extracted = _extract_texts(out_dir / "pdfs", sorted(on_disk), settings, venue_id)

@@ -26,6 +26,10 @@ PAPERS = pl.Schema(
         "created_at": pl.Datetime("ms", "UTC"),
         "first_public_at": pl.Datetime("ms", "UTC"),  # earliest public date (contamination guard)
         "pdf_url": pl.String,
+        # the PDF version kept (tasks/versions.py): the one the reviewers saw, not a later revision
+        "pdf_version": pl.String,         # edit id (v2) / reference id (v1); null without a history
+        "pdf_date": pl.Datetime("ms", "UTC"),
+        "pdf_versions": pl.Int32,         # distinct PDF versions in the submission's history
     }
 )
 
@@ -51,6 +55,14 @@ REVIEWS = pl.Schema(
         "other_sections": pl.String,      # remaining text fields, "## Name\n\ntext" blocks
         "review_text": pl.String,         # the whole review rendered as markdown sections
         "created_at": pl.Datetime("ms", "UTC"),
+        # The columns above hold the review's first version, these its final one (tasks/versions.py).
+        "rating_raw_final": pl.String,
+        "rating_final": pl.Float64,       # on the venue's own scale
+        "confidence_raw_final": pl.String,
+        "confidence_final": pl.Float64,
+        "review_text_final": pl.String,
+        "edited_after_rebuttal": pl.Boolean,  # rating, confidence or text changed; null: no history read
+        "final_at": pl.Datetime("ms", "UTC"),  # when the review was last modified
     }
 )
 
@@ -131,7 +143,8 @@ CURATED_PAPERS = pl.Schema(
 
 # Curated reviews (curate stage): `rating` is on the common scale; the venue's own value moves
 # to `rating_venue`.
-CURATED_REVIEWS = pl.Schema({**REVIEWS, "rating_venue": pl.Float64})
+CURATED_REVIEWS = pl.Schema({**REVIEWS, "rating_venue": pl.Float64,
+                             "review_version": pl.String})   # first | final: what rating .. review_text hold
 
 
 # ---- preprocess --------------------------------------------------------------------------------

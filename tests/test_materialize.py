@@ -29,8 +29,9 @@ def write_outputs(cfg, kept_reviews: int = 3, rejected_reviews: int = 1) -> None
         {"review_id": ids, "paper_id": ["p1"] * len(ids), "venue_id": [VENUE] * len(ids), "rating": [6.0] * len(ids)}
     )
     schema.conform(reviews, schema.REVIEWS).write_parquet(base / "ingest" / "reviews.parquet")
-    papers.filter(pl.col("paper_id") == "p1").write_parquet(base / "curate" / "papers.parquet")
-    reviews.head(kept_reviews).write_parquet(base / "curate" / "reviews.parquet")
+    schema.conform(papers.filter(pl.col("paper_id") == "p1"), schema.CURATED_PAPERS).write_parquet(
+        base / "curate" / "papers.parquet")
+    schema.conform(reviews.head(kept_reviews), schema.CURATED_REVIEWS).write_parquet(base / "curate" / "reviews.parquet")
     rejects = [
         {"stage": "curate", "entity": "review", "entity_id": r, "paper_id": "p1", "venue_id": VENUE, "rule": "low_confidence"}
         for r in ids[kept_reviews:]

@@ -5,6 +5,13 @@ ones moved to `Withdrawn_Submission` / `Desk_Rejected_Submission`), replies unde
 `<venue>/Paper<N>/-/<Name>`, plain content values and the 2023 review form field names. v2 follows
 ICLR 2024/25: one `<venue>/-/Submission` invitation, `content.<field>.value`, replies under
 `<venue>/Submission<N>/-/<Name>`, status carried by `content.venueid`.
+
+Revision histories: v2 serves each note's edits (`GET /notes/edits?note.id=`: the submission's
+first edit carries its whole content, a Post_Submission edit changes only readers, a Revision
+edit only the PDF; a review's edits carry its whole content), v1 each note's references
+(`GET /references?referent=`: whole-content snapshots). Earlier PDFs are served by edit id
+(`/notes/edits/attachment?name=pdf`, v2) or reference id (`/references/pdf`, v1). Edits carry
+signatures and a `tauthor` e-mail like the real ones, so ingest must strip them.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ class RenderedNote:
     note: dict[str, Any]
     replies: list[dict[str, Any]] = field(default_factory=list)
     direct: list[bool] = field(default_factory=list)   # per reply: does it answer the forum itself
+    history: dict[str, list[dict[str, Any]]] = field(default_factory=dict)   # note id -> v2 edits / v1 references
+    files: dict[str, bytes] = field(default_factory=dict)   # edit / reference id -> the PDF of that version
 
 
 def short_name(venue_id: str, year: int) -> str:
@@ -71,10 +80,16 @@ def _stamp(cdate: int) -> dict[str, int]:
     return {"cdate": cdate, "tcdate": cdate, "mdate": cdate, "tmdate": cdate}
 
 
+def _pdf_path(paper_id: str, version: int) -> str:
+    key = paper_id if version == 0 else f"{paper_id}|v{version}"
+    return f"/pdf/{hashlib.sha1(key.encode()).hexdigest()}.pdf"
+
+
 def _render_paper(venue: SyntheticVenue, paper: SyntheticPaper, api: int) -> RenderedNote:
     vid, n = venue.venue_id, paper.number
     name = short_name(vid, venue.year)
-    pdf_path = f"/pdf/{hashlib.sha1(paper.paper_id.encode()).hexdigest()}.pdf"
+    pdfs = paper.pdf_history()
+    pdf_path = _pdf_path(paper.paper_id, max(len(pdfs) - 1, 0))   # the note shows its latest PDF
     if paper.status == "withdrawn":
         venue_label, venueid, v1_inv = f"{name} Withdrawn Submission", f"{vid}/Withdrawn_Submission", "Withdrawn_Submission"
     elif paper.status == "desk_rejected":
@@ -100,7 +115,10 @@ def _render_paper(venue: SyntheticVenue, paper: SyntheticPaper, api: int) -> Ren
                     content={k: {"value": v} for k, v in content.items()})
         if paper.status != "active":
             note["invitations"].append(f"{vid}/-/{'Withdrawn' if paper.status == 'withdrawn' else 'Desk_Rejected'}_Submission")
+    if len(pdfs) > 1:
+        note["mdate"] = note["tmdate"] = pdfs[-1][0]
     out = RenderedNote(note)
+    _paper_history(out, venue, paper, api, content, pdfs)
 
     def reply(ident: str, invitation: str, body: dict[str, Any], cdate: int, signature: str,
               replyto: str | None = None) -> None:
@@ -116,8 +134,13 @@ def _render_paper(venue: SyntheticVenue, paper: SyntheticPaper, api: int) -> Ren
         out.direct.append(replyto is None)
 
     for review in paper.reviews:
-        fields = v1_review_content(review.fields) if api == 1 else dict(review.fields)
-        reply(review.review_id, REVIEW_NAME, fields, review.cdate, review.signature)
+        versions = [(review.cdate, review.fields), *review.edits]
+        shaped = [(date, v1_review_content(f) if api == 1 else dict(f)) for date, f in versions]
+        reply(review.review_id, REVIEW_NAME, shaped[-1][1], review.cdate, review.signature)
+        if review.edits:
+            out.replies[-1]["mdate"] = out.replies[-1]["tmdate"] = shaped[-1][0]
+        out.history[review.review_id] = _review_history(review.review_id, paper.paper_id, f"{prefix}/-/{REVIEW_NAME}",
+                                                        shaped, review.signature, api)
     if paper.reviews:
         first: SyntheticReview = paper.reviews[0]
         reply(f"{first.review_id}c", COMMENT_NAME,
@@ -139,6 +162,69 @@ def _render_paper(venue: SyntheticVenue, paper: SyntheticPaper, api: int) -> Ren
               {"desk_reject_comments": "The submission exceeds the page limit."},
               paper.cdate + 10 * DAY_MS, f"{vid}/Program_Chairs")
     return out
+
+
+def _wrap(content: dict[str, Any], api: int) -> dict[str, Any]:
+    return {k: {"value": v} for k, v in content.items()} if api == 2 else dict(content)
+
+
+def _identity(signature: str) -> dict[str, Any]:
+    return {"signatures": [signature], "writers": [signature], "readers": ["everyone"], "nonreaders": [],
+            "tauthor": "someone@example.org"}
+
+
+def _paper_history(out: RenderedNote, venue: SyntheticVenue, paper: SyntheticPaper, api: int,
+                   content: dict[str, Any], pdfs: list[tuple[int, bytes]]) -> None:
+    """The submission's versions: one per PDF (v2 also a readers-only Post_Submission edit)."""
+    vid, pid, n = venue.venue_id, paper.paper_id, paper.number
+    authors = f"{vid}/Paper{n}/Authors" if api == 1 else f"{vid}/Submission{n}/Authors"
+    versions = pdfs or [(paper.cdate, None)]
+    history = []
+    for k, (date, data) in enumerate(versions):
+        ident = f"{pid}{'E' if api == 2 else 'R'}{k}"
+        body = {**content, "pdf": _pdf_path(pid, k)} if data is not None else {**content}
+        if data is not None:
+            out.files[ident] = data
+        if api == 1:
+            history.append({"id": ident, "referent": pid, "invitation": out.note["invitation"], "tcdate": date,
+                            "cdate": date, "content": body, **_identity(authors)})
+            continue
+        if k == 0:
+            edit_note: dict[str, Any] = {"id": pid, "content": _wrap(body, 2)}
+            invitation = f"{vid}/-/Submission"
+        else:
+            edit_note, invitation = {"id": pid, "content": _wrap({"pdf": body["pdf"]}, 2)}, f"{vid}/Submission{n}/-/Revision"
+        history.append({"id": ident, "invitation": invitation, "tcdate": date, "cdate": date, "tmdate": date,
+                        "domain": vid, "note": edit_note, **_identity(authors)})
+    if api == 2:
+        date = paper.odate
+        history.append({"id": f"{pid}P", "invitation": f"{vid}/-/Post_Submission", "tcdate": date, "cdate": date,
+                        "tmdate": date, "domain": vid, "note": {"id": pid, "readers": ["everyone"]},
+                        **_identity(vid)})
+        history.sort(key=lambda e: e["tcdate"])
+    out.history[pid] = history
+
+
+def _review_history(review_id: str, paper_id: str, invitation: str, versions: list[tuple[int, dict[str, Any]]],
+                    signature: str, api: int) -> list[dict[str, Any]]:
+    """A review's versions, each with its whole content (v2: a readers-only release edit too when edited)."""
+    history: list[dict[str, Any]] = []
+    for k, (date, fields) in enumerate(versions):
+        ident = f"{review_id}{'E' if api == 2 else 'R'}{k}"
+        if api == 1:
+            history.append({"id": ident, "referent": review_id, "invitation": invitation, "tcdate": date,
+                            "cdate": date, "content": dict(fields), **_identity(signature)})
+        else:
+            history.append({"id": ident, "invitation": invitation, "tcdate": date, "cdate": date, "tmdate": date,
+                            "note": {"id": review_id, "forum": paper_id, "content": _wrap(fields, 2)},
+                            **_identity(signature)})
+    if api == 2 and len(versions) > 1:
+        date = versions[0][0] + 3 * DAY_MS
+        history.append({"id": f"{review_id}X", "invitation": f"{invitation}_Release", "tcdate": date, "cdate": date,
+                        "tmdate": date, "note": {"id": review_id, "readers": ["everyone"]},
+                        **_identity(invitation.split("/Submission")[0])})
+        history.sort(key=lambda e: e["tcdate"])
+    return history
 
 
 def venue_group(venue: SyntheticVenue, api_version: int) -> dict[str, Any]:

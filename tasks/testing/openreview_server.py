@@ -4,7 +4,9 @@ Serves `SyntheticVenue`s in API v1 shape under `<url>/v1` and API v2 shape under
 answering what `openreview.Client` / `openreview.api.OpenReviewClient` call: `GET /notes`
 (invitation, id, forum, content.<field>, details=directReplies|replies, sort, offset, after,
 limit capped at the server's page limit, count), `GET /groups`, `GET /pdf` and `/attachment`,
-`POST /login` (a guest token). Notes are serialised once per (API, query shape) and pages are
+`POST /login` (a guest token), and revision histories: v2 `GET /notes/edits?note.id=` and
+`/notes/edits/attachment?id=&name=pdf`, v1 `GET /references?referent=` and `/references/pdf?id=`
+(endpoint names "edits", "edit_pdf", "references", "reference_pdf" for faults and counts). Notes are serialised once per (API, query shape) and pages are
 byte joins, so 12,000 papers serve in seconds. Faults (429 with Retry-After, 5xx, slow answers,
 malformed pages) are injected per test with `inject`; `requests` counts calls per path.
 
@@ -31,6 +33,8 @@ from tasks.testing.openreview_render import RenderedNote, render_venue, venue_gr
 from tasks.testing.synthetic import SyntheticVenue
 
 FaultKind = Literal["429", "5xx", "slow", "malformed", "bad_shape"]
+_SUBPATHS = {"notes/edits": "edits", "notes/edits/attachment": "edit_pdf", "references": "references",
+             "references/pdf": "reference_pdf"}
 _SORTABLE = ("number", "id", "cdate", "tcdate", "mdate", "tmdate")
 
 
@@ -70,6 +74,8 @@ class _Index:
     notes: list[RenderedNote]
     group: dict[str, Any]
     by_id: dict[str, dict[str, Any]] = field(default_factory=dict)
+    history: dict[str, list[dict[str, Any]]] = field(default_factory=dict)   # note id -> edits / references
+    files: dict[str, bytes] = field(default_factory=dict)                     # edit / reference id -> PDF
     cache: dict[tuple, list[tuple[dict[str, Any], bytes]]] = field(default_factory=dict)
 
 
@@ -150,6 +156,8 @@ class OpenReviewServer:
                 index = _Index(venue, render_venue(venue, api), venue_group(venue, api))
                 for rendered in index.notes:
                     index.by_id[rendered.note["id"]] = rendered.note
+                    index.history.update(rendered.history)
+                    index.files.update(rendered.files)
                     for reply in rendered.replies:
                         index.by_id.setdefault(reply["id"], reply)
                 self._indexes[key] = index
@@ -250,7 +258,21 @@ class OpenReviewServer:
 
     def pdf(self, ident: str) -> tuple[bytes, int] | None:
         paper = self._pdfs.get(ident)
-        return (paper.pdf, paper.pdf_padding) if paper and paper.pdf is not None else None
+        current = paper.current_pdf if paper else None
+        return (current, paper.pdf_padding) if paper and current is not None else None
+
+    def history(self, api: int, note_id: str) -> list[dict[str, Any]]:
+        """The v2 edits / v1 references of a note, oldest first (empty for an unknown note)."""
+        venue_id = self._venue_of(None, note_id, None)
+        return self._index(api, venue_id).history.get(note_id, []) if venue_id else []
+
+    def revision_pdf(self, api: int, ident: str) -> bytes | None:
+        """The PDF of one edit (v2) or reference (v1)."""
+        for venue in self._venues:
+            found = self._index(api, venue.venue_id).files.get(ident)
+            if found is not None:
+                return found
+        return None
 
     def group(self, api: int, ident: str) -> dict[str, Any] | None:
         if not any(v.venue_id == ident for v in self._venues):
@@ -325,6 +347,7 @@ def _make_handler(server: OpenReviewServer) -> type[BaseHTTPRequestHandler]:
                 self._send(404, _error(404, f"no such path {parts.path}"))
                 return
             api, endpoint = int(match.group(1)), match.group(2)
+            endpoint = _SUBPATHS.get(parts.path.split("/", 2)[-1], endpoint)
             arrived = time.monotonic()
             server.arrivals.append((api, endpoint, params))
             fault = server.take_fault(api, endpoint, params)
@@ -347,6 +370,18 @@ def _make_handler(server: OpenReviewServer) -> type[BaseHTTPRequestHandler]:
                 return self._send(429, _error(429, "Too many requests, slow down"), headers)
             if fault and fault.kind == "5xx":
                 return self._send(fault.status, _error(fault.status, "The server had a hiccup"))
+            if endpoint in ("edits", "references") and self.command == "GET":
+                note_id = params.get("note.id" if endpoint == "edits" else "referent", "")
+                found = server.history(api, note_id)
+                if (endpoint == "edits") != (api == 2):
+                    found = []
+                key = "edits" if endpoint == "edits" else "references"
+                return self._send(200, json.dumps({key: found, "count": len(found)}).encode())
+            if endpoint in ("edit_pdf", "reference_pdf") and self.command == "GET":
+                data = server.revision_pdf(api, params.get("id", ""))
+                if data is None:
+                    return self._send(404, _error(404, f"no pdf for revision {params.get('id')}"))
+                return self._send(200, data, content_type="application/pdf")
             if endpoint == "notes" and self.command == "GET":
                 body = server.notes_page(api, params)
                 if fault and fault.kind == "malformed":

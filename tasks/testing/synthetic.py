@@ -5,7 +5,10 @@ neutral form; `tasks.testing.openreview_server` renders it as API v1 or v2 JSON.
 saying what curation should do with them (keep, or drop for few confident reviews, rating
 variance, withdrawal, desk rejection), and with `bad_cases` some inputs are broken on purpose;
 `SyntheticVenue.bad_cases` maps each case to the id it was planted on. Reviews use a 1-10 rating
-form and a 1-5 confidence form. Deterministic for a seed.
+form and a 1-5 confidence form. With `revisions`, about one kept review in six is edited after the
+rebuttal (a later version with a higher rating and an added paragraph: `SyntheticReview.edits`)
+and about one kept paper in four has a camera-ready PDF uploaded after the reviews
+(`SyntheticPaper.pdf_revisions`); `SyntheticVenue.revised` lists their ids. Deterministic for a seed.
 """
 
 from __future__ import annotations
@@ -53,8 +56,14 @@ DAY_MS = 86_400_000
 class SyntheticReview:
     review_id: str
     signature: str                 # the anonymous reviewer group; ingest must not store it
-    fields: dict[str, str]         # neutral form fields; a missing key is a missing field
+    fields: dict[str, str]         # neutral form fields of the first version; a missing key is a missing field
     cdate: int
+    edits: list[tuple[int, dict[str, str]]] = field(default_factory=list)   # later versions: (date, fields)
+
+    @property
+    def final_fields(self) -> dict[str, str]:
+        """The fields as the review stands now (its last version)."""
+        return self.edits[-1][1] if self.edits else self.fields
 
 
 @dataclass
@@ -74,6 +83,18 @@ class SyntheticPaper:
     reviews: list[SyntheticReview] = field(default_factory=list)
     pdf: bytes | None = None
     pdf_padding: int = 0           # extra bytes appended when served (the absurdly large PDF)
+    pdf_revisions: list[tuple[int, bytes]] = field(default_factory=list)   # other PDF versions: (date, bytes)
+
+    def pdf_history(self) -> list[tuple[int, bytes]]:
+        """Every PDF version, oldest first: `pdf` at the submission date, then `pdf_revisions`."""
+        first = [(self.cdate, self.pdf)] if self.pdf is not None else []
+        return sorted(first + self.pdf_revisions, key=lambda v: v[0])
+
+    @property
+    def current_pdf(self) -> bytes | None:
+        """The latest PDF version (what `/pdf?id=` serves)."""
+        history = self.pdf_history()
+        return history[-1][1] if history else None
 
     @property
     def status(self) -> str:
@@ -88,6 +109,7 @@ class SyntheticVenue:
     bad_cases: dict[str, str] = field(default_factory=dict)                 # case -> review or paper id
     v1_submission: str = "Blind_Submission"   # v1: the invitation of active papers (some venues: "Submission")
     group_submission_id: bool = True          # v2: the group names `submission_id` (else `submission_name` only)
+    revised: dict[str, list[str]] = field(default_factory=dict)   # "reviews" / "pdfs" -> ids with later versions
 
     @property
     def year(self) -> int:
@@ -145,7 +167,7 @@ def _decision(role: str, ratings: list[int], rng: random.Random) -> str | None:
 
 
 def make_venue(venue_id: str, n_papers: int = 12, reviews_per_paper: int = 4, seed: int = 0,
-               pdfs: bool = True, bad_cases: bool = True) -> SyntheticVenue:
+               pdfs: bool = True, bad_cases: bool = True, revisions: bool = True) -> SyntheticVenue:
     """Generate a venue of `n_papers` submissions with `reviews_per_paper` reviews each."""
     rng = random.Random(f"{venue_id}|{seed}")
     seen: set[str] = set()
@@ -181,7 +203,55 @@ def make_venue(venue_id: str, n_papers: int = 12, reviews_per_paper: int = 4, se
         venue.papers.append(paper)
     if bad_cases:
         _plant_bad_cases(venue, rng)
+    if revisions:
+        _plant_revisions(venue, random.Random(f"{venue_id}|{seed}|revisions"))
     return venue
+
+
+def _plant_revisions(venue: SyntheticVenue, rng: random.Random) -> None:
+    """Edit some kept reviews after the rebuttal and give some kept papers a camera-ready PDF.
+
+    A separate random stream, so the rest of the venue is the same with or without revisions.
+    Reviews planted with a bad case keep a single version.
+    """
+    planted = set(venue.bad_cases.values())
+    reviews, pdfs = [], []
+    for paper in venue.papers:
+        if paper.role != "keep":
+            continue
+        for review in paper.reviews:
+            if review.review_id in planted or rng.random() >= 1 / 6:
+                continue
+            rating = parse_leading(review.fields.get("rating"))
+            if rating is None:
+                continue
+            final = dict(review.fields)
+            final["rating"] = RATINGS[min(rating + 1, 10)]
+            final["weaknesses"] = (final.get("weaknesses", "") + "\n\nAfter the rebuttal: the authors' answers "
+                                   "address my main concern, and the added experiment is convincing.").strip()
+            review.edits.append((review.cdate + 21 * DAY_MS, final))
+            reviews.append(review.review_id)
+        if paper.pdf is not None and paper.paper_id not in planted and paper.reviews and rng.random() < 0.25:
+            last_review = max(r.cdate for r in paper.reviews)
+            paper.pdf_revisions.append((last_review + 30 * DAY_MS, revise_pdf(paper.pdf)))
+            pdfs.append(paper.paper_id)
+    venue.revised = {"reviews": reviews, "pdfs": pdfs}
+
+
+def parse_leading(raw: str | None) -> int | None:
+    match = re.match(r"\s*(\d+)", raw or "")
+    return int(match.group(1)) if match else None
+
+
+def revise_pdf(data: bytes, note: str = "Camera-ready revision: a new experiment answers the reviewers.") -> bytes:
+    """`data` with one more line of text on its first page: a valid, different PDF."""
+    import pymupdf
+
+    doc = pymupdf.open(stream=data, filetype="pdf")
+    doc[0].insert_text((72, 40), note, fontsize=9, fontname="helv")
+    out = doc.tobytes(garbage=3, deflate=True)
+    doc.close()
+    return out
 
 
 def _plant_bad_cases(venue: SyntheticVenue, rng: random.Random) -> None:
