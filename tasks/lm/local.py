@@ -11,12 +11,10 @@ opens with one of the prefixes, carries at least `MIN_CONTENT_TOKENS` tokens aft
 `ONE_SENTENCE`) ends at its first sentence end, so one judgment is one line. Requests
 are batched only with others that share the same prefixes.
 
-Threads: torch uses one thread per core by default, which is right on an idle machine but
-collapses when other processes hold those cores (its worker threads wait on each other; measured
-on 2 busy cores: 0.8 tokens/s with 2 threads, 20 with 1). So each generate() call runs on
-`generation_threads()`: the cores not already busy by the 1-minute load average, at least 1 and at
-most torch's own setting; `GREBENCH_LOCAL_THREADS` fixes the number. The process-wide setting is
-restored afterwards.
+Threads: each generate() call runs on `generation_threads()`: the cores this process may run on
+(its CPU affinity), or `GREBENCH_LOCAL_THREADS` when set. No load-average guess: the 1-minute
+load average counts this process's own previous stage and so dropped generation to one thread
+right after scoring. The process-wide setting is restored afterwards.
 
 `loglikelihood` runs the prefix-sharing engine of tasks/lm/loglikelihood.py (built on first use,
 batches under `token_budget` padded tokens). `embed` is not offered: sentence vectors come from
@@ -206,17 +204,22 @@ class LocalLM:
 
 
 def generation_threads() -> int:
-    """Threads for one generate() call: GREBENCH_LOCAL_THREADS if set, else the cores that the
-    1-minute load average leaves free, between 1 and torch's default."""
-    import torch
-
+    """Threads for one generate() call: GREBENCH_LOCAL_THREADS if set, else the cores available
+    to this process."""
     fixed = os.environ.get("GREBENCH_LOCAL_THREADS", "").strip()
     if fixed:
         return max(1, int(fixed))
-    default = torch.get_num_threads()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    free = int(cores - os.getloadavg()[0] + 0.5) if hasattr(os, "getloadavg") else default
-    return max(1, min(default, free))
+    return available_cores()
+
+
+def available_cores() -> int:
+    """Cores this process may run on: its CPU affinity where the OS has one, else all cores."""
+    counted = getattr(os, "process_cpu_count", None)     # Python 3.13+
+    if counted is not None:
+        return max(1, counted() or 1)
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
 
 
 @contextlib.contextmanager

@@ -9,7 +9,8 @@
     validate/perturbations.parquet          every perturbed candidate (text, judgments, error)
     validate/pairs.parquet                  original and perturbed score of every tested candidate
     validate/rejects.parquet                failed perturbations and preprocessing, unusable reviews
-    validate/requests/, results/            GEM scoring shards (resumable, as in the score stage)
+    validate/requests/, results/            GEM scoring shards (resumable, as in the score stage); requests
+                                            the score stage already answered are taken from score/results/
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from tasks.scoring.shards import ShardedLoglikelihood
 from tasks.summary import StageSummary
 from tasks.validate.leaderboard import AGREEMENT, LEADERBOARD, agreement, leaderboard
 from tasks.validate.perturb import strategy
+from tasks.validate.reuse import ReusingLoglikelihood
 from tasks.validate.workflow import Preprocessor, ValidationResult, run_validation
 
 
@@ -103,9 +105,18 @@ def validate_reviews(cfg: Config, reviews: pl.DataFrame, resources: Resources,
 
 def validate_pipeline(cfg: Config, pipeline: str) -> ValidationResult:
     """The workflow on the pipeline's curated reviews, log-likelihoods scored as resumable shards."""
+    loglikelihood = validation_loglikelihood(cfg, pipeline)
+    result = validate_reviews(cfg, read_reviews(cfg, pipeline), build_resources(cfg.score, loglikelihood))
+    result.stats |= {"loglikelihood_reused": loglikelihood.reused, "loglikelihood_asked": loglikelihood.asked}
+    return result
+
+
+def validation_loglikelihood(cfg: Config, pipeline: str) -> ReusingLoglikelihood:
+    """Validation's log-likelihoods: the score stage's answers where it has them (same request key),
+    the rest scored as resumable shards under the validate folder (tasks/validate/reuse.py)."""
     shards = ShardedLoglikelihood(stage_dir(cfg, pipeline, "validate"), eval_spec(cfg.score), cfg.score.token_budget,
                                   cfg.score.shard_size)
-    return validate_reviews(cfg, read_reviews(cfg, pipeline), build_resources(cfg.score, shards))
+    return ReusingLoglikelihood(shards, stage_dir(cfg, pipeline, "score"))
 
 
 def read_candidate_scores(cfg: Config, pipeline: str) -> pl.DataFrame | None:

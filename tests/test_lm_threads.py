@@ -1,0 +1,43 @@
+"""Local generation threads: the cores available to the process, or GREBENCH_LOCAL_THREADS."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tasks.lm.local import available_cores, generation_threads
+
+
+def test_threads_are_the_cores_the_process_may_run_on(monkeypatch):
+    monkeypatch.delenv("GREBENCH_LOCAL_THREADS", raising=False)
+    assert generation_threads() == available_cores() >= 1
+    if hasattr(os, "sched_getaffinity"):
+        assert available_cores() == len(os.sched_getaffinity(0))
+
+
+def test_a_busy_machine_does_not_lower_the_thread_count(monkeypatch):
+    """The load average (which counts this process's own previous stage) is not read."""
+    monkeypatch.delenv("GREBENCH_LOCAL_THREADS", raising=False)
+    before = generation_threads()
+    monkeypatch.setattr(os, "getloadavg", lambda: (64.0, 64.0, 64.0), raising=False)
+    assert generation_threads() == before
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity")
+def test_a_narrower_affinity_gives_fewer_threads(monkeypatch):
+    monkeypatch.delenv("GREBENCH_LOCAL_THREADS", raising=False)
+    cores = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {min(cores)})
+        assert generation_threads() == 1
+    finally:
+        os.sched_setaffinity(0, cores)
+    assert generation_threads() == len(cores)
+
+
+def test_the_environment_fixes_the_count(monkeypatch):
+    monkeypatch.setenv("GREBENCH_LOCAL_THREADS", "3")
+    assert generation_threads() == 3
+    monkeypatch.setenv("GREBENCH_LOCAL_THREADS", "0")
+    assert generation_threads() == 1
