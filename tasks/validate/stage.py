@@ -20,11 +20,13 @@ import polars as pl
 
 from tasks.config import Config, PreprocessConfig
 from tasks.layout import cache_dir, stage_dir, write_parquet
+from tasks.lm import ModelSpec
 from tasks.metrics import Resources, candidate_scores, get
-from tasks.metrics.resources import build_resources, eval_spec
+from tasks.metrics.resources import build_resources
 from tasks.scoring.inputs import read_judgments, read_synopses
 from tasks.scoring.shards import ShardedLoglikelihood
 from tasks.summary import StageSummary
+from tasks.validate.eval_lms import validate_each_eval_lm
 from tasks.validate.leaderboard import AGREEMENT, LEADERBOARD, agreement, leaderboard
 from tasks.validate.perturb import strategy
 from tasks.validate.workflow import Preprocessor, ValidationResult, run_validation
@@ -102,10 +104,14 @@ def validate_reviews(cfg: Config, reviews: pl.DataFrame, resources: Resources,
 
 
 def validate_pipeline(cfg: Config, pipeline: str) -> ValidationResult:
-    """The workflow on the pipeline's curated reviews, log-likelihoods scored as resumable shards."""
-    shards = ShardedLoglikelihood(stage_dir(cfg, pipeline, "validate"), eval_spec(cfg.score), cfg.score.token_budget,
-                                  cfg.score.shard_size)
-    return validate_reviews(cfg, read_reviews(cfg, pipeline), build_resources(cfg.score, shards))
+    """The workflow on the pipeline's curated reviews, log-likelihoods scored as resumable shards,
+    once per evaluation LM of `[score] eval_lms` (tasks/validate/eval_lms.py)."""
+    folder = stage_dir(cfg, pipeline, "validate")
+
+    def resources(spec: ModelSpec) -> Resources:
+        shards = ShardedLoglikelihood(folder, spec, cfg.score.token_budget, cfg.score.shard_size)
+        return build_resources(cfg.score, shards, spec=spec)
+    return validate_each_eval_lm(cfg, read_reviews(cfg, pipeline), resources, validate_reviews)
 
 
 def read_candidate_scores(cfg: Config, pipeline: str) -> pl.DataFrame | None:
