@@ -6,6 +6,10 @@ metrics run at the judgment level. Prints the validation table, the length-confo
 adversary's largest inflation per metric and wall times; the last line is JSON.
 
     .venv/bin/python bench/validate_attacks.py [--papers 60] [--metrics bleu,rouge_l] [--adversary-steps 4]
+        [--level judgments|raw] [--max-tokens 160] [--cache data/cache/llm]
+
+`--level raw` perturbs the raw review and preprocesses the result with the embedded SmolLM2 (the
+[preprocess] defaults; answers cached under `--cache`); the judgment metrics then read those lines.
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ def main() -> None:
     parser.add_argument("--adversary-steps", type=int, default=4)
     parser.add_argument("--min-pairs", type=int, default=10)
     parser.add_argument("--token-budget", type=int, default=4096)
+    parser.add_argument("--level", choices=("judgments", "raw"), default="judgments")
+    parser.add_argument("--max-tokens", type=int, default=160)   # preprocessing answer length (raw level)
+    parser.add_argument("--cache", type=Path, default=Path("data/cache/llm"))
     args = parser.parse_args()
 
     raw = pl.read_parquet(args.data)
@@ -48,15 +55,27 @@ def main() -> None:
         resources = Resources(spec.resolved().key, engine_loglikelihood(spec, args.token_budget), token_embeddings,
                               EMBED_MODEL)
     strategies = [*DETERMINISTIC, *(["adversary"] if args.adversary_steps else [])]
+    preprocess = None
+    if args.level == "raw":   # the embedded preprocessor, as the pipeline's default [preprocess] table
+        from tasks.config import PreprocessConfig
+        from tasks.lm import make_lm
+        from tasks.validate.stage import llm_preprocessor
+
+        # every review (originals and references too) gets the same preprocessor's judgments
+        reviews = reviews.with_columns(judgments=pl.lit(None, pl.String))
+        pcfg = PreprocessConfig(max_tokens=args.max_tokens)
+        args.cache.mkdir(parents=True, exist_ok=True)
+        preprocess = llm_preprocessor(make_lm(pcfg, args.cache), pcfg)
     t0 = time.perf_counter()
     result = run_validation(reviews, strategies=strategies, metrics=metrics, resources=resources,
-                            max_papers=args.papers, min_pairs=args.min_pairs, adversary_steps=args.adversary_steps)
+                            max_papers=args.papers, min_pairs=args.min_pairs, adversary_steps=args.adversary_steps,
+                            preprocess=preprocess, levels=(args.level,))
     wall = time.perf_counter() - t0
     with pl.Config(tbl_rows=200, tbl_cols=20, tbl_width_chars=200, fmt_str_lengths=40):
         print(result.validation.select("metric", "strategy", "kind", "level", "n", "mean_change", "smd", "ci_low",
                                        "ci_high", "boot_low", "boot_high", "p_value", "verdict"))
         print(result.length_confound)
-    figures = {"eval_lm": resources.eval_lm, "papers": result.stats["papers"], "candidates": result.stats["candidates"], "metrics": metrics,
+    figures = {"eval_lm": resources.eval_lm, "level": args.level, "papers": result.stats["papers"], "candidates": result.stats["candidates"], "metrics": metrics,
                "strategies": len(strategies), "wall_s": round(wall, 1),
                "adversary_largest_inflation": result.stats.get("adversary_largest_inflation"),
                "failing": [f"{m}/{s}" for m, s in result.validation.filter(pl.col("verdict") == "fail")

@@ -2,7 +2,8 @@
 
 The log-likelihoods of the lm_logprobs metrics (GEM) go through Parquet shards, one Prefect task
 per shard (`.map`) on the configured task runner, behind the evaluation-LM concurrency limit;
-finished shards are skipped, so a crashed run resumes.
+finished shards are skipped, so a crashed run resumes. With several evaluation LMs
+(`[score] eval_lms`) those metrics are scored once per evaluation LM (tasks/scoring/eval_lms.py).
 """
 
 from __future__ import annotations
@@ -14,9 +15,8 @@ from prefect.futures import wait
 
 from tasks.config import Config, ScoreConfig
 from tasks.lm import ModelSpec
-from tasks.metrics.resources import build_resources
 from tasks.scoring.shards import CONCURRENCY_LIMIT, ShardRunner, ensure_concurrency_limit, make_task_runner
-from tasks.scoring.stage import score_inputs, shard_details, sharded_loglikelihood
+from tasks.scoring.stage import score_inputs_each_eval_lm, sharded_loglikelihoods, shards_details
 from tasks.scoring.steps import read_inputs_task, score_shard_task, write_scores_task
 from tasks.summary import StageSummary
 
@@ -40,9 +40,9 @@ def fan_out(cfg: ScoreConfig) -> ShardRunner:
 def score_flow(cfg: Config, pipeline: str) -> StageSummary:
     inputs = read_inputs_task(cfg, pipeline)
     ensure_concurrency_limit(CONCURRENCY_LIMIT, cfg.score.gpu_concurrency)
-    shards = sharded_loglikelihood(cfg, pipeline, run=fan_out(cfg.score))
+    shards = sharded_loglikelihoods(cfg, pipeline, run=fan_out(cfg.score))   # one per evaluation LM
     # called in the flow itself: the shard fan-out it triggers is a subflow of this one
-    scores = score_inputs(cfg, inputs, build_resources(cfg.score, loglikelihood=shards))
-    summary = write_scores_task(cfg, pipeline, scores, shard_details(shards), inputs.negatives)
+    scores = score_inputs_each_eval_lm(cfg, inputs, shards)
+    summary = write_scores_task(cfg, pipeline, scores, shards_details(shards), inputs.negatives)
     print(f"score {pipeline}: {summary.as_dict()}")
     return summary

@@ -156,6 +156,15 @@ class GenerateConfig(Frozen):
         return value
 
 
+class EvalLMConfig(Frozen):
+    """One entry of `[score] eval_lms`: the same keys as the single evaluation LM of [score]."""
+
+    eval_lm: str = "smollm2"                 # "smollm2" (embedded), a local path or a model id
+    eval_lm_cuda: str | None = None          # used instead when CUDA is present (None: eval_lm there too)
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    quantization: Literal["auto", "none", "nf4"] = "auto"
+
+
 class ScoreConfig(Frozen):
     eval_lm: str = "smollm2"              # "smollm2" (embedded), a local path or a model id
     eval_lm_cuda: str = "meta-llama/Llama-3.1-8B-Instruct"  # used instead when CUDA is present
@@ -174,6 +183,16 @@ class ScoreConfig(Frozen):
     # references of other papers of the same venue, drawn with `negatives_seed`
     negatives: int = Field(4, ge=1)
     negatives_seed: int = 0
+    # Several evaluation LMs in one run (tasks/scoring/eval_lms.py): each a model name or a table with
+    # the keys above (eval_lm, eval_lm_cuda, dtype, quantization); empty: the single eval_lm above
+    eval_lms: tuple[EvalLMConfig, ...] = ()
+
+    @field_validator("eval_lms", mode="before")
+    @classmethod
+    def _eval_lm_names(cls, value: object) -> object:
+        if isinstance(value, (list, tuple)):
+            return tuple({"eval_lm": v} if isinstance(v, str) else v for v in value)
+        return value
 
     @field_validator("metrics")
     @classmethod

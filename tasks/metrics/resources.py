@@ -69,10 +69,12 @@ def token_embeddings(texts: Sequence[str]) -> list[np.ndarray]:
     return embedder().embed(texts, pooling="tokens")
 
 
-def build_resources(cfg: ScoreConfig, loglikelihood: Loglikelihood | None = None) -> Resources:
+def build_resources(cfg: ScoreConfig, loglikelihood: Loglikelihood | None = None,
+                    spec: ModelSpec | None = None) -> Resources:
     """Resources of a run: the evaluation LM (in this process unless `loglikelihood` is given, e.g. the
-    score stage's shards) and the embedding model. Nothing is loaded until a metric asks."""
-    spec = eval_spec(cfg)
+    score stage's shards) and the embedding model. Nothing is loaded until a metric asks. `spec`
+    picks one of several evaluation LMs (tasks/scoring/eval_lms.py); default: `eval_spec(cfg)`."""
+    spec = spec or eval_spec(cfg)
     return Resources(
         eval_lm=spec.resolved().key,
         loglikelihood=memoized(loglikelihood or engine_loglikelihood(spec, cfg.token_budget)),

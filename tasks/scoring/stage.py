@@ -15,7 +15,8 @@ import polars as pl
 from tasks.config import Config
 from tasks.layout import stage_dir, write_parquet
 from tasks.metrics import Resources, candidate_scores, get, score_metrics
-from tasks.metrics.resources import eval_spec
+from tasks.metrics.resources import build_resources, eval_spec
+from tasks.scoring.eval_lms import eval_specs, score_each_eval_lm
 from tasks.scoring.inputs import ScoringInputs, load_inputs
 from tasks.scoring.shards import ShardedLoglikelihood, ShardRunner, run_in_process
 from tasks.summary import StageSummary
@@ -30,6 +31,27 @@ def sharded_loglikelihood(cfg: Config, pipeline: str, run: ShardRunner = run_in_
     """The evaluation LM's log-likelihoods as resumable shards under the score stage's folder."""
     return ShardedLoglikelihood(stage_dir(cfg, pipeline, "score"), eval_spec(cfg.score), cfg.score.token_budget,
                                 cfg.score.shard_size, run)
+
+
+def sharded_loglikelihoods(cfg: Config, pipeline: str, run: ShardRunner = run_in_process) -> list[ShardedLoglikelihood]:
+    """One `sharded_loglikelihood` per evaluation LM of `[score] eval_lms` (tasks/scoring/eval_lms.py),
+    all under the score stage's folder: shard names hash request keys, which hash the evaluation LM."""
+    return [ShardedLoglikelihood(stage_dir(cfg, pipeline, "score"), spec, cfg.score.token_budget,
+                                 cfg.score.shard_size, run) for spec in eval_specs(cfg.score)]
+
+
+def score_inputs_each_eval_lm(cfg: Config, inputs: ScoringInputs, shards: list[ShardedLoglikelihood]) -> pl.DataFrame:
+    """SCORES rows of every configured metric, the evaluation-LM ones once per evaluation LM (`shards`)."""
+    by_key = {s.spec: s for s in shards}
+    return score_each_eval_lm(cfg.score.all_metrics, [s.spec for s in shards],
+                              lambda spec: build_resources(cfg.score, loglikelihood=by_key[spec], spec=spec),
+                              inputs.candidates, inputs.references, inputs.synopses, inputs.negatives)
+
+
+def shards_details(shards: list[ShardedLoglikelihood]) -> dict[str, Any]:
+    """`shard_details` summed over the evaluation LMs, with their keys (`eval_lms`)."""
+    parts = [shard_details(s) for s in shards]
+    return {**{k: sum(p[k] for p in parts) for k in parts[0]}, "eval_lms": [s.spec.resolved().key for s in shards]}
 
 
 def score_inputs(cfg: Config, inputs: ScoringInputs, resources: Resources) -> pl.DataFrame:
@@ -47,9 +69,9 @@ def shard_details(shards: ShardedLoglikelihood) -> dict[str, Any]:
 def write_scores(cfg: Config, pipeline: str, scores: pl.DataFrame, details: dict[str, Any],
                  negatives: pl.DataFrame | None = None) -> StageSummary:
     """Write scores and candidate scores; rows in: (candidate, reference) pairs, rows out: score rows."""
-    dup = scores.filter(pl.struct("candidate", "reference", "metric").is_duplicated())
+    dup = scores.filter(pl.struct("candidate", "reference", "metric", "eval_lm").is_duplicated())
     if not dup.is_empty():
-        raise ValueError(f"{dup.height} score rows repeat a (candidate, reference, metric)")
+        raise ValueError(f"{dup.height} score rows repeat a (candidate, reference, metric, eval_lm)")
     folder = stage_dir(cfg, pipeline, "score")
     per_candidate = candidate_scores(scores)
     write_parquet(scores, folder / "scores.parquet")
@@ -58,11 +80,15 @@ def write_scores(cfg: Config, pipeline: str, scores: pl.DataFrame, details: dict
         write_parquet(negatives, folder / "negatives.parquet")
     gaps = scores.filter(pl.col("reason").is_not_null()).group_by("reason").len().sort("reason")
     means = per_candidate.group_by("metric").agg(pl.col("score").filter(pl.col("score").is_not_nan()).mean())
+    if len(eval_specs(cfg.score)) > 1:   # one mean per metric and evaluation LM: "gem@<eval LM key>"
+        means = (per_candidate.group_by("metric", "eval_lm")
+                 .agg(pl.col("score").filter(pl.col("score").is_not_nan()).mean())
+                 .select(pl.format("{}@{}", "metric", "eval_lm").alias("metric"), "score"))
     return StageSummary(
         rows_in=scores.select("candidate", "reference").unique().height,
         rows_out=scores.height,
         details={
-            "eval_lm": eval_spec(cfg.score).resolved().key,
+            "eval_lm": eval_specs(cfg.score)[0].resolved().key,
             "pairs": scores.height,
             "scored_pairs": scores.height - int(gaps["len"].sum() if gaps.height else 0),
             **details,

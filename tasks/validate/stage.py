@@ -21,11 +21,13 @@ import polars as pl
 
 from tasks.config import Config, PreprocessConfig
 from tasks.layout import cache_dir, stage_dir, write_parquet
+from tasks.lm import ModelSpec, eval_spec
 from tasks.metrics import Resources, candidate_scores, get
-from tasks.metrics.resources import build_resources, eval_spec
+from tasks.metrics.resources import build_resources
 from tasks.scoring.inputs import read_judgments, read_synopses
 from tasks.scoring.shards import ShardedLoglikelihood
 from tasks.summary import StageSummary
+from tasks.validate.eval_lms import validate_each_eval_lm
 from tasks.validate.leaderboard import AGREEMENT, LEADERBOARD, agreement, leaderboard
 from tasks.validate.perturb import strategy
 from tasks.validate.reuse import ReusingLoglikelihood
@@ -104,18 +106,26 @@ def validate_reviews(cfg: Config, reviews: pl.DataFrame, resources: Resources,
 
 
 def validate_pipeline(cfg: Config, pipeline: str) -> ValidationResult:
-    """The workflow on the pipeline's curated reviews, log-likelihoods scored as resumable shards."""
-    loglikelihood = validation_loglikelihood(cfg, pipeline)
-    result = validate_reviews(cfg, read_reviews(cfg, pipeline), build_resources(cfg.score, loglikelihood))
-    result.stats |= {"loglikelihood_reused": loglikelihood.reused, "loglikelihood_asked": loglikelihood.asked}
+    """The workflow on the pipeline's curated reviews, once per evaluation LM of `[score] eval_lms`
+    (tasks/validate/eval_lms.py); log-likelihoods the score stage already has are reused, the rest
+    scored as resumable shards (tasks/validate/reuse.py)."""
+    used: list[ReusingLoglikelihood] = []
+
+    def resources(spec: ModelSpec) -> Resources:
+        used.append(validation_loglikelihood(cfg, pipeline, spec))
+        return build_resources(cfg.score, used[-1], spec=spec)
+    result = validate_each_eval_lm(cfg, read_reviews(cfg, pipeline), resources, validate_reviews)
+    result.stats |= {"loglikelihood_reused": sum(u.reused for u in used),
+                     "loglikelihood_asked": sum(u.asked for u in used)}
     return result
 
 
-def validation_loglikelihood(cfg: Config, pipeline: str) -> ReusingLoglikelihood:
-    """Validation's log-likelihoods: the score stage's answers where it has them (same request key),
-    the rest scored as resumable shards under the validate folder (tasks/validate/reuse.py)."""
-    shards = ShardedLoglikelihood(stage_dir(cfg, pipeline, "validate"), eval_spec(cfg.score), cfg.score.token_budget,
-                                  cfg.score.shard_size)
+def validation_loglikelihood(cfg: Config, pipeline: str, spec: ModelSpec | None = None) -> ReusingLoglikelihood:
+    """Validation's log-likelihoods under `spec` (default: the first evaluation LM): the score stage's
+    answers where it has them (same request key), the rest scored as resumable shards under the
+    validate folder (tasks/validate/reuse.py)."""
+    shards = ShardedLoglikelihood(stage_dir(cfg, pipeline, "validate"), spec or eval_spec(cfg.score),
+                                  cfg.score.token_budget, cfg.score.shard_size)
     return ReusingLoglikelihood(shards, stage_dir(cfg, pipeline, "score"))
 
 
