@@ -13,6 +13,7 @@ from prefect import flow, unmapped
 from prefect.futures import wait
 
 from tasks.config import Config, ScoreConfig
+from tasks.layout import cache_dir
 from tasks.lm import ModelSpec
 from tasks.metrics.resources import build_resources
 from tasks.scoring.shards import CONCURRENCY_LIMIT, ShardRunner, ensure_concurrency_limit, make_task_runner
@@ -42,7 +43,8 @@ def score_flow(cfg: Config, pipeline: str) -> StageSummary:
     ensure_concurrency_limit(CONCURRENCY_LIMIT, cfg.score.gpu_concurrency)
     shards = sharded_loglikelihood(cfg, pipeline, run=fan_out(cfg.score))
     # called in the flow itself: the shard fan-out it triggers is a subflow of this one
-    scores = score_inputs(cfg, inputs, build_resources(cfg.score, loglikelihood=shards))
-    summary = write_scores_task(cfg, pipeline, scores, shard_details(shards), inputs.negatives)
+    resources = build_resources(cfg.score, loglikelihood=shards, llm_cache=cache_dir(cfg, "llm"))
+    scores = score_inputs(cfg, inputs, resources)
+    summary = write_scores_task(cfg, pipeline, scores, shard_details(shards), inputs.negatives, resources.log)
     print(f"score {pipeline}: {summary.as_dict()}")
     return summary

@@ -170,6 +170,11 @@ class ScoreConfig(Frozen):
     # references of other papers of the same venue, drawn with `negatives_seed`
     negatives: int = Field(4, ge=1)
     negatives_seed: int = 0
+    # The LLM oracle of the oracle cells (tasks/metrics/oracle_cells.py): "readout" reads the evaluation
+    # LM's next-token probabilities; "generate" asks the [score.oracle] backend (temperature 0, cached)
+    oracle_predictor: Literal["readout", "generate"] = "readout"
+    # The generation backend of the "generate" oracle and of the LLM judges (same keys as any backend)
+    oracle: LLMConfig = LLMConfig()
 
     @field_validator("metrics")
     @classmethod

@@ -15,6 +15,7 @@ import polars as pl
 from tasks.config import Config
 from tasks.layout import stage_dir, write_parquet
 from tasks.metrics import Resources, candidate_scores, get, score_metrics
+from tasks.metrics.llm_log import LLMLog, write_llm_log
 from tasks.metrics.resources import eval_spec
 from tasks.scoring.inputs import ScoringInputs, load_inputs
 from tasks.scoring.shards import ShardedLoglikelihood, ShardRunner, run_in_process
@@ -45,8 +46,9 @@ def shard_details(shards: ShardedLoglikelihood) -> dict[str, Any]:
 
 
 def write_scores(cfg: Config, pipeline: str, scores: pl.DataFrame, details: dict[str, Any],
-                 negatives: pl.DataFrame | None = None) -> StageSummary:
-    """Write scores and candidate scores; rows in: (candidate, reference) pairs, rows out: score rows."""
+                 negatives: pl.DataFrame | None = None, llm_log: LLMLog | None = None) -> StageSummary:
+    """Write scores and candidate scores (and the metrics' LLM usage and answers, score/usage.parquet and
+    score/llm_answers.parquet); rows in: (candidate, reference) pairs, rows out: score rows."""
     dup = scores.filter(pl.struct("candidate", "reference", "metric").is_duplicated())
     if not dup.is_empty():
         raise ValueError(f"{dup.height} score rows repeat a (candidate, reference, metric)")
@@ -56,11 +58,13 @@ def write_scores(cfg: Config, pipeline: str, scores: pl.DataFrame, details: dict
     write_parquet(per_candidate, folder / "candidate_scores.parquet")
     if negatives is not None:
         write_parquet(negatives, folder / "negatives.parquet")
+    llm = write_llm_log(llm_log, folder) if llm_log is not None else {}
     gaps = scores.filter(pl.col("reason").is_not_null()).group_by("reason").len().sort("reason")
     means = per_candidate.group_by("metric").agg(pl.col("score").filter(pl.col("score").is_not_nan()).mean())
     return StageSummary(
         rows_in=scores.select("candidate", "reference").unique().height,
         rows_out=scores.height,
+        **llm,
         details={
             "eval_lm": eval_spec(cfg.score).resolved().key,
             "pairs": scores.height,

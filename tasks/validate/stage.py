@@ -21,6 +21,7 @@ import polars as pl
 from tasks.config import Config, PreprocessConfig
 from tasks.layout import cache_dir, stage_dir, write_parquet
 from tasks.metrics import Resources, candidate_scores, get
+from tasks.metrics.llm_log import write_llm_log
 from tasks.metrics.resources import build_resources, eval_spec
 from tasks.scoring.inputs import read_judgments, read_synopses
 from tasks.scoring.shards import ShardedLoglikelihood
@@ -105,7 +106,10 @@ def validate_pipeline(cfg: Config, pipeline: str) -> ValidationResult:
     """The workflow on the pipeline's curated reviews, log-likelihoods scored as resumable shards."""
     shards = ShardedLoglikelihood(stage_dir(cfg, pipeline, "validate"), eval_spec(cfg.score), cfg.score.token_budget,
                                   cfg.score.shard_size)
-    return validate_reviews(cfg, read_reviews(cfg, pipeline), build_resources(cfg.score, shards))
+    resources = build_resources(cfg.score, shards, llm_cache=cache_dir(cfg, "llm"))
+    result = validate_reviews(cfg, read_reviews(cfg, pipeline), resources)
+    write_llm_log(resources.log, stage_dir(cfg, pipeline, "validate"))   # the judges' / oracle's calls
+    return result
 
 
 def read_candidate_scores(cfg: Config, pipeline: str) -> pl.DataFrame | None:
