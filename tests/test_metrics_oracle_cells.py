@@ -184,3 +184,73 @@ def test_config_chooses_the_oracle() -> None:
     assert isinstance(chosen.llm, LazyLM) and chosen.llm.model == "claude-x" and chosen.provides("llm_oracle")
     with pytest.raises(ValueError):
         ScoreConfig(oracle_predictor="guess")
+
+
+def test_leaderboard_names_the_model_behind_each_column() -> None:
+    from tasks.validate.leaderboard import leaderboard
+
+    rows = [("gem", "smollm2-key"), ("tvd_mi", "generate:anthropic/claude-x"), ("tv_fvar_statement", "readout:lm"),
+            ("llm_judge", "anthropic/claude-x"), ("bleu", "sacrebleu")]
+    scores = pl.DataFrame([{"paper_id": f"p{p}", "candidate": f"c{p}", "source": "m", "metric": m, "eval_lm": lm,
+                            "score": float(p)} for m, lm in rows for p in range(3)])
+    board = leaderboard(scores)
+    assert dict(board.select("metric", "predictor").iter_rows()) == {
+        "gem": "logprobs:smollm2-key", "tvd_mi": "generate:anthropic/claude-x", "tv_fvar_statement": "readout:lm",
+        "llm_judge": "judge:anthropic/claude-x", "bleu": "none"}
+
+
+def test_the_llm_log_lands_in_usage_files(tmp_path) -> None:
+    from tasks.lm.types import ChatResult
+    from tasks.metrics.llm_log import LLM_ANSWERS, LLMLog, write_llm_log
+
+    log = LLMLog()
+    assert write_llm_log(log, tmp_path)["llm_calls"] == 0 and not (tmp_path / "usage.parquet").exists()
+    cfg = LLMConfig(backend="anthropic", input_price_per_mtok=1.0, output_price_per_mtok=5.0)
+    log.record("judge:llm_judge", "anthropic", "m", cfg, ["a", "b"],
+               [ChatResult("Score: 7", input_tokens=1000, output_tokens=10), ChatResult("x", cached=True)], [7.0, None])
+    log.record("judge:llm_judge", "anthropic", "m", cfg, ["c"], [ChatResult("", error="overloaded")], [None])
+    figures = write_llm_log(log, tmp_path)
+    usage = pl.read_parquet(tmp_path / "usage.parquet")
+    assert usage.schema == USAGE and usage.height == 1
+    assert usage.row(0, named=True) | {"cost_usd": 0} == {
+        "purpose": "judge:llm_judge", "backend": "anthropic", "model": "m", "requests": 3, "cached": 1, "errors": 1,
+        "input_tokens": 1000, "output_tokens": 10, "cache_read_tokens": 0, "cache_write_tokens": 0, "cost_usd": 0}
+    assert figures == {"llm_calls": 2, "input_tokens": 1000, "output_tokens": 10,
+                       "cost_usd": pytest.approx(1000 / 1e6 + 10 * 5 / 1e6)}
+    answers = pl.read_parquet(tmp_path / "llm_answers.parquet")
+    assert answers.schema == LLM_ANSWERS and answers["value"].to_list() == [7.0, None, None]
+
+
+@pytest.mark.slow
+def test_oracle_cells_and_judge_on_the_embedded_lm(embedded_lm, tmp_path) -> None:
+    """Both predictors and the judge on SmolLM2: every pair gets a bounded score or a recorded gap, the
+    bin readout is a distribution over seven distinct tokens, and a rerun is served from the cache."""
+    from tasks.metrics.resources import build_resources
+
+    refs, syn = _refs(n_papers=2, n_reviews=2)
+    refs = refs.with_columns(pl.col("judgments").str.split("\n").list.head(2).list.join("\n"))
+    cands = human_candidates(refs)
+    negatives = draw_negatives(cands, refs, 1, seed=0)
+    names = ["tvd_mi", "kl_direct_report", "tv_fvar_statement", "gppm_judgment"]
+    readout = score_metrics(names, cands, refs, syn, build_resources(ScoreConfig()), negatives=negatives)
+    assert readout["reason"].is_null().all()
+    for name, low, high in (("tvd_mi", -1, 1), ("tv_fvar_statement", -1, 1), ("kl_direct_report", -LOG8, LOG8),
+                            ("gppm_judgment", -LOG8, LOG8)):
+        values = readout.filter(pl.col("metric") == name)["score"]
+        assert values.is_finite().all() and values.min() >= low and values.max() <= high, name
+    resources = build_resources(ScoreConfig(oracle_predictor="generate"), llm_cache=tmp_path)
+    generated = score_metrics(["tvd_mi", "gppm_judgment", "llm_judge"], cands, refs, syn, resources, negatives=negatives)
+    answers = resources.log.answers()
+    assert answers.height > 0 and (answers["model"] == "smollm2").all()
+    for row in generated.iter_rows(named=True):           # a score in range, or NaN with the reason
+        if row["reason"] is None:
+            assert {"tvd_mi": -1 <= row["score"] <= 1, "gppm_judgment": -LOG8 <= row["score"] <= LOG8,
+                    "llm_judge": 0 <= row["score"] <= 10}[row["metric"]]
+        else:
+            assert math.isnan(row["score"]) and row["reason"] in ("oracle_unanswered", "judge_unanswered")
+    usage = resources.log.usage()
+    assert (usage["cost_usd"] == 0).all() and usage["requests"].sum() == answers.height
+    again = build_resources(ScoreConfig(oracle_predictor="generate"), llm_cache=tmp_path)
+    assert score_metrics(["tvd_mi", "gppm_judgment", "llm_judge"], cands, refs, syn, again,
+                         negatives=negatives).equals(generated)
+    assert again.log.usage()["cached"].sum() == again.log.usage()["requests"].sum()

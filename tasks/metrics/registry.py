@@ -147,6 +147,18 @@ def _check_resources(metrics: Sequence[Metric], resources: Resources) -> None:
         raise MissingResource(f"this run cannot score {'; '.join(missing)}")
 
 
+def predictor(metric: str, eval_lm: str | None) -> str:
+    """Which model produced a metric's scores, from its need and the `eval_lm` of its score rows:
+    `logprobs:<eval LM>`, `readout:<eval LM>`, `generate:<backend>/<model>` (the oracle cells name their
+    predictor in eval_lm), `judge:<backend>/<model>`, `embedding:<model>`, or `none`."""
+    need = REGISTRY[metric].needs if metric in REGISTRY else None
+    lm = eval_lm or ""
+    if need == "llm_oracle" or (need == "lm_readout" and lm.startswith("readout:")):
+        return lm
+    prefix = {"lm_logprobs": "logprobs", "lm_readout": "readout", "llm_judge": "judge", "embedding": "embedding"}
+    return f"{prefix[need]}:{lm}" if need in prefix else "none"
+
+
 def candidate_scores(scores: pl.DataFrame) -> pl.DataFrame:
     """CANDIDATE_SCORES (tasks/schema.py): a candidate's score on its paper, the mean over its references (NaN pairs left out)."""
     valid = pl.col("score").is_not_nan() & pl.col("score").is_not_null()
