@@ -81,7 +81,10 @@ def validate(
         fail(str(error))
     try:
         scored = scorer_with_progress(engine_loglikelihood(eval_spec(cfg.score), cfg.score.token_budget))
-        result = validate_reviews(cfg, frame, build_resources(cfg.score, scored), metrics, chosen)
+        from tasks.layout import cache_dir
+
+        resources = build_resources(cfg.score, scored, llm_cache=cache_dir(cfg, "llm"))   # judges, generation oracle
+        result = validate_reviews(cfg, frame, resources, metrics, chosen)
     except ValueError as error:
         fail(str(error).splitlines()[0])
     if format is OutputFormat.json:

