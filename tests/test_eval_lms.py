@@ -164,8 +164,9 @@ def test_two_real_eval_lms_and_raw_level_validation_end_to_end(tmp_path, prefect
     assert set(validation.filter(metric="bleu")["level"]) == {"raw"}
     assert summary.details["rejects"] == 0 or summary.details["perturbations_failed"] == 0
 
-    for curated in (tmp_path / "data" / "t").glob("*/curate/*.parquet"):
-        curated.unlink()   # the fixture's curate files are not full CURATED_REVIEWS rows
+    for partial in [*(tmp_path / "data" / "t").glob("*/curate/*.parquet"),
+                    tmp_path / "data" / "t" / "generate" / "candidates.parquet"]:
+        partial.unlink()   # the fixture's curate and generate files are not full CURATED_REVIEWS / GENERATED rows
     build_database(cfg, "t")
     with duckdb.connect(str(cfg.database), read_only=True) as con:
         boards = con.execute("SELECT eval_lm, count(*) FROM leaderboard WHERE metric = 'gem' GROUP BY ALL "
