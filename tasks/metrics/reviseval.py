@@ -102,7 +102,7 @@ def reviseval_family(metrics: Sequence[Metric], candidates: pl.DataFrame, refere
             values, model = _classic(CLASSIC[name], pairs, resources), reviser_key
         else:
             values, model = _judged(resources, plans, revisions), _judge_key(resources, reviser_key)
-        for (head, x, _key_, _), (_, y), value in zip(plans, pairs, values, strict=True):
+        for (head, x, _, _), (_, y), value in zip(plans, pairs, values, strict=True):
             reason = ("no_candidate_text" if x is None else "reviser_unanswered" if y is None
                       else "judge_unanswered" if math.isnan(value) else None)
             rows.append({**head, "metric": name, "eval_lm": model, "reason": reason,
