@@ -1,0 +1,202 @@
+"""The qualify stage: the exam's statistics on hand-worked verdicts, the questions drawn from curated
+reviews, and judges of known behaviour through the local Anthropic- and OpenAI-compatible servers
+with the real client libraries (the whole stage, then the panel it leaves to the score stage)."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import polars as pl
+import pytest
+
+from tasks.config import QualifyConfig, load_config
+from tasks.layout import stage_dir, write_parquet
+from tasks.qualify.exam import Question, draw_exam, plain, polish
+from tasks.qualify.examinee import Verdict, from_probabilities, parse_stated
+from tasks.qualify.grade import consistency, grade, pertinence, self_confidence
+from tasks.qualify.stage import QualificationFailed, qualified_config, qualify, seats
+from tasks.testing.anthropic_server import AnthropicServer, user_text
+from tasks.testing.openai_server import OpenAIServer
+
+TOPICS = ["graph", "protein", "robot", "speech", "vision", "climate"]
+
+
+def _q(kind: str, item: int, order: int, target: int | None = None) -> Question:
+    return Question(kind, item, order, "p", "s", "a", "b", target)
+
+
+def test_consistency_on_hand_worked_verdicts() -> None:
+    qs = [_q("consistency", i, o) for i in range(4) for o in (0, 1)]
+    # item 0: 1 then 2 (same review) ; item 1: 1 then 1 (position) ; item 2: 2 then 1 (same) ; item 3: unanswered
+    choices = [1, 2, 1, 1, 2, 1, 1, None]
+    verdicts = [Verdict(c, 0.9) for c in choices]
+    assert consistency(qs, verdicts) == (3, pytest.approx(2 / 3))
+    assert consistency(qs, [Verdict(1, 0.6)] * 8) == (4, 0.0)           # always "first": never the same review
+    assert consistency(qs[:0], []) == (0, pytest.approx(math.nan, nan_ok=True))
+
+
+def test_pertinence_and_self_confidence_on_hand_worked_verdicts() -> None:
+    qs = [_q("pertinence", 0, 0, 1), _q("pertinence", 0, 1, 2), _q("pertinence", 1, 0, 1), _q("pertinence", 1, 1, 2)]
+    assert pertinence(qs, [Verdict(1, 1), Verdict(2, 1), Verdict(2, 1), Verdict(None, math.nan)]) == \
+        (3, pytest.approx(2 / 3))
+    assert pertinence(qs, [Verdict(1, 1)] * 4) == (4, 0.5)               # always "first": chance
+    sets = [_q("easy", 0, 0, 1), _q("easy", 0, 1, 2), _q("hard", 0, 0, 1), _q("hard", 0, 1, 2)]
+    # easy 0.9, 0.7 -> 0.8 ; hard 0.6 and an unanswered one -> 0.6 ; difference 0.2 on 3 answers
+    got = self_confidence(sets, [Verdict(1, 0.9), Verdict(2, 0.7), Verdict(1, 0.6), Verdict(None, math.nan)])
+    assert got == (3, pytest.approx(0.2))
+    assert self_confidence(sets, [Verdict(1, 0.6)] * 4) == (4, 0.0)      # constant confidence: no difference
+    assert math.isnan(self_confidence(sets[:2], [Verdict(1, 1.0)] * 2)[1])   # no hard set: no score
+
+
+def test_pass_lines_mean_of_the_role_and_chance() -> None:
+    rows = [("a", "judge", "consistency", 10, 1.0), ("b", "judge", "consistency", 10, 0.5),
+            ("c", "judge", "consistency", 10, 0.9), ("a", "judge", "pertinence", 20, 0.55),
+            ("b", "judge", "pertinence", 20, 0.45), ("c", "judge", "pertinence", 20, math.nan),
+            ("a", "judge", "self_confidence", 20, 0.1), ("b", "judge", "self_confidence", 20, 0.0),
+            ("lone", "oracle", "consistency", 10, 0.5)]
+    scores = pl.DataFrame([{"model": m, "role": r, "test": t, "n": n, "score": s, "confidence": "stated"}
+                           for m, r, t, n, s in rows])
+    table = grade(scores, QualifyConfig())
+    by = {(m, r, t): (th, p) for m, r, t, th, p in table.select("model", "role", "test", "threshold", "passed").iter_rows()}
+    assert by[("a", "judge", "consistency")] == (pytest.approx(0.8), True)     # mean of 1.0, 0.5, 0.9
+    assert by[("b", "judge", "consistency")] == (pytest.approx(0.8), False)
+    assert by[("c", "judge", "consistency")] == (pytest.approx(0.8), True)
+    assert by[("a", "judge", "pertinence")] == (pytest.approx(0.5), True)      # NaN left out of the mean
+    assert by[("b", "judge", "pertinence")][1] is False and by[("c", "judge", "pertinence")][1] is False
+    assert by[("a", "judge", "self_confidence")] == (0.0, True) and by[("b", "judge", "self_confidence")][1] is False
+    assert by[("lone", "oracle", "consistency")] == (0.5, False)            # its own mean, but not above chance
+    fixed = grade(scores, QualifyConfig(consistency_threshold=0.95))
+    assert fixed.filter(pl.col("test") == "consistency")["passed"].to_list() == [True, False, False, False]
+
+
+def test_answers_are_read_or_left_out() -> None:
+    assert parse_stated("Answer: 2; Confidence: 4") == Verdict(2, 0.8)
+    assert parse_stated("Review 1") .choice == 1 and math.isnan(parse_stated("Review 1").confidence)
+    assert parse_stated("I cannot decide.").choice is None
+    assert from_probabilities(0.3, 0.1) == Verdict(1, pytest.approx(0.75))
+    assert from_probabilities(0.0, 0.0).choice is None
+
+
+def _review(topic: str, r: int) -> str:
+    extra = " The writing is clear." * r      # reviews of one paper differ in length, never in topic mentions
+    return f"## Summary\nThe {topic} model is tested on {topic} data.\n- However the {topic} ablation is missing.{extra}"
+
+
+def _reviews(n_papers: int = 6) -> pl.DataFrame:
+    return pl.DataFrame([{"paper_id": f"p{p}", "review_id": f"p{p}-r{r}", "review_text": _review(TOPICS[p], r)}
+                         for p in range(n_papers) for r in range(3)])
+
+
+def test_the_exam_is_drawn_from_curated_reviews() -> None:
+    reviews = _reviews()
+    synopses = {f"p{p}": f"We study {TOPICS[p]} learning." for p in range(6)}
+    groups = {f"p{p}": "A" if p < 3 else "B" for p in range(6)}
+    questions = draw_exam(reviews, synopses, groups, n_items=4, seed=1)
+    assert len(questions) == 4 * 4 * 2 and draw_exam(reviews, synopses, groups, 4, 1) == questions
+    topic = {f"p{p}": TOPICS[p] for p in range(6)}
+    for q in questions:
+        mine = topic[q.paper_id]
+        if q.set == "pertinence":
+            relevant, other = (q.first, q.second) if q.target == 1 else (q.second, q.first)
+            assert relevant == relevant.lower() and "#" not in relevant and mine in relevant
+            assert mine not in other and other.startswith("## Review") and len(other) > len(relevant)
+            other_topic = next(t for t in TOPICS if t in other)
+            assert groups[f"p{TOPICS.index(other_topic)}"] == groups[q.paper_id]   # same venue
+        elif q.set == "easy":
+            assert (mine in q.first) != (mine in q.second)
+        else:                                   # consistency, hard (no rewriter): two reviews of the paper
+            assert mine in q.first and mine in q.second and q.first != q.second
+    first, swapped = questions[0], questions[1]
+    assert (first.first, first.second) == (swapped.second, swapped.first) and first.order == 0 and swapped.order == 1
+    assert plain("## Strengths\n- **Clear** idea.\n1. Good") == "strengths clear idea. good"
+    assert polish("One point. Another point.").startswith("## Review")
+    with pytest.raises(ValueError, match="two papers"):
+        draw_exam(reviews.filter(pl.col("paper_id") == "p0"), synopses, groups, 4, 0)
+
+
+def _shown(params: dict) -> tuple[str, str, str]:
+    user = user_text(params)
+    synopsis = re.search(r"We study (\w+) learning", user).group(1)
+    one, two = re.findall(r"<review>\n(.*?)\n</review>", user, re.S)
+    return synopsis, one, two
+
+
+def always_first(params: dict) -> str:
+    return "Answer: 1; Confidence: 3"
+
+
+def always_longer(params: dict) -> str:
+    _, one, two = _shown(params)
+    return f"Answer: {1 if len(one) >= len(two) else 2}; Confidence: 4"
+
+
+def careful(params: dict) -> str:
+    """Picks the review that talks about the synopsis's topic (the longer one on a tie); sure only when
+    one review is off topic."""
+    topic, one, two = _shown(params)
+    a, b = one.lower().count(topic), two.lower().count(topic)
+    choice = (1 if a > b else 2) if a != b else (1 if len(one) >= len(two) else 2)
+    return f"Answer: {choice}; Confidence: {5 if a != b else 2}"
+
+
+def _pipeline(project_config, anthropic_url: str, first_url: str, longer_url: str, **qualify: str) -> object:
+    judges = "\n".join(
+        f'[[pipelines.exam.score.judges]]\nbackend = "{b}"\nmodel = "{m}"\nuse_batches = false\nmax_retries = 0\n'
+        + (f'base_url = "{u}"\napi_key_env = ""\n' if b == "openai" else "")
+        for b, m, u in (("anthropic", "careful", None), ("openai", "first", first_url), ("openai", "longer", longer_url)))
+    extra = "".join(f"{k} = {v}\n" for k, v in qualify.items())
+    path = project_config(f'''
+[pipelines.exam]
+source = "synthetic"
+venues = ["GREBench.cc/2025/Demo"]
+stages = ["curate", "qualify", "score"]
+
+[pipelines.exam.score]
+metrics = ["gem"]
+baselines = ["llm_judge_noref"]
+
+[pipelines.exam.qualify]
+items = 5
+{extra}
+{judges}''')
+    return load_config(path).for_pipeline("exam")
+
+
+def test_known_judges_through_the_servers_and_the_panel_left_to_score(tmp_path, project_config, monkeypatch) -> None:
+    """The careful judge qualifies; always-first (consistency 0, pertinence 0.5) and always-longer
+    (pertinence 0) fail, and neither states a confidence that follows difficulty; the score stage's panel
+    keeps the careful judge alone. With on_fail = "stop" the same exam stops the run."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    with AnthropicServer(careful) as good, OpenAIServer(always_first) as first, OpenAIServer(always_longer) as longer:
+        cfg = _pipeline(project_config, good.url, first.base_url, longer.base_url)
+        reviews = _reviews()
+        curated = stage_dir(cfg, "exam", "curate", "GREBench.cc/2025/Demo")
+        write_parquet(reviews, curated / "reviews.parquet")
+        write_parquet(pl.DataFrame({"paper_id": [f"p{p}" for p in range(6)], "in_benchmark": [True] * 6,
+                                    "abstract": [f"We study {t} learning." for t in TOPICS]}), curated / "papers.parquet")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", good.url)
+        summary = qualify(cfg, "exam")
+        calls = good.counts["messages"], first.counts["chat"], longer.counts["chat"]
+        with pytest.raises(QualificationFailed, match="longer"):
+            qualify(cfg.model_copy(update={"qualify": cfg.qualify.model_copy(update={"on_fail": "stop"})}), "exam")
+        assert (good.counts["messages"], first.counts["chat"], longer.counts["chat"]) == calls   # cached
+    assert [s.name for s in seats(cfg)] == ["anthropic/careful", "openai/first", "openai/longer"]
+    table = pl.read_parquet(stage_dir(cfg, "exam", "qualify") / "qualification.parquet")
+    got = {(m, t): (n, s, p) for m, t, n, s, p in table.select("model", "test", "n", "score", "passed").iter_rows()}
+    assert got[("anthropic/careful", "consistency")] == (5, 1.0, True)
+    assert got[("anthropic/careful", "pertinence")] == (10, 1.0, True)
+    assert got[("anthropic/careful", "self_confidence")] == (20, pytest.approx(0.6), True)   # 5/5 - 2/5
+    assert got[("openai/first", "consistency")] == (5, 0.0, False)
+    assert got[("openai/first", "pertinence")] == (10, 0.5, False)
+    assert got[("openai/longer", "consistency")][1:] == (1.0, True)
+    assert got[("openai/longer", "pertinence")] == (10, 0.0, False)
+    for model in ("openai/first", "openai/longer"):
+        assert got[(model, "self_confidence")] == (20, 0.0, False)
+    assert (table["role"] == "judge").all() and (table["confidence"] == "stated").all()
+    assert table.filter(pl.col("test") == "consistency")["threshold"].to_list() == [pytest.approx(2 / 3)] * 3
+    assert summary.details["qualified"] == {"judge:anthropic/careful": True, "judge:openai/first": False,
+                                            "judge:openai/longer": False}
+    assert summary.llm_calls == sum(calls) and (stage_dir(cfg, "exam", "qualify") / "usage.parquet").is_file()
+    kept = qualified_config(cfg, "exam").score.judges
+    assert [j.model for j in kept] == ["careful"]
