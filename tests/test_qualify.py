@@ -200,3 +200,14 @@ def test_known_judges_through_the_servers_and_the_panel_left_to_score(tmp_path, 
     assert summary.llm_calls == sum(calls) and (stage_dir(cfg, "exam", "qualify") / "usage.parquet").is_file()
     kept = qualified_config(cfg, "exam").score.judges
     assert [j.model for j in kept] == ["careful"]
+    # the table in DuckDB (its staging and mart SQL alone, in memory)
+    import duckdb
+
+    from tasks.layout import pipeline_dir
+    from tasks.materialize import SQL_DIR, BuildResult, _run_layers
+
+    con = duckdb.connect()
+    _run_layers(con, pipeline_dir(cfg, "exam"), {"pipeline": "exam"}, SQL_DIR, BuildResult(database=cfg.database),
+                {"staging.qualification", "qualification"})
+    rows = con.execute("SELECT model, bool_and(qualified) FROM qualification GROUP BY ALL ORDER BY model").fetchall()
+    assert rows == [("anthropic/careful", True), ("openai/first", False), ("openai/longer", False)]
