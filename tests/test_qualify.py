@@ -211,3 +211,46 @@ def test_known_judges_through_the_servers_and_the_panel_left_to_score(tmp_path, 
                 {"staging.qualification", "qualification"})
     rows = con.execute("SELECT model, bool_and(qualified) FROM qualification GROUP BY ALL ORDER BY model").fetchall()
     assert rows == [("anthropic/careful", True), ("openai/first", False), ("openai/longer", False)]
+
+
+@pytest.mark.slow
+def test_the_embedded_lm_sits_the_exam_end_to_end(tmp_path, project_config) -> None:
+    """SmolLM2 as judge (the local backend, read by the logit readout): every question answered, scores in
+    range, verdicts by the pass lines, and the run stops only when the role is left without a qualified model
+    (the oracle role's readout seat is the same code path, on the evaluation LM)."""
+    path = project_config('''
+[pipelines.exam]
+source = "synthetic"
+venues = ["GREBench.cc/2025/Demo"]
+stages = ["curate", "qualify", "score"]
+
+[pipelines.exam.score]
+metrics = ["gem"]
+baselines = ["llm_judge_noref"]
+
+[pipelines.exam.qualify]
+items = 2
+''')
+    cfg = load_config(path).for_pipeline("exam")
+    curated = stage_dir(cfg, "exam", "curate", "GREBench.cc/2025/Demo")
+    write_parquet(_reviews(), curated / "reviews.parquet")
+    write_parquet(pl.DataFrame({"paper_id": [f"p{p}" for p in range(6)], "in_benchmark": [True] * 6,
+                                "abstract": [f"We study {t} learning." for t in TOPICS]}), curated / "papers.parquet")
+    try:
+        qualify(cfg, "exam")
+        stopped = False
+    except QualificationFailed:
+        stopped = True
+    table = pl.read_parquet(stage_dir(cfg, "exam", "qualify") / "qualification.parquet")
+    assert set(zip(table["role"], table["model"], strict=True)) == {("judge", "local/smollm2")}
+    assert (table["confidence"] == "readout").all()
+    n = dict(zip(table["test"], table["n"], strict=False))
+    assert n == {"consistency": 2, "pertinence": 4, "self_confidence": 8}      # every question answered
+    for row in table.iter_rows(named=True):
+        low, high = (-0.5, 0.5) if row["test"] == "self_confidence" else (0.0, 1.0)
+        assert low <= row["score"] <= high
+        rule = row["score"] > row["threshold"] if row["test"] == "self_confidence" else \
+            row["score"] >= row["threshold"] - 1e-12 and row["score"] > 0.5
+        assert row["passed"] == rule
+    per_role = table.group_by("role").agg(pl.col("passed").all())
+    assert stopped == (not per_role["passed"].all())
