@@ -140,3 +140,26 @@ def test_a_panel_of_judges_is_averaged(tmp_path, monkeypatch) -> None:
     assert predictor("llm_judge_noref", scores["eval_lm"][0]) == "judge:anthropic/judge-a+openai/judge-b"
     usage = resources.log.usage()
     assert sorted(usage["model"]) == ["judge-a", "judge-b"] and (usage["requests"] == 3).all()
+
+
+def test_a_panel_serves_the_generation_oracle(tmp_path, monkeypatch) -> None:
+    """TVD-MI with a panel: member A answers yes for same-paper pairs and no otherwise, member B always
+    no. Critic on the positive pair: (1/2 - 1/2) / 2 = 0; on each negative: -1/2; score 0 - (-1/2) = 1/2
+    (A alone would give 1)."""
+    from tasks.metrics.negatives import draw_negatives
+    from tasks.scoring.inputs import human_candidates
+    from tests.test_metrics_oracle_cells import _refs, _responder
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    refs, syn = _refs(n_papers=3, n_reviews=2)
+    cands = human_candidates(refs)
+    negatives = draw_negatives(cands, refs, 2, seed=0)
+    with AnthropicServer(_responder) as a, AnthropicServer(lambda params: "No") as b:
+        members = tuple(make_lm(LLMConfig(backend="anthropic", model=m, use_batches=False, max_retries=0), tmp_path,
+                                base_url=s.url) for m, s in (("oracle-a", a), ("oracle-b", b)))
+        alone = score_metrics(["tvd_mi"], cands, refs, syn, Resources("lm", llm=members[0], oracle="generate"),
+                              negatives=negatives)
+        panel = score_metrics(["tvd_mi"], cands, refs, syn, Resources("lm", judges=members, oracle="generate"),
+                              negatives=negatives)
+    assert (alone["score"] == 1.0).all() and (panel["score"] == 0.5).all()
+    assert set(panel["eval_lm"]) == {"generate:anthropic/oracle-a+anthropic/oracle-b"}
