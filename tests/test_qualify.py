@@ -200,6 +200,14 @@ def test_known_judges_through_the_servers_and_the_panel_left_to_score(tmp_path, 
     assert summary.llm_calls == sum(calls) and (stage_dir(cfg, "exam", "qualify") / "usage.parquet").is_file()
     kept = qualified_config(cfg, "exam").score.judges
     assert [j.model for j in kept] == ["careful"]
+    lone = cfg.model_copy(update={"score": cfg.score.model_copy(update={"judges": (),
+                                                                       "oracle": cfg.score.judges[1]})})
+    with pytest.raises(QualificationFailed, match="only model"):   # a failed judge with no panel to leave
+        qualified_config(lone, "exam")
+    other = cfg.model_copy(update={"score": cfg.score.model_copy(update={"oracle_predictor": "generate",
+                                                                        "baselines": ("llm_judge", "tvd_mi")})})
+    with pytest.raises(QualificationFailed, match="not examined"):   # the config changed since the exam
+        qualified_config(other, "exam")
     # the table in DuckDB (its staging and mart SQL alone, in memory)
     import duckdb
 

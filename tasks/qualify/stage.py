@@ -179,19 +179,26 @@ def check(table: pl.DataFrame, seated: Sequence[Seat], on_fail: str) -> None:
 
 
 def qualified_config(cfg: Config, pipeline: str) -> Config:
-    """`cfg` with the judge panel reduced to the models that passed, when the pipeline runs qualify."""
-    if "qualify" not in cfg.pipelines[pipeline].stages or not cfg.score.judges:
+    """`cfg` as the qualify stage left it, when the pipeline runs that stage: the `[score] judges` panel
+    reduced to the models that passed; a failed model with no panel to leave (the single `[score.oracle]`,
+    the readout oracle) or a model never examined stops the run."""
+    if "qualify" not in cfg.pipelines[pipeline].stages:
         return cfg
     path = stage_dir(cfg, pipeline, "qualify") / "qualification.parquet"
     if not path.is_file():
         raise FileNotFoundError(f"{path}: qualification not found; run the qualify stage first")
     table = pl.read_parquet(path)
-    examined = set(table["model"])
-    missing = [llm_key(j) for j in cfg.score.judges if llm_key(j) not in examined]
-    if missing:
-        raise QualificationFailed(f"judges {missing} were not examined: rerun the qualify stage")
-    fails = set().union(*failing(table).values()) if table.height else set()
-    keep = tuple(j for j in cfg.score.judges if llm_key(j) not in fails)
+    fails = failing(table)
+    examined = {(m, r) for m, r in table.select("model", "role").iter_rows()}
+    for seat in seats(cfg):
+        if (seat.name, seat.role) not in examined:
+            raise QualificationFailed(f"{seat.role}:{seat.name} was not examined: rerun the qualify stage")
+        if seat.name in fails.get(seat.role, set()) and not (cfg.score.judges and seat.llm is not None):
+            raise QualificationFailed(f"{seat.role}:{seat.name} failed the qualification exam and is the role's only model")
+    if not cfg.score.judges:
+        return cfg
+    dropped = set().union(*fails.values()) if fails else set()
+    keep = tuple(j for j in cfg.score.judges if llm_key(j) not in dropped)
     if not keep:
         raise QualificationFailed("no judge of the [score] judges panel passed the exam")
     return cfg.model_copy(update={"score": cfg.score.model_copy(update={"judges": keep})})
