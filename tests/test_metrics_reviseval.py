@@ -163,3 +163,36 @@ def test_a_panel_serves_the_generation_oracle(tmp_path, monkeypatch) -> None:
                               negatives=negatives)
     assert (alone["score"] == 1.0).all() and (panel["score"] == 0.5).all()
     assert set(panel["eval_lm"]) == {"generate:anthropic/oracle-a+anthropic/oracle-b"}
+
+
+def test_reviseval_is_validated_like_the_rest(tmp_path, monkeypatch) -> None:
+    """The validation workflow rescores perturbed candidates with the RevisEval metrics: each perturbed
+    candidate is revised afresh (the reference follows the response) and paired with its original."""
+    from tasks.validate.workflow import run_validation
+    from tests.test_validate_workflow import make_reviews
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+
+    def reviser(body: dict) -> str:            # keeps the first three sentences: a tidier review
+        review = re.search(r"<review>\n(.*?)\n</review>", user_text(body), re.S).group(1)
+        return " ".join(re.split(r"(?<=[.!?])\s+", review)[:3])
+
+    def judge(params: dict) -> str:            # 10 when the candidate needed no cut, less the longer it ran on
+        user = user_text(params)
+        ref = user.split("### Reference review (the candidate, revised)\n")[1].split("\n\n### Candidate")[0]
+        cand = user.split("<candidate>\n")[1].split("\n</candidate>")[0]
+        return f"Score: {max(0, 10 - (len(cand.split()) - len(ref.split())) // 5)}"
+
+    with OpenAIServer(reviser) as r, AnthropicServer(judge) as j:
+        resources = Resources(reviser=make_lm(_openai(r, "reviser-x"), tmp_path),
+                              llm=make_lm(LLMConfig(backend="anthropic", model="judge-a", use_batches=False,
+                                                    max_retries=0), tmp_path, base_url=j.url))
+        out = run_validation(make_reviews(n_papers=3), strategies=["sentence_deletion", "meaningless_elongation"],
+                             metrics=["reviseval_rouge_l", "reviseval_judge"], resources=resources,
+                             candidates="all", bootstrap_resamples=0)
+    table = out.validation
+    assert set(zip(table["metric"], table["strategy"], strict=True)) == {
+        (m, s) for m in ("reviseval_rouge_l", "reviseval_judge") for s in ("sentence_deletion", "meaningless_elongation")}
+    assert (table["n"] == 9).all()                 # every review of the three papers, paired with its perturbation
+    elongated = table.filter((pl.col("metric") == "reviseval_judge") & (pl.col("strategy") == "meaningless_elongation"))
+    assert elongated["mean_change"][0] < 0         # the padded candidate runs further past its revision
