@@ -219,6 +219,10 @@ def test_known_judges_through_the_servers_and_the_panel_left_to_score(tmp_path, 
                 {"staging.qualification", "qualification"})
     rows = con.execute("SELECT model, bool_and(qualified) FROM qualification GROUP BY ALL ORDER BY model").fetchall()
     assert rows == [("anthropic/careful", True), ("openai/first", False), ("openai/longer", False)]
+    data_test = (SQL_DIR / "tests" / "qualification_rows.sql").read_text()
+    assert con.execute(data_test).fetchall() == []
+    con.execute("INSERT INTO qualification SELECT * REPLACE ('umpire' AS role) FROM qualification LIMIT 1")
+    assert len(con.execute(data_test).fetchall()) == 1
 
 
 @pytest.mark.slow
