@@ -83,9 +83,12 @@ def _review(topic: str, r: int) -> str:
     return f"## Summary\nThe {topic} model is tested on {topic} data.\n- However the {topic} ablation is missing.{extra}"
 
 
-def _reviews(n_papers: int = 6) -> pl.DataFrame:
-    return pl.DataFrame([{"paper_id": f"p{p}", "review_id": f"p{p}-r{r}", "review_text": _review(TOPICS[p], r)}
-                         for p in range(n_papers) for r in range(3)])
+def _reviews(n_papers: int = 6, judged: bool = True) -> pl.DataFrame:
+    rows = [{"paper_id": f"p{p}", "review_id": f"p{p}-r{r}", "review_text": _review(TOPICS[p], r),
+             "judgments": f"The reviewer criticizes that the {TOPICS[p]} ablation is missing.\n"
+                          f"The reviewer appreciates that the {TOPICS[p]} model is tested."}
+            for p in range(n_papers) for r in range(3)]
+    return pl.DataFrame(rows).drop([] if judged else ["judgments"])
 
 
 def test_the_exam_is_drawn_from_curated_reviews() -> None:
@@ -93,7 +96,12 @@ def test_the_exam_is_drawn_from_curated_reviews() -> None:
     synopses = {f"p{p}": f"We study {TOPICS[p]} learning." for p in range(6)}
     groups = {f"p{p}": "A" if p < 3 else "B" for p in range(6)}
     questions = draw_exam(reviews, synopses, groups, n_items=4, seed=1)
-    assert len(questions) == 4 * 4 * 2 and draw_exam(reviews, synopses, groups, 4, 1) == questions
+    assert len(questions) == 4 * 5 * 2 and draw_exam(reviews, synopses, groups, 4, 1) == questions
+    assert len(draw_exam(reviews.drop("judgments"), synopses, groups, 4, 1)) == 4 * 4 * 2   # no statements
+    statements = [q for q in questions if q.ask == "supports"]
+    assert len(statements) == 8 and {q.set for q in statements} == {"consistency"}
+    assert {q.item for q in statements} == {4, 5, 6, 7}            # items of their own, after the first kind
+    assert all(q.statement in reviews["judgments"].str.split("\n").explode().to_list() for q in statements)
     topic = {f"p{p}": TOPICS[p] for p in range(6)}
     for q in questions:
         mine = topic[q.paper_id]
@@ -132,10 +140,15 @@ def always_longer(params: dict) -> str:
 
 
 def careful(params: dict) -> str:
-    """Picks the review that talks about the synopsis's topic (the longer one on a tie); sure only when
-    one review is off topic."""
+    """Picks the review that talks about the synopsis's topic (for a statement: shares more of its words;
+    the longer one on a tie); sure only when one review is off topic."""
     topic, one, two = _shown(params)
-    a, b = one.lower().count(topic), two.lower().count(topic)
+    statement = re.search(r"### Statement\n(.*)\n", user_text(params))
+    if statement:
+        words = set(re.findall(r"\w+", statement.group(1).lower()))
+        a, b = (len(words & set(re.findall(r"\w+", r.lower()))) for r in (one, two))
+    else:
+        a, b = one.lower().count(topic), two.lower().count(topic)
     choice = (1 if a > b else 2) if a != b else (1 if len(one) >= len(two) else 2)
     return f"Answer: {choice}; Confidence: {5 if a != b else 2}"
 
@@ -172,7 +185,11 @@ def test_known_judges_through_the_servers_and_the_panel_left_to_score(tmp_path, 
         cfg = _pipeline(project_config, good.url, first.base_url, longer.base_url)
         reviews = _reviews()
         curated = stage_dir(cfg, "exam", "curate", "GREBench.cc/2025/Demo")
-        write_parquet(reviews, curated / "reviews.parquet")
+        write_parquet(reviews.drop("judgments"), curated / "reviews.parquet")
+        write_parquet(pl.DataFrame({"review_id": reviews["review_id"].to_list() * 2, "position": [0] * 18 + [1] * 18,
+                                    "text": reviews["judgments"].str.split("\n").list.get(0).to_list()
+                                    + reviews["judgments"].str.split("\n").list.get(1).to_list()}),
+                      stage_dir(cfg, "exam", "preprocess") / "judgments.parquet")
         write_parquet(pl.DataFrame({"paper_id": [f"p{p}" for p in range(6)], "in_benchmark": [True] * 6,
                                     "abstract": [f"We study {t} learning." for t in TOPICS]}), curated / "papers.parquet")
         monkeypatch.setenv("ANTHROPIC_BASE_URL", good.url)
@@ -184,10 +201,10 @@ def test_known_judges_through_the_servers_and_the_panel_left_to_score(tmp_path, 
     assert [s.name for s in seats(cfg)] == ["anthropic/careful", "openai/first", "openai/longer"]
     table = pl.read_parquet(stage_dir(cfg, "exam", "qualify") / "qualification.parquet")
     got = {(m, t): (n, s, p) for m, t, n, s, p in table.select("model", "test", "n", "score", "passed").iter_rows()}
-    assert got[("anthropic/careful", "consistency")] == (5, 1.0, True)
+    assert got[("anthropic/careful", "consistency")] == (10, 1.0, True)      # 5 informative + 5 statement items
     assert got[("anthropic/careful", "pertinence")] == (10, 1.0, True)
     assert got[("anthropic/careful", "self_confidence")] == (20, pytest.approx(0.6), True)   # 5/5 - 2/5
-    assert got[("openai/first", "consistency")] == (5, 0.0, False)
+    assert got[("openai/first", "consistency")] == (10, 0.0, False)
     assert got[("openai/first", "pertinence")] == (10, 0.5, False)
     assert got[("openai/longer", "consistency")][1:] == (1.0, True)
     assert got[("openai/longer", "pertinence")] == (10, 0.0, False)
@@ -245,7 +262,7 @@ items = 2
 ''')
     cfg = load_config(path).for_pipeline("exam")
     curated = stage_dir(cfg, "exam", "curate", "GREBench.cc/2025/Demo")
-    write_parquet(_reviews(), curated / "reviews.parquet")
+    write_parquet(_reviews(judged=False), curated / "reviews.parquet")
     write_parquet(pl.DataFrame({"paper_id": [f"p{p}" for p in range(6)], "in_benchmark": [True] * 6,
                                 "abstract": [f"We study {t} learning." for t in TOPICS]}), curated / "papers.parquet")
     try:

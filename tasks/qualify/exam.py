@@ -3,7 +3,9 @@
 Every question shows a paper's synopsis and two reviews and asks which is the more informative
 review of this paper; each is asked in both orders (`order` 0 as drawn, 1 swapped).
 
-* consistency: two real reviews of the same paper; the verdict should not follow the order;
+* consistency: two real reviews of the same paper; the verdict should not follow the order. Two
+  kinds of question: which is more informative, and (when preprocessing made judgment lines)
+  which supports a statement (a judgment line of one of them);
 * pertinence: a real review of the paper with its surface degraded (`plain`: formatting stripped,
   lower case) against a review of another paper of the same venue, polished (by the rewriter LLM,
   else `polish`: a numbered list under markdown headers); the relevant one is `target`;
@@ -28,6 +30,7 @@ import polars as pl
 from tasks.metrics.registry import usable
 
 QuestionSet = Literal["consistency", "pertinence", "easy", "hard"]
+Ask = Literal["informative", "supports"]
 # (prompt version, texts) -> the rewriter's texts in order (None where it gave nothing usable)
 Rewrite = Callable[[str, Sequence[str]], list[str | None]]
 POLISH_VERSION = "qualify-polish-v1"
@@ -44,6 +47,8 @@ class Question:
     first: str                # Review 1 as shown
     second: str               # Review 2 as shown
     target: int | None        # position (1 or 2) of the review the test counts as right; None: consistency
+    ask: Ask = "informative"  # which is more informative / which supports `statement`
+    statement: str | None = None
 
 
 def _unmarked(text: str) -> str:
@@ -66,22 +71,29 @@ def polish(text: str) -> str:
 
 
 def _both_orders(kind: QuestionSet, item: int, paper: str, synopsis: str, a: str, b: str,
-                 target: int | None) -> list[Question]:
+                 target: int | None, statement: str | None = None) -> list[Question]:
     """The item as drawn (a first) and swapped; `target` is the position of `a`'s side when counted."""
-    return [Question(kind, item, 0, paper, synopsis, a, b, target),
-            Question(kind, item, 1, paper, synopsis, b, a, None if target is None else 3 - target)]
+    ask: Ask = "informative" if statement is None else "supports"
+    return [Question(kind, item, 0, paper, synopsis, a, b, target, ask, statement),
+            Question(kind, item, 1, paper, synopsis, b, a, None if target is None else 3 - target, ask, statement)]
 
 
 def draw_exam(reviews: pl.DataFrame, synopses: Mapping[str, str], groups: Mapping[str, str], n_items: int,
               seed: int, rewrite: Rewrite | None = None) -> list[Question]:
     """The questions of all three tests: up to `n_items` items per set, each in both orders.
 
-    `reviews`: paper_id, review_id, review_text (the curated reviews); `synopses`: paper_id -> the
-    synopsis shown; `groups`: paper_id -> its venue (other papers are drawn from the same one)."""
+    `reviews`: paper_id, review_id, review_text (the curated reviews) and optionally judgments (their
+    judgment lines, for the statement questions); `synopses`: paper_id -> the synopsis shown;
+    `groups`: paper_id -> its venue (other papers are drawn from the same one)."""
     by_paper: dict[str, list[str]] = {}
-    for paper, _, text in reviews.sort("paper_id", "review_id").select("paper_id", "review_id", "review_text").iter_rows():
+    lines: dict[str, list[str]] = {}      # review text -> its judgment lines
+    if "judgments" not in reviews.columns:
+        reviews = reviews.with_columns(pl.lit(None, pl.String).alias("judgments"))
+    for paper, text, judged in reviews.sort("paper_id", "review_id").select("paper_id", "review_text",
+                                                                           "judgments").iter_rows():
         if usable(text):
             by_paper.setdefault(paper, []).append(text.strip())
+            lines[text.strip()] = [line.strip() for line in (judged or "").splitlines() if line.strip()]
     papers = sorted(p for p, texts in by_paper.items() if len(texts) >= 2)
     if len(papers) < 2:
         raise ValueError(f"the exam needs at least two papers with two usable reviews each; found {len(papers)}")
@@ -103,6 +115,9 @@ def draw_exam(reviews: pl.DataFrame, synopses: Mapping[str, str], groups: Mappin
         questions += _both_orders("pertinence", item, paper, synopsis, plain(a), fancy, 1)
         questions += _both_orders("easy", item, paper, synopsis, a, rng.choice(by_paper[other]), 1)
         questions += _both_orders("hard", item, paper, synopsis, a, again or b, 1)
+        if lines.get(a):           # a statement of one review: which of the two supports it?
+            questions += _both_orders("consistency", len(drawn) + item, paper, synopsis, a, b, None,
+                                      rng.choice(lines[a]))
     return questions
 
 

@@ -26,9 +26,9 @@ if TYPE_CHECKING:
     from tasks.metrics.llm_log import LLMLog
     from tasks.metrics.registry import AnswerReadout, ChatLM
 
-PROMPT_VERSION = "qualify-compare-v1"
+PROMPT_VERSIONS = {"informative": "qualify-compare-v1", "supports": "qualify-supports-v1"}
 ANSWERS = ("1", "2")
-READOUT_FORMAT = "Reply with the number of the more informative review only: 1 or 2."
+READOUT_FORMAT = "Reply with the number of the review only: 1 or 2."
 STATED_FORMAT = ('Reply on one line exactly as "Answer: N; Confidence: C", where N is 1 or 2 and C is how sure '
                  "you are, from 1 (a guess) to 5 (certain).")
 MAX_ANSWER_TOKENS = 16
@@ -53,12 +53,14 @@ class Examinee(Protocol):
 
 
 def user_turn(q: Question) -> str:
+    ask = ("Which review is the more informative review of this paper?" if q.ask == "informative" else
+           f"### Statement\n{q.statement}\n\nWhich review supports this statement more clearly?")
     return (f"### Synopsis of the paper\n{q.synopsis}\n\n### Review 1\n<review>\n{q.first}\n</review>\n\n"
-            f"### Review 2\n<review>\n{q.second}\n</review>\n\nWhich review is the more informative review of this paper?")
+            f"### Review 2\n<review>\n{q.second}\n</review>\n\n{ask}")
 
 
-def system_turn(confidence: Confidence) -> str:
-    return f"{load_prompt(PROMPT_VERSION)}\n{READOUT_FORMAT if confidence == 'readout' else STATED_FORMAT}"
+def system_turn(confidence: Confidence, ask: str = "informative") -> str:
+    return f"{load_prompt(PROMPT_VERSIONS[ask])}\n{READOUT_FORMAT if confidence == 'readout' else STATED_FORMAT}"
 
 
 def parse_stated(text: str) -> Verdict:
@@ -87,8 +89,7 @@ class ReadoutExaminee:
     def answer(self, questions: Sequence[Question]) -> list[Verdict]:
         if not questions:
             return []
-        system = system_turn("readout")
-        probs = self.read([(system, user_turn(q)) for q in questions], ANSWERS)
+        probs = self.read([(system_turn("readout", q.ask), user_turn(q)) for q in questions], ANSWERS)
         return [from_probabilities(float(p1), float(p2)) for p1, p2 in probs]
 
 
@@ -105,11 +106,10 @@ class StatedExaminee:
 
         if not questions:
             return []
-        system = system_turn("stated")
-        users = [user_turn(q) for q in questions]
-        keys = [_key(PROMPT_VERSION, system, u) for u in users]
-        results = self.llm.generate([ChatRequest(system, u, MAX_ANSWER_TOKENS, custom_id=k)
-                                     for k, u in zip(keys, users, strict=True)])
+        turns = [(system_turn("stated", q.ask), user_turn(q)) for q in questions]
+        keys = [_key(*turn) for turn in turns]
+        results = self.llm.generate([ChatRequest(system, user, MAX_ANSWER_TOKENS, custom_id=k)
+                                     for k, (system, user) in zip(keys, turns, strict=True)])
         verdicts = [parse_stated(r.text) if r.error is None else Verdict(None, math.nan) for r in results]
         self.log.record("qualify:exam", self.llm.name, self.llm.model, self.llm.cfg, keys, results,
                         [None if v.choice is None else float(v.choice) for v in verdicts])

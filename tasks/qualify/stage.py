@@ -102,11 +102,15 @@ def sit_exam(questions: Sequence[Question], seated: Sequence[Seat], make: Callab
 
 
 def exam_inputs(cfg: Config, pipeline: str) -> tuple[pl.DataFrame, dict[str, str], dict[str, str]]:
-    """The curated reviews, each paper's synopsis text (preprocess synopses, else the abstract) and its venue."""
+    """The curated reviews (with their judgment lines once preprocessed), each paper's synopsis text
+    (preprocess synopses, else the abstract) and its venue."""
     from tasks.metrics.judge import synopsis_text
-    from tasks.scoring.inputs import curated_reviews, paper_groups, synopses_wide
+    from tasks.scoring.inputs import curated_reviews, judgments_text, paper_groups, synopses_wide
 
     reviews = curated_reviews(cfg, pipeline)
+    judged = stage_dir(cfg, pipeline, "preprocess") / "judgments.parquet"   # for the statement questions
+    if judged.is_file():
+        reviews = reviews.join(judgments_text(pl.read_parquet(judged)), on="review_id", how="left")
     path = stage_dir(cfg, pipeline, "preprocess") / "synopses.parquet"
     if path.is_file():
         wide = synopses_wide(pl.read_parquet(path, columns=["paper_id", "kind", "text"]))
