@@ -5,7 +5,8 @@
 
 Reads ../shared/data/iclr2023_dev.parquet (three reviews per paper, no abstracts). The exam's
 reviews are reviewers 1 and 2; the synopsis shown is the "Summary Of The Paper" section of
-reviewer 3 (the data has no abstracts); every paper is of the same venue. One model sits the
+reviewer 3 (the data has no abstracts); every paper is of the same venue; the statements of the
+consistency test are the GPT-4o judgment lines shipped with the data. One model sits the
 exam, so the "mean" thresholds are its own scores and it passes consistency / pertinence only above
 chance. Prints the table, then one JSON line.
 """
@@ -39,17 +40,18 @@ def summary_section(review: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "iclr2023_dev.parquet"))
-    parser.add_argument("--items", type=int, default=6)
+    parser.add_argument("--items", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--backend", default="local")
     parser.add_argument("--model", default="smollm2")
     parser.add_argument("--base-url", default=None)
-    parser.add_argument("--max-chars", type=int, default=2500, help="each review cut to this many characters")
+    parser.add_argument("--max-chars", type=int, default=2000, help="each review cut to this many characters")
     args = parser.parse_args()
     data = pl.read_parquet(args.data)
     reviews = (data.filter(pl.col("reviewer") < 3)
                .select("paper_id", pl.format("{}-{}", "paper_id", "reviewer").alias("review_id"),
-                       pl.col("review").str.slice(0, args.max_chars).alias("review_text")))
+                       pl.col("review").str.slice(0, args.max_chars).alias("review_text"),
+                       pl.col("judgments_reference").alias("judgments")))
     synopses = {p: f"Summary by another referee:\n{summary_section(r)}"
                 for p, r in data.filter(pl.col("reviewer") == 3).select("paper_id", "review").iter_rows()}
     groups = dict.fromkeys(data["paper_id"].unique().to_list(), "ICLR.cc/2023/Conference")
