@@ -283,3 +283,31 @@ items = 2
         assert row["passed"] == rule
     per_role = table.group_by("role").agg(pl.col("passed").all())
     assert stopped == (not per_role["passed"].all())
+
+
+def test_a_rewriter_polishes_and_rephrases(tmp_path) -> None:
+    """With [qualify.rewriter] (here behind the local OpenAI-compatible server) the irrelevant side of
+    pertinence is its polished text and the hard set's second review its rephrasing; where it answers
+    nothing, the deterministic edit stands in."""
+    from tasks.config import LLMConfig
+    from tasks.metrics.llm_log import LLMLog
+    from tasks.qualify.stage import rewriter
+
+    def respond(body: dict) -> str:
+        review = re.search(r"<review>\n(.*?)\n</review>", user_text(body), re.S).group(1)
+        system = body["messages"][0]["content"]
+        if "copy editor" in system and "polished" in system:
+            return "" if "protein" in review else f"# A Polished Report\n\n{review}"
+        return f"In other words: {review}"
+
+    with OpenAIServer(respond) as server:
+        cfg = LLMConfig(backend="openai", model="editor", base_url=server.base_url, api_key_env="", use_batches=False)
+        log = LLMLog()
+        questions = draw_exam(_reviews(), {}, {}, 6, 0, rewriter(cfg, tmp_path, log))
+    for q in questions:
+        if q.set == "pertinence" and q.order == 0:
+            assert q.second.startswith("# A Polished Report") or (q.second.startswith("## Review")
+                                                                  and "protein" in q.second)
+        if q.set == "hard" and q.order == 0:
+            assert q.second == f"In other words: {q.first}"
+    assert {"qualify:qualify-polish-v1", "qualify:qualify-rephrase-v1"} == set(log.usage()["purpose"])

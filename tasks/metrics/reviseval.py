@@ -51,7 +51,7 @@ def judge_user(synopsis: str, reference: str, candidate: str) -> str:
             "Rate the candidate review against the reference (Score: 0-10).")
 
 
-def _key(*parts: str) -> str:
+def content_key(*parts: str) -> str:
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
 
 
@@ -89,7 +89,7 @@ def reviseval_family(metrics: Sequence[Metric], candidates: pl.DataFrame, refere
         key = None
         if x is not None:
             user = revise_user(synopsis, x)
-            key = _key(REVISE_VERSION, user)
+            key = content_key(REVISE_VERSION, user)
             asks.setdefault(key, user)
         plans.append((head, x, key, synopsis))
     revisions = revise(resources, asks)
@@ -141,7 +141,7 @@ def _judged(resources: Resources, plans: list, revisions: dict[str, str | None])
             keys.append(None)
             continue
         user = judge_user(synopsis, reference, x)
-        q = _key(JUDGE_VERSION, system, user)
+        q = content_key(JUDGE_VERSION, system, user)
         questions.setdefault(q, (system, user))
         keys.append(q)
     ratings = ask_panel(resources, questions, parse_rating, "judge:reviseval_judge", MAX_JUDGE_TOKENS)

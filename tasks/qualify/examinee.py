@@ -102,12 +102,12 @@ class StatedExaminee:
 
     def answer(self, questions: Sequence[Question]) -> list[Verdict]:
         from tasks.lm.types import ChatRequest
-        from tasks.metrics.reviseval import _key
+        from tasks.metrics.reviseval import content_key
 
         if not questions:
             return []
         turns = [(system_turn("stated", q.ask), user_turn(q)) for q in questions]
-        keys = [_key(*turn) for turn in turns]
+        keys = [content_key(*turn) for turn in turns]
         results = self.llm.generate([ChatRequest(system, user, MAX_ANSWER_TOKENS, custom_id=k)
                                      for k, (system, user) in zip(keys, turns, strict=True)])
         verdicts = [parse_stated(r.text) if r.error is None else Verdict(None, math.nan) for r in results]

@@ -128,14 +128,14 @@ def rewriter(cfg: LLMConfig, llm_cache: Path, log: LLMLog) -> Rewrite:
     from tasks.lm.types import ChatRequest
     from tasks.metrics.oracle_cells import load_prompt
     from tasks.metrics.resources import LazyLM
-    from tasks.metrics.reviseval import _key
+    from tasks.metrics.reviseval import content_key
 
     llm = LazyLM(cfg, llm_cache)
 
     def rewrite(version: str, texts: Sequence[str]) -> list[str | None]:
         system = load_prompt(version)
         users = [f"<review>\n{t}\n</review>" for t in texts]
-        keys = [_key(version, system, u) for u in users]
+        keys = [content_key(version, system, u) for u in users]
         results = llm.generate([ChatRequest(system, u, cfg.max_tokens, custom_id=k) for k, u in zip(keys, users, strict=True)])
         out = [r.text.strip() if r.error is None and r.text and r.text.strip() else None for r in results]
         log.record(f"qualify:{version}", llm.name, llm.model, cfg, keys, results,
