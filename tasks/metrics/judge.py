@@ -6,7 +6,8 @@
 * `llm_judge_noref`: the same without the reference reviews (reference-free).
 
 The judge is `Resources.llm` (the `[score.oracle]` backend, a CachedLM: temperature 0, batched,
-cached), or the panel `[score] judges`, whose ratings are averaged (tasks/metrics/panel.py). One call per candidate; `llm_judge` writes that score on each of the candidate's
+cached), or the panel `[score] judges`, whose ratings are averaged (tasks/metrics/panel.py). One
+call per candidate and judge; `llm_judge` writes that score on each of the candidate's
 (candidate, reference) rows, so its candidate score is the rating itself, and `llm_judge_noref`
 writes one row with no reference. The rating is the number after "Score:" (else the first whole
 number 0-10 of the answer); an answer without one is NaN with the reason `judge_unanswered`,
