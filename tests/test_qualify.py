@@ -258,7 +258,7 @@ metrics = ["gem"]
 baselines = ["llm_judge_noref"]
 
 [pipelines.exam.qualify]
-items = 2
+items = 1
 ''')
     cfg = load_config(path).for_pipeline("exam")
     curated = stage_dir(cfg, "exam", "curate", "GREBench.cc/2025/Demo")
@@ -274,7 +274,7 @@ items = 2
     assert set(zip(table["role"], table["model"], strict=True)) == {("judge", "local/smollm2")}
     assert (table["confidence"] == "readout").all()
     n = dict(zip(table["test"], table["n"], strict=False))
-    assert n == {"consistency": 2, "pertinence": 4, "self_confidence": 8}      # every question answered
+    assert n == {"consistency": 1, "pertinence": 2, "self_confidence": 4}      # every question answered
     for row in table.iter_rows(named=True):
         low, high = (-0.5, 0.5) if row["test"] == "self_confidence" else (0.0, 1.0)
         assert low <= row["score"] <= high
