@@ -16,7 +16,7 @@ from tasks.summary import StageSummary
 
 # Stages that write per venue; the others write data/<pipeline>/<stage>/ (tasks/layout.py).
 PER_VENUE = ("ingest", "curate")
-OUTPUT_STAGES = ("ingest", "curate", "preprocess", "generate", "score", "validate")
+OUTPUT_STAGES = ("ingest", "curate", "preprocess", "generate", "qualify", "score", "validate")
 
 
 def latest_run(cfg: Config, pipeline: str) -> pl.DataFrame:

@@ -25,6 +25,7 @@ STAGE_FLOWS = {
     "curate": "flows.curate:curate_flow",
     "preprocess": "flows.preprocess:preprocess_flow",
     "generate": "flows.generate:generate_flow",
+    "qualify": "flows.qualify:qualify_flow",
     "score": "flows.score:score_flow",
     "validate": "flows.validate:validate_flow",
     "materialize": "flows.materialize:materialize_flow",

@@ -16,6 +16,7 @@ from prefect.futures import wait
 from tasks.config import Config, ScoreConfig
 from tasks.layout import cache_dir
 from tasks.lm import ModelSpec
+from tasks.qualify.stage import qualified_config
 from tasks.scoring.shards import CONCURRENCY_LIMIT, ShardRunner, ensure_concurrency_limit, make_task_runner
 from tasks.scoring.stage import score_inputs_each_eval_lm, sharded_loglikelihoods, shards_details
 from tasks.scoring.steps import read_inputs_task, score_shard_task, write_scores_task
@@ -39,6 +40,7 @@ def fan_out(cfg: ScoreConfig) -> ShardRunner:
 
 @flow(name="score", log_prints=True)
 def score_flow(cfg: Config, pipeline: str) -> StageSummary:
+    cfg = qualified_config(cfg, pipeline)   # the judges that passed the qualify stage, when it runs
     inputs = read_inputs_task(cfg, pipeline)
     ensure_concurrency_limit(CONCURRENCY_LIMIT, cfg.score.gpu_concurrency)
     shards = sharded_loglikelihoods(cfg, pipeline, run=fan_out(cfg.score))   # one per evaluation LM

@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-STAGES = ("ingest", "curate", "preprocess", "generate", "score", "validate", "materialize")
-Stage = Literal["ingest", "curate", "preprocess", "generate", "score", "validate", "materialize"]
+STAGES = ("ingest", "curate", "preprocess", "generate", "qualify", "score", "validate", "materialize")
+Stage = Literal["ingest", "curate", "preprocess", "generate", "qualify", "score", "validate", "materialize"]
 DEFAULT_CONFIG = Path("pipelines.toml")
 # The stage is called "validate", which shadows the deprecated BaseModel.validate; that is intended.
 warnings.filterwarnings("ignore", message=r'Field name "validate" in "\w+" shadows', category=UserWarning)
@@ -191,6 +191,11 @@ class ScoreConfig(Frozen):
     oracle_predictor: Literal["readout", "generate"] = "readout"
     # The generation backend of the "generate" oracle and of the LLM judges (same keys as any backend)
     oracle: LLMConfig = LLMConfig()
+    # A panel in the judging role (tasks/metrics/panel.py): the LLM judges and the "generate" oracle ask
+    # every backend listed and average their values; empty: the [score.oracle] backend alone
+    judges: tuple[LLMConfig, ...] = ()
+    # RevisEval (tasks/metrics/reviseval.py): the LLM that revises each candidate; None: [score.oracle]
+    reviser: LLMConfig | None = None
 
     @field_validator("eval_lms", mode="before")
     @classmethod
@@ -278,6 +283,23 @@ class ValidateConfig(Frozen):
         from tasks.metrics import check_names
 
         return check_names(value)
+
+
+class QualifyConfig(Frozen):
+    """The qualification exam of the LLMs in a judging role (tasks/qualify, Auto-PRE)."""
+
+    items: int = Field(20, ge=1)             # exam items per test (papers / review pairs), drawn with `seed`
+    seed: int = 0
+    # pass lines; "mean": the mean score of the models examined in the role (as Auto-PRE does)
+    consistency_threshold: float | Literal["mean"] = "mean"
+    pertinence_threshold: float | Literal["mean"] = "mean"
+    # self-confidence passes when mean confidence on the easy set minus the hard set exceeds this
+    self_confidence_margin: float = 0.0
+    # a failing model: "drop" it from its role (the run stops if a role is left empty) or "stop" the run
+    on_fail: Literal["drop", "stop"] = "drop"
+    # the LLM that polishes the irrelevant reviews and rephrases the hard set (same keys as any
+    # backend); None: deterministic edits (markdown formatting; another review of the same paper)
+    rewriter: LLMConfig | None = None
 
 
 class ScheduleConfig(Frozen):
@@ -370,6 +392,7 @@ class PipelineConfig(Frozen):
     generate: dict[str, Any] = {}
     score: dict[str, Any] = {}
     validate: dict[str, Any] = {}
+    qualify: dict[str, Any] = {}
 
     @field_validator("venues", "stages")
     @classmethod
@@ -393,6 +416,7 @@ class Config(Frozen):
     generate: GenerateConfig = GenerateConfig()
     score: ScoreConfig = ScoreConfig()
     validate: ValidateConfig = ValidateConfig()
+    qualify: QualifyConfig = QualifyConfig()
     schedule: ScheduleConfig = ScheduleConfig()
     venues: dict[str, VenueConfig] = {}
     pipelines: dict[str, PipelineConfig] = {}
@@ -444,7 +468,7 @@ class Config(Frozen):
     def _merged(self, name: str, pipeline: PipelineConfig) -> Config:
         merged = self.model_dump()
         merged["pipelines"][name] = pipeline.model_dump()
-        for stage in ("ingest", "curate", "preprocess", "generate", "score", "validate"):
+        for stage in ("ingest", "curate", "preprocess", "generate", "score", "validate", "qualify"):
             merged[stage].update(getattr(pipeline, stage))
         return _validate(merged, where=f"pipelines.{name}")
 

@@ -271,3 +271,19 @@ NEGATIVES = pl.Schema({"paper_id": pl.String, "candidate": pl.String, "reference
 # distribution (tasks/lm/readout.py, tasks/metrics/oracle.py). `key` hashes the question's content.
 ORACLE_REQUESTS = pl.Schema({"key": pl.String, "system": pl.String, "user": pl.String})
 ORACLE_RESULTS = pl.Schema({"key": pl.String, "p_yes": pl.Float64, "p_no": pl.Float64})
+
+
+# ---- qualify -----------------------------------------------------------------------------------
+# The qualification exam of the LLMs in a judging role (tasks/qualify): one row per model, role and test.
+QUALIFICATION = pl.Schema(
+    {
+        "model": pl.String,               # backend/model, or readout:<evaluation LM key>
+        "role": pl.String,                # judge | oracle
+        "test": pl.String,                # consistency | pertinence | self_confidence
+        "n": pl.Int64,                    # items (consistency) or questions answered
+        "score": pl.Float64,
+        "threshold": pl.Float64,
+        "passed": pl.Boolean,
+        "confidence": pl.String,          # how confidence was read: readout | stated
+    }
+)

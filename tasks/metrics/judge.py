@@ -6,7 +6,8 @@
 * `llm_judge_noref`: the same without the reference reviews (reference-free).
 
 The judge is `Resources.llm` (the `[score.oracle]` backend, a CachedLM: temperature 0, batched,
-cached). One call per candidate; `llm_judge` writes that score on each of the candidate's
+cached), or the panel `[score] judges`, whose ratings are averaged (tasks/metrics/panel.py). One
+call per candidate and judge; `llm_judge` writes that score on each of the candidate's
 (candidate, reference) rows, so its candidate score is the rating itself, and `llm_judge_noref`
 writes one row with no reference. The rating is the number after "Score:" (else the first whole
 number 0-10 of the answer); an answer without one is NaN with the reason `judge_unanswered`,
@@ -64,11 +65,9 @@ def judge_user(synopsis: str, candidate: str, references: Sequence[str] | None) 
 def judge_family(metrics: Sequence[Metric], candidates: pl.DataFrame, references: pl.DataFrame,
                  negatives: pl.DataFrame | None, synopses: pl.DataFrame, resources: Resources) -> pl.DataFrame:
     """SCORES rows of the judges given: one batch of calls per judge."""
-    from tasks.lm.types import ChatRequest
+    from tasks.metrics.panel import ask_panel, panel_key
 
-    llm = resources.llm
-    assert llm is not None   # checked by the registry
-    key_of = f"{llm.name}/{llm.model}"
+    key_of = panel_key(resources.panel())   # one model, or the panel whose ratings are averaged
     synopsis_rows = {r["paper_id"]: r for r in synopses.iter_rows(named=True)}
     rows: list[dict] = []
     for metric in metrics:
@@ -91,12 +90,8 @@ def judge_family(metrics: Sequence[Metric], candidates: pl.DataFrame, references
                 key = hashlib.sha256(json.dumps([PROMPT_VERSIONS[metric.name], system, user]).encode()).hexdigest()[:32]
                 asks.setdefault(key, user)
             plans += [({**base, "reference": ref, "reason": reason}, key) for ref in targets]
-        keys = sorted(asks)
-        results = llm.generate([ChatRequest(system, asks[k], MAX_ANSWER_TOKENS, custom_id=k) for k in keys]) if keys else []
-        ratings = {k: parse_rating(r.text) if r.error is None else math.nan for k, r in zip(keys, results, strict=True)}
-        if keys:
-            resources.log.record(f"judge:{metric.name}", llm.name, llm.model, llm.cfg, keys, results,
-                                 [None if math.isnan(ratings[k]) else ratings[k] for k in keys])
+        ratings = ask_panel(resources, {k: (system, user) for k, user in asks.items()}, parse_rating,
+                            f"judge:{metric.name}", MAX_ANSWER_TOKENS)
         for row, key in plans:
             if key is not None:
                 row["score"] = ratings[key]

@@ -68,8 +68,9 @@ def oracle_key(resources: Resources) -> str:
     """Names the predictor in score rows (`eval_lm`): readout:<eval LM> or generate:<backend>/<model>."""
     if resources.oracle == "readout":
         return f"readout:{resources.eval_lm}"
-    assert resources.llm is not None   # checked by the registry
-    return f"generate:{resources.llm.name}/{resources.llm.model}"
+    from tasks.metrics.panel import panel_key
+
+    return f"generate:{panel_key(resources.panel())}"
 
 
 def ask(resources: Resources, kind: Kind, questions: Mapping[str, tuple[str, str]], purpose: str) -> dict[str, float]:
@@ -79,17 +80,10 @@ def ask(resources: Resources, kind: Kind, questions: Mapping[str, tuple[str, str
     keys = sorted(questions)
     if resources.oracle == "readout":
         return dict(zip(keys, _readout(resources, kind, [questions[k] for k in keys]), strict=True))
-    from tasks.lm.types import ChatRequest
+    from tasks.metrics.panel import ask_panel
 
-    llm = resources.llm
-    assert llm is not None   # checked by the registry
-    results = llm.generate([ChatRequest(*questions[k], max_tokens=MAX_ANSWER_TOKENS, custom_id=k[:64])
-                            for k in keys])
-    parse = parse_critic if kind == "critic" else parse_bin
-    values = [parse(r.text) if r.error is None else math.nan for r in results]
-    resources.log.record(purpose, llm.name, llm.model, llm.cfg, keys, results,
-                         [None if math.isnan(v) else v for v in values])
-    return dict(zip(keys, values, strict=True))
+    # one model, or the panel `[score] judges`: each member answers, the values are averaged
+    return ask_panel(resources, questions, parse_critic if kind == "critic" else parse_bin, purpose, MAX_ANSWER_TOKENS)
 
 
 def _readout(resources: Resources, kind: Kind, prompts: list[tuple[str, str]]) -> list[float]:

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 Reads = Literal["raw", "judgments", "statements"]        # the review text, its judgment lines, atomic statements
 Conditioning = Literal["none", "abstract", "abstract+assw"]
-Need = Literal["lm_logprobs", "llm_oracle", "llm_judge", "embedding", "nothing", "lm_readout"]
+Need = Literal["lm_logprobs", "llm_oracle", "llm_judge", "embedding", "nothing", "lm_readout", "llm_reviser"]
 
 Loglikelihood = Callable[[pl.DataFrame], pl.DataFrame]   # LOGLIK_REQUESTS -> LOGLIK_RESULTS, keyed by `key`
 Embed = Callable[[Sequence[str]], list[np.ndarray]]      # texts -> one (tokens x dim) matrix of unit vectors each
@@ -71,13 +71,21 @@ class Resources:
     read_answers: AnswerReadout | None = None   # the same readout over any answers (the oracle's support bins)
     oracle: OraclePredictor = "readout"         # what answers the llm_oracle cells: the readout or `llm`
     log: LLMLog = field(default_factory=LLMLog, compare=False, repr=False)  # the metrics' LLM usage and answers
+    reviser: ChatLM | None = None               # llm_reviser (RevisEval, tasks/metrics/reviseval.py); None: `llm`
+    judges: tuple[ChatLM, ...] = ()             # a panel (tasks/metrics/panel.py): used instead of `llm`, averaged
 
     def provides(self, need: Need) -> bool:
         readout = self.readout is not None and self.eval_lm is not None
+        llm = self.llm is not None or bool(self.judges)
         return {"nothing": True, "lm_logprobs": self.loglikelihood is not None and self.eval_lm is not None,
                 "embedding": self.embed is not None,
-                "llm_oracle": readout if self.oracle == "readout" else self.llm is not None,
-                "llm_judge": self.llm is not None, "lm_readout": readout}[need]
+                "llm_oracle": readout if self.oracle == "readout" else llm,
+                "llm_judge": llm, "lm_readout": readout,
+                "llm_reviser": self.reviser is not None or self.llm is not None}[need]
+
+    def panel(self) -> tuple[ChatLM, ...]:
+        """The models of the judging role (judges, the generation oracle): the panel, else `llm` alone."""
+        return self.judges or ((self.llm,) if self.llm is not None else ())
 
 
 class FamilyFn(Protocol):
@@ -155,7 +163,8 @@ def predictor(metric: str, eval_lm: str | None) -> str:
     lm = eval_lm or ""
     if need == "llm_oracle" or (need == "lm_readout" and lm.startswith("readout:")):
         return lm
-    prefix = {"lm_logprobs": "logprobs", "lm_readout": "readout", "llm_judge": "judge", "embedding": "embedding"}
+    prefix = {"lm_logprobs": "logprobs", "lm_readout": "readout", "llm_judge": "judge", "embedding": "embedding",
+              "llm_reviser": "reviser"}
     return f"{prefix[need]}:{lm}" if need in prefix else "none"
 
 

@@ -128,4 +128,6 @@ def build_resources(cfg: ScoreConfig, loglikelihood: Loglikelihood | None = None
         read_answers=engine_answers(spec, cfg.token_budget),
         oracle=cfg.oracle_predictor,
         log=log if log is not None else LLMLog(),
+        reviser=LazyLM(cfg.reviser, llm_cache) if cfg.reviser is not None and llm_cache is not None else None,
+        judges=tuple(LazyLM(j, llm_cache) for j in cfg.judges) if llm_cache is not None else (),
     )

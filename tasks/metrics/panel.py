@@ -1,0 +1,58 @@
+"""A panel of LLMs in a judging role: every member answers the same questions, the values are averaged.
+
+`[score] judges` lists the backends of the panel (any LLMConfig keys each); left empty, the
+`[score.oracle]` backend judges alone. The LLM judges (tasks/metrics/judge.py), the generation
+oracle (tasks/metrics/predictors.py) and the RevisEval judge (tasks/metrics/reviseval.py) ask
+their questions through `ask_panel`: each member answers every question (batched and cached by
+its CachedLM), each answer is parsed into a value, and a question's value is the mean over the
+members that gave one. A member whose answer does not parse leaves the mean to the others; a
+question no member answered is NaN, never a guess. Each member's calls are recorded in the LLM
+log under the purpose, so usage and answers stay per model.
+
+The score rows name the panel in `eval_lm` (`panel_key`: "anthropic/a+openai/b"), which the
+leaderboard's predictor column shows: the judges used are on the board.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tasks.metrics.registry import ChatLM, Resources
+
+
+def model_key(llm: ChatLM) -> str:
+    return f"{llm.name}/{llm.model}"
+
+
+def panel_key(models: Sequence[ChatLM]) -> str:
+    """The models of a panel, in config order: "backend/model+backend/model"."""
+    return "+".join(model_key(m) for m in models)
+
+
+def mean_of_members(values: Sequence[float]) -> float:
+    """The mean of the members' values that are numbers; NaN when none is."""
+    kept = [v for v in values if not math.isnan(v)]
+    return sum(kept) / len(kept) if kept else math.nan
+
+
+def ask_panel(resources: Resources, questions: Mapping[str, tuple[str, str]], parse: Callable[[str], float],
+              purpose: str, max_tokens: int) -> dict[str, float]:
+    """key -> the panel's mean value for each (system, user) question (NaN where no member answered)."""
+    from tasks.lm.types import ChatRequest
+
+    if not questions:
+        return {}
+    keys = sorted(questions)
+    per_member: list[list[float]] = []
+    for llm in resources.panel():
+        results = llm.generate([ChatRequest(*questions[k], max_tokens=max_tokens, custom_id=k[:64]) for k in keys])
+        values = [parse(r.text) if r.error is None else math.nan for r in results]
+        resources.log.record(purpose, llm.name, llm.model, llm.cfg, keys, results,
+                             [None if math.isnan(v) else v for v in values])
+        per_member.append(values)
+    if not per_member:
+        raise ValueError("no model in the judging role (neither [score] judges nor [score.oracle])")
+    return {k: mean_of_members([member[i] for member in per_member]) for i, k in enumerate(keys)}

@@ -1,0 +1,208 @@
+"""The qualify stage's plain functions: who sits the exam, run it, write the table, apply it.
+
+    qualify/qualification.parquet   QUALIFICATION: one row per (model, role, test)
+    qualify/usage.parquet           the exam's LLM calls (-> the `llm_usage` table), llm_answers.parquet
+
+Roles (from the metrics `[score]` and `[validate]` name): `judge` when a metric needs an LLM judge
+(the `[score] judges` panel, else `[score.oracle]`); `oracle` when a metric needs the LLM oracle
+(the evaluation LM's readout, or with `oracle_predictor = "generate"` the judge models). A model
+that fails a test fails its role. With `on_fail = "stop"` the stage stops the run; with "drop"
+the score and validate stages leave it out of the panel (`qualified_config`), and a role left
+with no qualified model stops the run here, since its metrics would have no judge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from tasks.config import Config, LLMConfig, ScoreConfig
+from tasks.layout import cache_dir, stage_dir, write_parquet
+from tasks.lm import ModelSpec
+from tasks.metrics import get
+from tasks.metrics.llm_log import LLMLog, write_llm_log
+from tasks.qualify.exam import Question, Rewrite, draw_exam
+from tasks.qualify.examinee import Examinee, ReadoutExaminee, StatedExaminee
+from tasks.qualify.grade import exam_scores, failing, grade
+from tasks.schema import QUALIFICATION
+from tasks.summary import StageSummary
+
+ROLE_NEEDS = {"llm_judge": "judge", "llm_oracle": "oracle"}
+
+
+class QualificationFailed(RuntimeError):
+    """A model in a judging role failed the exam and the run is configured to stop (or a role is empty)."""
+
+
+@dataclass(frozen=True)
+class Seat:
+    """One model in one role: a generation backend (`llm`) or the evaluation LM's readout (`spec`)."""
+
+    name: str
+    role: str
+    llm: LLMConfig | None = None
+    spec: ModelSpec | None = None
+
+
+def llm_key(cfg: LLMConfig) -> str:
+    """The name a backend has in score rows and the qualification table (`backend/model`)."""
+    return f"{cfg.backend}/{cfg.model}"
+
+
+def judge_models(score: ScoreConfig) -> tuple[LLMConfig, ...]:
+    return score.judges or (score.oracle,)
+
+
+def seats(cfg: Config) -> list[Seat]:
+    """Every model in a judging role of this run's metrics."""
+    from tasks.scoring.eval_lms import eval_specs
+
+    metrics = get(list(dict.fromkeys((*cfg.score.all_metrics, *cfg.validate.metrics))))
+    roles = sorted({ROLE_NEEDS[m.needs] for m in metrics if m.needs in ROLE_NEEDS})
+    out: list[Seat] = []
+    for role in roles:
+        if role == "oracle" and cfg.score.oracle_predictor == "readout":
+            spec = eval_specs(cfg.score)[0]   # the oracle cells read the first evaluation LM
+            out.append(Seat(f"readout:{spec.resolved().key}", role, spec=spec))
+        else:
+            out += [Seat(llm_key(j), role, llm=j) for j in judge_models(cfg.score)]
+    return out
+
+
+def examinee(seat: Seat, score: ScoreConfig, llm_cache: Path, log: LLMLog) -> Examinee:
+    """The readout where the model's probabilities are at hand (the evaluation LM, a local backend);
+    a stated confidence for an API backend."""
+    from tasks.lm import chat_spec
+    from tasks.metrics.resources import LazyLM, engine_answers
+
+    if seat.spec is not None:
+        return ReadoutExaminee(seat.name, engine_answers(seat.spec, score.token_budget))
+    assert seat.llm is not None
+    if seat.llm.backend == "local":
+        return ReadoutExaminee(seat.name, engine_answers(chat_spec(seat.llm), score.token_budget))
+    return StatedExaminee(seat.name, LazyLM(seat.llm, llm_cache), log)
+
+
+def sit_exam(questions: Sequence[Question], seated: Sequence[Seat], make: Callable[[Seat], Examinee]) -> pl.DataFrame:
+    """(model, role, test, n, score, confidence) of every seat; a model in two roles sits the exam once."""
+    verdicts: dict[str, tuple[str, list]] = {}
+    rows = []
+    for seat in seated:
+        if seat.name not in verdicts:
+            who = make(seat)
+            verdicts[seat.name] = (who.confidence, who.answer(questions))
+        confidence, answers = verdicts[seat.name]
+        for test, (n, score) in exam_scores(questions, answers).items():
+            rows.append({"model": seat.name, "role": seat.role, "test": test, "n": n, "score": score,
+                         "confidence": confidence})
+    return pl.DataFrame(rows, schema={k: v for k, v in QUALIFICATION.items() if k not in ("threshold", "passed")})
+
+
+def exam_inputs(cfg: Config, pipeline: str) -> tuple[pl.DataFrame, dict[str, str], dict[str, str]]:
+    """The curated reviews (with their judgment lines once preprocessed), each paper's synopsis text
+    (preprocess synopses, else the abstract) and its venue."""
+    from tasks.metrics.judge import synopsis_text
+    from tasks.scoring.inputs import curated_reviews, judgments_text, paper_groups, synopses_wide
+
+    reviews = curated_reviews(cfg, pipeline)
+    judged = stage_dir(cfg, pipeline, "preprocess") / "judgments.parquet"   # for the statement questions
+    if judged.is_file():
+        reviews = reviews.join(judgments_text(pl.read_parquet(judged)), on="review_id", how="left")
+    path = stage_dir(cfg, pipeline, "preprocess") / "synopses.parquet"
+    if path.is_file():
+        wide = synopses_wide(pl.read_parquet(path, columns=["paper_id", "kind", "text"]))
+    else:
+        frames = [pl.read_parquet(p, columns=["paper_id", "abstract"]) for venue in cfg.pipelines[pipeline].venues
+                  if (p := stage_dir(cfg, pipeline, "curate", venue) / "papers.parquet").is_file()]
+        wide = pl.concat(frames).with_columns(pl.lit(None, pl.String).alias("assw")) if frames else \
+            pl.DataFrame(schema={"paper_id": pl.String, "abstract": pl.String, "assw": pl.String})
+    synopses = {r["paper_id"]: synopsis_text(r) for r in wide.iter_rows(named=True)}
+    return reviews, synopses, paper_groups(cfg, pipeline)
+
+
+def rewriter(cfg: LLMConfig, llm_cache: Path, log: LLMLog) -> Rewrite:
+    """The `[qualify.rewriter]` LLM as the exam's polisher / rephraser (cached, temperature 0)."""
+    from tasks.lm.types import ChatRequest
+    from tasks.metrics.oracle_cells import load_prompt
+    from tasks.metrics.resources import LazyLM
+    from tasks.metrics.reviseval import content_key
+
+    llm = LazyLM(cfg, llm_cache)
+
+    def rewrite(version: str, texts: Sequence[str]) -> list[str | None]:
+        system = load_prompt(version)
+        users = [f"<review>\n{t}\n</review>" for t in texts]
+        keys = [content_key(version, system, u) for u in users]
+        results = llm.generate([ChatRequest(system, u, cfg.max_tokens, custom_id=k) for k, u in zip(keys, users, strict=True)])
+        out = [r.text.strip() if r.error is None and r.text and r.text.strip() else None for r in results]
+        log.record(f"qualify:{version}", llm.name, llm.model, cfg, keys, results,
+                   [None if o is None else float(len(o.split())) for o in out])
+        return out
+    return rewrite
+
+
+def qualify(cfg: Config, pipeline: str, make: Callable[[Seat], Examinee] | None = None) -> StageSummary:
+    """Examine every model in a judging role, write the table, stop the run where configured."""
+    folder = stage_dir(cfg, pipeline, "qualify")
+    seated = seats(cfg)
+    log = LLMLog()
+    llm_cache = cache_dir(cfg, "llm")
+    if not seated:
+        write_parquet(pl.DataFrame(schema=QUALIFICATION), folder / "qualification.parquet")
+        return StageSummary(0, 0, details={"examined": [], "note": "no metric uses an LLM judge or oracle"})
+    reviews, synopses, groups = exam_inputs(cfg, pipeline)
+    rewrite = rewriter(cfg.qualify.rewriter, llm_cache, log) if cfg.qualify.rewriter is not None else None
+    questions = draw_exam(reviews, synopses, groups, cfg.qualify.items, cfg.qualify.seed, rewrite)
+    make = make or (lambda seat: examinee(seat, cfg.score, llm_cache, log))
+    table = grade(sit_exam(questions, seated, make), cfg.qualify)
+    write_parquet(table, folder / "qualification.parquet")
+    llm = write_llm_log(log, folder)
+    check(table, seated, cfg.qualify.on_fail)
+    passed = table.group_by("model", "role").agg(pl.col("passed").all()).sort("role", "model")
+    return StageSummary(rows_in=len(questions), rows_out=table.height, **llm, details={
+        "qualified": {f"{r}:{m}": p for m, r, p in passed.iter_rows()},
+        "scores": {f"{r['role']}:{r['model']}:{r['test']}": round(r["score"], 4) if r["score"] == r["score"] else None
+                   for r in table.iter_rows(named=True)}})
+
+
+def check(table: pl.DataFrame, seated: Sequence[Seat], on_fail: str) -> None:
+    """Stop on a failure when configured; with "drop", stop only when a role has no qualified model left."""
+    fails = failing(table)
+    if not fails:
+        return
+    lines = [f"{r['role']}:{r['model']} failed {r['test']} ({r['score']:.3f} vs threshold {r['threshold']:.3f}, n={r['n']})"
+             for r in table.filter(~pl.col("passed")).iter_rows(named=True)]
+    if on_fail == "stop":
+        raise QualificationFailed("qualification failed ([qualify] on_fail = \"stop\"):\n  " + "\n  ".join(lines))
+    for role in {s.role for s in seated}:
+        if {s.name for s in seated if s.role == role} <= fails.get(role, set()):
+            raise QualificationFailed(f"no model in the {role} role passed the exam:\n  " + "\n  ".join(lines))
+
+
+def qualified_config(cfg: Config, pipeline: str) -> Config:
+    """`cfg` as the qualify stage left it, when the pipeline runs that stage: the `[score] judges` panel
+    reduced to the models that passed; a failed model with no panel to leave (the single `[score.oracle]`,
+    the readout oracle) or a model never examined stops the run."""
+    if "qualify" not in cfg.pipelines[pipeline].stages:
+        return cfg
+    path = stage_dir(cfg, pipeline, "qualify") / "qualification.parquet"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: qualification not found; run the qualify stage first")
+    table = pl.read_parquet(path)
+    fails = failing(table)
+    examined = {(m, r) for m, r in table.select("model", "role").iter_rows()}
+    for seat in seats(cfg):
+        if (seat.name, seat.role) not in examined:
+            raise QualificationFailed(f"{seat.role}:{seat.name} was not examined: rerun the qualify stage")
+        if seat.name in fails.get(seat.role, set()) and not (cfg.score.judges and seat.llm is not None):
+            raise QualificationFailed(f"{seat.role}:{seat.name} failed the qualification exam and is the role's only model")
+    if not cfg.score.judges:
+        return cfg
+    dropped = set().union(*fails.values()) if fails else set()
+    keep = tuple(j for j in cfg.score.judges if llm_key(j) not in dropped)
+    if not keep:
+        raise QualificationFailed("no judge of the [score] judges panel passed the exam")
+    return cfg.model_copy(update={"score": cfg.score.model_copy(update={"judges": keep})})
