@@ -143,7 +143,7 @@ class GreedyDecoder:
                  ) -> tuple[torch.Tensor, Cache, torch.Tensor, torch.Tensor]:
         """Last-position logits of every prompt and the left-padded KV buffer holding them."""
         head_len = min(_common_prefix(prompts), min(map(len, prompts)) - 1)
-        head = self._head(tuple(prompts[0][:head_len]))
+        head = self._head(tuple(prompts[0][:head_len]), keep=len(prompts) > 1)
         width = max(map(len, prompts))
         n = len(prompts)
         buffers: list[tuple[torch.Tensor, torch.Tensor]] = []
@@ -166,8 +166,9 @@ class GreedyDecoder:
         lengths = torch.tensor([len(ids) for ids in prompts], dtype=torch.long)
         return torch.stack(logits), cache, mask, lengths
 
-    def _head(self, head: Tokens) -> KV:
-        """KV (batch 1) of the prefix every prompt of the call shares, kept for the next calls."""
+    def _head(self, head: Tokens, keep: bool) -> KV:
+        """KV (batch 1) of the prefix every prompt of the call shares; kept for the next calls when
+        several prompts share it (a lone prompt's head is most of that prompt: not worth keeping)."""
         if not head:
             return []
         if head in self._heads:
@@ -175,6 +176,8 @@ class GreedyDecoder:
             return self._heads[head]
         out = self.model.base_model(input_ids=torch.tensor([head], device=self.device), use_cache=True)
         kv = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+        if not keep:
+            return kv
         self._heads[head] = kv
         while len(self._heads) > self.heads_kept:
             self._heads.popitem(last=False)
