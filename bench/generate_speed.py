@@ -16,6 +16,7 @@ seconds, tokens/s; the speedup (wall and CPU time); and whether every answer is 
 timed. The last line is JSON.
 
     .venv/bin/python bench/generate_speed.py --reviews 8 --papers 4 --batch-size 4
+    .venv/bin/python bench/generate_speed.py --thread-probe   # 1 thread vs every core, prompt and step
 """
 
 from __future__ import annotations
@@ -104,6 +105,42 @@ def run(kind: str, requests: list[ChatRequest], batch_size: int) -> dict:
     return figures
 
 
+def thread_probe(repeats: int = 3) -> dict:
+    """Seconds of one 1,000-token prompt and milliseconds of one decoding step (batch 4, 64 tokens
+    of context) on 1 thread and on every core, alternating which goes first."""
+    import torch
+
+    from tasks.lm import ModelSpec, load_model
+    from tasks.lm.local import available_cores
+
+    model, _ = load_model(ModelSpec())
+    generator = torch.Generator().manual_seed(0)
+    prompt = torch.randint(100, 40000, (1, 1000), generator=generator)
+    step = torch.randint(100, 40000, (4, 1), generator=generator)
+    counts = sorted({1, available_cores()})
+    timings: dict[int, list[tuple[float, float]]] = {n: [] for n in counts}
+    before = torch.get_num_threads()
+    with torch.inference_mode():
+        for rep in range(repeats):
+            for n in counts if rep % 2 == 0 else counts[::-1]:
+                torch.set_num_threads(n)
+                started = time.perf_counter()
+                model(input_ids=prompt, logits_to_keep=1)
+                prefill = time.perf_counter() - started
+                past = model(input_ids=step.repeat(1, 64), use_cache=True).past_key_values
+                started = time.perf_counter()
+                for _ in range(10):
+                    model(input_ids=step, past_key_values=past, use_cache=True)
+                timings[n].append((round(prefill, 2), round((time.perf_counter() - started) * 100)))
+    torch.set_num_threads(before)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    figures = {f"threads_{n}": {"prefill_1000_tokens_s": [p for p, _ in t], "decode_step_ms": [d for _, d in t]}
+               for n, t in timings.items()}
+    figures["load_average_1min"] = load
+    print("thread probe", figures, flush=True)
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reviews", type=int, default=8, help="judgment requests (0: none)")
@@ -111,7 +148,12 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=160, help="judgment answer limit (the demo's)")
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--thread-probe", action="store_true",
+                        help="only time one prompt and one decoding step on 1 thread vs every core")
     args = parser.parse_args()
+    if args.thread_probe:
+        print(json.dumps(thread_probe()))
+        return
     figures: dict = {"threads": generation_threads()}
     if args.reviews:
         figures["judgments"] = run("judgments", judgment_requests(args.reviews, args.max_tokens, args.seed),

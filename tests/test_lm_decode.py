@@ -63,7 +63,7 @@ def test_state_masks_are_shared_and_never_changed_by_a_repeat_refusal(rules):
 
 
 @pytest.mark.slow
-def test_fast_decoder_answers_byte_for_byte_like_generate(embedded_lm):
+def test_fast_decoder_answers_byte_for_byte_like_generate(embedded_lm, monkeypatch):
     from tasks.config import PreprocessConfig
     from tasks.lm import ChatRequest, chat_spec
     from tasks.lm.local import LocalLM
@@ -84,3 +84,8 @@ def test_fast_decoder_answers_byte_for_byte_like_generate(embedded_lm):
         assert [(r.output_tokens, r.truncated) for r in ours] == [(r.output_tokens, r.truncated) for r in reference]
     assert all(r.text.startswith("The reviewer ") for r in fast.generate(constrained))
     assert fast.generated_tokens == slow.generated_tokens + sum(r.output_tokens for r in fast.generate(constrained))
+    # decoding steps on their own thread count: same answers, the process-wide count restored
+    threads = torch.get_num_threads()
+    monkeypatch.setenv("GREBENCH_DECODE_THREADS", "1")
+    assert [r.text for r in fast.generate(constrained)] == [r.text for r in slow.generate(constrained)]
+    assert torch.get_num_threads() == threads

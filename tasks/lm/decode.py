@@ -82,38 +82,52 @@ class GreedyDecoder:
 
     def generate(self, prompts: Sequence[Tokens], limits: Sequence[int], stops: set[int],
                  constraint: LinePrefixConstraint | None = None, prefills: Sequence[str] | None = None,
-                 ) -> list[list[int]]:
+                 step_threads: int | None = None) -> list[list[int]]:
         """The answer tokens of each prompt, up to and including its first stop token or cut at
-        its limit (the caller cuts at the stop, as it does for `generate`)."""
+        its limit (the caller cuts at the stop, as it does for `generate`). `step_threads`: torch
+        threads for the decoding steps (default: as for the prompts)."""
         n = len(prompts)
         rows = [constraint.start(text) for text in (prefills or [""] * n)] if constraint is not None else None
-        with torch.inference_mode():
-            first, cache, mask, lengths = self._prefill(prompts, max(limits))
-            answers: list[list[int]] = [[] for _ in range(n)]
-            alive = list(range(n))          # batch row -> prompt index
-            logits = first
-            while alive:
-                token_ids = self._pick(logits, constraint, [rows[i] for i in alive] if rows is not None else None)
-                finished = []
-                for slot, (i, token) in enumerate(zip(alive, token_ids, strict=True)):
-                    answers[i].append(token)
-                    if rows is not None:
-                        constraint.advance(rows[i], token)
-                    if token in stops or len(answers[i]) >= limits[i]:
-                        finished.append(slot)
-                if finished:
-                    keep = [slot for slot in range(len(alive)) if slot not in finished]
-                    if not keep:
-                        break
-                    index = torch.tensor(keep, device=self.device)
-                    for layer in cache.layers:
-                        layer.keep(index)
-                    mask = mask.index_select(0, index.cpu())
-                    lengths = lengths.index_select(0, index.cpu())
-                    token_ids = [token_ids[slot] for slot in keep]
-                    alive = [alive[slot] for slot in keep]
-                logits = self._step(token_ids, cache, mask, lengths)
-                lengths = lengths + 1
+        threads = torch.get_num_threads()
+        try:
+            with torch.inference_mode():
+                return self._decode(prompts, limits, stops, constraint, rows, step_threads)
+        finally:
+            torch.set_num_threads(threads)
+
+    def _decode(self, prompts: Sequence[Tokens], limits: Sequence[int], stops: set[int],
+                constraint: LinePrefixConstraint | None, rows: list | None, step_threads: int | None,
+                ) -> list[list[int]]:
+        """Prefill on the current threads, then the token-by-token steps (on `step_threads`)."""
+        n = len(prompts)
+        first, cache, mask, lengths = self._prefill(prompts, max(limits))
+        if step_threads:
+            torch.set_num_threads(step_threads)
+        answers: list[list[int]] = [[] for _ in range(n)]
+        alive = list(range(n))          # batch row -> prompt index
+        logits = first
+        while alive:
+            token_ids = self._pick(logits, constraint, [rows[i] for i in alive] if rows is not None else None)
+            finished = []
+            for slot, (i, token) in enumerate(zip(alive, token_ids, strict=True)):
+                answers[i].append(token)
+                if rows is not None:
+                    constraint.advance(rows[i], token)
+                if token in stops or len(answers[i]) >= limits[i]:
+                    finished.append(slot)
+            if finished:
+                keep = [slot for slot in range(len(alive)) if slot not in finished]
+                if not keep:
+                    break
+                index = torch.tensor(keep, device=self.device)
+                for layer in cache.layers:
+                    layer.keep(index)
+                mask = mask.index_select(0, index.cpu())
+                lengths = lengths.index_select(0, index.cpu())
+                token_ids = [token_ids[slot] for slot in keep]
+                alive = [alive[slot] for slot in keep]
+            logits = self._step(token_ids, cache, mask, lengths)
+            lengths = lengths + 1
         return answers
 
     # -- internals ------------------------------------------------------------------------------
