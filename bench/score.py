@@ -12,9 +12,12 @@ are scored with GEM against the paper's other reviews. The same pairs are scored
 Only scoring is timed (model loading is not). Prints tokens/second for both (scored answer tokens,
 counting each pair's conditional and marginal answer), the speedup, the largest per-sequence
 difference in nats, and the engine's GFLOP/s against this machine's float32 matmul peak measured in
-the same run. The last line is JSON.
+the same run (also per CPU second, which holds on a loaded machine), and the FLOP ratio naive / engine (the most the speedup can be at equal efficiency).
+`--unpacked` also times the engine without packing (prompt bodies first, continuations on their
+copied KV: the engine before packing). The last line is JSON.
 
-    .venv/bin/python bench/score.py [--papers 2] [--threads N] [--token-budget 1024]
+    .venv/bin/python bench/score.py [--papers 2] [--threads N] [--token-budget 1024] [--unpacked]
+    .venv/bin/python bench/score.py --memory 1000 --token-budget 4096   # peak RSS only (bench/score_memory.py)
 """
 
 from __future__ import annotations
@@ -80,17 +83,20 @@ def benchmark_frames(data: pl.DataFrame, n_papers: int, seed: int) -> tuple[pl.D
     return pl.DataFrame(candidates, schema=CANDIDATES), references.cast(dict(REFERENCES))
 
 
-def matmul_peak(seconds: float = 3.0, n: int = 1024) -> float:
-    """Best float32 GFLOP/s of an n x n matmul on this machine (same threads as the scoring)."""
+def matmul_peak(seconds: float = 3.0, n: int = 1024) -> tuple[float, float]:
+    """Best float32 GFLOP/s of an n x n matmul on this machine (same threads as the scoring), per
+    second of wall time and per second of CPU time (the latter holds on a shared, loaded machine)."""
     a, b = torch.randn(n, n), torch.randn(n, n)
-    best = 0.0
+    best = best_cpu = 0.0
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         for _ in range(4):
             torch.mm(a, b)
-        best = max(best, 4 * 2 * n**3 / (time.perf_counter() - start) / 1e9)
-    return best
+        work = 4 * 2 * n**3 / 1e9
+        best = max(best, work / (time.perf_counter() - start))
+        best_cpu = max(best_cpu, work / max(time.process_time() - cpu, 1e-9))
+    return best, best_cpu
 
 
 def flops(model, linear_tokens: int, attention_pairs: int, head_rows: int) -> float:
@@ -109,7 +115,16 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=2025)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     parser.add_argument("--token-budget", type=int, default=1024, help="engine batch budget (padded tokens)")
+    parser.add_argument("--unpacked", action="store_true", help="also time the engine without packing")
+    parser.add_argument("--memory", type=int, default=0, metavar="N",
+                        help="only measure peak RSS of scoring N requests (a fresh process, see memory.py)")
     args = parser.parse_args()
+    if args.memory:
+        from score_memory import measure
+
+        figures = measure(args.data, args.memory, args.token_budget, args.seed, args.threads)
+        print(json.dumps(figures))
+        return
     if not args.data.is_file():
         print(f"{args.data} not found: nothing to benchmark")
         print(json.dumps({"skipped": f"{args.data} not found", "speedup": None}))
@@ -124,11 +139,19 @@ def main() -> None:
     engine = LoglikelihoodEngine(model, tokenizer, token_budget=args.token_budget)
     engine.score([next(iter(by_key.values()))])                 # warm-up, not timed
     engine.stats.__init__()
-    peak = matmul_peak()
+    peak, peak_cpu = matmul_peak()
     print(f"{pairs.height} pairs ({candidates.height} candidates, {references.height} reviews), "
           f"{requests.height} unique requests, torch threads {torch.get_num_threads()}")
 
     keys = list(by_key)
+    unpacked_wall = unpacked_cpu = None
+    if args.unpacked:    # the engine as it was before packing: bodies first, then continuations on their KV
+        other = LoglikelihoodEngine(model, tokenizer, token_budget=args.token_budget, packed=False)
+        other.score([next(iter(by_key.values()))])
+        wall, cpu = time.perf_counter(), time.process_time()
+        other.score([by_key[k] for k in keys])
+        unpacked_wall, unpacked_cpu = time.perf_counter() - wall, time.process_time() - cpu
+        print(f"engine (unpacked): {unpacked_wall:.1f} s wall, {unpacked_cpu:.1f} s cpu; {other.stats}")
     wall, cpu = time.perf_counter(), time.process_time()
     results = engine.score([by_key[k] for k in keys])
     engine_wall, engine_cpu = time.perf_counter() - wall, time.process_time() - cpu
@@ -172,6 +195,18 @@ def main() -> None:
         "naive_forward_tokens": naive_tokens,
         "threads": torch.get_num_threads(),
     }
+    if unpacked_wall is not None:
+        figures["unpacked_tokens_per_s"] = round(scored / unpacked_wall, 1)
+        figures["packed_vs_unpacked"] = round(unpacked_wall / engine_wall, 2)
+        figures["packed_vs_unpacked_cpu_time"] = round(unpacked_cpu / engine_cpu, 2)
+    figures["matmul_peak_gflops_per_cpu_s"] = round(peak_cpu, 1)
+    figures["engine_gflops_per_cpu_s"] = round(engine_gflops * engine_wall / engine_cpu, 1)
+    figures["naive_gflops_per_cpu_s"] = round(naive_gflops * naive_wall / naive_cpu, 1)
+    figures["engine_fraction_of_peak_cpu_time"] = round(figures["engine_gflops_per_cpu_s"] / peak_cpu, 3)
+    figures["naive_fraction_of_peak_cpu_time"] = round(figures["naive_gflops_per_cpu_s"] / peak_cpu, 3)
+    figures["naive_over_engine_flops"] = round(flops(model, naive_tokens, naive_pairs, naive_rows)
+                                                / flops(model, stats.forward_tokens, stats.attention_pairs,
+                                                        stats.head_rows), 2)
     print(f"tokens/s engine {figures['engine_tokens_per_s']} vs naive {figures['naive_tokens_per_s']} "
           f"-> speedup {figures['speedup']}x (target >= 2); largest difference {worst:.2e} nats (target <= 1e-3)")
     print(f"engine {figures['engine_gflops']} GFLOP/s = {100 * figures['engine_fraction_of_peak']:.0f}% of the "

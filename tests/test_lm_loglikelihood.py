@@ -11,7 +11,7 @@ from scoring_data import make_frames
 from tasks.lm import LoglikelihoodRequest, ModelSpec
 from tasks.lm.loading import end_of_turn
 from tasks.lm.local import LocalLM
-from tasks.lm.loglikelihood import encode_request, reference_score
+from tasks.lm.loglikelihood import LoglikelihoodEngine, encode_request, reference_score
 from tasks.metrics import get
 from tasks.metrics.gem import build_requests
 from tasks.schema import REFERENCES
@@ -95,3 +95,13 @@ def test_tight_budget_packs_small_padded_batches(embedded_lm, metric_requests, b
     assert stats.batches > 2 and stats.padded_tokens > stats.forward_tokens
     for got, want in zip(results, [batched[i] for i in subset], strict=True):
         assert got.logprob == pytest.approx(want.logprob, abs=1e-4)
+
+
+def test_packed_rows_agree_with_the_body_then_continuations_path(embedded_lm, metric_requests, batched) -> None:
+    # `batched` is packed (the default): a prompt's body and all its continuations in one row under
+    # a block mask; the engine before packing ran bodies first, then continuations on their KV
+    model, tokenizer = embedded_lm
+    unpacked = LoglikelihoodEngine(model, tokenizer, token_budget=1024, packed=False).score(metric_requests)
+    for a, b in zip(batched, unpacked, strict=True):
+        assert a.n_tokens == b.n_tokens
+        assert max(abs(x - y) for x, y in zip(a.token_logprobs, b.token_logprobs, strict=True)) < 1e-4

@@ -41,3 +41,14 @@ def test_the_environment_fixes_the_count(monkeypatch):
     assert generation_threads() == 3
     monkeypatch.setenv("GREBENCH_LOCAL_THREADS", "0")
     assert generation_threads() == 1
+
+
+def test_decoding_steps_may_run_on_their_own_thread_count(monkeypatch):
+    from tasks.lm.local import decode_threads
+
+    monkeypatch.delenv("GREBENCH_DECODE_THREADS", raising=False)
+    assert decode_threads() is None                  # default: the steps run like the prompts
+    monkeypatch.setenv("GREBENCH_DECODE_THREADS", "1")
+    assert decode_threads() == 1
+    monkeypatch.setenv("GREBENCH_DECODE_THREADS", "0")
+    assert decode_threads() == 1

@@ -97,28 +97,38 @@ class LinePrefixConstraint:
         self.stop_ids = sorted(set(stop_ids))
         size = len(self.strings)
         special = set(tokenizer.all_special_ids) - set(self.stop_ids)
-        self.never = torch.zeros(size, dtype=torch.bool)
-        self.has_newline = torch.zeros(size, dtype=torch.bool)
-        self.tail_ok = torch.zeros(size, dtype=torch.bool)
-        self.breaks_now = torch.zeros(size, dtype=torch.bool)   # valid tokens that open with the break
+        stop_set = set(self.stop_ids)
+        never, has_newline, tail_ok, breaks_now = ([False] * size for _ in range(4))
         for i, text in enumerate(self.strings):
-            if i in special or i in self.stop_ids or any(ch in _BREAKS for ch in text) or not text:
-                self.never[i] = i not in self.stop_ids
+            if i in special or i in stop_set or any(ch in _BREAKS for ch in text) or not text:
+                never[i] = i not in stop_set
                 continue
             if "\n" in text:
-                self.has_newline[i] = True
-                self.tail_ok[i] = self._tail_valid(text.split("\n")[1:])
-                self.breaks_now[i] = bool(self.tail_ok[i]) and text.startswith("\n")
+                has_newline[i] = True
+                tail_ok[i] = self._tail_valid(text.split("\n")[1:])
+                breaks_now[i] = tail_ok[i] and text.startswith("\n")
+        self.never = torch.tensor(never, dtype=torch.bool)
+        self.has_newline = torch.tensor(has_newline, dtype=torch.bool)
+        self.tail_ok = torch.tensor(tail_ok, dtype=torch.bool)
+        self.breaks_now = torch.tensor(breaks_now, dtype=torch.bool)   # valid tokens that open with the break
         self.stops = torch.zeros(size, dtype=torch.bool)
         self.stops[self.stop_ids] = True
+        # the masks of the states that do not depend on the line's text, computed once
+        self.any_token = ~self.never
+        self.no_break = ~(self.never | self.has_newline | self.stops)
+        self.must_break = self.breaks_now | self.stops
+        self.content_ok = ~(self.never | (self.has_newline & ~self.tail_ok))
         self._opening: dict[str, torch.Tensor] = {}
         self._ids_of: dict[str, list[int]] = {}          # token text -> ids
         self._ids_breaking_after: dict[str, list[int]] = {}   # text before a token's line break -> ids
         for i, text in enumerate(self.strings):
-            if not self.never[i]:
+            if not never[i]:
                 self._ids_of.setdefault(text, []).append(i)
                 if "\n" in text:
                     self._ids_breaking_after.setdefault(text.split("\n")[0], []).append(i)
+        # token texts in sorted order, to find every token that starts with a given string
+        self._sorted = sorted((text, i) for i, text in enumerate(self.strings) if text and not never[i])
+        self._sorted_texts = [text for text, _ in self._sorted]
 
     # ---- string rules --------------------------------------------------------------------------
     def matched(self, line: str) -> str | None:
@@ -149,33 +159,56 @@ class LinePrefixConstraint:
 
         if line not in self._opening:
             mask = torch.zeros(len(self.strings), dtype=torch.bool)
-            for i, text in enumerate(self.strings):
-                if self.never[i] or self.stops[i] or not text:
-                    continue
-                joined = line + text
-                prefix = self.matched(joined)
-                if prefix is not None:
-                    mask[i] = "\n" not in joined[len(prefix):]
-                else:
-                    mask[i] = self.opening(joined)
+            allowed = [i for i in self._opening_candidates(line) if self._opening_allows(line, self.strings[i])]
+            mask[allowed] = True
             self._opening[line] = mask
         return self._opening[line]
 
+    def _opening_allows(self, line: str, text: str) -> bool:
+        """The rule of `opening_mask` for one token text (not a never or stop token)."""
+        joined = line + text
+        prefix = self.matched(joined)
+        if prefix is not None:
+            return "\n" not in joined[len(prefix):]
+        return self.opening(joined)
+
+    def _opening_candidates(self, line: str) -> set[int]:
+        """Every token that may pass `_opening_allows` after the opening `line`: for a prefix p that
+        `line` begins, the rest r = p[len(line):] either starts with the token or the token starts
+        with r. Tokens outside this set fail the rule (so the mask is exact), and the set is small."""
+        import bisect
+
+        found: set[int] = set()
+        for prefix in self.prefixes:
+            if not prefix.startswith(line):
+                continue
+            rest = prefix[len(line):]
+            for end in range(1, len(rest) + 1):
+                found.update(i for i in self._ids_of.get(rest[:end], []) if not self.stops[i])
+            at = bisect.bisect_left(self._sorted_texts, rest)
+            while at < len(self._sorted) and self._sorted_texts[at].startswith(rest):
+                found.add(self._sorted[at][1])
+                at += 1
+        return {i for i in found if not self.stops[i]}
+
     def allowed(self, row: _Row) -> torch.Tensor:
-        """Boolean mask over the vocabulary of the tokens `row` may take next."""
+        """Boolean mask over the vocabulary of the tokens `row` may take next (a precomputed mask
+        of the row's state, shared: callers must not change it in place)."""
         if row.done:
-            return ~self.never
+            return self.any_token
         if self.matched(row.line) is None:
             return self.opening_mask(row.line)
         if row.content < self.min_content:
-            mask = ~(self.never | self.has_newline | self.stops)
+            mask = self.no_break
         elif self.one_sentence and row.line.endswith((".", "!", "?")):
-            return self.breaks_now | self.stops
+            return self.must_break
         else:
-            mask = ~(self.never | (self.has_newline & ~self.tail_ok))
-        for done in row.lines:   # a finished line is not written twice: its last token is refused
-            if done.startswith(row.line):
-                rest = done[len(row.line):]
+            mask = self.content_ok
+        # a finished line is not written twice: its last token is refused
+        repeats = [done[len(row.line):] for done in row.lines if done.startswith(row.line)]
+        if repeats:
+            mask = mask.clone()    # the precomputed masks are shared: never changed in place
+            for rest in repeats:
                 mask[self._ids_of.get(rest, []) + self._ids_breaking_after.get(rest, [])] = False
                 if not rest:
                     mask[self.stop_ids] = False

@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -51,23 +51,31 @@ from tasks.progress import track
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+    from tasks.lm.decode import GreedyDecoder
     from tasks.lm.loglikelihood import LoglikelihoodEngine
 
 log = logging.getLogger(__name__)
 MIN_CONTENT_TOKENS = 3   # non-blank tokens each constrained line must carry after its prefix
 ONE_SENTENCE = True      # a constrained line ends at its first sentence end
 DECODING = f"greedy|min-content-{MIN_CONTENT_TOKENS}|one-sentence-{ONE_SENTENCE}"   # part of the cache identity
+Decoder = Literal["fast", "generate"]
 _CONSTRAINTS: dict[tuple[int, tuple[str, ...]], LinePrefixConstraint] = {}
 
 
 class LocalLM:
     """A local causal LM (`spec`): generate and loglikelihood; `batch_size` prompts per generate()
-    call, `token_budget` padded tokens per log-likelihood forward batch."""
+    call, `token_budget` padded tokens per log-likelihood forward batch. `decoder`: "fast" (the
+    loop of tasks/lm/decode.py) or "generate" (transformers' `generate`, the reference it must
+    match)."""
 
     name = "local"
 
-    def __init__(self, spec: ModelSpec, batch_size: int = 8, token_budget: int = 4096) -> None:
+    def __init__(self, spec: ModelSpec, batch_size: int = 8, token_budget: int = 4096,
+                 decoder: Decoder = "fast") -> None:
+        if decoder not in ("fast", "generate"):
+            raise ValueError(f"decoder must be 'fast' or 'generate', not {decoder!r}")
         self.spec = spec
+        self.decoder = decoder
         self.batch_size = batch_size
         self.token_budget = token_budget
         self.model = spec.name
@@ -76,6 +84,7 @@ class LocalLM:
         self.generate_seconds = 0.0
         self._engine: LoglikelihoodEngine | None = None
         self._engine_lock = threading.Lock()
+        self._greedy: GreedyDecoder | None = None
 
     def _loaded(self) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
         return load_model(self.spec)
@@ -157,32 +166,22 @@ class LocalLM:
         """Greedy answers for one batch. Greedy decoding is deterministic, so generating up to
         the largest limit and cutting each row at its own limit equals generating each alone
         (the line-prefix constraint is per row, so it keeps that true)."""
-        import torch
-        from transformers import LogitsProcessorList
-
         model, tokenizer = self._loaded()
-        width = max(len(ids) for ids in prompts)
-        pad = tokenizer.pad_token_id
-        input_ids = torch.tensor([[pad] * (width - len(ids)) + list(ids) for ids in prompts])
-        mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in prompts])
-        device = next(model.parameters()).device
-        processors = LogitsProcessorList()
-        if constraint is not None:
-            processors.append(constraint.processor(prefills or [""] * len(prompts), width))
         started = time.perf_counter()
-        with _threads(generation_threads()), torch.inference_mode():
-            output = model.generate(
-                input_ids=input_ids.to(device),
-                attention_mask=mask.to(device),
-                max_new_tokens=max(limits),
-                do_sample=False,
-                pad_token_id=pad,
-                logits_processor=processors,
-            )
+        if self.decoder == "fast":
+            if self._greedy is None:
+                from tasks.lm.decode import GreedyDecoder
+
+                self._greedy = GreedyDecoder(model)
+            with _threads(generation_threads()):
+                rows = self._greedy.generate(prompts, limits, self._stops(), constraint, prefills,
+                                             step_threads=decode_threads())
+        else:
+            rows = self._hf_generate(prompts, limits, constraint, prefills)
         self.generate_seconds += time.perf_counter() - started
         stops = self._stops()
         results = []
-        for row, ids, limit in zip(output[:, width:].tolist(), prompts, limits, strict=True):
+        for row, ids, limit in zip(rows, prompts, limits, strict=True):
             row = row[:limit]
             end = next((k for k, token in enumerate(row) if token in stops), None)
             answer = row if end is None else row[:end]
@@ -198,6 +197,32 @@ class LocalLM:
             )
         return results
 
+    def _hf_generate(self, prompts: list[Tokens], limits: list[int], constraint: LinePrefixConstraint | None,
+                     prefills: list[str] | None) -> list[list[int]]:
+        """Answer tokens of one left-padded batch through transformers' `generate`."""
+        import torch
+        from transformers import LogitsProcessorList
+
+        model, tokenizer = self._loaded()
+        width = max(len(ids) for ids in prompts)
+        pad = tokenizer.pad_token_id
+        input_ids = torch.tensor([[pad] * (width - len(ids)) + list(ids) for ids in prompts])
+        mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in prompts])
+        device = next(model.parameters()).device
+        processors = LogitsProcessorList()
+        if constraint is not None:
+            processors.append(constraint.processor(prefills or [""] * len(prompts), width))
+        with _threads(generation_threads()), torch.inference_mode():
+            output = model.generate(
+                input_ids=input_ids.to(device),
+                attention_mask=mask.to(device),
+                max_new_tokens=max(limits),
+                do_sample=False,
+                pad_token_id=pad,
+                logits_processor=processors,
+            )
+        return output[:, width:].tolist()
+
     @property
     def tokens_per_second(self) -> float:
         return self.generated_tokens / self.generate_seconds if self.generate_seconds else 0.0
@@ -210,6 +235,15 @@ def generation_threads() -> int:
     if fixed:
         return max(1, int(fixed))
     return available_cores()
+
+
+def decode_threads() -> int | None:
+    """Threads for the fast decoder's token-by-token steps: GREBENCH_DECODE_THREADS if set, else
+    None (the same as the prompts). Steps are small, memory-bound ops that barely gain from a
+    second thread, yet wait on it at every op when another process holds the core: on a shared
+    2-core machine one thread made a decoding step 5 to 40x faster (README, measured figures)."""
+    fixed = os.environ.get("GREBENCH_DECODE_THREADS", "").strip()
+    return max(1, int(fixed)) if fixed else None
 
 
 def available_cores() -> int:

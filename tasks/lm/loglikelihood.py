@@ -92,8 +92,9 @@ class LoglikelihoodEngine:
     """Batched, prefix-sharing scorer of continuations; see the module docstring for the rules."""
 
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, token_budget: int = 4096,
-                 head_rows: int = 1024):
+                 head_rows: int = 1024, packed: bool = True):
         _check_model(model)
+        self.packed = packed
         self.model, self.tokenizer = model, tokenizer
         self.token_budget, self.head_rows = token_budget, head_rows
         self.decoder = model.base_model
@@ -128,7 +129,7 @@ class LoglikelihoodEngine:
                 groups.setdefault(prompt, set()).add(target)
             done: dict[tuple[Tokens, Tokens], torch.Tensor] = {}
             if groups:
-                self._score_groups(groups, done)
+                (self._score_packed if self.packed else self._score_groups)(groups, done)
             self.stats.requests += len(items)
             self.stats.unique += len(done)
             results = []
@@ -159,6 +160,95 @@ class LoglikelihoodEngine:
                 values = self._continuations(batch, past, past_mask)
                 for (_, prompt, target), value in zip(batch, values, strict=True):
                     done[(prompt, target)] = value
+
+    def _score_packed(self, groups: dict[Tokens, set[Tokens]], done: dict[tuple[Tokens, Tokens], torch.Tensor]) -> None:
+        """One row per prompt: its body, then every continuation after it, each continuation seeing
+        the body and itself only (a block mask); the shared head's KV comes first. No body is
+        computed twice, no KV is copied per continuation, rows of similar length share a batch."""
+        prompts = list(groups)
+        shortest = min(map(len, prompts))
+        head_len = min(_common_prefix(prompts), shortest - 1)
+        if head_len == 0 and shortest < 2:
+            raise ValueError("prompts share no prefix and one has a single token: nothing to attend to")
+        head = self._head(min(prompts)[:head_len])
+        rows: list[tuple[Tokens, list[Tokens]]] = []
+        for prompt in sorted(prompts):
+            body = len(prompt) - 1 - head_len
+            row: list[Tokens] = []
+            for target in sorted(groups[prompt], key=lambda t: (-len(t), t)):
+                if row and body + sum(map(len, row)) + len(target) > self.token_budget:
+                    rows.append((prompt, row))
+                    row = []
+                row.append(target)
+            rows.append((prompt, row))
+        chunks = batches(rows, lambda r: len(r[0]) - 1 - head_len + sum(map(len, r[1])), self.token_budget,
+                         key=lambda r: (-(len(r[0]) - 1 - head_len + sum(map(len, r[1]))), r[0], r[1]))
+        for chunk_ids in track(chunks, "scoring", "batch"):
+            chunk = [rows[i] for i in chunk_ids]
+            for (prompt, targets), values in zip(chunk, self._packed_rows(chunk, head, head_len), strict=True):
+                for target, value in zip(targets, values, strict=True):
+                    done[(prompt, target)] = value
+
+    def _packed_rows(self, chunk: list[tuple[Tokens, list[Tokens]]], head: KV | None, head_len: int
+                     ) -> list[list[torch.Tensor]]:
+        n = len(chunk)
+        seqs, positions, spans = [], [], []
+        for prompt, targets in chunk:
+            body = list(prompt[head_len:-1])
+            seq, pos, own = body[:], list(range(head_len, len(prompt) - 1)), []
+            for target in targets:
+                own.append((len(seq), len(target)))
+                seq += [prompt[-1], *target[:-1]]
+                pos += range(len(prompt) - 1, len(prompt) - 1 + len(target))
+            seqs.append(seq)
+            positions.append(pos)
+            spans.append((len(body), own))
+        width = max(map(len, seqs))
+        tokens = torch.full((n, width), self.pad_id, dtype=torch.long)
+        pos_ids = torch.zeros((n, width), dtype=torch.long)
+        allowed = torch.zeros((n, 1, width, head_len + width), dtype=torch.bool)
+        allowed[:, :, :, :head_len] = True
+        causal = torch.ones((width, width), dtype=torch.bool).tril()
+        for i, (seq, pos, (body, own)) in enumerate(zip(seqs, positions, spans, strict=True)):
+            tokens[i, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+            pos_ids[i, : len(seq)] = torch.tensor(pos, dtype=torch.long)
+            allowed[i, 0, :body, head_len : head_len + body] = causal[:body, :body]
+            for start, length in own:
+                end = start + length
+                allowed[i, 0, start:end, head_len : head_len + body] = True
+                allowed[i, 0, start:end, head_len + start : head_len + end] = causal[:length, :length]
+            if len(seq) < width and not head_len:
+                allowed[i, 0, len(seq):, head_len] = True     # padding queries attend somewhere (never read)
+        cache = None
+        if head is not None:
+            from transformers import DynamicCache
+
+            cache = DynamicCache([(k.expand(n, -1, -1, -1), v.expand(n, -1, -1, -1)) for k, v in head])
+        out = self.decoder(input_ids=tokens.to(self.device), attention_mask=allowed.to(self.device),
+                           position_ids=pos_ids.to(self.device), past_key_values=cache, use_cache=cache is not None)
+        hidden = out.last_hidden_state
+        self.stats.batches += 1
+        self.stats.padded_tokens += tokens.numel()
+        picks, targets_flat, lengths = [], [], []
+        for i, ((_, targets), (body, own)) in enumerate(zip(chunk, spans, strict=True)):
+            self.stats.forward_tokens += len(seqs[i])
+            self.stats.attention_pairs += body * head_len + body * (body + 1) // 2
+            for target, (start, length) in zip(targets, own, strict=True):
+                picks.append(hidden[i, start : start + length])
+                targets_flat.extend(target)
+                lengths.append(length)
+                self.stats.attention_pairs += length * (head_len + body) + length * (length + 1) // 2
+        rows = torch.cat(picks)
+        wanted = torch.tensor(targets_flat, device=rows.device)
+        values = torch.cat([self._head_logprobs(rows[i : i + self.head_rows], wanted[i : i + self.head_rows])
+                            for i in range(0, rows.shape[0], self.head_rows)])
+        self.stats.head_rows += rows.shape[0]
+        flat = list(values.double().cpu().split(lengths))
+        out_rows, k = [], 0
+        for _, targets in chunk:
+            out_rows.append(flat[k : k + len(targets)])
+            k += len(targets)
+        return out_rows
 
     def _forward(self, ids: list[Tokens], past: KV | None, past_mask: torch.Tensor | None,
                  start: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, Cache]:

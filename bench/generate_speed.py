@@ -1,0 +1,167 @@
+"""Local generation speed: the fast decoding loop vs transformers' `generate`, same requests, one run.
+
+Two kinds of requests on the embedded SmolLM2, both as the stages send them:
+
+* judgments: `--reviews` reviews (../shared/data/iclr2023_dev.parquet, else synthetic ones) under
+  the judgments prompt with the line-prefix constraint and prefill, `--max-tokens` each
+  (the preprocess stage);
+* reviews: `--papers` synthetic papers cut to the demo's smollm2-review context, review prompt and
+  prefill, no constraint (the generate stage).
+
+Each kind runs through `LocalLM(decoder="generate")` (the path on main before this bench) and
+`LocalLM(decoder="fast")` (tasks/lm/decode.py), alternating which goes first per batch so load on a
+shared machine falls on both alike. Prints per kind and decoder: generated tokens, wall and CPU
+seconds, tokens/s; the speedup (wall and CPU time); and whether every answer is byte-identical
+(the mismatching request ids otherwise). Model loading and the constraint's construction are not
+timed. The last line is JSON.
+
+    .venv/bin/python bench/generate_speed.py --reviews 8 --papers 4 --batch-size 4
+    .venv/bin/python bench/generate_speed.py --thread-probe   # 1 thread vs every core, prompt and step
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import polars as pl  # noqa: E402
+
+from tasks.config import PreprocessConfig  # noqa: E402
+from tasks.lm import ChatRequest, chat_spec  # noqa: E402
+from tasks.lm.local import LocalLM, generation_threads  # noqa: E402
+from tasks.preprocess import LINE_PREFIXES, PREFILL, load_prompt, render  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "data" / "iclr2023_dev.parquet"
+
+
+def judgment_requests(n: int, max_tokens: int, seed: int) -> list[ChatRequest]:
+    if DATA.is_file():
+        texts = pl.read_parquet(DATA).sample(n=n, seed=seed)["review"].to_list()
+    else:
+        from tasks.testing.synthetic import make_venue
+
+        venue = make_venue("GREBench.cc/2025/Demo", n_papers=n, bad_cases=False)
+        texts = [note["content"]["review"] for paper in venue.papers for note in paper.reviews][:n]
+    system = load_prompt(PreprocessConfig().prompt_version)
+    return [ChatRequest(system, render("review", text), max_tokens, f"review-{i}", PREFILL["review"],
+                        line_prefixes=LINE_PREFIXES["review"]) for i, text in enumerate(texts)]
+
+
+def review_requests(n: int, seed: int) -> list[ChatRequest]:
+    from bench.generate import synthetic_papers
+    from tasks.config import load_config
+    from tasks.generate import LOCAL_PREFILL, fit_paper, make_meter, paper_text, render_user
+
+    candidate = load_config(ROOT / "pipelines.toml").for_pipeline("demo").generate.candidates[0]
+    papers, texts = synthetic_papers(n)
+    text_of = dict(texts.iter_rows())
+    system = load_prompt(candidate.prompt_version)
+    meter = make_meter(candidate, 4.0)
+    requests = []
+    for row in papers.iter_rows(named=True):
+        text, _ = paper_text(row, text_of.get(row["paper_id"]))
+        fit = fit_paper(text, system, LOCAL_PREFILL, candidate, meter)
+        if fit is not None:
+            requests.append(ChatRequest(system, render_user(fit.text), candidate.max_tokens, row["paper_id"],
+                                        LOCAL_PREFILL))
+    return requests
+
+
+def run(kind: str, requests: list[ChatRequest], batch_size: int) -> dict:
+    lms = {name: LocalLM(chat_spec(PreprocessConfig()), batch_size=batch_size, decoder=name)
+           for name in ("generate", "fast")}
+    if requests[0].line_prefixes:
+        lms["fast"].constraint(requests[0].line_prefixes)            # built once per process, not timed
+    answers: dict[str, dict[str, str]] = {name: {} for name in lms}
+    cpu = dict.fromkeys(lms, 0.0)
+    order = list(lms)
+    for start in range(0, len(requests), batch_size):
+        chunk = requests[start : start + batch_size]
+        for name in order:
+            before = time.process_time()
+            for request, result in zip(chunk, lms[name].generate(chunk), strict=True):
+                answers[name][request.custom_id] = result.text
+            cpu[name] += time.process_time() - before
+        order.reverse()
+    figures: dict = {"requests": len(requests), "batch_size": batch_size}
+    for name, lm in lms.items():
+        figures[name] = {"tokens": lm.generated_tokens, "seconds": round(lm.generate_seconds, 1),
+                         "cpu_seconds": round(cpu[name], 1), "tokens_per_s": round(lm.tokens_per_second, 2)}
+    figures["speedup"] = round(lms["generate"].generate_seconds / lms["fast"].generate_seconds, 2)
+    figures["speedup_cpu_time"] = round(cpu["generate"] / cpu["fast"], 2)
+    differ = [key for key in answers["generate"] if answers["generate"][key] != answers["fast"][key]]
+    figures["identical"] = not differ
+    figures["differ"] = differ
+    print(kind, figures, flush=True)
+    return figures
+
+
+def thread_probe(repeats: int = 3) -> dict:
+    """Seconds of one 1,000-token prompt and milliseconds of one decoding step (batch 4, 64 tokens
+    of context) on 1 thread and on every core, alternating which goes first."""
+    import torch
+
+    from tasks.lm import ModelSpec, load_model
+    from tasks.lm.local import available_cores
+
+    model, _ = load_model(ModelSpec())
+    generator = torch.Generator().manual_seed(0)
+    prompt = torch.randint(100, 40000, (1, 1000), generator=generator)
+    step = torch.randint(100, 40000, (4, 1), generator=generator)
+    counts = sorted({1, available_cores()})
+    timings: dict[int, list[tuple[float, float]]] = {n: [] for n in counts}
+    before = torch.get_num_threads()
+    with torch.inference_mode():
+        for rep in range(repeats):
+            for n in counts if rep % 2 == 0 else counts[::-1]:
+                torch.set_num_threads(n)
+                started = time.perf_counter()
+                model(input_ids=prompt, logits_to_keep=1)
+                prefill = time.perf_counter() - started
+                past = model(input_ids=step.repeat(1, 64), use_cache=True).past_key_values
+                started = time.perf_counter()
+                for _ in range(10):
+                    model(input_ids=step, past_key_values=past, use_cache=True)
+                timings[n].append((round(prefill, 2), round((time.perf_counter() - started) * 100)))
+    torch.set_num_threads(before)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    figures = {f"threads_{n}": {"prefill_1000_tokens_s": [p for p, _ in t], "decode_step_ms": [d for _, d in t]}
+               for n, t in timings.items()}
+    figures["load_average_1min"] = load
+    print("thread probe", figures, flush=True)
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reviews", type=int, default=8, help="judgment requests (0: none)")
+    parser.add_argument("--papers", type=int, default=4, help="review requests (0: none)")
+    parser.add_argument("--max-tokens", type=int, default=160, help="judgment answer limit (the demo's)")
+    parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--thread-probe", action="store_true",
+                        help="only time one prompt and one decoding step on 1 thread vs every core")
+    args = parser.parse_args()
+    if args.thread_probe:
+        print(json.dumps(thread_probe()))
+        return
+    figures: dict = {"threads": generation_threads()}
+    if args.reviews:
+        figures["judgments"] = run("judgments", judgment_requests(args.reviews, args.max_tokens, args.seed),
+                                   args.batch_size)
+    if args.papers:
+        figures["reviews"] = run("reviews", review_requests(args.papers, args.seed), args.batch_size)
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,206 @@
+"""Greedy decoding for the local backend without transformers' `generate` loop (`LocalLM(decoder="fast")`).
+
+The same answers as `model.generate(do_sample=False)` with the line-prefix constraint, computed with
+less work:
+
+* **prefill without padding**: the prefix shared by every prompt of the call (chat template head
+  and system prompt) is run once and its KV kept for later calls (a few, least recently used);
+  each prompt's body then runs alone on top of it, so no padded position is ever computed and
+  attention runs without a padding mask;
+* **one preallocated KV buffer per layer** (`SlotLayer`): the prompts' KV are laid out
+  left-padded in a buffer sized for the longest prompt plus the answer, and each decoding step
+  writes its column in place, instead of copying the whole cache every step (`torch.cat`);
+* **finished rows leave the batch**: when a row ends (a stop token or its own `max_tokens`) the
+  buffer is compacted to the rows still running;
+* **the constraint's masks are precomputed per state** (`LinePrefixConstraint.allowed`), one
+  boolean row per answer per step, applied as one masked fill.
+
+Greedy decoding is deterministic; the only difference from `generate` is the order of float
+additions inside the matmuls (a prompt computed alone vs in a padded batch), which can flip an
+exact near-tie between two tokens. `bench/generate_speed.py` checks the answers against the
+`generate` path byte for byte.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import torch
+from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
+
+from tasks.lm.loading import Tokens
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+    from tasks.lm.line_prefixes import LinePrefixConstraint
+
+KV = list[tuple[torch.Tensor, torch.Tensor]]
+
+
+class SlotLayer(DynamicLayer):
+    """One layer's KV in a preallocated buffer [batch, heads, capacity, dim]; `update` writes
+    the new columns in place and returns views of the filled part."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, used: int) -> None:
+        super().__init__()
+        self.buffer_keys, self.buffer_values, self.used = keys, values, used
+        self.dtype, self.device = keys.dtype, keys.device
+        self.is_initialized = True
+        self._view()
+
+    def _view(self) -> None:
+        self.keys = self.buffer_keys[:, :, : self.used]
+        self.values = self.buffer_values[:, :, : self.used]
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        n = key_states.shape[-2]
+        self.buffer_keys[:, :, self.used : self.used + n] = key_states
+        self.buffer_values[:, :, self.used : self.used + n] = value_states
+        self.used += n
+        self._view()
+        return self.keys, self.values
+
+    def keep(self, rows: torch.Tensor) -> None:
+        """Only these batch rows go on (a copy of the buffer, done once per finished row)."""
+        self.buffer_keys = self.buffer_keys.index_select(0, rows)
+        self.buffer_values = self.buffer_values.index_select(0, rows)
+        self._view()
+
+
+class GreedyDecoder:
+    """Greedy decoding on one causal LM; keeps the KV of a few shared prompt heads between calls."""
+
+    def __init__(self, model: PreTrainedModel, heads_kept: int = 4) -> None:
+        self.model = model
+        self.device = next(model.parameters()).device
+        self.heads_kept = heads_kept
+        self._heads: OrderedDict[Tokens, KV] = OrderedDict()
+
+    def generate(self, prompts: Sequence[Tokens], limits: Sequence[int], stops: set[int],
+                 constraint: LinePrefixConstraint | None = None, prefills: Sequence[str] | None = None,
+                 step_threads: int | None = None) -> list[list[int]]:
+        """The answer tokens of each prompt, up to and including its first stop token or cut at
+        its limit (the caller cuts at the stop, as it does for `generate`). `step_threads`: torch
+        threads for the decoding steps (default: as for the prompts)."""
+        n = len(prompts)
+        rows = [constraint.start(text) for text in (prefills or [""] * n)] if constraint is not None else None
+        threads = torch.get_num_threads()
+        try:
+            with torch.inference_mode():
+                return self._decode(prompts, limits, stops, constraint, rows, step_threads)
+        finally:
+            torch.set_num_threads(threads)
+
+    def _decode(self, prompts: Sequence[Tokens], limits: Sequence[int], stops: set[int],
+                constraint: LinePrefixConstraint | None, rows: list | None, step_threads: int | None,
+                ) -> list[list[int]]:
+        """Prefill on the current threads, then the token-by-token steps (on `step_threads`)."""
+        n = len(prompts)
+        first, cache, mask, lengths = self._prefill(prompts, max(limits))
+        if step_threads:
+            torch.set_num_threads(step_threads)
+        answers: list[list[int]] = [[] for _ in range(n)]
+        alive = list(range(n))          # batch row -> prompt index
+        logits = first
+        while alive:
+            token_ids = self._pick(logits, constraint, [rows[i] for i in alive] if rows is not None else None)
+            finished = []
+            for slot, (i, token) in enumerate(zip(alive, token_ids, strict=True)):
+                answers[i].append(token)
+                if rows is not None:
+                    constraint.advance(rows[i], token)
+                if token in stops or len(answers[i]) >= limits[i]:
+                    finished.append(slot)
+            if finished:
+                keep = [slot for slot in range(len(alive)) if slot not in finished]
+                if not keep:
+                    break
+                index = torch.tensor(keep, device=self.device)
+                for layer in cache.layers:
+                    layer.keep(index)
+                mask = mask.index_select(0, index.cpu())
+                lengths = lengths.index_select(0, index.cpu())
+                token_ids = [token_ids[slot] for slot in keep]
+                alive = [alive[slot] for slot in keep]
+            logits = self._step(token_ids, cache, mask, lengths)
+            lengths = lengths + 1
+        return answers
+
+    # -- internals ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _pick(logits: torch.Tensor, constraint: LinePrefixConstraint | None, rows: list | None) -> list[int]:
+        """Argmax of the (constrained) scores, as `generate` takes it after its logits processors."""
+        if constraint is not None and rows is not None:
+            allowed = torch.stack([constraint.allowed(row) for row in rows])
+            allowed[~allowed.any(dim=1)] = constraint.stops
+            logits = logits.masked_fill(~allowed.to(logits.device), float("-inf"))
+        return logits.argmax(dim=-1).tolist()
+
+    def _step(self, token_ids: list[int], cache: Cache, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        used = cache.layers[0].used
+        mask[:, used] = 1
+        out = self.model(
+            input_ids=torch.tensor(token_ids, device=self.device)[:, None],
+            attention_mask=mask[:, : used + 1].to(self.device),
+            position_ids=lengths[:, None].to(self.device),
+            past_key_values=cache,
+            use_cache=True,
+        )
+        return out.logits[:, -1, :].float()
+
+    def _prefill(self, prompts: Sequence[Tokens], new_tokens: int
+                 ) -> tuple[torch.Tensor, Cache, torch.Tensor, torch.Tensor]:
+        """Last-position logits of every prompt and the left-padded KV buffer holding them."""
+        head_len = min(_common_prefix(prompts), min(map(len, prompts)) - 1)
+        head = self._head(tuple(prompts[0][:head_len]), keep=len(prompts) > 1)
+        width = max(map(len, prompts))
+        n = len(prompts)
+        buffers: list[tuple[torch.Tensor, torch.Tensor]] = []
+        mask = torch.zeros((n, width + new_tokens), dtype=torch.long)
+        logits = []
+        for i, ids in enumerate(prompts):
+            cache = DynamicCache([(k, v) for k, v in head]) if head else None
+            out = self.model(input_ids=torch.tensor([ids[head_len:]], device=self.device),
+                             past_key_values=cache, use_cache=True, logits_to_keep=1)
+            logits.append(out.logits[0, -1, :].float())
+            for layer, state in enumerate(out.past_key_values.layers):
+                if not buffers or len(buffers) <= layer:
+                    shape = (n, state.keys.shape[1], width + new_tokens, state.keys.shape[3])
+                    buffers.append((state.keys.new_zeros(shape), state.values.new_zeros(shape)))
+                keys, values = buffers[layer]
+                keys[i, :, width - len(ids) : width] = state.keys[0]
+                values[i, :, width - len(ids) : width] = state.values[0]
+            mask[i, width - len(ids) : width] = 1
+        cache = Cache(layers=[SlotLayer(k, v, width) for k, v in buffers])
+        lengths = torch.tensor([len(ids) for ids in prompts], dtype=torch.long)
+        return torch.stack(logits), cache, mask, lengths
+
+    def _head(self, head: Tokens, keep: bool) -> KV:
+        """KV (batch 1) of the prefix every prompt of the call shares; kept for the next calls when
+        several prompts share it (a lone prompt's head is most of that prompt: not worth keeping)."""
+        if not head:
+            return []
+        if head in self._heads:
+            self._heads.move_to_end(head)
+            return self._heads[head]
+        out = self.model.base_model(input_ids=torch.tensor([head], device=self.device), use_cache=True)
+        kv = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+        if not keep:
+            return kv
+        self._heads[head] = kv
+        while len(self._heads) > self.heads_kept:
+            self._heads.popitem(last=False)
+        return kv
+
+
+def _common_prefix(prompts: Sequence[Tokens]) -> int:
+    first, last = min(prompts), max(prompts)   # the LCP of a set is the LCP of its extremes
+    n = 0
+    while n < min(len(first), len(last)) and first[n] == last[n]:
+        n += 1
+    return n
