@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tasks.review_quality import formulas as f
-from tasks.review_quality.fields import candidate_rating, score_lines, sections
+from tasks.review_quality.fields import parse_rating, score_parts, sections
 
 SCALE = (1, 3, 5, 6, 8, 10)
 
@@ -86,17 +86,16 @@ def test_pearson() -> None:
 
 def test_review_fields_and_candidate_rating() -> None:
     answer = ("<summary>It studies X.</summary>\n<strengths>1. Clear.</strengths>\n<rating>6: marginally above"
-              "</rating>\n<confidence>4</confidence>")
-    suffix = score_lines(answer)
-    assert suffix == "\n\n## Rating\n\n6: marginally above\n\n## Confidence\n\n4"
-    assert score_lines("<summary>no scores here</summary>") == ""
-    review = "## Summary\n\nIt studies X.\n\n## Strengths and Weaknesses\n\nGood; weak baselines." + suffix
-    got = sections(review)
-    assert got["summary"] == "It studies X." and got["strengths_and_weaknesses"] == "Good; weak baselines."
-    assert candidate_rating(review, SCALE) == (6.0, None)
-    assert candidate_rating("## Summary\n\nx", SCALE)[1] == "no_rating"
-    assert candidate_rating("## Rating\n\nstrong accept", SCALE)[1] == "unparsed_rating"
-    assert candidate_rating("## Rating\n\n7", SCALE)[1] == "rating_off_scale"
+              "</rating>\n<confidence>4\nvery sure</confidence>")
+    assert score_parts(answer) == {"rating": "6: marginally above", "confidence": "4"}
+    assert score_parts("<summary>no scores here</summary>") == {}
+    assert score_parts("<rating>8") == {"rating": "8"}              # an unclosed last tag still counts
+    review = "## Summary\n\nIt studies X.\n\n## Strengths and Weaknesses\n\nGood; weak baselines.\n\n## Other\n\nx"
+    assert sections(review) == {"summary": "It studies X.", "strengths_and_weaknesses": "Good; weak baselines."}
+    assert parse_rating("6: marginally above", SCALE) == (6.0, None)
+    assert parse_rating(None, SCALE)[1] == "no_rating"
+    assert parse_rating("strong accept", SCALE)[1] == "unparsed_rating"
+    assert parse_rating("7", SCALE)[1] == "rating_off_scale"
 
 
 @pytest.mark.slow

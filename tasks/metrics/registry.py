@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 import polars as pl
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 Reads = Literal["raw", "judgments", "statements"]        # the review text, its judgment lines, atomic statements
 Conditioning = Literal["none", "abstract", "abstract+assw"]
-Need = Literal["lm_logprobs", "llm_oracle", "llm_judge", "embedding", "nothing", "lm_readout"]
+Need = Literal["lm_logprobs", "llm_oracle", "llm_judge", "embedding", "nothing", "lm_readout", "review_quality"]
 
 Loglikelihood = Callable[[pl.DataFrame], pl.DataFrame]   # LOGLIK_REQUESTS -> LOGLIK_RESULTS, keyed by `key`
 Embed = Callable[[Sequence[str]], list[np.ndarray]]      # texts -> one (tokens x dim) matrix of unit vectors each
@@ -71,13 +71,17 @@ class Resources:
     read_answers: AnswerReadout | None = None   # the same readout over any answers (the oracle's support bins)
     oracle: OraclePredictor = "readout"         # what answers the llm_oracle cells: the readout or `llm`
     log: LLMLog = field(default_factory=LLMLog, compare=False, repr=False)  # the metrics' LLM usage and answers
+    # review_quality: the run's review-quality work (tasks/review_quality/work.py QualityWork): facts the
+    # texts do not carry (ratings, decisions, paper texts) and the LLM of points, matching and questions
+    quality: Any = field(default=None, compare=False, repr=False)
 
     def provides(self, need: Need) -> bool:
         readout = self.readout is not None and self.eval_lm is not None
         return {"nothing": True, "lm_logprobs": self.loglikelihood is not None and self.eval_lm is not None,
                 "embedding": self.embed is not None,
                 "llm_oracle": readout if self.oracle == "readout" else self.llm is not None,
-                "llm_judge": self.llm is not None, "lm_readout": readout}[need]
+                "llm_judge": self.llm is not None, "lm_readout": readout,
+                "review_quality": self.quality is not None}[need]
 
 
 class FamilyFn(Protocol):
@@ -155,7 +159,8 @@ def predictor(metric: str, eval_lm: str | None) -> str:
     lm = eval_lm or ""
     if need == "llm_oracle" or (need == "lm_readout" and lm.startswith("readout:")):
         return lm
-    prefix = {"lm_logprobs": "logprobs", "lm_readout": "readout", "llm_judge": "judge", "embedding": "embedding"}
+    prefix = {"lm_logprobs": "logprobs", "lm_readout": "readout", "llm_judge": "judge", "embedding": "embedding",
+              "review_quality": "review_quality"}
     return f"{prefix[need]}:{lm}" if need in prefix else "none"
 
 

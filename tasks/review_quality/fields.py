@@ -6,9 +6,10 @@ merges strengths and weaknesses has one "## Strengths and Weaknesses" block, kep
 `strengths_and_weaknesses` (the point extractor splits it, tasks/review_quality/points.py).
 
 A candidate written with a fields prompt (tasks/prompts/review-fields-v1.md) also answers
-`<rating>` and `<confidence>`; `score_lines` keeps them as "## Rating" / "## Confidence" blocks
-and `candidate_rating` reads the rating back: a rating that is missing, not a number, or not on
-the scale it was asked on is NaN with a reason, never a guess.
+`<rating>` and `<confidence>`; the generate stage keeps them apart from the review text
+(`rating_answer`, `confidence_answer` of its candidates, `score_parts`), so text metrics read the
+same four parts as before, and `parse_rating` reads the rating: one that is missing, not a
+number, or not on the scale it was asked on is NaN with a reason, never a guess.
 """
 
 from __future__ import annotations
@@ -41,22 +42,21 @@ def sections(text: str | None) -> dict[str, str]:
     return out
 
 
-def score_lines(answer: str) -> str:
-    """The `<rating>` and `<confidence>` parts of a raw answer as "## Rating" / "## Confidence"
-    blocks to append to the rendered review ("" when the answer has none: older prompt versions)."""
+def score_parts(answer: str) -> dict[str, str]:
+    """The first line of the `<rating>` and `<confidence>` parts of a raw answer ({} when it has
+    none: the answers to the older prompt versions)."""
     found: dict[str, str] = {}
     for match in _SCORE_TAG.finditer(answer or ""):
         body = re.sub(r"</?[A-Za-z]+\s*>", "", match.group(2)).strip()
         if body:
             found.setdefault(match.group(1).lower(), body.splitlines()[0].strip())
-    return "".join(f"\n\n## {name.title()}\n\n{found[name]}" for name in ("rating", "confidence") if name in found)
+    return found
 
 
-def candidate_rating(text: str | None, scale: Sequence[float]) -> tuple[float, str | None]:
-    """(rating, None) from a review's "## Rating" block, or (NaN, reason): `no_rating` (no block),
+def parse_rating(raw: str | None, scale: Sequence[float]) -> tuple[float, str | None]:
+    """(rating, None) from a candidate's rating answer, or (NaN, reason): `no_rating` (none given),
     `unparsed_rating` (no leading number), `rating_off_scale` (a number not on `scale`)."""
-    raw = sections(text).get("rating")
-    if raw is None:
+    if raw is None or not raw.strip():
         return math.nan, "no_rating"
     match = _NUMBER.match(raw)
     if match is None:
@@ -65,3 +65,9 @@ def candidate_rating(text: str | None, scale: Sequence[float]) -> tuple[float, s
     if not any(math.isclose(value, float(s)) for s in scale):
         return math.nan, "rating_off_scale"
     return value, None
+
+
+def answer_scores(answer: str) -> dict[str, str | None]:
+    """GENERATED's `rating_answer` and `confidence_answer` of a raw answer (null when not asked)."""
+    parts = score_parts(answer)
+    return {"rating_answer": parts.get("rating"), "confidence_answer": parts.get("confidence")}
