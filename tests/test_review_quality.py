@@ -221,3 +221,21 @@ def test_the_embedding_pre_filter_asks_only_the_top_k(tmp_path, monkeypatch) -> 
     best = m.sort("similarity", descending=True).group_by("candidate", "field", "a_position", maintain_order=True).first()
     assert best["asked"].all()
     assert scores.filter(pl.col("candidate") == "modelA/p0")["score"].item() == pytest.approx(2 / 3)
+
+
+def test_a_perturbed_copy_of_a_human_review_is_split_from_its_own_text(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    refs, cands, facts, syn = inputs()
+    copy = pl.DataFrame([{"paper_id": "p0", "candidate": "r0~cut", "source": "human", "review_id": "r0",
+                          "review_text": review("The method is novel and original.", None)}], schema=SCORING_CANDIDATES)
+    cands = pl.concat([cands.filter(pl.col("candidate") == "r0"), copy])
+    cfg = LLMConfig(backend="anthropic", model="claude-test", use_batches=False, max_retries=0)
+    with AnthropicServer(responder) as server:
+        work = QualityWork(QualitySettings(match_top_k=10), facts, make_lm(cfg, tmp_path, base_url=server.url))
+        scores = score_metrics(["points_precision_weaknesses", "rating_mae"], cands, refs, syn,
+                               Resources("lm", embed=bag_of_words, quality=work))
+    got = {(c, m): (s, r) for c, m, s, r in scores.select("candidate", "metric", "score", "reason").iter_rows()}
+    assert got[("r0", "points_precision_weaknesses")] == (0.5, None)
+    assert got[("r0~cut", "points_precision_weaknesses")][1] == "no_candidate_points"   # its weaknesses were cut
+    assert got[("r0~cut", "rating_mae")] == got[("r0", "rating_mae")]          # the reviewer's rating, unchanged
+    assert set(work.tables["points"]["review_id"]) >= {"r0", "r0~cut"}

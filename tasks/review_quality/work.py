@@ -132,11 +132,17 @@ class QualityWork:
     # ---- text metrics -------------------------------------------------------------------------
     def _texts(self, wanted: set[str], sets: list, candidates: pl.DataFrame, references: pl.DataFrame,
                synopses: pl.DataFrame, embed: Callable, log: Any) -> dict[tuple[str, str], fm.Scored]:
+        if self.llm is None:
+            raise RuntimeError("the review-quality text metrics need an LLM (the score stage's LLM cache folder)")
         out: dict[tuple[str, str], fm.Scored] = {}
+        # a candidate is its human review when it carries that review's text; otherwise (a generated
+        # review, or a perturbed copy in validation) its own text is split into points under its own id
+        ref_text = dict(references.select("review_id", "review_text").iter_rows())
+        own = candidates.filter(pl.col("review_id").is_null() | (
+            pl.col("review_text") != pl.col("review_id").replace_strict(ref_text, default=None)).fill_null(True))
         reviews = pl.concat([
             references.select("review_id", "paper_id", pl.lit("human").alias("source"), "review_text"),
-            candidates.filter(pl.col("review_id").is_null())
-            .select(pl.col("candidate").alias("review_id"), "paper_id", "source", "review_text"),
+            own.select(pl.col("candidate").alias("review_id"), "paper_id", "source", "review_text"),
         ]).unique("review_id", keep="first", maintain_order=True)
         points = pl.DataFrame(schema=POINTS)
         needs_points = wanted - {"summary_coverage"}
@@ -148,14 +154,12 @@ class QualityWork:
                 "stage": pl.String, "entity": pl.String, "entity_id": pl.String, "paper_id": pl.String,
                 "rule": pl.String, "detail": pl.String}) if got.rejects else pl.DataFrame()
         self.tables["points"] = points
-        # candidate id -> its points (a human candidate's are its own review's points)
-        cand_points = pl.concat([
-            points.join(candidates.filter(pl.col("review_id").is_not_null())
-                        .select("review_id", pl.col("candidate").alias("cid")), on="review_id"),
-            points.join(candidates.filter(pl.col("review_id").is_null()).select(pl.col("candidate").alias("cid")),
-                        left_on="review_id", right_on="cid", how="semi").with_columns(pl.col("review_id").alias("cid")),
-        ])
-        human_points = points.filter(pl.col("source") == "human")
+        owners = set(own["candidate"].to_list())
+        key_of = pl.DataFrame({"review_id": [c if c in owners else r for c, r in
+                                             candidates.select("candidate", "review_id").iter_rows()],
+                               "cid": candidates["candidate"]}, schema={"review_id": pl.String, "cid": pl.String})
+        cand_points = points.join(key_of, on="review_id")            # candidate id -> its points
+        human_points = points.filter(pl.col("review_id").is_in(references["review_id"].implode()))
         pr_fields = [f for f in PR_FIELDS if any(m.endswith(f"_{f}") and m.startswith("points_") for m in wanted)]
         if pr_fields:
             out.update(self._precision_recall(wanted, pr_fields, sets, cand_points, human_points, embed))
