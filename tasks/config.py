@@ -173,6 +173,7 @@ class ReviewQualityConfig(Frozen):
     # backend's keys); unset: the [preprocess] backend
     llm: LLMConfig | None = None
     match_top_k: int = Field(3, ge=1)          # human points per candidate point put to the match judge
+    points_max_tokens: int = Field(768, ge=16)  # answer budget of one review field's atomic points
     kl_alpha: float = Field(1.0, gt=0)         # additive smoothing of the focus-KL category counts
     chunk_tokens: int = Field(512, ge=16)      # paper chunks: window in words ...
     chunk_overlap: int = Field(128, ge=0)      # ... and overlap in words

@@ -14,6 +14,7 @@ import pytest
 from tasks.config import LLMConfig
 from tasks.lm import make_lm
 from tasks.metrics import REGISTRY, MissingResource, Resources, score_metrics
+from tasks.review_quality.formulas import CATEGORIES
 from tasks.review_quality.points import parse_points
 from tasks.review_quality.questions import chunks
 from tasks.review_quality.work import PAPER_FACTS, REVIEW_FACTS, QualitySettings, QualityWork, ReviewFacts
@@ -239,3 +240,40 @@ def test_a_perturbed_copy_of_a_human_review_is_split_from_its_own_text(tmp_path,
     assert got[("r0~cut", "points_precision_weaknesses")][1] == "no_candidate_points"   # its weaknesses were cut
     assert got[("r0~cut", "rating_mae")] == got[("r0", "rating_mae")]          # the reviewer's rating, unchanged
     assert set(work.tables["points"]["review_id"]) >= {"r0", "r0~cut"}
+
+
+# ---- the embedded SmolLM2 and MiniLM on CPU -----------------------------------------------------
+@pytest.mark.slow
+def test_points_matching_and_rating_on_the_embedded_lm(tmp_path, embedded_lm) -> None:
+    from tasks.metrics.resources import token_embeddings
+
+    refs = pl.DataFrame([
+        {"paper_id": "p0", "review_id": "r0", "review_text": review(
+            None, "The experiments use only one small dataset.")},
+        {"paper_id": "p0", "review_id": "r1", "review_text": review(
+            None, "The evaluation is limited to a single small dataset.")},
+    ], schema=REFERENCES)
+    cands = human_candidates(refs).cast(dict(SCORING_CANDIDATES))
+    facts = ReviewFacts(pl.DataFrame([{"review_id": "r0", "paper_id": "p0", "rating": 3.0},
+                                      {"review_id": "r1", "paper_id": "p0", "rating": 5.0}], schema=REVIEW_FACTS),
+                        pl.DataFrame([{"paper_id": "p0", "decision": "Reject", "text": PAPER}], schema=PAPER_FACTS))
+    syn = pl.DataFrame([{"paper_id": "p0", "abstract": "A detector."}], schema=SYNOPSES_WIDE)
+    cfg = LLMConfig(backend="local", model="smollm2", batch_size=4)
+    names = ["points_precision_weaknesses", "points_recall_weaknesses", "rating_mae", "accept_accuracy"]
+    settings = QualitySettings(match_top_k=1, points_max_tokens=48)
+    work = QualityWork(settings, facts, make_lm(cfg, tmp_path))
+    scores = score_metrics(names, cands, refs, syn, Resources("lm", embed=token_embeddings, quality=work))
+    points = work.tables["points"]
+    # each weakness became points with a canonical category (the decoding constraint), or a reject with its reason
+    rejected = {r.split("#")[0] for r in work.tables["rejects"].get_column("entity_id", default=pl.Series([]))}
+    assert set(points["review_id"]) | rejected == {"r0", "r1"} and points.height >= 1
+    assert points["category"].is_in(list(CATEGORIES)).all()
+    got = {(c, m): (s, r) for c, m, s, r in scores.select("candidate", "metric", "score", "reason").iter_rows()}
+    for c in ("r0", "r1"):
+        for m in names[:2]:
+            s, why = got[(c, m)]
+            assert (0.0 <= s <= 1.0 and why is None) or (math.isnan(s) and why in {"match_unanswered", "no_candidate_points",
+                                                                                   "no_reference_points"})
+    assert got[("r0", "rating_mae")] == (2.0, None) and got[("r1", "accept_accuracy")] == (1.0, None)
+    again = QualityWork(settings, facts, make_lm(cfg, tmp_path))
+    assert score_metrics(names, cands, refs, syn, Resources("lm", embed=token_embeddings, quality=again)).equals(scores)

@@ -173,7 +173,7 @@ class PointsOutput:
     stats: Counter
 
 
-def extract_points(reviews: pl.DataFrame, llm: Any, system: str) -> PointsOutput:
+def extract_points(reviews: pl.DataFrame, llm: Any, system: str, max_tokens: int = MAX_TOKENS) -> PointsOutput:
     """POINTS of every review (review_id, paper_id, source, review_text) through `llm` (a CachedLM)."""
     from tasks.lm.types import ChatRequest
 
@@ -181,7 +181,7 @@ def extract_points(reviews: pl.DataFrame, llm: Any, system: str) -> PointsOutput
     stats: Counter = Counter(fields=len(jobs))
 
     def ask(todo: Sequence[FieldJob], strict: bool) -> dict[str, Any]:
-        requests = [ChatRequest(system, user_turn(j.field, j.text, strict), MAX_TOKENS, custom_id=j.key,
+        requests = [ChatRequest(system, user_turn(j.field, j.text, strict), max_tokens, custom_id=j.key,
                                 line_prefixes=line_format(j.field)[1]) for j in todo]
         results = llm.generate(requests, accept=None) if requests else []
         return {j.key: r for j, r in zip(todo, results, strict=True)}

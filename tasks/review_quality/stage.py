@@ -43,7 +43,8 @@ def settings(cfg: Config) -> QualitySettings:
     return QualitySettings(match_top_k=rq.match_top_k, kl_alpha=rq.kl_alpha, chunk_tokens=rq.chunk_tokens,
                            chunk_overlap=rq.chunk_overlap, chunk_top_k=rq.chunk_top_k,
                            accept_threshold=rq.accept_threshold,
-                           rating_scale=tuple(float(v) for v in cfg.curate.common_scale), binoculars=pair)
+                           rating_scale=tuple(float(v) for v in cfg.curate.common_scale), binoculars=pair,
+                           points_max_tokens=rq.points_max_tokens)
 
 
 def load_facts(cfg: Config, pipeline: str) -> ReviewFacts:

@@ -56,6 +56,7 @@ class QualitySettings:
     accept_threshold: float = 6.0
     rating_scale: tuple[float, ...] = (1, 3, 5, 6, 8, 10)
     binoculars: tuple[str, str] | None = None   # (observer, performer) local model names
+    points_max_tokens: int = 768                 # answer budget of one field's points
 
 
 @dataclass(frozen=True)
@@ -147,7 +148,7 @@ class QualityWork:
         points = pl.DataFrame(schema=POINTS)
         needs_points = wanted - {"summary_coverage"}
         if needs_points:
-            got = extract_points(reviews, self.llm, load_prompt("points-v1"))
+            got = extract_points(reviews, self.llm, load_prompt("points-v1"), self.settings.points_max_tokens)
             points = got.points
             self.stats.update({f"points_{k}": v for k, v in got.stats.items()})
             self.tables["rejects"] = pl.DataFrame(got.rejects, schema={
