@@ -69,3 +69,71 @@ def test_a_point_outside_the_categories_fails_the_build(tmp_path) -> None:
     write_quality_tables(cfg, "t", work_with([point("human", "Style")]))
     with pytest.raises(DataTestError, match="points_categories"):
         build_database(cfg, "t")
+
+
+def test_config_keys_have_defaults_and_clear_errors(tmp_path) -> None:
+    from tasks.config import ConfigError, load_config
+    from tasks.review_quality.stage import settings
+
+    cfg = make_config(tmp_path)
+    rq = cfg.score.review_quality
+    assert (rq.llm, rq.match_top_k, rq.kl_alpha, rq.chunk_tokens, rq.chunk_overlap, rq.chunk_top_k) == (None, 3, 1.0, 512, 128, 5)
+    assert settings(cfg).binoculars is None and settings(cfg).rating_scale == (1, 3, 5, 6, 8, 10)
+    for bad, message in (("chunk_overlap = 600", "chunk_overlap"), ('binoculars_observer = "a"', "binoculars"),
+                         ('binoculars_observer = "a"\nbinoculars_performer = "a"', "two different")):
+        (tmp_path / "pipelines.toml").write_text(f"[score.review_quality]\n{bad}\n[pipelines.t]\nvenues = []\n")
+        with pytest.raises((ConfigError, ValueError), match=message):
+            load_config(tmp_path / "pipelines.toml")
+    (tmp_path / "pipelines.toml").write_text('[score]\nbaselines = ["rating_mae", "points_recall_weaknesses"]\n'
+                                             '[score.review_quality]\nbinoculars_observer = "a"\nbinoculars_performer = "b"\n')
+    cfg = load_config(tmp_path / "pipelines.toml")
+    assert settings(cfg).binoculars == ("a", "b") and "rating_mae" in cfg.score.all_metrics
+
+
+def test_score_stage_scores_rating_outcomes_into_the_leaderboard(tmp_path) -> None:
+    from scoring_data import VENUE, write_pipeline
+
+    from tasks.config import load_config
+    from tasks.layout import slug
+    from tasks.review_quality.stage import quality_work
+    from tasks.scoring.stage import (
+        read_inputs,
+        score_inputs_each_eval_lm,
+        sharded_loglikelihoods,
+        shards_details,
+        write_scores,
+    )
+    from tasks.validate.leaderboard import leaderboard
+
+    config = write_pipeline(tmp_path, n_papers=2, n_reviews=3, metrics=["rating_mae"], baselines=["accept_accuracy"])
+    curate = tmp_path / "data" / "t" / slug(VENUE) / "curate"
+    reviews = pl.read_parquet(curate / "reviews.parquet").with_columns(rating=pl.Series([3.0, 5.0, 6.0, 6.0, 8.0, 8.0]))
+    reviews.write_parquet(curate / "reviews.parquet")
+    pl.DataFrame({"paper_id": ["paper0", "paper1"], "decision": ["Reject", "Accept (oral)"],
+                  "in_benchmark": [True, True]}).write_parquet(curate / "papers.parquet")
+    (tmp_path / "data" / "t" / "generate").mkdir(parents=True)
+    pl.DataFrame({"candidate_id": ["m/paper0", "m/paper1"], "paper_id": ["paper0", "paper1"], "model": ["m", "m"],
+                  "review": ["## Summary\n\nA paper."] * 2, "rating_answer": ["5", None]}).write_parquet(
+        tmp_path / "data" / "t" / "generate" / "candidates.parquet")
+    cfg = load_config(config).for_pipeline("t")
+    inputs = read_inputs(cfg, "t")
+    quality = quality_work(cfg, "t", tmp_path / "llm", cfg.score.all_metrics)
+    shards = sharded_loglikelihoods(cfg, "t")
+    scores, _ = score_inputs_each_eval_lm(cfg, inputs, shards, llm_cache=tmp_path / "llm", quality=quality)
+    summary = write_scores(cfg, "t", scores, {**shards_details(shards), **write_quality_tables(cfg, "t", quality)})
+    assert summary.details["review_quality"]["review_quality_rows"] == 2 * 8
+    got = {(c, m): (s, r) for c, m, s, r in scores.select("candidate", "metric", "score", "reason").iter_rows()}
+    assert got[("m/paper0", "rating_mae")] == (pytest.approx(abs(5 - 14 / 3)), None)
+    assert got[("m/paper0", "accept_accuracy")] == (1.0, None)
+    assert got[("m/paper1", "rating_mae")][1] == "no_rating"            # the old prompt gave no rating: a gap
+    assert got[("paper1-r0", "accept_accuracy")] == (1.0, None)         # 6 >= 6 on an accepted paper
+    assert got[("paper0-r0", "rating_mae")] == (pytest.approx(2.5), None)
+    board = leaderboard(pl.read_parquet(stage_dir_of(tmp_path) / "candidate_scores.parquet"))
+    mae = {m: (mean, rank) for m, mean, rank in board.filter(pl.col("metric") == "rating_mae")
+           .select("model", "mean", "rank").iter_rows()}
+    assert mae["m"][0] == pytest.approx(abs(5 - 14 / 3)) and mae["m"][1] == 1     # lower is better: ranked first
+    assert set(board.filter(pl.col("metric") == "rating_mae")["predictor"]) == {"review_quality:common_scale"}
+
+
+def stage_dir_of(root):
+    return root / "data" / "t" / "score"
