@@ -61,6 +61,18 @@ def test_marts_and_the_relation_to_rating_error(tmp_path) -> None:
     assert models[("rating_mae", "C")] == (2.0, 1, 1)
     assert focus == [("A", "Novelty", 1.0), ("human", "Clarity", pytest.approx(1 / 3)),
                      ("human", "Experiments", pytest.approx(2 / 3))]
+    # the report draws the focus chart and each metric against rating MAE with r
+    from PIL import Image
+
+    from tasks.validate.report import write_report
+
+    paths = write_report(cfg.database, tmp_path / "report")
+    for name in ("focus", "rating_relation"):
+        with Image.open(paths[name]) as image:
+            assert image.size[0] > 300 and image.size[1] > 200
+    text = paths["summary"].read_text()
+    assert "## Review quality and rating outcomes (Beyond Rating)" in text
+    assert f"| points_recall_weaknesses | 3 | {expected:.3f} |" in text
 
 
 def test_a_point_outside_the_categories_fails_the_build(tmp_path) -> None:
