@@ -277,3 +277,33 @@ def test_points_matching_and_rating_on_the_embedded_lm(tmp_path, embedded_lm) ->
     assert got[("r0", "rating_mae")] == (2.0, None) and got[("r1", "accept_accuracy")] == (1.0, None)
     again = QualityWork(settings, facts, make_lm(cfg, tmp_path))
     assert score_metrics(names, cands, refs, syn, Resources("lm", embed=token_embeddings, quality=again)).equals(scores)
+
+
+def test_review_fields_prompt_keeps_rating_and_confidence_apart_from_the_text(tmp_path, monkeypatch) -> None:
+    from datetime import UTC, datetime
+
+    from tasks.config import CandidateConfig
+    from tasks.generate import generate_reviews
+    from tasks.review_quality.fields import parse_rating
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    def fields_review(params: dict) -> str:
+        assert "<rating>" in system_text(params) and "1, 3, 5, 6, 8, 10" in system_text(params)
+        return ("<summary>The paper proposes a sparse detector for topics.</summary>\n<strengths>\n1. A clear and "
+                "simple method.\n</strengths>\n<weaknesses>\n1. Only one small dataset is used.\n</weaknesses>\n"
+                "<questions>\nHow does it scale to larger corpora?\n</questions>\n"
+                f"<rating>\n{'excellent' if 'graphs' in user_text(params) else '6: marginally above the threshold'}"
+                "\n</rating>\n<confidence>\n4\n</confidence>")
+
+    papers = pl.DataFrame({"paper_id": ["P0", "P1"], "venue_id": ["V"] * 2, "title": ["A", "B"],
+                           "abstract": ["An abstract about sparse topic detection.", "An abstract about graphs."],
+                           "first_public_at": [datetime(2024, 5, 1, tzinfo=UTC)] * 2, "in_benchmark": [True] * 2})
+    candidate = CandidateConfig(name="c", backend="anthropic", model="claude-test", knowledge_cutoff="2023-12-31",
+                                use_batches=False, max_retries=0, prompt_version="review-fields-v1")
+    with AnthropicServer(fields_review) as server:
+        out = generate_reviews(papers, None, candidate, make_lm(candidate, tmp_path, base_url=server.url))
+    rows = {r["paper_id"]: r for r in out.candidates.iter_rows(named=True)}
+    assert rows["P0"]["rating_answer"] == "6: marginally above the threshold" and rows["P0"]["confidence_answer"] == "4"
+    assert "Rating" not in rows["P0"]["review"] and rows["P0"]["review"].endswith("larger corpora?")
+    assert parse_rating(rows["P0"]["rating_answer"], (1, 3, 5, 6, 8, 10)) == (6.0, None)
+    assert parse_rating(rows["P1"]["rating_answer"], (1, 3, 5, 6, 8, 10))[1] == "unparsed_rating"
