@@ -307,3 +307,23 @@ def test_review_fields_prompt_keeps_rating_and_confidence_apart_from_the_text(tm
     assert "Rating" not in rows["P0"]["review"] and rows["P0"]["review"].endswith("larger corpora?")
     assert parse_rating(rows["P0"]["rating_answer"], (1, 3, 5, 6, 8, 10)) == (6.0, None)
     assert parse_rating(rows["P1"]["rating_answer"], (1, 3, 5, 6, 8, 10))[1] == "unparsed_rating"
+
+
+def test_validation_perturbs_the_text_and_rescores_review_quality(tmp_path, monkeypatch) -> None:
+    from tasks.validate.workflow import run_validation
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    refs, _, facts, syn = inputs()
+    reviews = refs.select("paper_id", "review_id", "review_text")
+    cfg = LLMConfig(backend="anthropic", model="claude-test", use_batches=False, max_retries=0)
+    with AnthropicServer(responder) as server:
+        work = QualityWork(QualitySettings(match_top_k=10), facts, make_lm(cfg, tmp_path, base_url=server.url))
+        result = run_validation(reviews, strategies=["sentence_deletion"], metrics=["points_recall_weaknesses",
+                                                                                    "rating_mae"],
+                                resources=Resources("lm", embed=bag_of_words, quality=work), candidates="all",
+                                min_pairs=2, bootstrap_resamples=50)
+    table = {m: row for m, row in zip(result.validation["metric"], result.validation.iter_rows(named=True), strict=True)}
+    assert set(table) == {"points_recall_weaknesses", "rating_mae"}
+    # a reviewer's rating does not move when the text is cut: the rating outcome cannot detect the degradation
+    assert table["rating_mae"]["mean_change"] == 0.0 and table["rating_mae"]["passed"] is not True
+    assert table["points_recall_weaknesses"]["n"] >= 2
