@@ -117,3 +117,34 @@ def test_binoculars_against_an_explicit_computation_with_two_small_lms() -> None
     assert f.binoculars(lo.numpy(), lo.numpy(), targets.numpy()) != pytest.approx(got)   # the performer matters
     with pytest.raises(ValueError, match="shared tokenizer"):
         f.binoculars(lo.numpy(), lp.numpy()[:, :10], targets.numpy())
+
+
+@pytest.mark.slow
+def test_binoculars_of_a_review_is_the_mean_over_its_text_fields() -> None:
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from tasks.review_quality.binoculars import review_score, score_texts
+
+    words = ["[UNK]", "the", "method", "is", "new", "and", "clear", "but", "results", "are", "weak", "how", "does",
+             "it", "scale"]
+    raw = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    raw.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=raw, unk_token="[UNK]")
+    config = transformers.GPT2Config(vocab_size=len(words), n_positions=32, n_embd=16, n_layer=1, n_head=2)
+    torch.manual_seed(1)
+    observer, performer = transformers.GPT2LMHeadModel(config).eval(), transformers.GPT2LMHeadModel(config).eval()
+    fields = ["the method is new", "the method is clear", "but results are weak", "how does it scale"]
+    each = score_texts(observer, performer, tokenizer, fields)
+    with torch.no_grad():
+        ids = tokenizer(fields[0], return_tensors="pt")["input_ids"]
+        lo, lp = observer(ids).logits[0, :-1], performer(ids).logits[0, :-1]
+        explicit = torch.nn.functional.cross_entropy(lo, ids[0, 1:]) / -(
+            torch.softmax(lp, -1) * torch.log_softmax(lo, -1)).sum(-1).mean()
+    assert each[0] == pytest.approx(float(explicit), rel=1e-5)
+    text = "\n\n".join(f"## {t}\n\n{b}" for t, b in zip(("Summary", "Strengths", "Weaknesses", "Questions"), fields,
+                                                           strict=True))
+    assert review_score(observer, performer, tokenizer, text) == (pytest.approx(sum(each) / 4), None)
+    assert math.isnan(score_texts(observer, performer, tokenizer, ["the"])[0])      # one token: nothing to predict
+    assert review_score(observer, performer, tokenizer, "no sections")[1] == "no_text"
