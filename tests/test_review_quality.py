@@ -249,7 +249,7 @@ def test_points_matching_and_rating_on_the_embedded_lm(tmp_path, embedded_lm) ->
 
     refs = pl.DataFrame([
         {"paper_id": "p0", "review_id": "r0", "review_text": review(
-            None, "The experiments use only one small dataset.")},
+            None, "The experiments use only one small dataset.", "How is the detection threshold chosen?")},
         {"paper_id": "p0", "review_id": "r1", "review_text": review(
             None, "The evaluation is limited to a single small dataset.")},
     ], schema=REFERENCES)
@@ -259,7 +259,8 @@ def test_points_matching_and_rating_on_the_embedded_lm(tmp_path, embedded_lm) ->
                         pl.DataFrame([{"paper_id": "p0", "decision": "Reject", "text": PAPER}], schema=PAPER_FACTS))
     syn = pl.DataFrame([{"paper_id": "p0", "abstract": "A detector."}], schema=SYNOPSES_WIDE)
     cfg = LLMConfig(backend="local", model="smollm2", batch_size=4)
-    names = ["points_precision_weaknesses", "points_recall_weaknesses", "rating_mae", "accept_accuracy"]
+    names = ["points_precision_weaknesses", "points_recall_weaknesses", "rating_mae", "accept_accuracy",
+             "question_score"]
     settings = QualitySettings(match_top_k=1, points_max_tokens=48)
     work = QualityWork(settings, facts, make_lm(cfg, tmp_path))
     scores = score_metrics(names, cands, refs, syn, Resources("lm", embed=token_embeddings, quality=work))
@@ -275,6 +276,10 @@ def test_points_matching_and_rating_on_the_embedded_lm(tmp_path, embedded_lm) ->
             assert (0.0 <= s <= 1.0 and why is None) or (math.isnan(s) and why in {"match_unanswered", "no_candidate_points",
                                                                                    "no_reference_points"})
     assert got[("r0", "rating_mae")] == (2.0, None) and got[("r1", "accept_accuracy")] == (1.0, None)
+    # the question prompt on the embedded LM: a 0 / 1 check, or a gap with its reason, never a guess
+    q, why = got[("r0", "question_score")]
+    assert (q in (0.0, 1.0) and why is None) or why in {"no_question_points", "question_unanswered"}
+    assert got[("r1", "question_score")][1] == "no_question_points"
     again = QualityWork(settings, facts, make_lm(cfg, tmp_path))
     assert score_metrics(names, cands, refs, syn, Resources("lm", embed=token_embeddings, quality=again)).equals(scores)
 
