@@ -70,6 +70,7 @@ def main() -> None:
     parser.add_argument("--top-k", type=int, default=2)
     parser.add_argument("--backend", default="local")
     parser.add_argument("--model", default="smollm2")
+    parser.add_argument("--cache", default="", help="LLM answer cache folder (default: a temporary one)")
     args = parser.parse_args()
     data = pl.read_parquet(DATA)
     papers = data["paper_id"].unique(maintain_order=True).head(args.papers)
@@ -80,9 +81,10 @@ def main() -> None:
     facts = ReviewFacts(pl.DataFrame(schema=REVIEW_FACTS), pl.DataFrame(schema=PAPER_FACTS))
     syn = pl.DataFrame(schema=SYNOPSES_WIDE)
     cfg = LLMConfig(backend=args.backend, model=args.model, batch_size=4, use_batches=False)
-    with tempfile.TemporaryDirectory() as cache:
+    with tempfile.TemporaryDirectory() as scratch:
+        cache = Path(args.cache or scratch)
         work = QualityWork(QualitySettings(match_top_k=args.top_k, points_max_tokens=args.max_tokens), facts,
-                           make_lm(cfg, Path(cache)))
+                           make_lm(cfg, cache))
         start = time.perf_counter()
         scores = score_metrics(METRICS, cands, refs, syn, Resources("bench", embed=token_embeddings, quality=work))
         wall = time.perf_counter() - start
