@@ -211,5 +211,6 @@ def write_report(source: Path | str | Mapping[str, pl.DataFrame], out_dir: Path 
 
     figures |= quality.figures(frames, out)
     summary = out / "report.md"
-    summary.write_text(markdown(frames, figures) + "\n".join(quality.markdown(frames)) + "\n", encoding="utf-8")
+    section = quality.markdown(frames)
+    summary.write_text(markdown(frames, figures) + ("\n".join(section) + "\n" if section else ""), encoding="utf-8")
     return {**figures, "summary": summary}
