@@ -48,13 +48,15 @@ from tasks.scoring.inputs import human_candidates  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "iclr2023_dev.parquet"
 TITLES = {"summary of the paper": "Summary", "strength and weaknesses": "Strengths and Weaknesses"}
+SECTIONS = ("Summary Of The Paper", "Strength And Weaknesses", "Clarity, Quality, Novelty And Reproducibility",
+            "Summary Of The Review")   # the dev file's sections (its README); sub-headings stay in their section
 METRICS = ["points_precision_strengths", "points_recall_strengths", "points_precision_weaknesses",
            "points_recall_weaknesses"]
 
 
 def render(review: str) -> str:
     """The dev file's "Title:" sections as the "## Title" blocks ingest renders (others left out)."""
-    parts = re.split(r"^([A-Z][A-Za-z ,]+):\s*$", review, flags=re.MULTILINE)
+    parts = re.split(f"^({'|'.join(SECTIONS)}):\\s*$", review, flags=re.MULTILINE)
     blocks = []
     for title, body in zip(parts[1::2], parts[2::2], strict=False):
         name = TITLES.get(title.strip().lower())

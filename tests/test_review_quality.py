@@ -125,9 +125,11 @@ NAMES = [n for n, m in REGISTRY.items() if m.needs == "review_quality"]
 
 def test_parse_points_repairs_drops_and_labels() -> None:
     got = parse_points("Points:\n- **experiment**: The ablation is missing here.\n2. Originality: A new angle on "
-                       "detection.\nNovelty: too short\nBogus: not a category at all", "weaknesses")
-    assert [p["category"] for p in got.points] == ["Experiments", "Novelty"]
-    assert got.repaired == 2 and got.dropped == 3
+                       "detection.\nNovelty: too short\nBogus: not a category at all\nClarity: 1. The notation is "
+                       "overloaded.\nSoundness: 1.5", "weaknesses")
+    assert [p["category"] for p in got.points] == ["Experiments", "Novelty", "Clarity"]
+    assert got.points[2]["text"] == "The notation is overloaded."
+    assert got.repaired == 3 and got.dropped == 4
     q = parse_points("explain / soundness: Why does the bound hold here?\nSoundness: No kind given here.", "questions")
     assert q.points == [{"category": "Soundness", "text": "Why does the bound hold here?", "kind": "Explain"}]
     assert q.dropped == 1

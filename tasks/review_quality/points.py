@@ -118,6 +118,9 @@ def parse_points(answer: str, field_name: str) -> Parsed:
             out.dropped += 1
             continue
         first, second, text = match.group(1), match.group(2), match.group(3).strip()
+        numbered = _DECOR.sub("", text, count=1)     # "Clarity: 1. The ..." -> "The ..."
+        repaired |= numbered != text
+        text = numbered
         if two_labels:
             label, fix1 = _canon(first, first_table)
             category, fix2 = _canon(second, _SYNONYMS)
