@@ -191,6 +191,7 @@ def test_metrics_through_the_anthropic_server(tmp_path, monkeypatch) -> None:
     # missing ablation (Supplement: 1); s0 has no questions
     assert value("modelA/p0", "question_score") == 0.5 and value("r1", "question_score") == 1.0
     assert got[("s0", "question_score")][1] == "no_question_points"
+    assert got[("modelA/p1", "question_score")][1] == "no_question_points"
     assert 0 < value("r0", "summary_coverage") <= 1.0 and got[("modelA/p1", "summary_coverage")][1] == "no_summary"
     # ratings: modelA says 5 on p0 (humans 3, 5, 6; decision Reject); r0 says 3 against r1, r2 (5, 6)
     assert value("modelA/p0", "rating_mae") == pytest.approx(abs(5 - 14 / 3))
@@ -334,3 +335,17 @@ def test_validation_perturbs_the_text_and_rescores_review_quality(tmp_path, monk
     # a reviewer's rating does not move when the text is cut: the rating outcome cannot detect the degradation
     assert table["rating_mae"]["mean_change"] == 0.0 and table["rating_mae"]["passed"] is not True
     assert table["points_recall_weaknesses"]["n"] >= 2
+
+
+def test_questions_without_any_paper_text_are_a_gap(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    refs = pl.DataFrame([{"paper_id": "p9", "review_id": f"q{i}", "review_text": review(
+        None, None, "How is the threshold chosen in practice?")} for i in range(2)], schema=REFERENCES)
+    facts = ReviewFacts(pl.DataFrame(schema=REVIEW_FACTS), pl.DataFrame([{"paper_id": "p9"}], schema=PAPER_FACTS))
+    syn = pl.DataFrame([{"paper_id": "p9", "abstract": None}], schema=SYNOPSES_WIDE)
+    cfg = LLMConfig(backend="anthropic", model="claude-test", use_batches=False, max_retries=0)
+    with AnthropicServer(responder) as server:
+        work = QualityWork(QualitySettings(), facts, make_lm(cfg, tmp_path, base_url=server.url))
+        scores = score_metrics(["question_score", "summary_coverage"], human_candidates(refs), refs, syn,
+                               Resources("lm", embed=bag_of_words, quality=work))
+    assert set(scores["reason"]) == {"no_paper_text"} and scores["score"].is_nan().all()

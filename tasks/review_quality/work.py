@@ -252,7 +252,10 @@ class QualityWork:
             for r, v in got.checks.select("review_id", "value").iter_rows():
                 values.setdefault(r, []).append(v)
             for cand, _ in sets:
-                out[(cand["candidate"], "question_score")] = fm.question_score(values.get(cand["candidate"], []))
+                mine = values.get(cand["candidate"], [])
+                no_text = mine and not chunked[cand["paper_id"]].texts and all(v is None for v in mine)
+                out[(cand["candidate"], "question_score")] = ((math.nan, "no_paper_text") if no_text
+                                                              else fm.question_score(mine))
         return out
 
 
