@@ -83,6 +83,18 @@ def test_a_point_outside_the_categories_fails_the_build(tmp_path) -> None:
         build_database(cfg, "t")
 
 
+def test_a_share_above_one_fails_the_build(tmp_path) -> None:
+    cfg = make_config(tmp_path)
+    write_outputs(cfg)
+    work = work_with([point("human", "Clarity")])
+    bad = pl.DataFrame([{"paper_id": "p1", "candidate": "A/p1", "source": "A", "metric": "points_recall_weaknesses",
+                         "value": 1.5, "reason": None}], schema=REVIEW_QUALITY)
+    work.tables["review_quality"] = pl.concat([work.tables["review_quality"], bad])
+    write_quality_tables(cfg, "t", work)
+    with pytest.raises(DataTestError, match="review_quality_ranges"):
+        build_database(cfg, "t")
+
+
 def test_config_keys_have_defaults_and_clear_errors(tmp_path) -> None:
     from tasks.config import ConfigError, load_config
     from tasks.review_quality.stage import settings
