@@ -17,6 +17,7 @@ from tasks.config import Config, ScoreConfig
 from tasks.layout import cache_dir
 from tasks.lm import ModelSpec
 from tasks.qualify.stage import qualified_config
+from tasks.review_quality.stage import quality_work, write_quality_tables
 from tasks.scoring.shards import CONCURRENCY_LIMIT, ShardRunner, ensure_concurrency_limit, make_task_runner
 from tasks.scoring.stage import score_inputs_each_eval_lm, sharded_loglikelihoods, shards_details
 from tasks.scoring.steps import read_inputs_task, score_shard_task, write_scores_task
@@ -45,7 +46,9 @@ def score_flow(cfg: Config, pipeline: str) -> StageSummary:
     ensure_concurrency_limit(CONCURRENCY_LIMIT, cfg.score.gpu_concurrency)
     shards = sharded_loglikelihoods(cfg, pipeline, run=fan_out(cfg.score))   # one per evaluation LM
     # called in the flow itself: the shard fan-out it triggers is a subflow of this one
-    scores, log = score_inputs_each_eval_lm(cfg, inputs, shards, llm_cache=cache_dir(cfg, "llm"))
-    summary = write_scores_task(cfg, pipeline, scores, shards_details(shards), inputs.negatives, log)
+    quality = quality_work(cfg, pipeline, cache_dir(cfg, "llm"), cfg.score.all_metrics)   # None: no such metric
+    scores, log = score_inputs_each_eval_lm(cfg, inputs, shards, llm_cache=cache_dir(cfg, "llm"), quality=quality)
+    details = {**shards_details(shards), **write_quality_tables(cfg, pipeline, quality)}
+    summary = write_scores_task(cfg, pipeline, scores, details, inputs.negatives, log)
     print(f"score {pipeline}: {summary.as_dict()}")
     return summary

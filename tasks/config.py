@@ -165,6 +165,35 @@ class EvalLMConfig(Frozen):
     quantization: Literal["auto", "none", "nf4"] = "auto"
 
 
+class ReviewQualityConfig(Frozen):
+    """`[score.review_quality]`: Beyond Rating's review-quality metrics and the rating outcomes
+    (tasks/review_quality, tasks/metrics/review_quality.py)."""
+
+    # The LLM that splits reviews into atomic points, matches points and checks questions (any
+    # backend's keys); unset: the [preprocess] backend
+    llm: LLMConfig | None = None
+    match_top_k: int = Field(3, ge=1)          # human points per candidate point put to the match judge
+    points_max_tokens: int = Field(768, ge=16)  # answer budget of one review field's atomic points
+    kl_alpha: float = Field(1.0, gt=0)         # additive smoothing of the focus-KL category counts
+    chunk_tokens: int = Field(512, ge=16)      # paper chunks: window in words ...
+    chunk_overlap: int = Field(128, ge=0)      # ... and overlap in words
+    chunk_top_k: int = Field(5, ge=1)          # chunks a summary's coverage sums / a question is checked against
+    accept_threshold: float = 6.0              # a candidate rating at or above it predicts accept (common scale)
+    # Binoculars: two local causal LMs sharing one tokenizer (observer, performer); unset: NaN with the reason
+    binoculars_observer: str | None = None
+    binoculars_performer: str | None = None
+
+    @model_validator(mode="after")
+    def _chunks_and_pair(self) -> ReviewQualityConfig:
+        if self.chunk_overlap >= self.chunk_tokens:
+            raise ValueError("chunk_overlap must be smaller than chunk_tokens")
+        if (self.binoculars_observer is None) != (self.binoculars_performer is None):
+            raise ValueError("binoculars needs both binoculars_observer and binoculars_performer, or neither")
+        if self.binoculars_observer is not None and self.binoculars_observer == self.binoculars_performer:
+            raise ValueError("binoculars needs two different LMs (observer and performer)")
+        return self
+
+
 class ScoreConfig(Frozen):
     eval_lm: str = "smollm2"              # "smollm2" (embedded), a local path or a model id
     eval_lm_cuda: str = "meta-llama/Llama-3.1-8B-Instruct"  # used instead when CUDA is present
@@ -196,6 +225,8 @@ class ScoreConfig(Frozen):
     judges: tuple[LLMConfig, ...] = ()
     # RevisEval (tasks/metrics/reviseval.py): the LLM that revises each candidate; None: [score.oracle]
     reviser: LLMConfig | None = None
+    # Beyond Rating's review-quality metrics and the rating outcomes (points_*, focus_kl_*, rating_mae, ...)
+    review_quality: ReviewQualityConfig = ReviewQualityConfig()
 
     @field_validator("eval_lms", mode="before")
     @classmethod

@@ -58,6 +58,7 @@ from tasks.lm import (
 from tasks.paper_fit import Counter, Fit, estimate_counter, fit_text
 from tasks.preprocess import PreprocessOutput, llm_figures, load_prompt, preprocess_reviews, read_inputs
 from tasks.retry import llm_task
+from tasks.review_quality.fields import answer_scores
 from tasks.schema import EXCLUSIONS, GENERATED, USAGE
 from tasks.summary import StageSummary
 
@@ -242,6 +243,7 @@ def generate_reviews(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, candi
             "kept_chars": job.fit.kept_chars, "paper_chars": job.paper_chars, "answer_truncated": final.truncated,
             "input_tokens": input_tokens, "output_tokens": output_tokens, "tokens": input_tokens + output_tokens,
             "cost": sum(cost_usd(replace(r, cached=False), candidate) for r in tries),
+            **answer_scores(final.text),
         })
     frame = pl.DataFrame(rows, schema=GENERATED)
     stats = {"papers": papers.height, "reviews": frame.height, "rejected": papers.height - frame.height,

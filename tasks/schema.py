@@ -211,6 +211,9 @@ GENERATED = pl.Schema(
         "output_tokens": pl.Int64,
         "tokens": pl.Int64,               # input + output
         "cost": pl.Float64,               # USD at the configured prices, whether or not cached now
+        # the answer's <rating> / <confidence> parts (prompts that ask for them, e.g. review-fields-v1)
+        "rating_answer": pl.String,
+        "confidence_answer": pl.String,
     }
 )
 

@@ -20,6 +20,8 @@ SELECT
     input_tokens,
     output_tokens,
     tokens,
-    cost
+    cost,
+    rating_answer,
+    confidence_answer
 FROM staging.candidates
 ORDER BY model, venue_id, paper_id;

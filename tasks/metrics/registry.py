@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 import polars as pl
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 Reads = Literal["raw", "judgments", "statements"]        # the review text, its judgment lines, atomic statements
 Conditioning = Literal["none", "abstract", "abstract+assw"]
-Need = Literal["lm_logprobs", "llm_oracle", "llm_judge", "embedding", "nothing", "lm_readout", "llm_reviser"]
+Need = Literal["lm_logprobs", "llm_oracle", "llm_judge", "embedding", "nothing", "lm_readout", "llm_reviser", "review_quality"]
 
 Loglikelihood = Callable[[pl.DataFrame], pl.DataFrame]   # LOGLIK_REQUESTS -> LOGLIK_RESULTS, keyed by `key`
 Embed = Callable[[Sequence[str]], list[np.ndarray]]      # texts -> one (tokens x dim) matrix of unit vectors each
@@ -73,6 +73,9 @@ class Resources:
     log: LLMLog = field(default_factory=LLMLog, compare=False, repr=False)  # the metrics' LLM usage and answers
     reviser: ChatLM | None = None               # llm_reviser (RevisEval, tasks/metrics/reviseval.py); None: `llm`
     judges: tuple[ChatLM, ...] = ()             # a panel (tasks/metrics/panel.py): used instead of `llm`, averaged
+    # review_quality: the run's review-quality work (tasks/review_quality/work.py QualityWork): facts the
+    # texts do not carry (ratings, decisions, paper texts) and the LLM of points, matching and questions
+    quality: Any = field(default=None, compare=False, repr=False)
 
     def provides(self, need: Need) -> bool:
         readout = self.readout is not None and self.eval_lm is not None
@@ -81,7 +84,8 @@ class Resources:
                 "embedding": self.embed is not None,
                 "llm_oracle": readout if self.oracle == "readout" else llm,
                 "llm_judge": llm, "lm_readout": readout,
-                "llm_reviser": self.reviser is not None or self.llm is not None}[need]
+                "llm_reviser": self.reviser is not None or self.llm is not None,
+                "review_quality": self.quality is not None}[need]
 
     def panel(self) -> tuple[ChatLM, ...]:
         """The models of the judging role (judges, the generation oracle): the panel, else `llm` alone."""
@@ -164,7 +168,7 @@ def predictor(metric: str, eval_lm: str | None) -> str:
     if need == "llm_oracle" or (need == "lm_readout" and lm.startswith("readout:")):
         return lm
     prefix = {"lm_logprobs": "logprobs", "lm_readout": "readout", "llm_judge": "judge", "embedding": "embedding",
-              "llm_reviser": "reviser"}
+              "llm_reviser": "reviser", "review_quality": "review_quality"}
     return f"{prefix[need]}:{lm}" if need in prefix else "none"
 
 

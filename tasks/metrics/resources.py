@@ -112,11 +112,12 @@ def token_embeddings(texts: Sequence[str]) -> list[np.ndarray]:
 
 def build_resources(cfg: ScoreConfig, loglikelihood: Loglikelihood | None = None,
                     spec: ModelSpec | None = None, llm_cache: Path | None = None,
-                    log: LLMLog | None = None) -> Resources:
+                    log: LLMLog | None = None, quality: object | None = None) -> Resources:
     """Resources of a run: the evaluation LM (in this process unless `loglikelihood` is given, e.g. the
     score stage's shards), the embedding model and, with an `llm_cache` folder, the `[score.oracle]`
     generation backend. Nothing is loaded until a metric asks. `spec` picks one of several evaluation
-    LMs (tasks/scoring/eval_lms.py; default `eval_spec(cfg)`); `log` is shared when several are built."""
+    LMs (tasks/scoring/eval_lms.py; default `eval_spec(cfg)`); `log` is shared when several are built;
+    `quality` is the review-quality work (tasks/review_quality/stage.py) when a metric needs it."""
     spec = spec or eval_spec(cfg)
     return Resources(
         eval_lm=spec.resolved().key,
@@ -130,4 +131,5 @@ def build_resources(cfg: ScoreConfig, loglikelihood: Loglikelihood | None = None
         log=log if log is not None else LLMLog(),
         reviser=LazyLM(cfg.reviser, llm_cache) if cfg.reviser is not None and llm_cache is not None else None,
         judges=tuple(LazyLM(j, llm_cache) for j in cfg.judges) if llm_cache is not None else (),
+        quality=quality,
     )

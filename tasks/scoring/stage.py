@@ -43,13 +43,13 @@ def sharded_loglikelihoods(cfg: Config, pipeline: str, run: ShardRunner = run_in
 
 
 def score_inputs_each_eval_lm(cfg: Config, inputs: ScoringInputs, shards: list[ShardedLoglikelihood],
-                              llm_cache: Path | None = None) -> tuple[pl.DataFrame, LLMLog]:
+                              llm_cache: Path | None = None, quality: object | None = None) -> tuple[pl.DataFrame, LLMLog]:
     """SCORES rows of every configured metric, the evaluation-LM ones once per evaluation LM (`shards`),
     and the log of the LLM calls the metrics made (oracle, judges; with an `llm_cache` folder)."""
     by_key, log = {s.spec: s for s in shards}, LLMLog()
     scores = score_each_eval_lm(cfg.score.all_metrics, [s.spec for s in shards],
                                 lambda spec: build_resources(cfg.score, loglikelihood=by_key[spec], spec=spec,
-                                                             llm_cache=llm_cache, log=log),
+                                                             llm_cache=llm_cache, log=log, quality=quality),
                                 inputs.candidates, inputs.references, inputs.synopses, inputs.negatives)
     return scores, log
 

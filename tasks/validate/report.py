@@ -17,7 +17,8 @@ from pathlib import Path
 
 import polars as pl
 
-TABLES = ("leaderboard", "validation", "human_correlation", "length_confound")
+TABLES = ("leaderboard", "validation", "human_correlation", "length_confound",
+          "focus_categories", "review_quality_models", "rating_relation")   # the last three: tasks/review_quality/report.py
 
 
 def read_tables(database: Path) -> dict[str, pl.DataFrame]:
@@ -205,6 +206,11 @@ def write_report(source: Path | str | Mapping[str, pl.DataFrame], out_dir: Path 
         "leaderboard": plot_leaderboard(frames.get("leaderboard", empty), out / "leaderboard.png"),
         "validation": plot_validation(frames.get("validation", empty), out / "validation.png"),
     }
+    # focus.png and rating_relation.png when the review-quality marts exist
+    from tasks.review_quality import report as quality
+
+    figures |= quality.figures(frames, out)
     summary = out / "report.md"
-    summary.write_text(markdown(frames, figures), encoding="utf-8")
+    section = quality.markdown(frames)
+    summary.write_text(markdown(frames, figures) + ("\n".join(section) + "\n" if section else ""), encoding="utf-8")
     return {**figures, "summary": summary}

@@ -113,10 +113,14 @@ def validate_pipeline(cfg: Config, pipeline: str) -> ValidationResult:
     validate/usage.parquet."""
     used: list[ReusingLoglikelihood] = []
     log = LLMLog()
+    from tasks.review_quality.stage import quality_work  # None unless a review-quality metric is validated
+
+    quality = quality_work(cfg, pipeline, cache_dir(cfg, "llm"), cfg.validate.metrics)
 
     def resources(spec: ModelSpec) -> Resources:
         used.append(validation_loglikelihood(cfg, pipeline, spec))
-        return build_resources(cfg.score, used[-1], spec=spec, llm_cache=cache_dir(cfg, "llm"), log=log)
+        return build_resources(cfg.score, used[-1], spec=spec, llm_cache=cache_dir(cfg, "llm"), log=log,
+                               quality=quality)
     result = validate_each_eval_lm(cfg, read_reviews(cfg, pipeline), resources, validate_reviews)
     result.stats |= {"loglikelihood_reused": sum(u.reused for u in used),
                      "loglikelihood_asked": sum(u.asked for u in used)}
