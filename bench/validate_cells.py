@@ -137,7 +137,9 @@ def main() -> None:
                       "s_per_100_pairs": round(100 * wall / pairs, 1),
                       **{f"{k}_per_100_pairs": round(100 * counted.counts[k] / pairs, 1)
                          for k in ("loglik", "readout", "generate")}})
-        print(f"{metric}: {wall:.1f} s, {dict(counted.counts)}", flush=True)
+        with pl.Config(tbl_rows=100, tbl_cols=20, tbl_width_chars=220, fmt_str_lengths=40):   # as each metric ends
+            print(result.validation.select("metric", "strategy", "kind", "level", "n", "smd", "p_value", "verdict"))
+        print(json.dumps(costs[-1]), flush=True)
     validation = pl.concat(tables, how="vertical_relaxed")
     cost = pl.DataFrame(costs)
     with pl.Config(tbl_rows=400, tbl_cols=20, tbl_width_chars=220, fmt_str_lengths=40):
