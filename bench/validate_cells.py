@@ -111,7 +111,8 @@ def main() -> None:
     reviews = load_reviews(args.data)
     metrics = [m for m in args.metrics.split(",") if m]
     strategies = [s for s in args.strategies.split(",") if s]
-    get(metrics)   # unknown names fail here, before any model loads
+    if args.papers < 2 and any(m.negatives for m in get(metrics)):   # unknown names fail here too
+        parser.error("the f-variational cells draw negatives from other papers: --papers must be 2 or more")
     args.cache.mkdir(parents=True, exist_ok=True)
     preprocess = None
     if args.level == "raw":   # every review (originals and references too) gets the embedded preprocessor's judgments
