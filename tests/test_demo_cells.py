@@ -61,8 +61,10 @@ def test_score_validate_materialize_with_the_demo_cells(tmp_path, prefect_harnes
         assert {m for m, *_ in board} == DEMO_CELLS
         assert {m: p.split(":")[0] for m, _, p, _ in board} == {"gem": "logprobs", "tv_fvar_statement": "readout",
                                                              "llm_judge": "judge"}
-        assert {(m, model) for m, model, _, n in board if n == 2} >= {(m, x) for m in DEMO_CELLS
-                                                                       for x in ("gen-a", "gen-b", "human")}
+        models = ("gen-a", "gen-b", "human")
+        assert {(m, model) for m, model, _, _ in board} >= {(m, x) for m in DEMO_CELLS for x in models}
+        assert {(m, model) for m, model, _, n in board if n == 2} >= {(m, x) for m in ("gem", "tv_fvar_statement")
+                                                                       for x in models}
         failures = con.execute("SELECT metric, degradations_tested + degradations_inconclusive, "
                                "manipulations_tested + manipulations_inconclusive FROM metric_failures").fetchall()
         assert sorted(failures) == sorted((m, 1, 1) for m in DEMO_CELLS)
