@@ -53,8 +53,9 @@ def test_score_validate_materialize_with_the_demo_cells(tmp_path, prefect_harnes
     # SmolLM2 as a judge may answer without a rating: NaN with the reason, then too few pairs
     assert all(verdicts[f"llm_judge/{s}"] in ("pass", "fail", "inconclusive") for s in ("sentence_deletion", "case_upper"))
 
-    for curated in (tmp_path / "data" / "t").glob("*/curate/*.parquet"):
-        curated.unlink()   # the fixture's curate files are not full CURATED_REVIEWS rows
+    for partial in [*(tmp_path / "data" / "t").glob("*/curate/*.parquet"),
+                    *(tmp_path / "data" / "t" / "generate").glob("*.parquet")]:
+        partial.unlink()   # the fixture's curate and generate files are not full rows (the board is validate's)
     build_database(cfg, "t")
     with duckdb.connect(str(cfg.database), read_only=True) as con:
         board = con.execute("SELECT metric, model, predictor, n_papers FROM leaderboard ORDER BY ALL").fetchall()
