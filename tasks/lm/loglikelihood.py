@@ -17,9 +17,10 @@ Tokenization convention (fixed; every metric depends on it):
 
 Computation: log-softmax in float32 over the full vocabulary (torch's log_softmax), and
 only the scored positions pass through the output head. Identical requests are computed once.
-Prompts common to many requests are computed once: the longest token prefix shared by every prompt
-of a call (template head and system prompt) is run once and its KV cache expanded across the
-batch; each distinct prompt body is run once and its KV reused by all continuations that follow it.
+Prompts common to many requests are computed once: the prompts of a call are split into clusters
+that share a long token prefix (`prompt_clusters`: e.g. every oracle question quoting one candidate
+review), the longest prefix shared by a cluster (template head, system prompt, the quoted text) is
+run once and its KV cache expanded across the batch; each distinct prompt body is run once and its KV reused by all continuations that follow it.
 Batches are packed longest first under a padded-token budget; padding sits after each sequence
 (and between a short body and its continuation) and is masked, with explicit position ids.
 Everything is ordered by content, so the result of a request does not depend on the order of the
@@ -88,6 +89,28 @@ def _common_prefix(prompts: Sequence[Tokens]) -> int:
     return n
 
 
+SHARED_MIN = 32   # tokens a cluster of prompts must share beyond the call's common prefix to get its own head
+
+
+def prompt_clusters(prompts: Sequence[Tokens], shared_min: int = SHARED_MIN) -> list[list[Tokens]]:
+    """The prompts (sorted) in clusters that each share a long prefix: every cluster of two or more
+    shares at least `shared_min` tokens more than the whole call does (e.g. an oracle's questions that
+    all quote one candidate review); the prompts in no such cluster form one cluster of their own."""
+    ordered = sorted(set(prompts))
+    if len(ordered) < 2:
+        return [ordered]
+    floor = _common_prefix(ordered) + shared_min
+    runs: list[list[Tokens]] = [[ordered[0]]]
+    for before, prompt in zip(ordered, ordered[1:], strict=False):
+        if _common_prefix([before, prompt]) >= floor:
+            runs[-1].append(prompt)
+        else:
+            runs.append([prompt])
+    shared = [run for run in runs if len(run) > 1]
+    rest = sorted(p for run in runs if len(run) == 1 for p in run)
+    return shared + ([rest] if rest else [])
+
+
 class LoglikelihoodEngine:
     """Batched, prefix-sharing scorer of continuations; see the module docstring for the rules."""
 
@@ -141,17 +164,19 @@ class LoglikelihoodEngine:
     # -- internals ----------------------------------------------------------------------------
 
     def _score_groups(self, groups: dict[Tokens, set[Tokens]], done: dict[tuple[Tokens, Tokens], torch.Tensor]) -> None:
-        prompts = list(groups)
-        shortest = min(map(len, prompts))
-        head_len = min(_common_prefix(prompts), shortest - 1)
-        if head_len == 0 and shortest < 2:
-            raise ValueError("prompts share no prefix and one has a single token: nothing to attend to")
-        head = self._head(min(prompts)[:head_len])
-        chunks = batches(prompts, lambda p: len(p) - 1 - head_len, self.token_budget,
-                         key=lambda p: (-(len(p) + max(map(len, groups[p]))), p))
+        plan: list[tuple[list[Tokens], int, list[int]]] = []
+        for cluster in prompt_clusters(list(groups)):
+            shortest = min(map(len, cluster))
+            head_len = min(_common_prefix(cluster), shortest - 1)
+            if head_len == 0 and shortest < 2:
+                raise ValueError("prompts share no prefix and one has a single token: nothing to attend to")
+            chunks = batches(cluster, lambda p, h=head_len: len(p) - 1 - h, self.token_budget,
+                             key=lambda p: (-(len(p) + max(map(len, groups[p]))), p))
+            plan += [(cluster, head_len, chunk_ids) for chunk_ids in chunks]
         # A progress bar on a terminal, progress lines with an ETA in a log (tasks/progress.py).
-        for chunk_ids in track(chunks, "scoring", "batch"):
-            chunk = [prompts[i] for i in chunk_ids]
+        for cluster, head_len, chunk_ids in track(plan, "scoring", "batch"):
+            head = self._head(cluster[0][:head_len])   # a cluster's chunks follow each other: its head is reused
+            chunk = [cluster[i] for i in chunk_ids]
             past, past_mask = self._bodies(chunk, head, head_len)
             work: list[Work] = [(slot, p, t) for slot, p in enumerate(chunk) for t in groups[p]]
             for batch_ids in batches(work, lambda w: len(w[2]), self.token_budget,

@@ -6,7 +6,8 @@ database, or frames handed in) and writes into `out_dir`:
     leaderboard.png   per metric and evaluation LM: each model's mean score with its CI, the human
                       baseline as a grey line and band (like the GEM paper's figure 5)
     validation.png    metric x strategy heat map of the SMD, each cell marked pass / FAIL / inconclusive
-    report.md         the same numbers as tables, and the metrics that fail any test
+    report.md         the same numbers as tables, the metrics that fail any test and, per metric, the
+                      degradations and manipulations it fails with counts (tasks/validate/failures.py)
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import polars as pl
+
+from tasks.validate.failures import failures_markdown
 
 TABLES = ("leaderboard", "validation", "human_correlation", "length_confound",
           "focus_categories", "review_quality_models", "rating_relation")   # the last three: tasks/review_quality/report.py
@@ -184,6 +187,9 @@ def markdown(frames: Mapping[str, pl.DataFrame], figures: Mapping[str, Path]) ->
         failing = validation.filter(pl.col("passed").not_()).group_by("metric", maintain_order=True).agg("strategy")
         out += ["", "### Metrics that fail any test", ""]
         out += [f"- {m}: {', '.join(s)}" for m, s in failing.iter_rows()] or ["None."]
+        out += ["", "### Failures per metric (degradations without a significant drop, manipulations with a "
+                "significant rise; failed / tested)", ""]
+        out.append(failures_markdown(validation))
     else:
         out.append("No validation results yet.")
     out += ["", "## Correlation with human quality scores", ""]
