@@ -31,6 +31,10 @@ from tasks.schema import SCORES
 PROMPT_VERSIONS = {"llm_judge": "judge-reference-v1", "llm_judge_noref": "judge-free-v1"}
 MAX_ANSWER_TOKENS = 16
 
+# The judge's answer starts here (the prompts ask for "Score: N"): a model of any size then answers
+# with its number; a prefill is continued by the local and Anthropic backends and by OpenAI-compatible
+# servers with continue_final_message (elsewhere it is asked for in the prompt).
+RATING_PREFILL = "Score:"
 _SCORE = re.compile(r"score\s*[:=]?\s*(\d+(?:\.\d+)?)", re.IGNORECASE)
 _NUMBER = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)(?!\d|\.\d)")
 
@@ -91,7 +95,7 @@ def judge_family(metrics: Sequence[Metric], candidates: pl.DataFrame, references
                 asks.setdefault(key, user)
             plans += [({**base, "reference": ref, "reason": reason}, key) for ref in targets]
         ratings = ask_panel(resources, {k: (system, user) for k, user in asks.items()}, parse_rating,
-                            f"judge:{metric.name}", MAX_ANSWER_TOKENS)
+                            f"judge:{metric.name}", MAX_ANSWER_TOKENS, prefill=RATING_PREFILL)
         for row, key in plans:
             if key is not None:
                 row["score"] = ratings[key]

@@ -39,8 +39,9 @@ def mean_of_members(values: Sequence[float]) -> float:
 
 
 def ask_panel(resources: Resources, questions: Mapping[str, tuple[str, str]], parse: Callable[[str], float],
-              purpose: str, max_tokens: int) -> dict[str, float]:
-    """key -> the panel's mean value for each (system, user) question (NaN where no member answered)."""
+              purpose: str, max_tokens: int, prefill: str = "") -> dict[str, float]:
+    """key -> the panel's mean value for each (system, user) question (NaN where no member answered);
+    `prefill` is the answer's forced start (e.g. "Score:"), so a small model answers in the format."""
     from tasks.lm.types import ChatRequest
 
     if not questions:
@@ -48,7 +49,7 @@ def ask_panel(resources: Resources, questions: Mapping[str, tuple[str, str]], pa
     keys = sorted(questions)
     per_member: list[list[float]] = []
     for llm in resources.panel():
-        results = llm.generate([ChatRequest(*questions[k], max_tokens=max_tokens, custom_id=k[:64]) for k in keys])
+        results = llm.generate([ChatRequest(*questions[k], max_tokens=max_tokens, custom_id=k[:64], prefill=prefill) for k in keys])
         values = [parse(r.text) if r.error is None else math.nan for r in results]
         resources.log.record(purpose, llm.name, llm.model, llm.cfg, keys, results,
                              [None if math.isnan(v) else v for v in values])

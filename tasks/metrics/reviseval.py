@@ -28,7 +28,7 @@ import numpy as np
 import polars as pl
 
 from tasks.metrics.classic import bertscore, bleu, rouge_l
-from tasks.metrics.judge import parse_rating, synopsis_text
+from tasks.metrics.judge import RATING_PREFILL, parse_rating, synopsis_text
 from tasks.metrics.oracle_cells import load_prompt
 from tasks.metrics.registry import Metric, MissingResource, Resources, register, usable
 from tasks.schema import SCORES
@@ -144,7 +144,8 @@ def _judged(resources: Resources, plans: list, revisions: dict[str, str | None])
         q = content_key(JUDGE_VERSION, system, user)
         questions.setdefault(q, (system, user))
         keys.append(q)
-    ratings = ask_panel(resources, questions, parse_rating, "judge:reviseval_judge", MAX_JUDGE_TOKENS)
+    ratings = ask_panel(resources, questions, parse_rating, "judge:reviseval_judge", MAX_JUDGE_TOKENS,
+                        prefill=RATING_PREFILL)
     return [ratings[q] if q else math.nan for q in keys]
 
 
