@@ -53,6 +53,10 @@ def test_answer_parsing_records_gaps_rather_than_guessing() -> None:
     assert math.isnan(parse_bin("9")) and math.isnan(parse_bin("3.5")) and math.isnan(parse_bin("none"))
     assert parse_rating("Score: 7") == 7.0 and parse_rating("score 10") == 10.0 and parse_rating("I give 6/10") == 6.0
     assert math.isnan(parse_rating("Score: 12")) and math.isnan(parse_rating("good review"))
+    assert parse_rating(" 7.") == 7.0 and parse_rating("Score: 7.5/10") == 7.5
+    # a range echoed from the prompt, or a number that is not a rating, is no answer
+    assert math.isnan(parse_rating("Score: 0-10 The candidate review is fine"))
+    assert math.isnan(parse_rating("### Human review 1\nThe paper is clear"))
     # readout over the bins: uniform -> expected log r = 0; all mass on bin 7 -> log 8; no mass -> NaN
     got = bins_from_probabilities([[1 / 7] * 7, [0, 0, 0, 0, 0, 0, 0.2], [0] * 7])
     assert got[0] == pytest.approx(0.0) and got[1] == pytest.approx(LOG8) and math.isnan(got[2])

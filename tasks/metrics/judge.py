@@ -35,13 +35,18 @@ MAX_ANSWER_TOKENS = 16
 # with its number; a prefill is continued by the local and Anthropic backends and by OpenAI-compatible
 # servers with continue_final_message (elsewhere it is asked for in the prompt).
 RATING_PREFILL = "Score:"
-_SCORE = re.compile(r"score\s*[:=]?\s*(\d+(?:\.\d+)?)", re.IGNORECASE)
-_NUMBER = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)(?!\d|\.\d)")
+# "Score: 7" (not the range "Score: 0-10" echoed from the prompt), "7/10" anywhere, or an answer that
+# is a number alone; any other number in the text (a heading's "Review 1") is not taken for a rating
+_NUM = r"(\d+(?:\.\d+)?)"
+_SCORE = re.compile(r"score\s*[:=]?\s*" + _NUM + r"(?!\d|\.\d|\s*[-\u2013]\s*\d)", re.IGNORECASE)
+_OUT_OF_TEN = re.compile(r"(?<![\d.])" + _NUM + r"\s*/\s*10\b")
+_ALONE = re.compile(r"\s*" + _NUM + r"\s*\.?\s*")
 
 
 def parse_rating(text: str) -> float:
-    """The 0-10 rating of an answer ("Score: 7", or the first number in it); NaN when there is none in range."""
-    match = _SCORE.search(text or "") or _NUMBER.search(text or "")
+    """The 0-10 rating of an answer ("Score: 7", "7/10", or a number alone); NaN when there is none in range."""
+    text = text or ""
+    match = _SCORE.search(text) or _OUT_OF_TEN.search(text) or _ALONE.fullmatch(text)
     if match is None:
         return math.nan
     value = float(match.group(1))
