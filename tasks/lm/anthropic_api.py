@@ -26,6 +26,7 @@ from anthropic.types.messages import MessageBatchResult
 
 from tasks.config import LLMConfig
 from tasks.errors import AuthenticationError
+from tasks.lm.api_common import batch_chunks, describe, transient
 from tasks.lm.types import (
     Accept,
     ChatRequest,
@@ -136,7 +137,7 @@ class AnthropicLM:
         """Sleep what Retry-After asks, else an exponential back-off capped at retry_max_seconds."""
         asked = _retry_after(error) if isinstance(error, anthropic.APIStatusError) else None
         wait = asked if asked is not None else min(self.backoff_seconds * 2**attempt, self.cfg.retry_max_seconds)
-        log.warning("anthropic: %s; retrying in %.1f s", scrub(_describe(error)), wait)
+        log.warning("anthropic: %s; retrying in %.1f s", scrub(describe(error)), wait)
         self.sleep(wait)
 
     def _with_retries(self, call: Callable[[], T]) -> T:
@@ -172,11 +173,11 @@ class AnthropicLM:
         try:
             message = self._with_retries(lambda: self.client.messages.create(**self._params(request)))
         except (anthropic.AuthenticationError, anthropic.PermissionDeniedError) as error:
-            raise AuthenticationError(f"anthropic refused the API key: {scrub(_describe(error))}") from None
+            raise AuthenticationError(f"anthropic refused the API key: {scrub(describe(error))}") from None
         except (anthropic.APIStatusError, anthropic.APIConnectionError) as error:
-            return ChatResult("", error=scrub(_describe(error)), model=self.model, retryable=_transient(error))
+            return ChatResult("", error=scrub(describe(error)), model=self.model, retryable=_transient(error))
         except Exception as error:  # an unparseable body and the like: report, never raise
-            return ChatResult("", error=scrub(f"malformed response: {_describe(error)}"), model=self.model)
+            return ChatResult("", error=scrub(f"malformed response: {describe(error)}"), model=self.model)
         return self._with_prefill(self._result(message), request)
 
     @staticmethod
@@ -219,9 +220,9 @@ class AnthropicLM:
                 self.sleep(self.cfg.poll_seconds)
             lines = self._with_retries(lambda: list(self.client.messages.batches.results(batch_id)))
         except (anthropic.AuthenticationError, anthropic.PermissionDeniedError) as error:
-            raise AuthenticationError(f"anthropic refused the API key: {scrub(_describe(error))}") from None
+            raise AuthenticationError(f"anthropic refused the API key: {scrub(describe(error))}") from None
         except (anthropic.APIStatusError, anthropic.APIConnectionError) as error:
-            detail = scrub(_describe(error))
+            detail = scrub(describe(error))
             return {i: ChatResult("", error=detail, model=self.model, retryable=_transient(error)) for i in indices}
         if self.batch_store is not None:
             self.batch_store.remember_batch(batch_key, None)
@@ -246,26 +247,8 @@ class AnthropicLM:
 
 
 def _transient(error: Exception) -> bool:
-    if isinstance(error, anthropic.APIStatusError):
-        return error.status_code in RETRY_STATUSES or error.status_code >= 500
-    return isinstance(error, anthropic.APIConnectionError)
-
-
-def _describe(error: Exception) -> str:
-    status = getattr(error, "status_code", None)
-    prefix = f"HTTP {status}: " if status else ""
-    return f"{prefix}{type(error).__name__}: {error}"
+    return transient(error, anthropic.APIStatusError, anthropic.APIConnectionError, RETRY_STATUSES)
 
 
 def _chunks(indices: list[int], requests: Sequence[ChatRequest]) -> Iterator[list[int]]:
-    chunk: list[int] = []
-    size = 0
-    for i in indices:
-        n = len(requests[i].system.encode()) + len(requests[i].user.encode()) + 512
-        if chunk and (len(chunk) >= MAX_BATCH_REQUESTS or size + n > MAX_BATCH_BYTES):
-            yield chunk
-            chunk, size = [], 0
-        chunk.append(i)
-        size += n
-    if chunk:
-        yield chunk
+    return batch_chunks(indices, requests, MAX_BATCH_REQUESTS, MAX_BATCH_BYTES)

@@ -39,6 +39,7 @@ import openai
 from tasks.config import LLMConfig
 from tasks.errors import AuthenticationError
 from tasks.lm.anthropic_api import BatchStore
+from tasks.lm.api_common import batch_chunks, describe, transient
 from tasks.lm.types import (
     Accept,
     ChatRequest,
@@ -151,7 +152,7 @@ class OpenAILM:
         """Sleep what Retry-After asks, else an exponential back-off capped at retry_max_seconds."""
         asked = _retry_after(error) if isinstance(error, openai.APIStatusError) else None
         wait = asked if asked is not None else min(self.backoff_seconds * 2**attempt, self.cfg.retry_max_seconds)
-        log.warning("openai: %s; retrying in %.1f s", self.scrub(_describe(error)), wait)
+        log.warning("openai: %s; retrying in %.1f s", self.scrub(describe(error)), wait)
         self.sleep(wait)
 
     def _with_retries(self, call: Callable[[], T]) -> T:
@@ -167,7 +168,7 @@ class OpenAILM:
                     with self._lock:
                         if self._refused is None:
                             self._refused = (f"openai refused the API key in {self.cfg.api_key_env or '(none)'}: "
-                                             f"{self.scrub(_describe(error))}")
+                                             f"{self.scrub(describe(error))}")
                     raise AuthenticationError(self._refused) from None
                 if not _transient(error) or attempt == self.cfg.max_retries:
                     raise
@@ -197,9 +198,9 @@ class OpenAILM:
         if isinstance(error, AuthenticationError):   # fatal: every further call would fail the same way
             raise error
         if isinstance(error, (openai.APIStatusError, openai.APIConnectionError)):
-            return ChatResult("", error=self.scrub(_describe(error)), model=self.model,
+            return ChatResult("", error=self.scrub(describe(error)), model=self.model,
                               retryable=_transient(error), batch=batch)
-        return ChatResult("", error=self.scrub(f"malformed response: {_describe(error)}"), model=self.model,
+        return ChatResult("", error=self.scrub(f"malformed response: {describe(error)}"), model=self.model,
                           batch=batch)
 
     @staticmethod
@@ -307,26 +308,8 @@ def _retry_after(error: openai.APIStatusError) -> float | None:
 
 
 def _transient(error: Exception) -> bool:
-    if isinstance(error, openai.APIStatusError):
-        return error.status_code in RETRY_STATUSES or error.status_code >= 500
-    return isinstance(error, openai.APIConnectionError)
-
-
-def _describe(error: Exception) -> str:
-    status = getattr(error, "status_code", None)
-    prefix = f"HTTP {status}: " if status else ""
-    return f"{prefix}{type(error).__name__}: {error}"
+    return transient(error, openai.APIStatusError, openai.APIConnectionError, RETRY_STATUSES)
 
 
 def _chunks(indices: list[int], requests: Sequence[ChatRequest]) -> Iterator[list[int]]:
-    chunk: list[int] = []
-    size = 0
-    for i in indices:
-        n = len(requests[i].system.encode()) + len(requests[i].user.encode()) + 512
-        if chunk and (len(chunk) >= MAX_BATCH_REQUESTS or size + n > MAX_BATCH_BYTES):
-            yield chunk
-            chunk, size = [], 0
-        chunk.append(i)
-        size += n
-    if chunk:
-        yield chunk
+    return batch_chunks(indices, requests, MAX_BATCH_REQUESTS, MAX_BATCH_BYTES)

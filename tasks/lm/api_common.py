@@ -1,0 +1,40 @@
+"""What the API backends (anthropic_api.py, openai_api.py) share: how an error reads, which errors
+are worth retrying, and how pending requests are cut into batches under the APIs' size limits."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator, Sequence
+
+from tasks.lm.types import ChatRequest
+
+
+def describe(error: Exception) -> str:
+    """One line for an API error: its HTTP status when it has one, its type and message."""
+    status = getattr(error, "status_code", None)
+    prefix = f"HTTP {status}: " if status else ""
+    return f"{prefix}{type(error).__name__}: {error}"
+
+
+def transient(error: Exception, status_error: type[Exception], connection_error: type[Exception],
+              retry_statuses: Collection[int]) -> bool:
+    """Whether a client library's error is worth retrying: a listed status, any 5xx, or a lost connection."""
+    if isinstance(error, status_error):
+        status = getattr(error, "status_code", 0)
+        return status in retry_statuses or status >= 500
+    return isinstance(error, connection_error)
+
+
+def batch_chunks(indices: list[int], requests: Sequence[ChatRequest], max_requests: int,
+                 max_bytes: int) -> Iterator[list[int]]:
+    """`indices` in order, cut into batches of at most `max_requests` requests and about `max_bytes`."""
+    chunk: list[int] = []
+    size = 0
+    for i in indices:
+        n = len(requests[i].system.encode()) + len(requests[i].user.encode()) + 512
+        if chunk and (len(chunk) >= max_requests or size + n > max_bytes):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(i)
+        size += n
+    if chunk:
+        yield chunk
