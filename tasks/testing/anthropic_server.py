@@ -28,6 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from tasks.testing.http import send
+from tasks.testing.local_http import LocalHTTPServer
 
 Responder = Callable[[dict[str, Any]], str]
 BatchFault = Callable[[int, int, str], str | None]   # (batch number, position, custom_id) -> fault
@@ -103,7 +104,7 @@ def heuristic_responder(params: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-class AnthropicServer:
+class AnthropicServer(LocalHTTPServer):
     def __init__(
         self,
         responder: Responder = heuristic_responder,
@@ -139,33 +140,6 @@ class AnthropicServer:
     def malformed_next(self, kind: str = "no_text", times: int = 1) -> None:
         """The next `times` /v1/messages answers are 200 but unusable: no text block or bad JSON."""
         self._faults.setdefault("messages", deque()).extend(Fault(200, kind=kind) for _ in range(times))
-
-    # ---- lifecycle ----------------------------------------------------------------------------
-    def __enter__(self) -> AnthropicServer:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                server._handle(self, "POST")
-
-            def do_GET(self) -> None:
-                server._handle(self, "GET")
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
 
     # ---- HTTP ---------------------------------------------------------------------------------
     def _handle(self, handler: BaseHTTPRequestHandler, method: str) -> None:

@@ -32,6 +32,7 @@ from typing import Any
 
 from tasks.testing.anthropic_server import Fault, count_tokens, heuristic_responder
 from tasks.testing.http import send
+from tasks.testing.local_http import LocalHTTPServer
 
 Answer = tuple[str, int, int]   # text, prompt tokens, completion tokens (a model that counts them)
 Responder = Callable[[dict[str, Any]], "str | Answer"]
@@ -40,7 +41,7 @@ ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 403: 
                429: "rate_limit_exceeded", 500: "server_error"}
 
 
-class OpenAIServer:
+class OpenAIServer(LocalHTTPServer):
     def __init__(
         self,
         responder: Responder = heuristic_responder,
@@ -85,34 +86,6 @@ class OpenAIServer:
     def malformed_next(self, kind: str = "no_text", times: int = 1) -> None:
         """The next `times` chat answers are 200 but unusable: no content or bad JSON."""
         self._faults.setdefault("chat", deque()).extend(Fault(200, kind=kind) for _ in range(times))
-
-    # ---- lifecycle ----------------------------------------------------------------------------
-    def __enter__(self) -> OpenAIServer:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                server._handle(self, "POST")
-
-            def do_GET(self) -> None:
-                server._handle(self, "GET")
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-        # a short poll interval: shutdown() waits for it, once per test
-        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
 
     # ---- HTTP ---------------------------------------------------------------------------------
     def _handle(self, handler: BaseHTTPRequestHandler, method: str) -> None:
