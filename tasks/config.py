@@ -182,6 +182,10 @@ class ReviewQualityConfig(Frozen):
     # Binoculars: two local causal LMs sharing one tokenizer (observer, performer); unset: NaN with the reason
     binoculars_observer: str | None = None
     binoculars_performer: str | None = None
+    # The point matcher M(a, h) apart from `llm` (any backend's keys each), in order of preference: the
+    # first listed matches; the qualify stage examines each (role "matcher") and drops those that fail.
+    # Empty: `llm` (else [preprocess]) matches, and is the one examined
+    matchers: tuple[LLMConfig, ...] = ()
 
     @model_validator(mode="after")
     def _chunks_and_pair(self) -> ReviewQualityConfig:
@@ -223,12 +227,16 @@ class ScoreConfig(Frozen):
     # A panel in the judging role (tasks/metrics/panel.py): the LLM judges and the "generate" oracle ask
     # every backend listed and average their values; empty: the [score.oracle] backend alone
     judges: tuple[LLMConfig, ...] = ()
+    # A panel of logit-readout oracles (tasks/metrics/readout_panel.py): with oracle_predictor = "readout"
+    # the oracle cells read each local LM listed (a model name or a table with the keys of eval_lms) and
+    # average their values; "eval_lms": the evaluation LMs of eval_lms; empty: the first evaluation LM alone
+    oracle_readouts: tuple[EvalLMConfig, ...] | Literal["eval_lms"] = ()
     # RevisEval (tasks/metrics/reviseval.py): the LLM that revises each candidate; None: [score.oracle]
     reviser: LLMConfig | None = None
     # Beyond Rating's review-quality metrics and the rating outcomes (points_*, focus_kl_*, rating_mae, ...)
     review_quality: ReviewQualityConfig = ReviewQualityConfig()
 
-    @field_validator("eval_lms", mode="before")
+    @field_validator("eval_lms", "oracle_readouts", mode="before")
     @classmethod
     def _eval_lm_names(cls, value: object) -> object:
         if isinstance(value, (list, tuple)):

@@ -281,7 +281,7 @@ ORACLE_RESULTS = pl.Schema({"key": pl.String, "p_yes": pl.Float64, "p_no": pl.Fl
 QUALIFICATION = pl.Schema(
     {
         "model": pl.String,               # backend/model, or readout:<evaluation LM key>
-        "role": pl.String,                # judge | oracle
+        "role": pl.String,                # judge | oracle | matcher
         "test": pl.String,                # consistency | pertinence | self_confidence
         "n": pl.Int64,                    # items (consistency) or questions answered
         "score": pl.Float64,

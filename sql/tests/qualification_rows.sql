@@ -4,5 +4,5 @@ SELECT model, role, test, count(*) AS rows, bool_or(passed AND score IS NULL OR 
 FROM qualification
 GROUP BY ALL
 HAVING rows > 1 OR pass_without_score
-    OR role NOT IN ('judge', 'oracle')
+    OR role NOT IN ('judge', 'oracle', 'matcher')
     OR test NOT IN ('consistency', 'pertinence', 'self_confidence');

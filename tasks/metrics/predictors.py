@@ -10,7 +10,8 @@ Two kinds of question (the Scoring Rules paper, section 4.4):
 
 Two implementations, chosen by `Resources.oracle` (`[score] oracle_predictor`):
 
-* `readout`: the evaluation LM's next-token probabilities at the answer position (tasks/lm/readout.py).
+* `readout`: the evaluation LM's next-token probabilities at the answer position (tasks/lm/readout.py),
+  or the mean over a panel of local LMs read the same way (`[score] oracle_readouts`, readout_panel.py).
   Critic: t = P(Yes) / (P(Yes) + P(No)) - 1/2. Bins: the expected log r under the readout's
   distribution over the seven bin tokens, renormalised. Deterministic, no generation.
 * `generate`: any generation backend (`Resources.llm`, a CachedLM built from `[score.oracle]`),
@@ -32,7 +33,7 @@ import numpy as np
 import polars as pl
 
 from tasks.metrics.oracle import local_critic
-from tasks.metrics.registry import MissingResource, Resources
+from tasks.metrics.registry import AnswerReadout, MissingResource, Readout, Resources
 from tasks.schema import ORACLE_REQUESTS, ORACLE_RESULTS
 
 Kind = Literal["critic", "bins"]
@@ -67,7 +68,9 @@ def bins_from_probabilities(probs: np.ndarray) -> np.ndarray:
 def oracle_key(resources: Resources) -> str:
     """Names the predictor in score rows (`eval_lm`): readout:<eval LM> or generate:<backend>/<model>."""
     if resources.oracle == "readout":
-        return f"readout:{resources.eval_lm}"
+        from tasks.metrics.readout_panel import panel_name
+
+        return f"readout:{panel_name(resources.readouts) if resources.readouts else resources.eval_lm}"
     from tasks.metrics.panel import panel_key
 
     return f"generate:{panel_key(resources.panel())}"
@@ -87,16 +90,26 @@ def ask(resources: Resources, kind: Kind, questions: Mapping[str, tuple[str, str
 
 
 def _readout(resources: Resources, kind: Kind, prompts: list[tuple[str, str]]) -> list[float]:
+    """The evaluation LM's readout, or the mean over the readout panel's members (`[score] oracle_readouts`)."""
+    if resources.readouts:
+        from tasks.metrics.readout_panel import average
+
+        return average(resources.readouts, lambda m: _read_one(m.readout, m.read_answers, kind, prompts))
+    return _read_one(resources.readout, resources.read_answers, kind, prompts)
+
+
+def _read_one(readout: Readout | None, read_answers: AnswerReadout | None, kind: Kind,
+              prompts: list[tuple[str, str]]) -> list[float]:
     if kind == "critic":
-        assert resources.readout is not None   # checked by the registry
+        assert readout is not None   # checked by the registry
         frame = pl.DataFrame([{"key": str(i), "system": s, "user": u} for i, (s, u) in enumerate(prompts)],
                              schema=ORACLE_REQUESTS)
-        got = resources.readout(frame).cast(dict(ORACLE_RESULTS))
+        got = readout(frame).cast(dict(ORACLE_RESULTS))
         by_key = {k: local_critic(y, n) for k, y, n in got.select("key", "p_yes", "p_no").iter_rows()}
         if len(by_key) != len(prompts):
             raise ValueError(f"the readout answered {len(by_key)} of {len(prompts)} oracle questions")
         return [by_key[str(i)] for i in range(len(prompts))]
-    if resources.read_answers is None:
+    if read_answers is None:
         raise MissingResource("the likelihood-style oracle cells need the evaluation LM's readout over "
                               "the bin answers (Resources.read_answers)")
-    return bins_from_probabilities(resources.read_answers(prompts, BINS)).tolist()
+    return bins_from_probabilities(read_answers(prompts, BINS)).tolist()

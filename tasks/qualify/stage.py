@@ -5,10 +5,13 @@
 
 Roles (from the metrics `[score]` and `[validate]` name): `judge` when a metric needs an LLM judge
 (the `[score] judges` panel, else `[score.oracle]`); `oracle` when a metric needs the LLM oracle
-(the evaluation LM's readout, or with `oracle_predictor = "generate"` the judge models). A model
-that fails a test fails its role. With `on_fail = "stop"` the stage stops the run; with "drop"
-the score and validate stages leave it out of the panel (`qualified_config`), and a role left
-with no qualified model stops the run here, since its metrics would have no judge.
+(each member of the readout panel `[score] oracle_readouts`, else the first evaluation LM's readout;
+with `oracle_predictor = "generate"` the judge models); `matcher` when a points_* metric needs the
+point matcher (`[score.review_quality] matchers`, else its LLM; tasks/qualify/matcher.py, an exam of
+its own on pairs of points). A model that fails a test fails its role. With `on_fail = "stop"` the
+stage stops the run; with "drop" the score and validate stages leave it out of its panel
+(`qualified_config`), and a role left with no qualified model stops the run here, since its metrics
+would have no judge.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from tasks.layout import cache_dir, stage_dir, write_parquet
 from tasks.lm import ModelSpec
 from tasks.metrics import get
 from tasks.metrics.llm_log import LLMLog, write_llm_log
-from tasks.qualify.exam import Question, Rewrite, draw_exam
+from tasks.qualify.exam import Rewrite, draw_exam
 from tasks.qualify.examinee import Examinee, ReadoutExaminee, StatedExaminee
 from tasks.qualify.grade import exam_scores, failing, grade
 from tasks.schema import QUALIFICATION
@@ -58,15 +61,22 @@ def judge_models(score: ScoreConfig) -> tuple[LLMConfig, ...]:
 
 def seats(cfg: Config) -> list[Seat]:
     """Every model in a judging role of this run's metrics."""
+    from tasks.metrics.readout_panel import readout_specs
+    from tasks.review_quality.matching import MATCH_METRICS, matcher_llms
     from tasks.scoring.eval_lms import eval_specs
 
-    metrics = get(list(dict.fromkeys((*cfg.score.all_metrics, *cfg.validate.metrics))))
-    roles = sorted({ROLE_NEEDS[m.needs] for m in metrics if m.needs in ROLE_NEEDS})
+    names = list(dict.fromkeys((*cfg.score.all_metrics, *cfg.validate.metrics)))
+    roles = {ROLE_NEEDS[m.needs] for m in get(names) if m.needs in ROLE_NEEDS}
+    if set(names) & set(MATCH_METRICS):
+        roles.add("matcher")
     out: list[Seat] = []
-    for role in roles:
-        if role == "oracle" and cfg.score.oracle_predictor == "readout":
-            spec = eval_specs(cfg.score)[0]   # the oracle cells read the first evaluation LM
-            out.append(Seat(f"readout:{spec.resolved().key}", role, spec=spec))
+    for role in sorted(roles):
+        if role == "matcher":
+            out += [Seat(llm_key(m), role, llm=m) for m in matcher_llms(cfg)]
+        elif role == "oracle" and cfg.score.oracle_predictor == "readout":
+            # the readout panel's members, else the first evaluation LM (the one the oracle cells read)
+            specs = readout_specs(cfg.score) or eval_specs(cfg.score)[:1]
+            out += [Seat(f"readout:{spec.resolved().key}", role, spec=spec) for spec in specs]
         else:
             out += [Seat(llm_key(j), role, llm=j) for j in judge_models(cfg.score)]
     return out
@@ -74,20 +84,27 @@ def seats(cfg: Config) -> list[Seat]:
 
 def examinee(seat: Seat, score: ScoreConfig, llm_cache: Path, log: LLMLog) -> Examinee:
     """The readout where the model's probabilities are at hand (the evaluation LM, a local backend);
-    a stated confidence for an API backend."""
+    a stated confidence for an API backend. A matcher seat answers the matcher's questions."""
     from tasks.lm import chat_spec
     from tasks.metrics.resources import LazyLM, engine_answers
+    from tasks.qualify.matcher import ReadoutMatcher, StatedMatcher
 
+    readout, stated = (ReadoutMatcher, StatedMatcher) if seat.role == "matcher" else (ReadoutExaminee, StatedExaminee)
     if seat.spec is not None:
-        return ReadoutExaminee(seat.name, engine_answers(seat.spec, score.token_budget))
+        return readout(seat.name, engine_answers(seat.spec, score.token_budget))
     assert seat.llm is not None
     if seat.llm.backend == "local":
-        return ReadoutExaminee(seat.name, engine_answers(chat_spec(seat.llm), score.token_budget))
-    return StatedExaminee(seat.name, LazyLM(seat.llm, llm_cache), log)
+        return readout(seat.name, engine_answers(chat_spec(seat.llm), score.token_budget))
+    return stated(seat.name, LazyLM(seat.llm, llm_cache), log)
 
 
-def sit_exam(questions: Sequence[Question], seated: Sequence[Seat], make: Callable[[Seat], Examinee]) -> pl.DataFrame:
-    """(model, role, test, n, score, confidence) of every seat; a model in two roles sits the exam once."""
+Scores = Callable[[Sequence, Sequence], dict]
+
+
+def sit_exam(questions: Sequence, seated: Sequence[Seat], make: Callable[[Seat], Examinee],
+             scores: Scores = exam_scores) -> pl.DataFrame:
+    """(model, role, test, n, score, confidence) of every seat; a model in two roles sits the exam once.
+    `scores`: the statistics of the exam (the judges' `exam_scores`, the matcher's `match_scores`)."""
     verdicts: dict[str, tuple[str, list]] = {}
     rows = []
     for seat in seated:
@@ -95,7 +112,7 @@ def sit_exam(questions: Sequence[Question], seated: Sequence[Seat], make: Callab
             who = make(seat)
             verdicts[seat.name] = (who.confidence, who.answer(questions))
         confidence, answers = verdicts[seat.name]
-        for test, (n, score) in exam_scores(questions, answers).items():
+        for test, (n, score) in scores(questions, answers).items():
             rows.append({"model": seat.name, "role": seat.role, "test": test, "n": n, "score": score,
                          "confidence": confidence})
     return pl.DataFrame(rows, schema={k: v for k, v in QUALIFICATION.items() if k not in ("threshold", "passed")})
@@ -155,14 +172,29 @@ def qualify(cfg: Config, pipeline: str, make: Callable[[Seat], Examinee] | None 
         return StageSummary(0, 0, details={"examined": [], "note": "no metric uses an LLM judge or oracle"})
     reviews, synopses, groups = exam_inputs(cfg, pipeline)
     rewrite = rewriter(cfg.qualify.rewriter, llm_cache, log) if cfg.qualify.rewriter is not None else None
-    questions = draw_exam(reviews, synopses, groups, cfg.qualify.items, cfg.qualify.seed, rewrite)
     make = make or (lambda seat: examinee(seat, cfg.score, llm_cache, log))
-    table = grade(sit_exam(questions, seated, make), cfg.qualify)
+    judging = [s for s in seated if s.role != "matcher"]
+    matching = [s for s in seated if s.role == "matcher"]
+    parts, n_questions, details = [], 0, {}
+    if judging:
+        questions = draw_exam(reviews, synopses, groups, cfg.qualify.items, cfg.qualify.seed, rewrite)
+        parts.append(sit_exam(questions, judging, make))
+        n_questions += len(questions)
+    if matching:
+        from tasks.qualify.matcher import draw_match_exam, exam_units, match_scores
+
+        points = stage_dir(cfg, pipeline, "score") / "points.parquet"   # a score run's points, when there are some
+        units, unit = exam_units(reviews, pl.read_parquet(points) if points.is_file() else None)
+        asked = draw_match_exam(units, groups, cfg.qualify.items, cfg.qualify.seed, rewrite)
+        parts.append(sit_exam(asked, matching, make, match_scores))
+        n_questions += len(asked)
+        details["matcher_units"] = unit
+    table = grade(pl.concat(parts), cfg.qualify)
     write_parquet(table, folder / "qualification.parquet")
     llm = write_llm_log(log, folder)
     check(table, seated, cfg.qualify.on_fail)
     passed = table.group_by("model", "role").agg(pl.col("passed").all()).sort("role", "model")
-    return StageSummary(rows_in=len(questions), rows_out=table.height, **llm, details={
+    return StageSummary(rows_in=n_questions, rows_out=table.height, **llm, details={**details,
         "qualified": {f"{r}:{m}": p for m, r, p in passed.iter_rows()},
         "scores": {f"{r['role']}:{r['model']}:{r['test']}": round(r["score"], 4) if r["score"] == r["score"] else None
                    for r in table.iter_rows(named=True)}})
@@ -183,9 +215,10 @@ def check(table: pl.DataFrame, seated: Sequence[Seat], on_fail: str) -> None:
 
 
 def qualified_config(cfg: Config, pipeline: str) -> Config:
-    """`cfg` as the qualify stage left it, when the pipeline runs that stage: the `[score] judges` panel
-    reduced to the models that passed; a failed model with no panel to leave (the single `[score.oracle]`,
-    the readout oracle) or a model never examined stops the run."""
+    """`cfg` as the qualify stage left it, when the pipeline runs that stage: the `[score] judges` panel,
+    the readout panel (`[score] oracle_readouts`) and the matchers (`[score.review_quality] matchers`)
+    reduced to the models that passed; a role with no model left (a single `[score.oracle]`, a lone
+    readout oracle or matcher that failed) or a model never examined stops the run."""
     if "qualify" not in cfg.pipelines[pipeline].stages:
         return cfg
     path = stage_dir(cfg, pipeline, "qualify") / "qualification.parquet"
@@ -194,15 +227,32 @@ def qualified_config(cfg: Config, pipeline: str) -> Config:
     table = pl.read_parquet(path)
     fails = failing(table)
     examined = {(m, r) for m, r in table.select("model", "role").iter_rows()}
-    for seat in seats(cfg):
+    seated = seats(cfg)
+    for seat in seated:
         if (seat.name, seat.role) not in examined:
             raise QualificationFailed(f"{seat.role}:{seat.name} was not examined: rerun the qualify stage")
-        if seat.name in fails.get(seat.role, set()) and not (cfg.score.judges and seat.llm is not None):
-            raise QualificationFailed(f"{seat.role}:{seat.name} failed the qualification exam and is the role's only model")
-    if not cfg.score.judges:
-        return cfg
-    dropped = set().union(*fails.values()) if fails else set()
-    keep = tuple(j for j in cfg.score.judges if llm_key(j) not in dropped)
-    if not keep:
-        raise QualificationFailed("no judge of the [score] judges panel passed the exam")
-    return cfg.model_copy(update={"score": cfg.score.model_copy(update={"judges": keep})})
+    for role in sorted({s.role for s in seated}):
+        mine = [s.name for s in seated if s.role == role]
+        if set(mine) <= fails.get(role, set()):
+            what = "is the role's only model" if len(mine) == 1 else "all failed"
+            raise QualificationFailed(f"{role}: {'+'.join(mine)} failed the qualification exam and {what}")
+    return _without(cfg, fails)
+
+
+def _without(cfg: Config, fails: dict[str, set[str]]) -> Config:
+    """`cfg` with the failed members left out of the judges, readout and matcher panels."""
+    from tasks.metrics.readout_panel import readout_entries, readout_specs
+
+    score, update = cfg.score, {}
+    if score.judges:
+        dropped = fails.get("judge", set()) | fails.get("oracle", set())
+        update["judges"] = tuple(j for j in score.judges if llm_key(j) not in dropped)
+        if not update["judges"]:
+            raise QualificationFailed("no judge of the [score] judges panel passed the exam")
+    if score.oracle_predictor == "readout" and score.oracle_readouts:
+        pairs = zip(readout_entries(score), readout_specs(score), strict=True)
+        update["oracle_readouts"] = tuple(e for e, s in pairs if f"readout:{s.resolved().key}" not in fails.get("oracle", set()))
+    if score.review_quality.matchers:
+        kept = tuple(m for m in score.review_quality.matchers if llm_key(m) not in fails.get("matcher", set()))
+        update["review_quality"] = score.review_quality.model_copy(update={"matchers": kept})
+    return cfg.model_copy(update={"score": score.model_copy(update=update)}) if update else cfg

@@ -32,6 +32,15 @@ POINT_MATCHES = pl.Schema({"paper_id": pl.String, "candidate": pl.String, "field
                            "model": pl.String, "prompt_version": pl.String})
 
 _ANSWER = re.compile(r"^\W*(yes|no)\b", re.IGNORECASE)
+# the registry's metrics that need the matcher (the qualify stage examines it when one is scored)
+MATCH_METRICS = tuple(f"points_{m}_{f}" for m in ("precision", "recall", "f1") for f in ("strengths", "weaknesses"))
+
+
+def matcher_llms(cfg: Any) -> tuple[Any, ...]:
+    """The point matchers of a Config, in order of preference: `[score.review_quality] matchers`, else
+    the review-quality LLM (`[score.review_quality] llm`, else `[preprocess]`) alone."""
+    rq = cfg.score.review_quality
+    return rq.matchers or (rq.llm or cfg.preprocess,)
 
 
 def parse_yes_no(text: str | None) -> bool | None:

@@ -77,7 +77,9 @@ def quality_work(cfg: Config, pipeline: str, llm_cache: Path | None, names: Sequ
 
     llm_cfg = cfg.score.review_quality.llm or cfg.preprocess
     llm = LazyLM(llm_cfg, llm_cache) if llm_cache is not None else None
-    return QualityWork(settings(cfg), load_facts(cfg, pipeline), llm)
+    matchers = cfg.score.review_quality.matchers   # the first listed matches (qualify drops failed ones)
+    matcher = LazyLM(matchers[0], llm_cache) if matchers and llm_cache is not None else None
+    return QualityWork(settings(cfg), load_facts(cfg, pipeline), llm, matcher=matcher)
 
 
 def write_quality_tables(cfg: Config, pipeline: str, work: QualityWork | None) -> dict[str, Any]:

@@ -76,6 +76,7 @@ class QualityWork:
     settings: QualitySettings
     facts: ReviewFacts
     llm: Any                                    # a ChatLM (CachedLM / LazyLM): points, matching, questions
+    matcher: Any = None                         # the point matcher apart from `llm` ([score.review_quality] matchers)
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)
     stats: Counter = field(default_factory=Counter)
 
@@ -176,7 +177,8 @@ class QualityWork:
         pairs = [(c["candidate"], r["review_id"]) for c, refs in sets for r in refs]
         mine = cand_points.filter(pl.col("field").is_in(fields)).drop("review_id").rename({"cid": "review_id"})
         got = match_points(mine.select(POINTS.names()), human_points.filter(pl.col("field").is_in(fields)), pairs,
-                           embed, self.llm, load_prompt("point-match-v1"), self.settings.match_top_k)
+                           embed, self.matcher or self.llm, load_prompt("point-match-v1"),
+                           self.settings.match_top_k)
         self.tables["point_matches"] = got.matches
         self.stats.update({f"match_{k}": v for k, v in got.stats.items()})
         m_by = {k: g for k, g in got.matches.group_by("candidate", "field", "reference")}
