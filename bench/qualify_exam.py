@@ -1,14 +1,19 @@
-"""The qualification exam (tasks/qualify) of one judge on real ICLR 2023 reviews.
+"""The qualification exam (tasks/qualify) of a judge, a point matcher or a readout oracle panel on
+real ICLR 2023 reviews.
 
-    python bench/qualify_exam.py                       # the embedded SmolLM2, logit readout
+    python bench/qualify_exam.py                       # the embedded SmolLM2 as judge, logit readout
     python bench/qualify_exam.py --backend anthropic --model claude-haiku-4-5   # an API model, stated confidence
+    python bench/qualify_exam.py --roles matcher       # SmolLM2 as the point matcher (point-match-v1)
+    python bench/qualify_exam.py --roles panel --readouts smollm2 smollm2:bfloat16   # each panel member as oracle
 
 Reads ../shared/data/iclr2023_dev.parquet (three reviews per paper, no abstracts). The exam's
 reviews are reviewers 1 and 2; the synopsis shown is the "Summary Of The Paper" section of
 reviewer 3 (the data has no abstracts); every paper is of the same venue; the statements of the
-consistency test are the GPT-4o judgment lines shipped with the data. One model sits the
-exam, so the "mean" thresholds are its own scores and it passes consistency / pertinence only above
-chance. Prints the table, then one JSON line.
+consistency test are the GPT-4o judgment lines shipped with the data. The matcher's pairs are the
+sentences of reviewers 1 and 2 (the data has no atomic points; tasks/qualify/matcher.py). The panel's
+members (`name` or `name:dtype`) each sit the judges' exam as oracle seats, read by logits, and are
+graded against their mean. A lone model's "mean" thresholds are its own scores, so it passes
+consistency / pertinence only above chance. Prints the table, then one JSON line.
 """
 
 from __future__ import annotations
@@ -26,9 +31,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tasks.config import LLMConfig, QualifyConfig, ScoreConfig  # noqa: E402
+from tasks.lm import ModelSpec  # noqa: E402
 from tasks.metrics.llm_log import LLMLog  # noqa: E402
 from tasks.qualify.exam import draw_exam  # noqa: E402
 from tasks.qualify.grade import grade  # noqa: E402
+from tasks.qualify.matcher import draw_match_exam, exam_units, match_scores  # noqa: E402
 from tasks.qualify.stage import Seat, examinee, llm_key, sit_exam  # noqa: E402
 
 
@@ -37,14 +44,23 @@ def summary_section(review: str) -> str:
     return (match.group(1) if match else review[:800]).strip()
 
 
+def member(text: str) -> ModelSpec:
+    """"smollm2" or "smollm2:bfloat16": a readout panel member's spec."""
+    name, _, dtype = text.partition(":")
+    return ModelSpec(name=name, dtype=dtype or "auto")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "iclr2023_dev.parquet"))
     parser.add_argument("--items", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--roles", nargs="+", default=["judge"], choices=["judge", "matcher", "panel"])
     parser.add_argument("--backend", default="local")
     parser.add_argument("--model", default="smollm2")
     parser.add_argument("--base-url", default=None)
+    parser.add_argument("--readouts", nargs="+", default=["smollm2", "smollm2:bfloat16"],
+                        help="the readout panel's members (--roles panel): name or name:dtype")
     parser.add_argument("--max-chars", type=int, default=2000, help="each review cut to this many characters")
     args = parser.parse_args()
     data = pl.read_parquet(args.data)
@@ -55,19 +71,33 @@ def main() -> None:
     synopses = {p: f"Summary by another referee:\n{summary_section(r)}"
                 for p, r in data.filter(pl.col("reviewer") == 3).select("paper_id", "review").iter_rows()}
     groups = dict.fromkeys(data["paper_id"].unique().to_list(), "ICLR.cc/2023/Conference")
-    questions = draw_exam(reviews, synopses, groups, args.items, args.seed)
     llm = LLMConfig(backend=args.backend, model=args.model, base_url=args.base_url, use_batches=False)
-    seat = Seat(llm_key(llm), "judge", llm=llm)
     log = LLMLog()
-    started = time.perf_counter()
-    scores = sit_exam(questions, [seat], lambda s: examinee(s, ScoreConfig(), ROOT / "data" / "cache" / "llm", log))
-    seconds = time.perf_counter() - started
-    table = grade(scores, QualifyConfig())
-    with pl.Config(tbl_rows=20, tbl_width_chars=160):
+    make = lambda s: examinee(s, ScoreConfig(), ROOT / "data" / "cache" / "llm", log)  # noqa: E731
+    parts, figures = [], {}
+    for role in args.roles:
+        started, cpu = time.perf_counter(), time.process_time()
+        if role == "matcher":
+            units, unit = exam_units(reviews, None)
+            questions = draw_match_exam(units, groups, args.items, args.seed)
+            parts.append(sit_exam(questions, [Seat(llm_key(llm), "matcher", llm=llm)], make, match_scores))
+        else:
+            questions = draw_exam(reviews, synopses, groups, args.items, args.seed)
+            unit = "reviews"
+            seated = ([Seat(llm_key(llm), "judge", llm=llm)] if role == "judge" else
+                      [Seat(f"readout:{m.resolved().key}", "oracle", spec=m) for m in map(member, args.readouts)])
+            parts.append(sit_exam(questions, seated, make))
+        figures[role] = {"questions": len(questions), "units": unit, "seconds": round(time.perf_counter() - started, 1),
+                         "cpu_seconds": round(time.process_time() - cpu, 1)}
+    table = grade(pl.concat(parts), QualifyConfig())
+    with pl.Config(tbl_rows=40, tbl_width_chars=200, fmt_str_lengths=40):
         print(table)
-    print(json.dumps({"model": seat.name, "questions": len(questions), "seconds": round(seconds, 1),
-                      **{r["test"]: {"n": r["n"], "score": round(r["score"], 4), "passed": r["passed"]}
-                         for r in table.iter_rows(named=True)}}))
+    results: dict[str, dict] = {}
+    for r in table.iter_rows(named=True):
+        results.setdefault(f"{r['role']}:{r['model']}", {})[r["test"]] = {
+            "n": r["n"], "score": None if r["score"] != r["score"] else round(r["score"], 4),
+            "threshold": round(r["threshold"], 4), "passed": r["passed"]}
+    print(json.dumps({"items": args.items, "max_chars": args.max_chars, "runs": figures, "results": results}))
 
 
 if __name__ == "__main__":
