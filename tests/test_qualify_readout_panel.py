@@ -144,3 +144,44 @@ items = 2
                   stage_dir(cfg, "exam", "qualify") / "qualification.parquet")
     with pytest.raises(QualificationFailed, match="oracle: .* all failed"):
         qualified_config(cfg, "exam")
+
+
+def test_the_oracle_cells_with_a_panel_average_and_name_it() -> None:
+    """Two members with rule-based readouts through the registry: tvd_mi (linear in the critic) is the
+    members' mean, a member with no mass on Yes / No leaves the question to the other, and the score rows
+    name the panel."""
+    from tasks.metrics import score_metrics
+    from tasks.metrics.negatives import draw_negatives
+    from tasks.schema import REFERENCES, SYNOPSES_WIDE
+    from tasks.scoring.inputs import human_candidates
+
+    refs = pl.DataFrame([{"paper_id": f"p{p}", "review_id": f"p{p}-r{r}", "review_text": f"Review {r} of {p}.",
+                          "judgments": f"The reviewer questions the {TOPICS[p]} claim {r}."}
+                         for p in range(3) for r in range(2)], schema=REFERENCES)
+    syn = pl.DataFrame([{"paper_id": f"p{p}", "abstract": "a", "assw": None} for p in range(3)], schema=SYNOPSES_WIDE)
+    cands = human_candidates(refs)
+    negatives = draw_negatives(cands, refs, 2, seed=0)
+
+    def member(key: str, yes_same: float, silent: str | None = None) -> ReadoutMember:
+        def readout(requests: pl.DataFrame) -> pl.DataFrame:
+            rows = []
+            for key_, user in requests.select("key", "user").iter_rows():
+                a, b = (next(t for t in TOPICS if t in part) for part in user.split("### Statement"))
+                p_yes, p_no = (yes_same, 1 - yes_same) if a == b else (0.2, 0.8)
+                rows.append((key_, *((0.0, 0.0) if silent and silent in user else (p_yes, p_no))))
+            return pl.DataFrame(rows, schema={"key": pl.String, "p_yes": pl.Float64, "p_no": pl.Float64}, orient="row")
+        return ReadoutMember(key, readout, lambda prompts, answers: None)   # type: ignore[arg-type,return-value]
+
+    def tvd(*members: ReadoutMember) -> pl.DataFrame:
+        resources = Resources("lm", readout=members[0].readout, readouts=members if len(members) > 1 else ())
+        return score_metrics(["tv_fvar_statement"], cands, refs, syn, resources, negatives=negatives)
+
+    a, b = member("a", 0.9), member("b", 0.5)
+    one, two, both = tvd(a), tvd(b), tvd(a, b)
+    assert (both["eval_lm"] == "readout:a+b").all() and (one["eval_lm"] == "readout:lm").all()
+    assert both["score"].to_list() == pytest.approx(((one["score"] + two["score"]) / 2).to_list())
+    assert one["score"].to_list() != pytest.approx(two["score"].to_list())
+    # b puts no mass on Yes / No for the graph paper's questions: a answers them alone
+    partial = tvd(a, member("b", 0.5, silent="graph"))
+    graph = partial["paper_id"] == "p0"
+    assert partial.filter(graph)["score"].to_list() == pytest.approx(one.filter(graph)["score"].to_list())
