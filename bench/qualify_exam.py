@@ -23,6 +23,7 @@ import json
 import re
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
@@ -42,6 +43,36 @@ from tasks.qualify.stage import Seat, examinee, llm_key, sit_exam  # noqa: E402
 def summary_section(review: str) -> str:
     match = re.search(r"Summary Of The Paper:?\s*(.*?)(?:\n\s*\n[A-Z][^\n]{0,60}:|\Z)", review, re.S | re.I)
     return (match.group(1) if match else review[:800]).strip()
+
+
+@dataclass
+class Recorded:
+    """An examinee's answers, already given (so the bench can also break them down)."""
+
+    name: str
+    confidence: str
+    verdicts: list
+
+    def answer(self, questions: list) -> list:
+        return self.verdicts
+
+
+def breakdown(questions: list, verdicts: list) -> dict[str, float | None]:
+    """The matcher's verdicts per kind of pair: share of Yes, and mean confidence on the easy and hard sets."""
+    def share_yes(keep) -> float | None:
+        got = [v.choice for q, v in zip(questions, verdicts, strict=True) if keep(q) and v.choice is not None]
+        return round(sum(got) / len(got), 4) if got else None
+
+    def confidence(kind: str) -> float | None:
+        got = [v.confidence for q, v in zip(questions, verdicts, strict=True) if q.set == kind and v.choice is not None]
+        return round(sum(got) / len(got), 4) if got else None
+
+    return {"yes_restatement": share_yes(lambda q: q.set == "pertinence" and q.target),
+            "yes_polished_other_paper": share_yes(lambda q: q.set == "pertinence" and q.target is False),
+            "yes_other_paper": share_yes(lambda q: q.set == "easy"),
+            "yes_closest_same_paper": share_yes(lambda q: q.set == "consistency"),
+            "yes_all": share_yes(lambda q: True),
+            "confidence_easy": confidence("easy"), "confidence_hard": confidence("hard")}
 
 
 def member(text: str) -> ModelSpec:
@@ -80,7 +111,12 @@ def main() -> None:
         if role == "matcher":
             units, unit = exam_units(reviews, None)
             questions = draw_match_exam(units, groups, args.items, args.seed)
-            parts.append(sit_exam(questions, [Seat(llm_key(llm), "matcher", llm=llm)], make, match_scores))
+            seat = Seat(llm_key(llm), "matcher", llm=llm)
+            who = make(seat)
+            recorded = Recorded(who.name, who.confidence, who.answer(questions))
+            parts.append(sit_exam(questions, [seat], lambda _, r=recorded: r, match_scores))
+            verdicts = recorded.verdicts
+            figures["matcher_breakdown"] = breakdown(questions, verdicts)
         else:
             questions = draw_exam(reviews, synopses, groups, args.items, args.seed)
             unit = "reviews"
