@@ -26,7 +26,7 @@ from tasks.qualify.matcher import (
     sentences,
 )
 from tasks.qualify.stage import QualificationFailed, qualified_config, qualify, seats
-from tasks.testing.anthropic_server import AnthropicServer
+from tasks.testing.anthropic_server import AnthropicServer, user_text
 
 TOPICS = ["graph", "protein", "robot", "speech", "vision", "climate"]
 VERBS = ["is evaluated", "gets tested", "is benchmarked"]
@@ -196,3 +196,33 @@ def test_known_matchers_through_the_server_drop_or_stop(tmp_path, project_config
             qualify(lone, "exam")
         with pytest.raises(QualificationFailed, match="only model"):
             qualified_config(lone, "exam")
+
+
+def test_a_matcher_apart_from_the_points_llm_matches_and_is_named(tmp_path, monkeypatch) -> None:
+    """`[score.review_quality] matchers`: the work's matcher answers the match questions (the points LLM
+    only splits the reviews), and the points_* rows name both."""
+    from test_review_quality import bag_of_words, inputs, responder
+
+    from tasks.config import LLMConfig
+    from tasks.lm import make_lm
+    from tasks.metrics import Resources, score_metrics
+    from tasks.review_quality.work import QualitySettings, QualityWork
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    refs, cands, facts, syn = inputs()
+    points_cfg, match_cfg = (LLMConfig(backend="anthropic", model=m, use_batches=False, max_retries=0)
+                             for m in ("claude-points", "claude-matcher"))
+    with AnthropicServer(responder) as server:
+        work = QualityWork(QualitySettings(match_top_k=1), facts, make_lm(points_cfg, tmp_path, base_url=server.url),
+                           matcher=make_lm(match_cfg, tmp_path, base_url=server.url))
+        scores = score_metrics(["points_precision_weaknesses", "focus_kl_weaknesses"], cands, refs, syn,
+                               Resources("lm", embed=bag_of_words, quality=work))
+        asked = [(body["model"], "<point_a>" in user_text(body)) for body in server.received]
+    assert {m for m, is_match in asked if is_match} == {"claude-matcher"}
+    assert {m for m, is_match in asked if not is_match} == {"claude-points"}
+    assert (work.tables["point_matches"]["model"] == "anthropic/claude-matcher").all()
+    names = dict(scores.select("metric", "eval_lm").unique().iter_rows())
+    assert names == {"points_precision_weaknesses": "anthropic/claude-points|matcher:anthropic/claude-matcher",
+                     "focus_kl_weaknesses": "anthropic/claude-points"}
+    assert scores.filter((pl.col("candidate") == "modelA/p0") & (pl.col("metric") == "points_precision_weaknesses")
+                         )["score"].item() == pytest.approx(2 / 3)

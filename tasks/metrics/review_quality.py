@@ -5,8 +5,9 @@ references enter inside the metric (Max-Recall over the paper's reviewers, the m
 and a human candidate is compared with the paper's other reviews (leave-one-out), which gives the
 human baseline. The work (points, matching, question checks, chunks) is done once per call for
 every metric named, by `Resources.quality` (tasks/review_quality/work.py); its tables go to the
-score stage's folder. `eval_lm` names the LLM behind the points (`<backend>/<model>`), or the
-common scale for the rating outcomes.
+score stage's folder. `eval_lm` names the LLM behind the points (`<backend>/<model>`; the points_*
+metrics add `|matcher:<backend>/<model>` when `[score.review_quality] matchers` sets the matcher
+apart), or the common scale for the rating outcomes.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from tasks.metrics.registry import Metric, Resources, register
+from tasks.review_quality.matching import MATCH_METRICS
 from tasks.schema import SCORES
 
 RATING_METRICS = ("rating_mae", "accept_accuracy")
@@ -28,6 +30,8 @@ def review_quality_family(metrics: Sequence[Metric], candidates: pl.DataFrame, r
     names = [m.name for m in metrics]
     values = work.evaluate(names, candidates, references, synopses, resources.embed, resources.log)
     llm = f"{work.llm.name}/{work.llm.model}" if work.llm is not None else None
+    matcher = getattr(work, "matcher", None)   # a matcher apart from the points LLM is named beside it
+    matched = f"{llm}|matcher:{matcher.name}/{matcher.model}" if matcher is not None else llm
     rows = []
     for cand in candidates.sort("paper_id", "candidate").iter_rows(named=True):
         for name in names:
@@ -35,7 +39,8 @@ def review_quality_family(metrics: Sequence[Metric], candidates: pl.DataFrame, r
             rows.append({"paper_id": cand["paper_id"], "candidate": cand["candidate"], "source": cand["source"],
                          "reference": None, "metric": name, "score": value, "reason": reason,
                          "eval_lm": "common_scale" if name in RATING_METRICS else
-                         ("binoculars" if name == "binoculars" else llm)})
+                         "binoculars" if name == "binoculars" else
+                         matched if name in MATCH_METRICS else llm})
     frame = pl.DataFrame(rows, schema={**SCORES}) if rows else pl.DataFrame(schema=SCORES)
     return frame.select(SCORES.names()).sort("metric", "paper_id", "candidate")
 
