@@ -89,7 +89,8 @@ def test_the_matcher_exam_is_drawn_from_curated_reviews() -> None:
 
 
 def _pq(kind: str, item: int, order: int, target: bool | None = None) -> PointQuestion:
-    return PointQuestion(kind, item, order, "p", "a", "b", target)   # type: ignore[arg-type]
+    a, b = f"{kind} {item} a", f"{kind} {item} b"
+    return PointQuestion(kind, item, order, "p", *((a, b) if order == 0 else (b, a)), target)   # type: ignore[arg-type]
 
 
 def test_matcher_statistics_on_hand_worked_verdicts() -> None:
@@ -98,6 +99,8 @@ def test_matcher_statistics_on_hand_worked_verdicts() -> None:
     # consistency item: Yes / No (differs); easy: No / No (same); hard: Yes / unanswered (left out)
     verdicts = [Verdict(1, 0.9), Verdict(0, 0.8), Verdict(0, 0.9), Verdict(0, 0.7), Verdict(1, 0.6), Verdict(None, math.nan)]
     assert match_consistency(qs, verdicts) == (2, 0.5)
+    again = [*qs, PointQuestion("hard", 1, 0, "p", "consistency 0 a", "consistency 0 b", None)]   # the same pair
+    assert match_consistency(again, [*verdicts, Verdict(1, 0.9)]) == (2, 0.5)                   # counts once
     assert match_self_confidence(qs, verdicts) == (3, pytest.approx(0.8 - 0.6))
     pert = [_pq("pertinence", 0, 0, True), _pq("pertinence", 0, 1, True), _pq("pertinence", 1, 0, False),
             _pq("pertinence", 1, 1, False)]
@@ -179,10 +182,10 @@ def test_known_matchers_through_the_server_drop_or_stop(tmp_path, project_config
         assert server.counts["messages"] == calls              # answers cached
         table = pl.read_parquet(stage_dir(cfg, "exam", "qualify") / "qualification.parquet")
         got = {(m, t): (n, s, p) for m, t, n, s, p in table.select("model", "test", "n", "score", "passed").iter_rows()}
-        assert got[("anthropic/careful", "consistency")] == (20, 1.0, True)     # 4 items x 5 sets, both orders
+        assert got[("anthropic/careful", "consistency")] == (16, 1.0, True)     # 4 items x 4 distinct pairs
         assert got[("anthropic/careful", "pertinence")] == (16, 1.0, True)
         assert got[("anthropic/careful", "self_confidence")] == (16, pytest.approx(0.6), True)   # 5/5 - 2/5
-        assert got[("anthropic/always-yes", "consistency")] == (20, 1.0, True)
+        assert got[("anthropic/always-yes", "consistency")] == (16, 1.0, True)
         assert got[("anthropic/always-yes", "pertinence")] == (16, 0.5, False)
         assert got[("anthropic/always-yes", "self_confidence")] == (16, 0.0, False)
         assert (table["role"] == "matcher").all() and (table["confidence"] == "stated").all()

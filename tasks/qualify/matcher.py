@@ -6,8 +6,8 @@ and in both orders (`order` 0 as drawn, 1 swapped). The units are the human revi
 of the `points` table when a score run has left one (`unit` "points"), else the sentences of the
 curated reviews (`unit` "sentences": markdown stripped, 6 to 60 words):
 
-* consistency: every item of every set in both orders; the share of items with the same verdict
-  both times (a binary verdict does not depend on which point is shown first);
+* consistency: every pair of every set in both orders; the share of distinct pairs with the same
+  verdict both times (a binary verdict does not depend on which point is shown first);
 * pertinence: a point against a plain-worded restatement of itself (`plain`: its surface
   degraded) must be a match; the same point against a polished point of another paper of the
   same venue (by the rewriter LLM, else `polish_point`) must not; the share answered right;
@@ -147,11 +147,12 @@ def draw_match_exam(units: pl.DataFrame, groups: dict[str, str], n_items: int, s
 
 # ---- the statistics --------------------------------------------------------------------------------
 def match_consistency(questions: Sequence[PointQuestion], verdicts: Sequence[Verdict]) -> tuple[int, float]:
-    """(items of any set answered in both orders, share with the same verdict both times)."""
-    items: dict[tuple[str, int], dict[int, int]] = {}
+    """(distinct pairs of any set answered in both orders, share with the same verdict both times); a pair
+    asked in two sets (the hard set's fallback is the consistency pair) counts once."""
+    items: dict[frozenset[str], dict[int, int]] = {}
     for q, v in zip(questions, verdicts, strict=True):
         if v.choice is not None:
-            items.setdefault((q.set, q.item), {})[q.order] = v.choice
+            items.setdefault(frozenset((q.a, q.b)), {})[q.order] = v.choice
     pairs = [(o[0], o[1]) for o in items.values() if 0 in o and 1 in o]
     return len(pairs), (sum(x == y for x, y in pairs) / len(pairs) if pairs else math.nan)
 
