@@ -193,6 +193,7 @@ def test_known_matchers_through_the_server_drop_or_stop(tmp_path, project_config
         assert summary.details["qualified"] == {"matcher:anthropic/always-yes": False, "matcher:anthropic/careful": True}
         kept = qualified_config(cfg, "exam").score.review_quality.matchers
         assert [m.model for m in kept] == ["careful"]             # the first qualified matcher now matches
+        _the_table_in_duckdb(cfg)
         # a lone matcher that fails leaves the role empty: the run stops
         lone = _config(project_config, server.url, ["always-yes"])
         with pytest.raises(QualificationFailed, match="no model in the matcher role"):
@@ -229,3 +230,18 @@ def test_a_matcher_apart_from_the_points_llm_matches_and_is_named(tmp_path, monk
                      "focus_kl_weaknesses": "anthropic/claude-points"}
     assert scores.filter((pl.col("candidate") == "modelA/p0") & (pl.col("metric") == "points_precision_weaknesses")
                          )["score"].item() == pytest.approx(2 / 3)
+
+
+def _the_table_in_duckdb(cfg) -> None:
+    """The matcher rows through the qualification staging and mart SQL, and its data test."""
+    import duckdb
+
+    from tasks.layout import pipeline_dir
+    from tasks.materialize import SQL_DIR, BuildResult, _run_layers
+
+    con = duckdb.connect()
+    _run_layers(con, pipeline_dir(cfg, "exam"), {"pipeline": "exam"}, SQL_DIR, BuildResult(database=cfg.database),
+                {"staging.qualification", "qualification"})
+    rows = con.execute("SELECT role, model, bool_and(qualified) FROM qualification GROUP BY ALL ORDER BY model").fetchall()
+    assert rows == [("matcher", "anthropic/always-yes", False), ("matcher", "anthropic/careful", True)]
+    assert con.execute((SQL_DIR / "tests" / "qualification_rows.sql").read_text()).fetchall() == []
