@@ -17,7 +17,7 @@ from tasks.config import ScoreConfig, load_config
 from tasks.layout import stage_dir, write_parquet
 from tasks.metrics.predictors import ask, oracle_key
 from tasks.metrics.readout_panel import readout_entries, readout_members, readout_specs
-from tasks.metrics.registry import ReadoutMember, Resources
+from tasks.metrics.registry import ReadoutMember, Resources, predictor
 from tasks.qualify.stage import QualificationFailed, qualified_config, qualify, seats
 
 TOPICS = ["graph", "protein", "robot", "speech", "vision", "climate"]
@@ -179,6 +179,7 @@ def test_the_oracle_cells_with_a_panel_average_and_name_it() -> None:
     a, b = member("a", 0.9), member("b", 0.5)
     one, two, both = tvd(a), tvd(b), tvd(a, b)
     assert (both["eval_lm"] == "readout:a+b").all() and (one["eval_lm"] == "readout:lm").all()
+    assert predictor("tv_fvar_statement", "readout:a+b") == "readout:a+b"   # the leaderboard's predictor column
     assert both["score"].to_list() == pytest.approx(((one["score"] + two["score"]) / 2).to_list())
     assert one["score"].to_list() != pytest.approx(two["score"].to_list())
     # b puts no mass on Yes / No for the graph paper's questions: a answers them alone
