@@ -51,7 +51,7 @@ class Question:
     statement: str | None = None
 
 
-def _unmarked(text: str) -> str:
+def unmarked(text: str) -> str:
     """The text with markdown headers, list markers and emphasis removed, as one paragraph."""
     text = re.sub(r"(?m)^\s*(#+|[-*+]|\d+[.)])\s+", "", text)
     text = re.sub(r"[*_`>#]+", "", text)
@@ -60,14 +60,14 @@ def _unmarked(text: str) -> str:
 
 def plain(text: str) -> str:
     """The review with its surface degraded: markdown and list markers stripped, one paragraph, lower case."""
-    return _unmarked(text).lower()
+    return unmarked(text).lower()
 
 
 def polish(text: str) -> str:
     """A deterministic surface polish: the sentences as a numbered list under a markdown header."""
     from tasks.validate.manipulations import format_bullets, format_headers
 
-    return format_headers(format_bullets(_unmarked(text)))
+    return format_headers(format_bullets(unmarked(text)))
 
 
 def _both_orders(kind: QuestionSet, item: int, paper: str, synopsis: str, a: str, b: str,
@@ -106,8 +106,8 @@ def draw_exam(reviews: pl.DataFrame, synopses: Mapping[str, str], groups: Mappin
                  [p for p in papers if p != paper]
         other = rng.choice(sorted(others))
         drawn.append((paper, a, b, other))
-    polished = _rewritten(rewrite, POLISH_VERSION, [_showy(by_paper[o], plain(a)) for _, a, _, o in drawn], polish)
-    rephrased = _rewritten(rewrite, REPHRASE_VERSION, [a for _, a, _, _ in drawn], None)
+    polished = rewritten(rewrite, POLISH_VERSION, [_showy(by_paper[o], plain(a)) for _, a, _, o in drawn], polish)
+    rephrased = rewritten(rewrite, REPHRASE_VERSION, [a for _, a, _, _ in drawn], None)
     questions: list[Question] = []
     for item, ((paper, a, b, other), fancy, again) in enumerate(zip(drawn, polished, rephrased, strict=True)):
         synopsis = synopses.get(paper) or "Not available."
@@ -128,7 +128,7 @@ def _showy(texts: Sequence[str], plain_text: str) -> str:
     return longer[0] if longer else max(texts, key=len)
 
 
-def _rewritten(rewrite: Rewrite | None, version: str, texts: list[str],
+def rewritten(rewrite: Rewrite | None, version: str, texts: list[str],
                fallback: Callable[[str], str] | None) -> list[str | None]:
     """The rewriter's versions of `texts`, the deterministic `fallback` where it gave none (or None)."""
     got: list[str | None] = list(rewrite(version, texts)) if rewrite is not None and texts else [None] * len(texts)

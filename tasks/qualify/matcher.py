@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Literal
 import polars as pl
 
 from tasks.metrics.registry import usable
-from tasks.qualify.exam import REPHRASE_VERSION, Rewrite, _rewritten, _unmarked, plain
+from tasks.qualify.exam import REPHRASE_VERSION, Rewrite, rewritten, unmarked, plain
 from tasks.qualify.examinee import Confidence, Verdict
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ def sentences(text: str | None) -> list[str]:
     """The review's sentences with markdown stripped, each of MIN_WORDS..MAX_WORDS words."""
     out = []
     for line in (text or "").splitlines():
-        for sentence in _SENTENCE.split(_unmarked(line)):
+        for sentence in _SENTENCE.split(unmarked(line)):
             if MIN_WORDS <= len(sentence.split()) <= MAX_WORDS:
                 out.append(sentence.strip())
     return out
@@ -93,7 +93,7 @@ def exam_units(reviews: pl.DataFrame, points: pl.DataFrame | None) -> tuple[pl.D
 
 def polish_point(text: str) -> str:
     """A deterministic surface polish of one point: a bold lead-in and the sentence capitalised."""
-    body = _unmarked(text)
+    body = unmarked(text)
     body = body[:1].upper() + body[1:]
     return f"**Key point.** {body if body.endswith(('.', '!', '?')) else body + '.'}"
 
@@ -133,8 +133,8 @@ def draw_match_exam(units: pl.DataFrame, groups: dict[str, str], n_items: int, s
         other = rng.choice(sorted(others))
         far = rng.choice([t for texts in by_paper[other].values() for t in texts])
         drawn.append((paper, a, closest(a, by_paper[paper][r2]), far))
-    polished = _rewritten(rewrite, POLISH_POINT_VERSION, [far for *_, far in drawn], polish_point)
-    rephrased = _rewritten(rewrite, REPHRASE_VERSION, [a for _, a, _, _ in drawn], None)
+    polished = rewritten(rewrite, POLISH_POINT_VERSION, [far for *_, far in drawn], polish_point)
+    rephrased = rewritten(rewrite, REPHRASE_VERSION, [a for _, a, _, _ in drawn], None)
     questions: list[PointQuestion] = []
     for item, ((paper, a, near, far), fancy, again) in enumerate(zip(drawn, polished, rephrased, strict=True)):
         questions += _both("consistency", item, paper, a, near, None)
