@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Literal
 import polars as pl
 
 from tasks.metrics.registry import usable
-from tasks.qualify.exam import REPHRASE_VERSION, Rewrite, rewritten, unmarked, plain
+from tasks.qualify.exam import REPHRASE_VERSION, Rewrite, plain, rewritten, unmarked
 from tasks.qualify.examinee import Confidence, Verdict
 
 if TYPE_CHECKING:
