@@ -22,3 +22,19 @@ def test_short_shared_parts_and_single_prompts_keep_one_cluster() -> None:
     assert prompt_clusters(prompts, shared_min=32) == [sorted(prompts)]        # 10 shared tokens: not worth a head
     assert prompt_clusters([SYSTEM + A, SYSTEM + A]) == [[SYSTEM + A]]
     assert prompt_clusters(list(reversed(prompts)), shared_min=32) == prompt_clusters(prompts, shared_min=32)
+
+
+def test_packed_rows_put_prompts_sharing_a_long_prefix_in_one_row_within_the_row_limit() -> None:
+    from tasks.lm.loglikelihood import packed_rows, row_length, row_shared
+
+    head = len(SYSTEM)
+    questions = [SYSTEM + A + (7, 1), SYSTEM + A + (9, 9, 1), SYSTEM + B + (8, 1)]
+    units = [(p, ((5, 6),)) for p in sorted(questions)]
+    rows = packed_rows(units, head, row_max=1000, shared_min=32)
+    assert rows == [units[:2], units[2:]]                              # A's questions together, B's alone
+    assert row_shared(rows[0]) == len(SYSTEM + A)                       # A is computed once for both
+    assert row_length(rows[0], head) == len(A) + (1 + 2) + (2 + 2)      # A, then each suffix and its target
+    assert row_shared(rows[1]) == len(questions[2]) - 1                 # one prompt: its body (all but last)
+    narrow = packed_rows(units, head, row_max=len(A) + 5, shared_min=32)
+    assert narrow == [[u] for u in units]                               # a row never outgrows row_max
+    assert packed_rows(units, head, row_max=1000, shared_min=len(A) + 1) == [[u] for u in units]

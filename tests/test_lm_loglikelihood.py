@@ -105,3 +105,22 @@ def test_packed_rows_agree_with_the_body_then_continuations_path(embedded_lm, me
     for a, b in zip(batched, unpacked, strict=True):
         assert a.n_tokens == b.n_tokens
         assert max(abs(x - y) for x, y in zip(a.token_logprobs, b.token_logprobs, strict=True)) < 1e-4
+
+
+def test_questions_quoting_one_candidate_share_a_row_and_match_the_full_forward(embedded_lm) -> None:
+    # an oracle's questions: one candidate quoted in each, its statements differ; packed into one row,
+    # the candidate is computed once, and every answer still matches the plain computation
+    from tasks.metrics.oracle import question
+
+    model, tokenizer = embedded_lm
+    candidate = ("The reviewer appreciates the clear ablation study.\nThe reviewer criticizes the small "
+                 "datasets used in section 4.\nThe reviewer questions whether the baseline was tuned.")
+    statements = ["The reviewer criticizes the evaluation.", "The reviewer appreciates the theory.", "x"]
+    requests = [LoglikelihoodRequest(*question(candidate, s), a) for s in statements for a in ("Yes", "No")]
+    engine = LoglikelihoodEngine(model, tokenizer, token_budget=1024)
+    got = engine.score(requests)
+    assert engine.stats.batches == 2                     # the shared head, then one row
+    body = len(engine.encode(requests[0])[0]) - 1
+    assert engine.stats.forward_tokens < 2 * body        # three prompts, the quoted candidate once
+    for a, b in zip(got, reference_score(model, tokenizer, requests), strict=True):
+        assert max(abs(x - y) for x, y in zip(a.token_logprobs, b.token_logprobs, strict=True)) < 1e-4

@@ -111,6 +111,37 @@ def prompt_clusters(prompts: Sequence[Tokens], shared_min: int = SHARED_MIN) -> 
     return shared + ([rest] if rest else [])
 
 
+Unit = tuple[Tokens, tuple[Tokens, ...]]   # a prompt and (some of) its continuations
+Row = list[Unit]                            # prompts packed into one row (sorted; they share a prefix)
+ROW_MAX = 1024   # tokens of a row holding several prompts: attention over a row grows with its square
+                 # (bench/demo_engine.py: 1,024 and 2,048 tie on the readout, 1,024 is 4% faster on GEM)
+
+
+def row_shared(row: Row) -> int:
+    """Tokens every prompt of the row shares (its prompts are sorted), leaving each prompt's last token."""
+    return min(_common_prefix([row[0][0], row[-1][0]]), min(len(p) for p, _ in row) - 1)
+
+
+def row_length(row: Row, head_len: int) -> int:
+    """Tokens of the row after the call's head: the shared part once, each prompt's rest, its continuations."""
+    shared = row_shared(row)
+    return shared - head_len + sum(len(p) - 1 - shared + sum(map(len, ts)) for p, ts in row)
+
+
+def packed_rows(units: Sequence[Unit], head_len: int, row_max: int, shared_min: int = SHARED_MIN) -> list[Row]:
+    """The units (in prompt order) in rows: a unit joins the row before it when all their prompts share
+    at least `shared_min` tokens beyond the call's head and the row stays within `row_max` tokens."""
+    rows: list[Row] = []
+    for unit in units:
+        if rows:
+            joined = [*rows[-1], unit]
+            if row_shared(joined) >= head_len + shared_min and row_length(joined, head_len) <= row_max:
+                rows[-1] = joined
+                continue
+        rows.append([unit])
+    return rows
+
+
 class LoglikelihoodEngine:
     """Batched, prefix-sharing scorer of continuations; see the module docstring for the rules."""
 
@@ -187,63 +218,84 @@ class LoglikelihoodEngine:
                     done[(prompt, target)] = value
 
     def _score_packed(self, groups: dict[Tokens, set[Tokens]], done: dict[tuple[Tokens, Tokens], torch.Tensor]) -> None:
-        """One row per prompt: its body, then every continuation after it, each continuation seeing
-        the body and itself only (a block mask); the shared head's KV comes first. No body is
-        computed twice, no KV is copied per continuation, rows of similar length share a batch."""
+        """Prompts in rows: a row holds one prompt's body and every continuation after it, or several
+        prompts that share a long prefix (`packed_rows`: an oracle's questions quoting one candidate),
+        that prefix once, then each prompt's own suffix and its continuations. Under a block mask each
+        continuation sees the call's head, its prompt's tokens and itself only, so nothing is computed
+        twice and no KV is copied per continuation; rows of similar length share a batch."""
         prompts = list(groups)
         shortest = min(map(len, prompts))
         head_len = min(_common_prefix(prompts), shortest - 1)
         if head_len == 0 and shortest < 2:
             raise ValueError("prompts share no prefix and one has a single token: nothing to attend to")
         head = self._head(min(prompts)[:head_len])
-        rows: list[tuple[Tokens, list[Tokens]]] = []
+        units: list[Unit] = []
         for prompt in sorted(prompts):
             body = len(prompt) - 1 - head_len
-            row: list[Tokens] = []
+            targets: list[Tokens] = []
             for target in sorted(groups[prompt], key=lambda t: (-len(t), t)):
-                if row and body + sum(map(len, row)) + len(target) > self.token_budget:
-                    rows.append((prompt, row))
-                    row = []
-                row.append(target)
-            rows.append((prompt, row))
-        chunks = batches(rows, lambda r: len(r[0]) - 1 - head_len + sum(map(len, r[1])), self.token_budget,
-                         key=lambda r: (-(len(r[0]) - 1 - head_len + sum(map(len, r[1]))), r[0], r[1]))
+                if targets and body + sum(map(len, targets)) + len(target) > self.token_budget:
+                    units.append((prompt, tuple(targets)))
+                    targets = []
+                targets.append(target)
+            units.append((prompt, tuple(targets)))
+        rows = packed_rows(units, head_len, min(self.token_budget, ROW_MAX))
+        chunks = batches(rows, lambda r: row_length(r, head_len), self.token_budget,
+                         key=lambda r: (-row_length(r, head_len), r))
         for chunk_ids in track(chunks, "scoring", "batch"):
             chunk = [rows[i] for i in chunk_ids]
-            for (prompt, targets), values in zip(chunk, self._packed_rows(chunk, head, head_len), strict=True):
-                for target, value in zip(targets, values, strict=True):
-                    done[(prompt, target)] = value
+            for row, values in zip(chunk, self._packed_rows(chunk, head, head_len), strict=True):
+                for (prompt, targets), unit_values in zip(row, values, strict=True):
+                    for target, value in zip(targets, unit_values, strict=True):
+                        done[(prompt, target)] = value
 
-    def _packed_rows(self, chunk: list[tuple[Tokens, list[Tokens]]], head: KV | None, head_len: int
-                     ) -> list[list[torch.Tensor]]:
+    def _packed_rows(self, chunk: list[Row], head: KV | None, head_len: int) -> list[list[list[torch.Tensor]]]:
+        """Per row, per prompt, per continuation: its per-token log-probs (one forward pass for the chunk)."""
         n = len(chunk)
-        seqs, positions, spans = [], [], []
-        for prompt, targets in chunk:
-            body = list(prompt[head_len:-1])
-            seq, pos, own = body[:], list(range(head_len, len(prompt) - 1)), []
-            for target in targets:
-                own.append((len(seq), len(target)))
-                seq += [prompt[-1], *target[:-1]]
-                pos += range(len(prompt) - 1, len(prompt) - 1 + len(target))
+        seqs, positions, layouts = [], [], []
+        for row in chunk:
+            shared = row_shared(row)
+            seq, pos = list(row[0][0][head_len:shared]), list(range(head_len, shared))
+            layout = []          # per prompt: (suffix start, suffix length, [(start, length) per continuation])
+            for prompt, targets in row:
+                start, rest = len(seq), len(prompt) - 1 - shared
+                seq += prompt[shared:-1]
+                pos += range(shared, len(prompt) - 1)
+                own = []
+                for target in targets:
+                    own.append((len(seq), len(target)))
+                    seq += [prompt[-1], *target[:-1]]
+                    pos += range(len(prompt) - 1, len(prompt) - 1 + len(target))
+                layout.append((start, rest, own))
             seqs.append(seq)
             positions.append(pos)
-            spans.append((len(body), own))
+            layouts.append((shared - head_len, layout))
         width = max(map(len, seqs))
         tokens = torch.full((n, width), self.pad_id, dtype=torch.long)
         pos_ids = torch.zeros((n, width), dtype=torch.long)
         allowed = torch.zeros((n, 1, width, head_len + width), dtype=torch.bool)
         allowed[:, :, :, :head_len] = True
         causal = torch.ones((width, width), dtype=torch.bool).tril()
-        for i, (seq, pos, (body, own)) in enumerate(zip(seqs, positions, spans, strict=True)):
+        h = head_len
+        for i, (seq, pos, (common, layout)) in enumerate(zip(seqs, positions, layouts, strict=True)):
             tokens[i, : len(seq)] = torch.tensor(seq, dtype=torch.long)
             pos_ids[i, : len(seq)] = torch.tensor(pos, dtype=torch.long)
-            allowed[i, 0, :body, head_len : head_len + body] = causal[:body, :body]
-            for start, length in own:
-                end = start + length
-                allowed[i, 0, start:end, head_len : head_len + body] = True
-                allowed[i, 0, start:end, head_len + start : head_len + end] = causal[:length, :length]
+            allowed[i, 0, :common, h : h + common] = causal[:common, :common]
+            pairs = common * h + common * (common + 1) // 2
+            for a, la, own in layout:
+                allowed[i, 0, a : a + la, h : h + common] = True
+                allowed[i, 0, a : a + la, h + a : h + a + la] = causal[:la, :la]
+                pairs += la * (h + common) + la * (la + 1) // 2
+                for start, length in own:
+                    end = start + length
+                    allowed[i, 0, start:end, h : h + common] = True
+                    allowed[i, 0, start:end, h + a : h + a + la] = True
+                    allowed[i, 0, start:end, h + start : h + end] = causal[:length, :length]
+                    pairs += length * (h + common + la) + length * (length + 1) // 2
             if len(seq) < width and not head_len:
                 allowed[i, 0, len(seq):, head_len] = True     # padding queries attend somewhere (never read)
+            self.stats.forward_tokens += len(seq)
+            self.stats.attention_pairs += pairs
         cache = None
         if head is not None:
             from transformers import DynamicCache
@@ -255,25 +307,19 @@ class LoglikelihoodEngine:
         self.stats.batches += 1
         self.stats.padded_tokens += tokens.numel()
         picks, targets_flat, lengths = [], [], []
-        for i, ((_, targets), (body, own)) in enumerate(zip(chunk, spans, strict=True)):
-            self.stats.forward_tokens += len(seqs[i])
-            self.stats.attention_pairs += body * head_len + body * (body + 1) // 2
-            for target, (start, length) in zip(targets, own, strict=True):
-                picks.append(hidden[i, start : start + length])
-                targets_flat.extend(target)
-                lengths.append(length)
-                self.stats.attention_pairs += length * (head_len + body) + length * (length + 1) // 2
+        for i, (row, (_, layout)) in enumerate(zip(chunk, layouts, strict=True)):
+            for (_, targets), (_, _, own) in zip(row, layout, strict=True):
+                for target, (start, length) in zip(targets, own, strict=True):
+                    picks.append(hidden[i, start : start + length])
+                    targets_flat.extend(target)
+                    lengths.append(length)
         rows = torch.cat(picks)
         wanted = torch.tensor(targets_flat, device=rows.device)
         values = torch.cat([self._head_logprobs(rows[i : i + self.head_rows], wanted[i : i + self.head_rows])
                             for i in range(0, rows.shape[0], self.head_rows)])
         self.stats.head_rows += rows.shape[0]
-        flat = list(values.double().cpu().split(lengths))
-        out_rows, k = [], 0
-        for _, targets in chunk:
-            out_rows.append(flat[k : k + len(targets)])
-            k += len(targets)
-        return out_rows
+        flat = iter(values.double().cpu().split(lengths))
+        return [[[next(flat) for _ in targets] for _, targets in row] for row in chunk]
 
     def _forward(self, ids: list[Tokens], past: KV | None, past_mask: torch.Tensor | None,
                  start: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, Cache]:

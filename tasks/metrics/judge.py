@@ -29,7 +29,7 @@ from tasks.metrics.registry import Metric, Resources, reference_sets, register, 
 from tasks.schema import SCORES
 
 PROMPT_VERSIONS = {"llm_judge": "judge-reference-v1", "llm_judge_noref": "judge-free-v1"}
-MAX_ANSWER_TOKENS = 16
+MAX_ANSWER_TOKENS = 8   # "Score:" is prefilled: " 7", " 7.5" or " 7.5/10" and the end fit; more only pays for text
 
 # The judge's answer starts here (the prompts ask for "Score: N"): a model of any size then answers
 # with its number; a prefill is continued by the local and Anthropic backends and by OpenAI-compatible

@@ -1,0 +1,116 @@
+"""The demo's scoring-engine work, before/after side by side: CPU seconds of the log-likelihood engine
+on the demo's own score-stage requests (GEM shards and the tv_fvar_statement readout questions),
+the engine of a given git revision against this tree's, alternating, in one process.
+
+    PYTHONPATH=. python bench/demo_engine.py --before 2212908     # after `grebench run demo`
+
+Prints per workload: requests, forward and padded tokens, CPU seconds of each engine, the ratio and
+the largest difference of a request's log-probability; last line JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import polars as pl
+import torch
+
+
+def old_engine_class(revision: str):
+    source = subprocess.run(["git", "show", f"{revision}:tasks/lm/loglikelihood.py"], check=True,
+                            capture_output=True, text=True).stdout
+    path = Path(tempfile.mkdtemp()) / "old_loglikelihood.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("old_loglikelihood", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["old_loglikelihood"] = module
+    spec.loader.exec_module(module)
+    return module.LoglikelihoodEngine
+
+
+def readout_requests(pipeline: str):
+    """The oracle questions the score stage asks for tv_fvar_statement, each with its two answers."""
+    from tasks.config import load_config
+    from tasks.layout import stage_dir
+    from tasks.lm import LoglikelihoodRequest
+    from tasks.metrics import get
+    from tasks.metrics.oracle_cells import oracle_family
+    from tasks.metrics.resources import build_resources
+    from tasks.schema import ORACLE_RESULTS
+    from tasks.scoring.inputs import load_inputs
+
+    cfg = load_config(Path("pipelines.toml")).for_pipeline(pipeline)
+    metrics = get(["tv_fvar_statement"])
+    inputs = load_inputs(cfg, pipeline, metrics)
+    negatives = pl.read_parquet(stage_dir(cfg, pipeline, "score") / "negatives.parquet")
+    asked: list[tuple[str, str]] = []
+
+    def record(frame: pl.DataFrame) -> pl.DataFrame:
+        asked.extend(frame.select("system", "user").iter_rows())
+        return pl.DataFrame({"key": frame["key"], "p_yes": [0.5] * frame.height, "p_no": [0.5] * frame.height},
+                            schema=ORACLE_RESULTS)
+    resources = dataclasses.replace(build_resources(cfg.score), readout=record)
+    oracle_family(metrics, inputs.candidates, inputs.references, negatives, inputs.synopses, resources)
+    return [LoglikelihoodRequest(s, u, a) for s, u in asked for a in ("Yes", "No")]
+
+
+def gem_requests(pipeline: str):
+    from tasks.lm import LoglikelihoodRequest
+
+    frames = [pl.read_parquet(p) for p in sorted(Path(f"data/{pipeline}/score/requests").glob("*.parquet"))]
+    return [LoglikelihoodRequest(*r) for r in pl.concat(frames).select("system", "user", "continuation").iter_rows()]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", default="2212908", help="git revision of the engine to compare with")
+    parser.add_argument("--pipeline", default="demo")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--only", choices=["readout", "gem"], help="one workload only")
+    parser.add_argument("--after-only", action="store_true", help="this tree's engine alone")
+    parser.add_argument("--row-max", type=int, help="this tree's ROW_MAX (tokens of a row of several prompts)")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    from tasks.lm import ModelSpec, loglikelihood
+    from tasks.lm.local import LocalLM
+    from tasks.lm.loglikelihood import LoglikelihoodEngine
+
+    if args.row_max:
+        loglikelihood.ROW_MAX = args.row_max
+
+    lm = LocalLM(ModelSpec(), token_budget=4096)
+    model, tokenizer = lm.engine.model, lm.engine.tokenizer
+    Old = old_engine_class(args.before)
+    out = {}
+    workloads = {"readout": readout_requests, "gem": gem_requests}
+    for name in [args.only] if args.only else list(workloads):
+        requests = workloads[name](args.pipeline)
+        row = {"requests": len(requests)}
+        results = {}
+        engines = (("before", Old), ("after", LoglikelihoodEngine))
+        for label, cls in engines[1:] if args.after_only else engines:
+            engine = cls(model, tokenizer, token_budget=4096)
+            started = time.process_time()
+            results[label] = engine.score(requests)
+            row[f"cpu_s_{label}"] = round(time.process_time() - started, 1)
+            row[f"forward_tokens_{label}"] = engine.stats.forward_tokens
+            row[f"padded_tokens_{label}"] = engine.stats.padded_tokens
+        if not args.after_only:
+            row["cpu_ratio"] = round(row["cpu_s_before"] / row["cpu_s_after"], 2)
+            row["max_diff_nats"] = max(abs(a.logprob - b.logprob)
+                                       for a, b in zip(results["before"], results["after"], strict=True))
+        print(name, row, flush=True)
+        out[name] = row
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
