@@ -33,8 +33,10 @@ exact near-tie between two tokens. `bench/generate_speed.py` checks the answers 
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import torch
@@ -123,13 +125,17 @@ class PromptLookup:
 
 class GreedyDecoder:
     """Greedy decoding on one causal LM; keeps the KV of a few shared prompt heads between calls.
-    `draft_tokens`: the most tokens drafted per row and step (0: one token per step, no drafts)."""
+    `draft_tokens`: the most tokens drafted per row and step (0: one token per step, no drafts);
+    `draft_budget`: the most tokens one step feeds in all, so a full batch drafts little (its step
+    already costs compute) and the last rows draft much (their step costs reading the weights)."""
 
-    def __init__(self, model: PreTrainedModel, heads_kept: int = 4, draft_tokens: int = 0) -> None:
+    def __init__(self, model: PreTrainedModel, heads_kept: int = 4, draft_tokens: int = 0,
+                 draft_budget: int = 16) -> None:
         self.model = model
         self.device = next(model.parameters()).device
         self.heads_kept = heads_kept
         self.draft_tokens = draft_tokens
+        self.draft_budget = draft_budget
         self.spare_columns = 16 * (draft_tokens + 1)   # KV room for rejected columns before a squeeze
         self.forwards = 0          # decoding forward passes (prompts not counted)
         self.drafted = 0           # drafted tokens fed / kept
@@ -233,7 +239,8 @@ class GreedyDecoder:
                 mask = mask.index_select(0, index.cpu())
                 lengths = lengths.index_select(0, index.cpu())
                 alive = [alive[slot] for slot in keep]
-            drafts = [lookups[i].draft(min(self.draft_tokens, limits[i] - len(answers[i]) - 1)) for i in alive]
+            most = min(self.draft_tokens, self.draft_budget // len(alive) - 1)
+            drafts = [lookups[i].draft(min(most, limits[i] - len(answers[i]) - 1)) for i in alive]
             feed = [[answers[i][-1]] + draft for i, draft in zip(alive, drafts, strict=True)]
             if cache.layers[0].used + max(map(len, feed)) > mask.shape[1]:
                 mask = _squeeze(cache, mask)
@@ -297,13 +304,14 @@ class GreedyDecoder:
             ids[slot, : len(tokens)] = torch.tensor(tokens)
             mask[slot, used : used + len(tokens)] = 1
             mask[slot, used + len(tokens) : used + width] = 0
-        out = self.model(
-            input_ids=ids.to(self.device),
-            attention_mask=mask[:, : used + width].to(self.device),
-            position_ids=(lengths[:, None] + torch.arange(width)).to(self.device),
-            past_key_values=cache,
-            use_cache=True,
-        )
+        with _kv_heads_in_sdpa(width > 1):
+            out = self.model(
+                input_ids=ids.to(self.device),
+                attention_mask=mask[:, : used + width].to(self.device),
+                position_ids=(lengths[:, None] + torch.arange(width)).to(self.device),
+                past_key_values=cache,
+                use_cache=True,
+            )
         return out.logits.float()
 
     def _prefill(self, prompts: Sequence[Tokens], new_tokens: int
@@ -349,6 +357,30 @@ class GreedyDecoder:
         while len(self._heads) > self.heads_kept:
             self._heads.popitem(last=False)
         return kv
+
+
+@contextlib.contextmanager
+def _kv_heads_in_sdpa(on: bool) -> Iterator[None]:
+    """Attention of several query tokens on the KV heads as they are (SDPA's `enable_gqa`), through
+    transformers' switch for it: without it a masked multi-token pass first copies every layer's
+    KV once per query head sharing it (`repeat_kv`), which made a step of 8 rows x 2 tokens 4x
+    slower than 8 x 1 on the CPU. Same numbers to the bit for more than one query token (measured);
+    one-token steps keep transformers' own path (`pack_gqa`), which differs in the last bits."""
+    if not on:
+        yield
+        return
+    before = os.environ.get(_FORCE_GQA)
+    os.environ[_FORCE_GQA] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[_FORCE_GQA]
+        else:
+            os.environ[_FORCE_GQA] = before
+
+
+_FORCE_GQA = "TRANSFORMERS_SDPA_FORCE_GQA"
 
 
 def _squeeze(cache: Cache, mask: torch.Tensor) -> torch.Tensor:
