@@ -8,14 +8,16 @@ Two kinds of requests on the embedded SmolLM2, both as the stages send them:
 * reviews: `--papers` synthetic papers cut to the demo's smollm2-review context, review prompt and
   prefill, no constraint (the generate stage).
 
-Each kind runs through `LocalLM(decoder="generate")` (the path on main before this bench) and
-`LocalLM(decoder="fast")` (tasks/lm/decode.py), alternating which goes first per batch so load on a
-shared machine falls on both alike. Prints per kind and decoder: generated tokens, wall and CPU
-seconds, tokens/s; the speedup (wall and CPU time); and whether every answer is byte-identical
-(the mismatching request ids otherwise). Model loading and the constraint's construction are not
-timed. The last line is JSON.
+Each kind runs through `LocalLM(decoder="generate")` (transformers' `generate`, the reference) and
+`LocalLM(decoder="fast")` (tasks/lm/decode.py with drafts copied from the context; add `stepwise`
+to `--decoders` for the same loop one token per step), rotating which goes first per batch so load
+on a shared machine falls on all alike. Prints per kind and decoder: generated tokens, wall and
+CPU seconds, tokens/s, forward passes and drafted / kept tokens; each decoder's speedup over the
+first (wall and CPU time) and whether every answer is byte-identical to it (the mismatching request
+ids otherwise). Model loading and the constraint's construction are not timed. The last line is JSON.
 
-    .venv/bin/python bench/generate_speed.py --reviews 8 --papers 4 --batch-size 4
+    .venv/bin/python bench/generate_speed.py --reviews 8 --papers 0 --batch-size 8
+    .venv/bin/python bench/generate_speed.py --reviews 0 --papers 4 --batch-size 4 --decoders generate,fast,stepwise
     .venv/bin/python bench/generate_speed.py --thread-probe   # 1 thread vs every core, prompt and step
 """
 
@@ -76,11 +78,12 @@ def review_requests(n: int, seed: int) -> list[ChatRequest]:
     return requests
 
 
-def run(kind: str, requests: list[ChatRequest], batch_size: int) -> dict:
-    lms = {name: LocalLM(chat_spec(PreprocessConfig()), batch_size=batch_size, decoder=name)
-           for name in ("generate", "fast")}
+def run(kind: str, requests: list[ChatRequest], batch_size: int, decoders: list[str]) -> dict:
+    """Every decoder on the same requests, rotating which goes first per batch; the first decoder
+    is the reference the others' speedups and byte identity are measured against."""
+    lms = {name: LocalLM(chat_spec(PreprocessConfig()), batch_size=batch_size, decoder=name) for name in decoders}
     if requests[0].line_prefixes:
-        lms["fast"].constraint(requests[0].line_prefixes)            # built once per process, not timed
+        lms[decoders[0]].constraint(requests[0].line_prefixes)       # built once per process, not timed
     answers: dict[str, dict[str, str]] = {name: {} for name in lms}
     cpu = dict.fromkeys(lms, 0.0)
     order = list(lms)
@@ -91,17 +94,27 @@ def run(kind: str, requests: list[ChatRequest], batch_size: int) -> dict:
             for request, result in zip(chunk, lms[name].generate(chunk), strict=True):
                 answers[name][request.custom_id] = result.text
             cpu[name] += time.process_time() - before
-        order.reverse()
+        order = order[1:] + order[:1]
     figures: dict = {"requests": len(requests), "batch_size": batch_size}
+    reference = decoders[0]
     for name, lm in lms.items():
         figures[name] = {"tokens": lm.generated_tokens, "seconds": round(lm.generate_seconds, 1),
                          "cpu_seconds": round(cpu[name], 1), "tokens_per_s": round(lm.tokens_per_second, 2)}
-    figures["speedup"] = round(lms["generate"].generate_seconds / lms["fast"].generate_seconds, 2)
-    figures["speedup_cpu_time"] = round(cpu["generate"] / cpu["fast"], 2)
-    differ = [key for key in answers["generate"] if answers["generate"][key] != answers["fast"][key]]
-    figures["identical"] = not differ
-    figures["differ"] = differ
-    print(kind, figures, flush=True)
+        if lm._greedy is not None:
+            greedy = lm._greedy
+            figures[name] |= {"forwards": greedy.forwards, "drafted": greedy.drafted, "kept": greedy.kept}
+        if name != reference:
+            differ = [key for key in answers[reference] if answers[reference][key] != answers[name][key]]
+            figures[name] |= {"speedup": round(lms[reference].generate_seconds / lm.generate_seconds, 2),
+                              "speedup_cpu_time": round(cpu[reference] / cpu[name], 2),
+                              "identical": not differ, "differ": differ}
+    print(kind, f"(vs {reference}, same requests):", flush=True)
+    for name in decoders:
+        row = figures[name]
+        extra = "" if name == reference else (f"  speedup {row['speedup']}x wall, {row['speedup_cpu_time']}x CPU, "
+                                               f"byte-identical: {row['identical']}")
+        print(f"  {name:9s} {row['tokens']:5d} tokens  {row['seconds']:7.1f} s ({row['cpu_seconds']:.1f} s CPU)  "
+              f"{row['tokens_per_s']:6.2f} tokens/s{extra}", flush=True)
     return figures
 
 
@@ -148,18 +161,21 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=160, help="judgment answer limit (the demo's)")
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--decoders", default="generate,fast",
+                        help="LocalLM decoders to compare, the reference first (generate, fast, stepwise)")
     parser.add_argument("--thread-probe", action="store_true",
                         help="only time one prompt and one decoding step on 1 thread vs every core")
     args = parser.parse_args()
     if args.thread_probe:
         print(json.dumps(thread_probe()))
         return
+    decoders = args.decoders.split(",")
     figures: dict = {"threads": generation_threads()}
     if args.reviews:
         figures["judgments"] = run("judgments", judgment_requests(args.reviews, args.max_tokens, args.seed),
-                                   args.batch_size)
+                                   args.batch_size, decoders)
     if args.papers:
-        figures["reviews"] = run("reviews", review_requests(args.papers, args.seed), args.batch_size)
+        figures["reviews"] = run("reviews", review_requests(args.papers, args.seed), args.batch_size, decoders)
     print(json.dumps(figures))
 
 

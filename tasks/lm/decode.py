@@ -13,7 +13,17 @@ less work:
 * **finished rows leave the batch**: when a row ends (a stop token or its own `max_tokens`) the
   buffer is compacted to the rows still running;
 * **the constraint's masks are precomputed per state** (`LinePrefixConstraint.allowed`), one
-  boolean row per answer per step, applied as one masked fill.
+  boolean row per answer per step, applied as one masked fill;
+* **drafts copied from the context** (`draft_tokens` > 0, prompt lookup): where the last few tokens
+  of a row occurred before in its prompt or answer, the tokens that followed them there are fed
+  along with the row's next token, and one forward pass checks them all. A drafted token is kept
+  while it equals the (constrained) argmax at its position, and the model's own token at the first
+  mismatch comes with them, so the answer is the one step-by-step greedy decoding gives. A step is
+  bound by reading the weights, so checking a few tokens costs about as much as one; answers that
+  copy their input (judgments quote the review) or repeat themselves take several tokens a step.
+  Rows keep different numbers of drafted tokens: every row writes the same KV columns, the rejected
+  ones are masked out for good and each row carries its own positions; when the buffer is full the
+  holes are squeezed out (`SlotLayer.gather`).
 
 Greedy decoding is deterministic; the only difference from `generate` is the order of float
 additions inside the matmuls (a prompt computed alone vs in a padded batch), which can flip an
@@ -23,8 +33,10 @@ exact near-tie between two tokens. `bench/generate_speed.py` checks the answers 
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import torch
@@ -70,14 +82,65 @@ class SlotLayer(DynamicLayer):
         self.buffer_values = self.buffer_values.index_select(0, rows)
         self._view()
 
+    def gather(self, columns: torch.Tensor) -> None:
+        """Move columns[r] of each row r to the front of the buffer (the new filled part)."""
+        rows, width = columns.shape
+        index = columns[:, None, :, None].expand(rows, self.buffer_keys.shape[1], width, self.buffer_keys.shape[3])
+        self.buffer_keys[:, :, :width] = self.buffer_keys.gather(2, index.to(self.device))
+        self.buffer_values[:, :, :width] = self.buffer_values.gather(2, index.to(self.device))
+        self.used = width
+        self._view()
+
+
+class PromptLookup:
+    """Draft tokens for one row: the tokens that followed the latest earlier occurrence of the
+    row's last `n` tokens (n from `sizes`, longest first) in its prompt and answer so far."""
+
+    def __init__(self, tokens: Sequence[int], sizes: tuple[int, ...] = (3, 2)) -> None:
+        self.tokens = list(tokens)
+        self.sizes = sizes
+        self._next: dict[int, dict[tuple[int, ...], int]] = {n: {} for n in sizes}  # n-gram -> index after it
+        for end in range(1, len(self.tokens)):
+            self._index(end)
+
+    def _index(self, end: int) -> None:
+        for n in self.sizes:
+            if end >= n:
+                self._next[n][tuple(self.tokens[end - n : end])] = end
+
+    def extend(self, tokens: Sequence[int]) -> None:
+        for token in tokens:
+            self.tokens.append(token)
+            self._index(len(self.tokens) - 1)
+
+    def draft(self, most: int) -> list[int]:
+        if most <= 0:
+            return []
+        for n in self.sizes:
+            at = self._next[n].get(tuple(self.tokens[-n:]))
+            if at is not None:
+                return self.tokens[at : at + most]
+        return []
+
 
 class GreedyDecoder:
-    """Greedy decoding on one causal LM; keeps the KV of a few shared prompt heads between calls."""
+    """Greedy decoding on one causal LM; keeps the KV of a few shared prompt heads between calls.
+    `draft_tokens`: the most tokens drafted per row and step (0: one token per step, no drafts);
+    `draft_budget`: the most tokens one step feeds in all, so a full batch drafts little (its step
+    already costs compute) and the last rows draft much (their step costs reading the weights)."""
 
-    def __init__(self, model: PreTrainedModel, heads_kept: int = 4) -> None:
+    def __init__(self, model: PreTrainedModel, heads_kept: int = 4, draft_tokens: int = 0,
+                 draft_budget: int = 16) -> None:
         self.model = model
         self.device = next(model.parameters()).device
         self.heads_kept = heads_kept
+        self.draft_tokens = draft_tokens
+        self.draft_budget = draft_budget
+        self.spare_columns = 16 * (draft_tokens + 1)   # KV room for rejected columns before a squeeze
+        self.forwards = 0          # decoding forward passes (prompts not counted)
+        self.drafted = 0           # drafted tokens fed / kept
+        self.kept = 0
+        self.squeezes = 0          # times the KV buffer's rejected columns were dropped
         self._heads: OrderedDict[Tokens, KV] = OrderedDict()
 
     def generate(self, prompts: Sequence[Tokens], limits: Sequence[int], stops: set[int],
@@ -99,6 +162,8 @@ class GreedyDecoder:
                 constraint: LinePrefixConstraint | None, rows: list | None, step_threads: int | None,
                 ) -> list[list[int]]:
         """Prefill on the current threads, then the token-by-token steps (on `step_threads`)."""
+        if self.draft_tokens:
+            return self._decode_drafted(prompts, limits, stops, constraint, rows, step_threads)
         n = len(prompts)
         first, cache, mask, lengths = self._prefill(prompts, max(limits))
         if step_threads:
@@ -127,8 +192,85 @@ class GreedyDecoder:
                 token_ids = [token_ids[slot] for slot in keep]
                 alive = [alive[slot] for slot in keep]
             logits = self._step(token_ids, cache, mask, lengths)
+            self.forwards += 1
             lengths = lengths + 1
         return answers
+
+    def _decode_drafted(self, prompts: Sequence[Tokens], limits: Sequence[int], stops: set[int],
+                        constraint: LinePrefixConstraint | None, rows: list | None, step_threads: int | None,
+                        ) -> list[list[int]]:
+        """As `_decode`, each step feeding every row's next token plus its draft (`PromptLookup`)."""
+        n = len(prompts)
+        first, cache, mask, lengths = self._prefill(prompts, max(limits) + self.spare_columns)
+        if step_threads:
+            torch.set_num_threads(step_threads)
+        answers: list[list[int]] = [[] for _ in range(n)]
+        lookups = [PromptLookup(ids) for ids in prompts]
+        alive = list(range(n))                    # batch row -> prompt index
+        drafts: list[list[int]] = [[] for _ in range(n)]
+        logits = first[:, None, :]                # [rows, 1 + drafted, vocabulary]
+        fed = False                               # logits of the prompts, not of fed tokens
+        while True:
+            finished, kept = [], []
+            for slot, i in enumerate(alive):
+                row = rows[i] if rows is not None else None
+                taken = self._verify(logits[slot], drafts[slot], constraint, row, limits[i] - len(answers[i]), stops)
+                answers[i] += taken
+                lookups[i].extend(taken)
+                self.drafted += len(drafts[slot])
+                self.kept += len(taken) - 1
+                if taken[-1] in stops or len(answers[i]) >= limits[i]:
+                    finished.append(slot)
+                kept.append(len(taken))
+            if fed:   # the fed columns after each row's kept tokens are masked out for good
+                width = logits.shape[1]
+                start = cache.layers[0].used - width
+                for slot, count in enumerate(kept):
+                    mask[slot, start + count : start + width] = 0
+                lengths = lengths + torch.tensor(kept)
+            fed = True
+            if finished:
+                keep = [slot for slot in range(len(alive)) if slot not in finished]
+                if not keep:
+                    break
+                index = torch.tensor(keep, device=self.device)
+                for layer in cache.layers:
+                    layer.keep(index)
+                mask = mask.index_select(0, index.cpu())
+                lengths = lengths.index_select(0, index.cpu())
+                alive = [alive[slot] for slot in keep]
+            most = min(self.draft_tokens, self.draft_budget // len(alive) - 1)
+            drafts = [lookups[i].draft(min(most, limits[i] - len(answers[i]) - 1)) for i in alive]
+            feed = [[answers[i][-1]] + draft for i, draft in zip(alive, drafts, strict=True)]
+            if cache.layers[0].used + max(map(len, feed)) > mask.shape[1]:
+                mask = _squeeze(cache, mask)
+                self.squeezes += 1
+            logits = self._feed(feed, cache, mask, lengths)
+            self.forwards += 1
+        return answers
+
+    @staticmethod
+    def _verify(logits: torch.Tensor, draft: list[int], constraint: LinePrefixConstraint | None, row,
+                room: int, stops: set[int]) -> list[int]:
+        """The tokens greedy decoding takes from one row's logits [1 + len(draft), vocabulary]: the
+        argmax at each position, while the token before it was the drafted one; at most `room`,
+        and none after a stop token. Advances the row's constraint state."""
+        if constraint is None:
+            best = logits.argmax(dim=-1).tolist()
+        taken: list[int] = []
+        for at in range(len(draft) + 1):
+            if constraint is not None:
+                allowed = constraint.allowed(row)
+                if not allowed.any():
+                    allowed = constraint.stops
+                token = int(logits[at].masked_fill(~allowed.to(logits.device), float("-inf")).argmax())
+                constraint.advance(row, token)
+            else:
+                token = best[at]
+            taken.append(token)
+            if token in stops or len(taken) >= room or at == len(draft) or token != draft[at]:
+                break
+        return taken
 
     # -- internals ------------------------------------------------------------------------------
 
@@ -152,6 +294,25 @@ class GreedyDecoder:
             use_cache=True,
         )
         return out.logits[:, -1, :].float()
+
+    def _feed(self, feed: list[list[int]], cache: Cache, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """Logits [rows, width, vocabulary] of each row's tokens `feed[r]`, written at the next
+        `width` columns of the cache; a shorter row's extra columns are masked out."""
+        used, width = cache.layers[0].used, max(map(len, feed))
+        ids = torch.zeros((len(feed), width), dtype=torch.long)
+        for slot, tokens in enumerate(feed):
+            ids[slot, : len(tokens)] = torch.tensor(tokens)
+            mask[slot, used : used + len(tokens)] = 1
+            mask[slot, used + len(tokens) : used + width] = 0
+        with _kv_heads_in_sdpa(width > 1):
+            out = self.model(
+                input_ids=ids.to(self.device),
+                attention_mask=mask[:, : used + width].to(self.device),
+                position_ids=(lengths[:, None] + torch.arange(width)).to(self.device),
+                past_key_values=cache,
+                use_cache=True,
+            )
+        return out.logits.float()
 
     def _prefill(self, prompts: Sequence[Tokens], new_tokens: int
                  ) -> tuple[torch.Tensor, Cache, torch.Tensor, torch.Tensor]:
@@ -196,6 +357,45 @@ class GreedyDecoder:
         while len(self._heads) > self.heads_kept:
             self._heads.popitem(last=False)
         return kv
+
+
+@contextlib.contextmanager
+def _kv_heads_in_sdpa(on: bool) -> Iterator[None]:
+    """Attention of several query tokens on the KV heads as they are (SDPA's `enable_gqa`), through
+    transformers' switch for it: without it a masked multi-token pass first copies every layer's
+    KV once per query head sharing it (`repeat_kv`), which made a step of 8 rows x 2 tokens 4x
+    slower than 8 x 1 on the CPU. Same numbers to the bit for more than one query token (measured);
+    one-token steps keep transformers' own path (`pack_gqa`), which differs in the last bits."""
+    if not on:
+        yield
+        return
+    before = os.environ.get(_FORCE_GQA)
+    os.environ[_FORCE_GQA] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[_FORCE_GQA]
+        else:
+            os.environ[_FORCE_GQA] = before
+
+
+_FORCE_GQA = "TRANSFORMERS_SDPA_FORCE_GQA"
+
+
+def _squeeze(cache: Cache, mask: torch.Tensor) -> torch.Tensor:
+    """Drop the masked-out columns of every row (left padding again); the new mask."""
+    counts = mask.sum(dim=1)
+    width = int(counts.max())
+    columns = torch.zeros((mask.shape[0], width), dtype=torch.long)
+    squeezed = torch.zeros_like(mask)
+    for slot in range(mask.shape[0]):
+        kept = mask[slot].nonzero().flatten()
+        columns[slot, width - len(kept) :] = kept
+        squeezed[slot, width - len(kept) : width] = 1
+    for layer in cache.layers:
+        layer.gather(columns)
+    return squeezed
 
 
 def _common_prefix(prompts: Sequence[Tokens]) -> int:

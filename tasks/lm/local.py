@@ -58,22 +58,23 @@ log = logging.getLogger(__name__)
 MIN_CONTENT_TOKENS = 3   # non-blank tokens each constrained line must carry after its prefix
 ONE_SENTENCE = True      # a constrained line ends at its first sentence end
 DECODING = f"greedy|min-content-{MIN_CONTENT_TOKENS}|one-sentence-{ONE_SENTENCE}"   # part of the cache identity
-Decoder = Literal["fast", "generate"]
+Decoder = Literal["fast", "stepwise", "generate"]
+DRAFT_TOKENS = 8         # the fast decoder's most drafted tokens per row and step (tasks/lm/decode.py)
 _CONSTRAINTS: dict[tuple[int, tuple[str, ...]], LinePrefixConstraint] = {}
 
 
 class LocalLM:
     """A local causal LM (`spec`): generate and loglikelihood; `batch_size` prompts per generate()
     call, `token_budget` padded tokens per log-likelihood forward batch. `decoder`: "fast" (the
-    loop of tasks/lm/decode.py) or "generate" (transformers' `generate`, the reference it must
-    match)."""
+    loop of tasks/lm/decode.py, with drafts copied from the context), "stepwise" (the same loop,
+    one token per step) or "generate" (transformers' `generate`, the reference both must match)."""
 
     name = "local"
 
     def __init__(self, spec: ModelSpec, batch_size: int = 8, token_budget: int = 4096,
                  decoder: Decoder = "fast") -> None:
-        if decoder not in ("fast", "generate"):
-            raise ValueError(f"decoder must be 'fast' or 'generate', not {decoder!r}")
+        if decoder not in ("fast", "stepwise", "generate"):
+            raise ValueError(f"decoder must be 'fast', 'stepwise' or 'generate', not {decoder!r}")
         self.spec = spec
         self.decoder = decoder
         self.batch_size = batch_size
@@ -168,11 +169,11 @@ class LocalLM:
         (the line-prefix constraint is per row, so it keeps that true)."""
         model, tokenizer = self._loaded()
         started = time.perf_counter()
-        if self.decoder == "fast":
+        if self.decoder != "generate":
             if self._greedy is None:
                 from tasks.lm.decode import GreedyDecoder
 
-                self._greedy = GreedyDecoder(model)
+                self._greedy = GreedyDecoder(model, draft_tokens=DRAFT_TOKENS if self.decoder == "fast" else 0)
             with _threads(generation_threads()):
                 rows = self._greedy.generate(prompts, limits, self._stops(), constraint, prefills,
                                              step_threads=decode_threads())
