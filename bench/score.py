@@ -16,7 +16,14 @@ the same run (also per CPU second, which holds on a loaded machine), and the FLO
 `--unpacked` also times the engine without packing (prompt bodies first, continuations on their
 copied KV: the engine before packing). The last line is JSON.
 
+On a GPU (`--device cuda`) the same comparison runs in bfloat16 (`--dtype`) or NF4 (`--nf4`, through
+bitsandbytes), with peak GPU memory per method and the fraction of the measured bf16 matmul peak.
+`--shape llama-3.1-8b` scores with a model of Llama-3.1-8B's shapes built from its configuration with
+random weights (no hub is reachable; shapes are what matter for speed, the values mean nothing), fed
+SmolLM2's token ids; exact comparisons use the embedded SmolLM2 (the default `--shape`).
+
     .venv/bin/python bench/score.py [--papers 2] [--threads N] [--token-budget 1024] [--unpacked]
+    .venv/bin/python bench/score.py --device cuda [--dtype bfloat16] [--nf4] [--shape llama-3.1-8b]
     .venv/bin/python bench/score.py --memory 1000 --token-budget 4096   # peak RSS only (bench/score_memory.py)
 """
 
@@ -83,20 +90,74 @@ def benchmark_frames(data: pl.DataFrame, n_papers: int, seed: int) -> tuple[pl.D
     return pl.DataFrame(candidates, schema=CANDIDATES), references.cast(dict(REFERENCES))
 
 
-def matmul_peak(seconds: float = 3.0, n: int = 1024) -> tuple[float, float]:
-    """Best float32 GFLOP/s of an n x n matmul on this machine (same threads as the scoring), per
-    second of wall time and per second of CPU time (the latter holds on a shared, loaded machine)."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
+def matmul_peak(seconds: float = 3.0, n: int = 1024, device: str = "cpu",
+                dtype: torch.dtype = torch.float32) -> tuple[float, float]:
+    """Best GFLOP/s of an n x n matmul on this machine (same threads as the scoring, the scoring's
+    dtype), per second of wall time and per second of CPU time (the latter holds on a shared, loaded
+    machine; on a GPU it means nothing and equals the former)."""
+    if device == "cuda":
+        n = max(n, 8192)
+    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
     best = best_cpu = 0.0
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         start, cpu = time.perf_counter(), time.process_time()
         for _ in range(4):
             torch.mm(a, b)
+        sync(device)
         work = 4 * 2 * n**3 / 1e9
         best = max(best, work / (time.perf_counter() - start))
         best_cpu = max(best_cpu, work / max(time.process_time() - cpu, 1e-9))
-    return best, best_cpu
+    return (best, best) if device == "cuda" else (best, best_cpu)
+
+
+def reset_gpu_peak(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+
+
+def gpu_peak_mib(device: str) -> float | None:
+    return round(torch.cuda.max_memory_allocated() / 2**20, 1) if device == "cuda" else None
+
+
+def sync(device: str) -> None:
+    """Wait for queued GPU work, so wall clocks measure it."""
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+# Llama-3.1-8B's published configuration: what sets its speed and memory.
+LLAMA_8B = dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+                num_key_value_heads=8, vocab_size=128256, max_position_embeddings=131072, rope_theta=500000.0,
+                rms_norm_eps=1e-5, tie_word_embeddings=False)
+
+
+def bench_model(shape: str, device: str, dtype: str, nf4: bool):
+    """(model, tokenizer): the embedded SmolLM2 through the LM layer's loader, or a model of
+    Llama-3.1-8B's shapes with random weights (saved once to a temporary folder when NF4 needs
+    bitsandbytes to quantize it on load), with SmolLM2's tokenizer (its ids fit the larger vocabulary)."""
+    quantization = "nf4" if nf4 else "none"
+    if shape == "smollm2":
+        return load_model(ModelSpec(dtype=dtype, quantization=quantization, device=device))
+    import tempfile
+
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig, LlamaConfig
+
+    from tasks.lm.loading import load_tokenizer
+
+    if device != "cuda":
+        raise SystemExit("--shape llama-3.1-8b needs --device cuda")
+    config = LlamaConfig(**LLAMA_8B)
+    torch.manual_seed(0)
+    if not nf4:
+        model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype)).to(device).eval()
+        return model, load_tokenizer()
+    with tempfile.TemporaryDirectory() as folder:
+        AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).save_pretrained(folder)
+        quant = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                                   bnb_4bit_compute_dtype=torch.bfloat16, bnb_4bit_use_double_quant=True)
+        model = AutoModelForCausalLM.from_pretrained(folder, quantization_config=quant, device_map=device)
+    return model.eval(), load_tokenizer()
 
 
 def flops(model, linear_tokens: int, attention_pairs: int, head_rows: int) -> float:
@@ -116,6 +177,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     parser.add_argument("--token-budget", type=int, default=1024, help="engine batch budget (padded tokens)")
     parser.add_argument("--unpacked", action="store_true", help="also time the engine without packing")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default=None,
+                        help="default: float32 on CPU, bfloat16 on CUDA")
+    parser.add_argument("--nf4", action="store_true", help="4-bit NF4 weights through bitsandbytes (CUDA)")
+    parser.add_argument("--shape", choices=("smollm2", "llama-3.1-8b"), default="smollm2")
     parser.add_argument("--memory", type=int, default=0, metavar="N",
                         help="only measure peak RSS of scoring N requests (a fresh process, see memory.py)")
     args = parser.parse_args()
@@ -131,15 +197,21 @@ def main() -> None:
         return
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("no CUDA device here: the GPU mode needs one")
+        print(json.dumps({"skipped": "no CUDA device", "speedup": None}))
+        return
+    dtype = args.dtype or ("bfloat16" if args.device == "cuda" else "float32")
     candidates, references = benchmark_frames(pl.read_parquet(args.data), args.papers, args.seed)
     pairs, requests = build_requests(candidates, references, pl.DataFrame(schema={"paper_id": pl.String}),
                                      get(["gem"]), "smollm2")
     by_key = {r["key"]: LoglikelihoodRequest(r["system"], r["user"], r["continuation"]) for r in requests.iter_rows(named=True)}
-    model, tokenizer = load_model(ModelSpec())
+    model, tokenizer = bench_model(args.shape, args.device, dtype, args.nf4)
+    device = args.device
     engine = LoglikelihoodEngine(model, tokenizer, token_budget=args.token_budget)
     engine.score([next(iter(by_key.values()))])                 # warm-up, not timed
     engine.stats.__init__()
-    peak, peak_cpu = matmul_peak()
+    peak, peak_cpu = matmul_peak(device=device, dtype=getattr(torch, dtype))
     print(f"{pairs.height} pairs ({candidates.height} candidates, {references.height} reviews), "
           f"{requests.height} unique requests, torch threads {torch.get_num_threads()}")
 
@@ -152,21 +224,28 @@ def main() -> None:
         other.score([by_key[k] for k in keys])
         unpacked_wall, unpacked_cpu = time.perf_counter() - wall, time.process_time() - cpu
         print(f"engine (unpacked): {unpacked_wall:.1f} s wall, {unpacked_cpu:.1f} s cpu; {other.stats}")
+    gpu_memory = {}
+    reset_gpu_peak(device)
     wall, cpu = time.perf_counter(), time.process_time()
     results = engine.score([by_key[k] for k in keys])
+    sync(device)
     engine_wall, engine_cpu = time.perf_counter() - wall, time.process_time() - cpu
+    gpu_memory["engine"] = gpu_peak_mib(device)
     engine_lp = {k: r.logprob for k, r in zip(keys, results, strict=True)}
     n_tokens = {k: r.n_tokens for k, r in zip(keys, results, strict=True)}
     print(f"engine: {engine_wall:.1f} s wall, {engine_cpu:.1f} s cpu; {engine.stats}")
 
     naive_lp: list[tuple[str, float]] = []
     naive_tokens = naive_rows = naive_pairs = 0
+    reset_gpu_peak(device)
     wall, cpu = time.perf_counter(), time.process_time()
     for pair in pairs.iter_rows(named=True):
         for key in (pair["cond_key"], pair["marg_key"]):
             (result,) = reference_score(model, tokenizer, [by_key[key]])
             naive_lp.append((key, result.logprob))
+    sync(device)
     naive_wall, naive_cpu = time.perf_counter() - wall, time.process_time() - cpu
+    gpu_memory["naive"] = gpu_peak_mib(device)
     for key, _ in naive_lp:                                      # work counters, outside the timing
         length = len(engine.encode(by_key[key])[0]) + n_tokens[key]
         naive_tokens, naive_rows, naive_pairs = naive_tokens + length, naive_rows + length, naive_pairs + length * (length + 1) // 2
@@ -194,7 +273,13 @@ def main() -> None:
         "engine_forward_tokens": stats.forward_tokens,
         "naive_forward_tokens": naive_tokens,
         "threads": torch.get_num_threads(),
+        "device": device,
+        "dtype": "nf4" if args.nf4 else dtype,
+        "shape": args.shape,
     }
+    if device == "cuda":
+        figures["peak_gpu_memory_mib"] = gpu_memory
+        figures["gpu"] = torch.cuda.get_device_name()
     if unpacked_wall is not None:
         figures["unpacked_tokens_per_s"] = round(scored / unpacked_wall, 1)
         figures["packed_vs_unpacked"] = round(unpacked_wall / engine_wall, 2)
@@ -210,7 +295,7 @@ def main() -> None:
     print(f"tokens/s engine {figures['engine_tokens_per_s']} vs naive {figures['naive_tokens_per_s']} "
           f"-> speedup {figures['speedup']}x (target >= 2); largest difference {worst:.2e} nats (target <= 1e-3)")
     print(f"engine {figures['engine_gflops']} GFLOP/s = {100 * figures['engine_fraction_of_peak']:.0f}% of the "
-          f"measured float32 matmul peak {figures['matmul_peak_gflops']} GFLOP/s")
+          f"measured {dtype} matmul peak {figures['matmul_peak_gflops']} GFLOP/s")
     print(json.dumps(figures))
 
 
