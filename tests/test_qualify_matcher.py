@@ -14,13 +14,13 @@ import pytest
 from tasks.config import load_config
 from tasks.layout import stage_dir, write_parquet
 from tasks.qualify.examinee import Verdict
+from tasks.qualify.grade import self_confidence
 from tasks.qualify.matcher import (
     PointQuestion,
     draw_match_exam,
     exam_units,
     match_consistency,
     match_pertinence,
-    match_self_confidence,
     parse_stated_match,
     polish_point,
     sentences,
@@ -101,7 +101,7 @@ def test_matcher_statistics_on_hand_worked_verdicts() -> None:
     assert match_consistency(qs, verdicts) == (2, 0.5)
     again = [*qs, PointQuestion("hard", 1, 0, "p", "consistency 0 a", "consistency 0 b", None)]   # the same pair
     assert match_consistency(again, [*verdicts, Verdict(1, 0.9)]) == (2, 0.5)                   # counts once
-    assert match_self_confidence(qs, verdicts) == (3, pytest.approx(0.8 - 0.6))
+    assert self_confidence(qs, verdicts) == (3, pytest.approx(0.8 - 0.6))
     pert = [_pq("pertinence", 0, 0, True), _pq("pertinence", 0, 1, True), _pq("pertinence", 1, 0, False),
             _pq("pertinence", 1, 1, False)]
     assert match_pertinence(pert, [Verdict(1, 1)] * 4) == (4, 0.5)                    # always Yes: chance

@@ -184,11 +184,7 @@ class GreedyDecoder:
                 keep = [slot for slot in range(len(alive)) if slot not in finished]
                 if not keep:
                     break
-                index = torch.tensor(keep, device=self.device)
-                for layer in cache.layers:
-                    layer.keep(index)
-                mask = mask.index_select(0, index.cpu())
-                lengths = lengths.index_select(0, index.cpu())
+                mask, lengths = self._keep_rows(keep, cache, mask, lengths)
                 token_ids = [token_ids[slot] for slot in keep]
                 alive = [alive[slot] for slot in keep]
             logits = self._step(token_ids, cache, mask, lengths)
@@ -233,11 +229,7 @@ class GreedyDecoder:
                 keep = [slot for slot in range(len(alive)) if slot not in finished]
                 if not keep:
                     break
-                index = torch.tensor(keep, device=self.device)
-                for layer in cache.layers:
-                    layer.keep(index)
-                mask = mask.index_select(0, index.cpu())
-                lengths = lengths.index_select(0, index.cpu())
+                mask, lengths = self._keep_rows(keep, cache, mask, lengths)
                 alive = [alive[slot] for slot in keep]
             most = min(self.draft_tokens, self.draft_budget // len(alive) - 1)
             drafts = [lookups[i].draft(min(most, limits[i] - len(answers[i]) - 1)) for i in alive]
@@ -282,6 +274,14 @@ class GreedyDecoder:
             allowed[~allowed.any(dim=1)] = constraint.stops
             logits = logits.masked_fill(~allowed.to(logits.device), float("-inf"))
         return logits.argmax(dim=-1).tolist()
+
+    def _keep_rows(self, keep: list[int], cache: Cache, mask: torch.Tensor, lengths: torch.Tensor,
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Drop the finished rows from the cache; the rows of `mask` and `lengths` that stay."""
+        index = torch.tensor(keep, device=self.device)
+        for layer in cache.layers:
+            layer.keep(index)
+        return mask.index_select(0, index.cpu()), lengths.index_select(0, index.cpu())
 
     def _step(self, token_ids: list[int], cache: Cache, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         used = cache.layers[0].used

@@ -34,6 +34,7 @@ import polars as pl
 from tasks.metrics.registry import usable
 from tasks.qualify.exam import REPHRASE_VERSION, Rewrite, plain, rewritten, unmarked
 from tasks.qualify.examinee import Confidence, Verdict
+from tasks.qualify.grade import self_confidence
 
 if TYPE_CHECKING:
     from tasks.metrics.llm_log import LLMLog
@@ -164,22 +165,10 @@ def match_pertinence(questions: Sequence[PointQuestion], verdicts: Sequence[Verd
     return len(answered), (sum(t == c for t, c in answered) / len(answered) if answered else math.nan)
 
 
-def match_self_confidence(questions: Sequence[PointQuestion], verdicts: Sequence[Verdict]) -> tuple[int, float]:
-    """(questions with a confidence, mean confidence on the easy set minus on the hard set)."""
-    sets: dict[str, list[float]] = {"easy": [], "hard": []}
-    for q, v in zip(questions, verdicts, strict=True):
-        if q.set in sets and v.choice is not None and not math.isnan(v.confidence):
-            sets[q.set].append(v.confidence)
-    n = len(sets["easy"]) + len(sets["hard"])
-    if not sets["easy"] or not sets["hard"]:
-        return n, math.nan
-    return n, sum(sets["easy"]) / len(sets["easy"]) - sum(sets["hard"]) / len(sets["hard"])
-
-
 def match_scores(questions: Sequence[PointQuestion], verdicts: Sequence[Verdict]) -> dict[str, tuple[int, float]]:
     return {"consistency": match_consistency(questions, verdicts),
             "pertinence": match_pertinence(questions, verdicts),
-            "self_confidence": match_self_confidence(questions, verdicts)}
+            "self_confidence": self_confidence(questions, verdicts)}
 
 
 # ---- the examinees -----------------------------------------------------------------------------------
