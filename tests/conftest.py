@@ -56,3 +56,31 @@ def project_config(tmp_path: Path) -> Callable[[str], Path]:
         return path
 
     return write
+
+
+@pytest.fixture
+def exam_pipeline(project_config: Callable[[str], Path]) -> Callable[..., object]:
+    """The resolved config of an `exam` pipeline (curate -> qualify -> score on the synthetic venue)
+    scoring gem and `baselines`; `score` and `qualify` are extra lines of those tables, `tables` extra
+    TOML tables (judges, matchers) after them."""
+    from tasks.config import load_config
+
+    def make(baselines: list[str], items: int, score: str = "", qualify: str = "", tables: str = "") -> object:
+        quoted = ", ".join(f'"{b}"' for b in baselines)
+        path = project_config(f'''
+[pipelines.exam]
+source = "synthetic"
+venues = ["GREBench.cc/2025/Demo"]
+stages = ["curate", "qualify", "score"]
+
+[pipelines.exam.score]
+metrics = ["gem"]
+baselines = [{quoted}]
+{score}
+[pipelines.exam.qualify]
+items = {items}
+{qualify}
+{tables}''')
+        return load_config(path).for_pipeline("exam")
+
+    return make

@@ -10,7 +10,7 @@ import re
 import polars as pl
 import pytest
 
-from tasks.config import QualifyConfig, load_config
+from tasks.config import QualifyConfig
 from tasks.layout import stage_dir, write_parquet
 from tasks.qualify.exam import Question, draw_exam, plain, polish
 from tasks.qualify.examinee import Verdict, from_probabilities, parse_stated
@@ -153,36 +153,22 @@ def careful(params: dict) -> str:
     return f"Answer: {choice}; Confidence: {5 if a != b else 2}"
 
 
-def _pipeline(project_config, anthropic_url: str, first_url: str, longer_url: str, **qualify: str) -> object:
+def _pipeline(exam_pipeline, anthropic_url: str, first_url: str, longer_url: str, **qualify: str) -> object:
     judges = "\n".join(
         f'[[pipelines.exam.score.judges]]\nbackend = "{b}"\nmodel = "{m}"\nuse_batches = false\nmax_retries = 0\n'
         + (f'base_url = "{u}"\napi_key_env = ""\n' if b == "openai" else "")
         for b, m, u in (("anthropic", "careful", None), ("openai", "first", first_url), ("openai", "longer", longer_url)))
     extra = "".join(f"{k} = {v}\n" for k, v in qualify.items())
-    path = project_config(f'''
-[pipelines.exam]
-source = "synthetic"
-venues = ["GREBench.cc/2025/Demo"]
-stages = ["curate", "qualify", "score"]
-
-[pipelines.exam.score]
-metrics = ["gem"]
-baselines = ["llm_judge_noref"]
-
-[pipelines.exam.qualify]
-items = 5
-{extra}
-{judges}''')
-    return load_config(path).for_pipeline("exam")
+    return exam_pipeline(["llm_judge_noref"], 5, qualify=extra, tables=judges)
 
 
-def test_known_judges_through_the_servers_and_the_panel_left_to_score(tmp_path, project_config, monkeypatch) -> None:
+def test_known_judges_through_the_servers_and_the_panel_left_to_score(tmp_path, exam_pipeline, monkeypatch) -> None:
     """The careful judge qualifies; always-first (consistency 0, pertinence 0.5) and always-longer
     (pertinence 0) fail, and neither states a confidence that follows difficulty; the score stage's panel
     keeps the careful judge alone. With on_fail = "stop" the same exam stops the run."""
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
     with AnthropicServer(careful) as good, OpenAIServer(always_first) as first, OpenAIServer(always_longer) as longer:
-        cfg = _pipeline(project_config, good.url, first.base_url, longer.base_url)
+        cfg = _pipeline(exam_pipeline, good.url, first.base_url, longer.base_url)
         reviews = _reviews()
         curated = stage_dir(cfg, "exam", "curate", "GREBench.cc/2025/Demo")
         write_parquet(reviews.drop("judgments"), curated / "reviews.parquet")
@@ -243,24 +229,11 @@ def test_known_judges_through_the_servers_and_the_panel_left_to_score(tmp_path, 
 
 
 @pytest.mark.slow
-def test_the_embedded_lm_sits_the_exam_end_to_end(tmp_path, project_config) -> None:
+def test_the_embedded_lm_sits_the_exam_end_to_end(tmp_path, exam_pipeline) -> None:
     """SmolLM2 as judge (the local backend, read by the logit readout): every question answered, scores in
     range, verdicts by the pass lines, and the run stops only when the role is left without a qualified model
     (the oracle role's readout seat is the same code path, on the evaluation LM)."""
-    path = project_config('''
-[pipelines.exam]
-source = "synthetic"
-venues = ["GREBench.cc/2025/Demo"]
-stages = ["curate", "qualify", "score"]
-
-[pipelines.exam.score]
-metrics = ["gem"]
-baselines = ["llm_judge_noref"]
-
-[pipelines.exam.qualify]
-items = 1
-''')
-    cfg = load_config(path).for_pipeline("exam")
+    cfg = exam_pipeline(["llm_judge_noref"], 1)
     curated = stage_dir(cfg, "exam", "curate", "GREBench.cc/2025/Demo")
     write_parquet(_reviews(judged=False), curated / "reviews.parquet")
     write_parquet(pl.DataFrame({"paper_id": [f"p{p}" for p in range(6)], "in_benchmark": [True] * 6,

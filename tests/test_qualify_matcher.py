@@ -11,7 +11,6 @@ import re
 import polars as pl
 import pytest
 
-from tasks.config import load_config
 from tasks.layout import stage_dir, write_parquet
 from tasks.qualify.examinee import Verdict
 from tasks.qualify.grade import self_confidence
@@ -137,25 +136,11 @@ def matcher(params: dict) -> str:
     return f"Answer: {'Yes' if same else 'No'}; Confidence: {5 if sure else 2}"
 
 
-def _config(project_config, url: str, models: list[str], **qualify: str):
+def _config(exam_pipeline, url: str, models: list[str], **qualify: str):
     matchers = "\n".join(f'[[pipelines.exam.score.review_quality.matchers]]\nbackend = "anthropic"\nmodel = "{m}"\n'
                          f"use_batches = false\nmax_retries = 0\n" for m in models)
     extra = "".join(f"{k} = {v}\n" for k, v in qualify.items())
-    path = project_config(f'''
-[pipelines.exam]
-source = "synthetic"
-venues = ["GREBench.cc/2025/Demo"]
-stages = ["curate", "qualify", "score"]
-
-[pipelines.exam.score]
-metrics = ["gem"]
-baselines = ["points_precision_weaknesses"]
-
-[pipelines.exam.qualify]
-items = 4
-{extra}
-{matchers}''')
-    return load_config(path).for_pipeline("exam")
+    return exam_pipeline(["points_precision_weaknesses"], 4, qualify=extra, tables=matchers)
 
 
 def _curate(cfg) -> None:
@@ -165,11 +150,11 @@ def _curate(cfg) -> None:
                                 "abstract": [f"We study {t} learning." for t in TOPICS]}), curated / "papers.parquet")
 
 
-def test_known_matchers_through_the_server_drop_or_stop(tmp_path, project_config, monkeypatch) -> None:
+def test_known_matchers_through_the_server_drop_or_stop(tmp_path, exam_pipeline, monkeypatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
     with AnthropicServer(matcher) as server:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        cfg = _config(project_config, server.url, ["always-yes", "careful"])
+        cfg = _config(exam_pipeline, server.url, ["always-yes", "careful"])
         _curate(cfg)
         assert [(s.role, s.name) for s in seats(cfg)] == [("matcher", "anthropic/always-yes"),
                                                           ("matcher", "anthropic/careful")]
@@ -195,7 +180,7 @@ def test_known_matchers_through_the_server_drop_or_stop(tmp_path, project_config
         assert [m.model for m in kept] == ["careful"]             # the first qualified matcher now matches
         _the_table_in_duckdb(cfg)
         # a lone matcher that fails leaves the role empty: the run stops
-        lone = _config(project_config, server.url, ["always-yes"])
+        lone = _config(exam_pipeline, server.url, ["always-yes"])
         with pytest.raises(QualificationFailed, match="no model in the matcher role"):
             qualify(lone, "exam")
         with pytest.raises(QualificationFailed, match="only model"):

@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tasks.config import ScoreConfig, load_config
+from tasks.config import ScoreConfig
 from tasks.layout import stage_dir, write_parquet
 from tasks.metrics.predictors import ask, oracle_key
 from tasks.metrics.readout_panel import readout_entries, readout_members, readout_specs
@@ -98,28 +98,11 @@ def _review(topic: str, r: int) -> str:
 
 
 @pytest.mark.slow
-def test_each_member_and_a_local_matcher_sit_the_exam_by_readout(two_lms, project_config) -> None:
+def test_each_member_and_a_local_matcher_sit_the_exam_by_readout(two_lms, exam_pipeline) -> None:
     a, b = two_lms
-    path = project_config(f'''
-[pipelines.exam]
-source = "synthetic"
-venues = ["GREBench.cc/2025/Demo"]
-stages = ["curate", "qualify", "score"]
-
-[pipelines.exam.score]
-metrics = ["gem"]
-baselines = ["tvd_mi", "points_f1_strengths"]
-token_budget = 512
-oracle_readouts = ["{a}", "{b}"]
-
-[[pipelines.exam.score.review_quality.matchers]]
-backend = "local"
-model = "{a}"
-
-[pipelines.exam.qualify]
-items = 2
-''')
-    cfg = load_config(path).for_pipeline("exam")
+    matcher = f'[[pipelines.exam.score.review_quality.matchers]]\nbackend = "local"\nmodel = "{a}"\n'
+    cfg = exam_pipeline(["tvd_mi", "points_f1_strengths"], 2,
+                        score=f'token_budget = 512\noracle_readouts = ["{a}", "{b}"]\n', tables=matcher)
     curated = stage_dir(cfg, "exam", "curate", "GREBench.cc/2025/Demo")
     write_parquet(pl.DataFrame([{"paper_id": f"p{p}", "review_id": f"p{p}-r{r}", "review_text": _review(t, r)}
                                 for p, t in enumerate(TOPICS) for r in range(3)]), curated / "reviews.parquet")
