@@ -103,6 +103,9 @@ class LLMConfig(Frozen):
     max_retries: int = Field(5, ge=0)
     poll_seconds: float = Field(30.0, gt=0)
     load_in_4bit: bool = False            # local on CUDA: NF4 via bitsandbytes
+    # local (and the served demo model): "auto" is bfloat16 where the hardware computes it natively
+    # (CUDA, a CPU with avx512_bf16 / amx_bf16), float32 elsewhere; part of every cache key
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     input_price_per_mtok: float = Field(3.0, ge=0)    # USD per million input tokens
     output_price_per_mtok: float = Field(15.0, ge=0)  # USD per million output tokens
     cache_read_price_per_mtok: float = Field(0.3, ge=0)  # USD per million prompt-cache read tokens

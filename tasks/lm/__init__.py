@@ -22,7 +22,16 @@ from typing import TYPE_CHECKING
 from tasks.config import LLMConfig, ScoreConfig
 from tasks.lm.batching import batches, map_batches
 from tasks.lm.cache import CachedLM, LLMCache, request_key
-from tasks.lm.loading import ModelSpec, chat_ids, chat_spec, cuda_available, eval_spec, load_model
+from tasks.lm.loading import (
+    ModelSpec,
+    chat_ids,
+    chat_spec,
+    cpu_has_bf16,
+    cuda_available,
+    eval_spec,
+    fast_dtype,
+    load_model,
+)
 from tasks.lm.types import (
     ChatRequest,
     ChatResult,
@@ -54,7 +63,7 @@ def make_lm(cfg: LLMConfig, cache_dir: Path, base_url: str | None = None) -> Cac
         if base_url is None and (cfg.base_url or "").startswith("served:"):   # the offline demo
             from tasks.testing.openai_server import serve_local_model
 
-            base_url = serve_local_model(cfg.base_url.removeprefix("served:"))
+            base_url = serve_local_model(cfg.base_url.removeprefix("served:"), cfg.dtype)
         inner = OpenAILM(cfg, base_url=base_url, batch_store=cache)
     else:
         from tasks.lm.local import LocalLM
@@ -109,10 +118,12 @@ __all__ = [
     "chat_ids",
     "chat_spec",
     "cost_usd",
+    "cpu_has_bf16",
     "cuda_available",
     "embedder",
     "eval_lm",
     "eval_spec",
+    "fast_dtype",
     "load_model",
     "local_lm",
     "make_lm",

@@ -6,10 +6,13 @@ anything else is a local folder, a .gguf file or a model id that transformers re
 (from the local cache when offline).
 
 One device / dtype / quantization policy, `ModelSpec.resolved()`: "auto" device is CUDA when
-present, else CPU; "auto" dtype is bfloat16 on CUDA and float32 on CPU; "auto" quantization is
-NF4 (bitsandbytes, bfloat16 compute) on CUDA and none on CPU; NF4 on CPU is refused. The config
-only says what it wants (`chat_spec`, `eval_spec`); `load_model` loads a resolved spec once per
-process.
+present, else CPU; "auto" dtype is bfloat16 where the hardware multiplies it natively (CUDA with
+bf16 support, a CPU with `avx512_bf16` or `amx_bf16`: `fast_dtype`) and float32 elsewhere (on a
+CPU without bf16 units torch's bfloat16 matmul is an emulation, 24x slower than float32 on an
+AVX2 EPYC, docs/bfloat16.md); "auto" quantization is NF4 (bitsandbytes, bfloat16 compute) on CUDA
+and none on CPU; NF4 on CPU is refused. The resolved dtype is part of `ModelSpec.key`, so of every
+cache key and evaluation-LM name: float32 and bfloat16 results never mix. The config only says
+what it wants (`chat_spec`, `eval_spec`); `load_model` loads a resolved spec once per process.
 """
 
 from __future__ import annotations
@@ -47,9 +50,7 @@ class ModelSpec:
     def resolved(self) -> ModelSpec:
         """Replace every "auto" by what this machine will actually use."""
         device = self.device if self.device != "auto" else ("cuda" if cuda_available() else "cpu")
-        dtype = self.dtype
-        if dtype == "auto":
-            dtype = "bfloat16" if device == "cuda" else "float32"
+        dtype = self.dtype if self.dtype != "auto" else fast_dtype(device)
         quantization = self.quantization
         if quantization == "auto":
             quantization = "nf4" if device == "cuda" else "none"
@@ -66,8 +67,9 @@ ENCODER_SPEC = ModelSpec(MINILM, dtype="float32", kind="encoder")
 
 
 def chat_spec(cfg: LLMConfig) -> ModelSpec:
-    """The local chat model the config asks for; `load_in_4bit` is NF4 (CUDA only, refused on CPU)."""
-    spec = ModelSpec(name=cfg.model, quantization="nf4" if cfg.load_in_4bit else "none")
+    """The local chat model the config asks for, in its `dtype` ("auto": `fast_dtype`);
+    `load_in_4bit` is NF4 (CUDA only, refused on CPU)."""
+    spec = ModelSpec(name=cfg.model, dtype=cfg.dtype, quantization="nf4" if cfg.load_in_4bit else "none")
     if cfg.load_in_4bit and not cuda_available():
         raise ValueError("load_in_4bit = true needs CUDA (bitsandbytes NF4); set it to false on CPU")
     return spec
@@ -75,7 +77,8 @@ def chat_spec(cfg: LLMConfig) -> ModelSpec:
 
 def eval_spec(cfg: ScoreConfig) -> ModelSpec:
     """The evaluation LM: `eval_lm_cuda` on CUDA, `eval_lm` elsewhere; dtype and quantization as
-    configured ("auto": NF4 on CUDA, float32 on CPU, by `ModelSpec.resolved`)."""
+    configured ("auto": NF4 on CUDA; bfloat16 on a CPU with bf16 units, else float32; by
+    `ModelSpec.resolved`)."""
     name = cfg.eval_lm_cuda if cuda_available() else cfg.eval_lm
     return ModelSpec(name=name, dtype=cfg.dtype, quantization=cfg.quantization)
 
@@ -84,6 +87,42 @@ def cuda_available() -> bool:
     import torch
 
     return torch.cuda.is_available()
+
+
+CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")   # x86 instructions that multiply bfloat16 natively
+CPU_BF16_ENV = "GREBENCH_CPU_BF16"            # "1" / "0": say whether the CPU has them (else /proc/cpuinfo)
+
+
+def fast_dtype(device: str) -> str:
+    """The dtype "auto" means on `device`: bfloat16 where it is computed natively, else float32."""
+    if device == "cuda":
+        import torch
+
+        return "bfloat16" if torch.cuda.is_bf16_supported() else "float32"
+    return "bfloat16" if cpu_has_bf16() else "float32"
+
+
+def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
+    """Whether this CPU has bfloat16 matrix units (`CPU_BF16_FLAGS` among the flags of
+    /proc/cpuinfo, or of `cpuinfo` when given); `GREBENCH_CPU_BF16` = 1 / 0 overrides the check
+    (the tests pin it to 0, so their float32 tolerances hold on any machine)."""
+    if cpuinfo is None:
+        told = os.environ.get(CPU_BF16_ENV, "").strip()
+        if told in ("0", "1"):
+            return told == "1"
+        if told:
+            raise ValueError(f"{CPU_BF16_ENV} must be 0 or 1, not {told!r}")
+        cpuinfo = _cpuinfo()
+    flags = {word for line in cpuinfo.splitlines() if line.startswith("flags") for word in line.split()}
+    return any(flag in flags for flag in CPU_BF16_FLAGS)
+
+
+@functools.cache
+def _cpuinfo() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:         # not Linux: no flags to read, so float32
+        return ""
 
 
 def embedded_gguf() -> Path:

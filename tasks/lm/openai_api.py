@@ -90,7 +90,8 @@ class OpenAILM:
         self.model = cfg.model
         self.base_url = base_url or cfg.base_url
         # where the model is served, without the port (a local server on a new port serves the same model)
-        where = cfg.base_url if served else urlsplit(self.base_url or "https://api.openai.com").hostname
+        # (a served local model also by its resolved dtype: float32 and bfloat16 answers never mix)
+        where = served_key(cfg) if served else urlsplit(self.base_url or "https://api.openai.com").hostname
         self.identity = f"openai|{where}|{cfg.model}|temperature={cfg.temperature}" + (
             "|continue_final_message" if cfg.continue_final_message else "")
         self.sleep = sleep
@@ -292,6 +293,13 @@ class OpenAILM:
         retryable = code in RETRYABLE_BATCH_CODES or (status is not None and (status in RETRY_STATUSES or status >= 500))
         detail = self.scrub(f"batch request errored: {code}: {error.get('message', '')}")
         return ChatResult("", error=detail, model=self.model, retryable=retryable, batch=True)
+
+
+def served_key(cfg: LLMConfig) -> str:
+    """"served:" and the resolved key (name, dtype, quantization) of the local model served."""
+    from tasks.lm.loading import ModelSpec
+
+    return SERVED + ModelSpec((cfg.base_url or "").removeprefix(SERVED), dtype=cfg.dtype).resolved().key
 
 
 def _retry_after(error: openai.APIStatusError) -> float | None:

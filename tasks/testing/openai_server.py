@@ -277,8 +277,8 @@ def _send_error(handler: BaseHTTPRequestHandler, status: int, message: str,
 
 
 # ---- a local model behind the server (the offline demo's OpenAI-compatible candidate) ----------
-def local_model_responder(model: str) -> Responder:
-    """Answers from a local model (`tasks.lm.local_lm`, greedy), for `max_tokens` tokens; a final
+def local_model_responder(model: str, dtype: str = "auto") -> Responder:
+    """Answers from a local model (`tasks.lm.local_lm`, greedy, in `dtype`), for `max_tokens` tokens; a final
     assistant message with `continue_final_message` (the vLLM extension) is continued, and, as
     vLLM does, only the continuation is returned, with the model's own token counts."""
 
@@ -293,7 +293,7 @@ def local_model_responder(model: str) -> Responder:
             else ""
         max_tokens = int(body.get("max_completion_tokens") or body.get("max_tokens") or 256)
         with _GENERATING:   # one generation at a time: the model is shared with the rest of the process
-            result = local_lm(ModelSpec(name=model)).generate([ChatRequest(system, user, max_tokens, prefill=prefill)])[0]
+            result = local_lm(ModelSpec(name=model, dtype=dtype)).generate([ChatRequest(system, user, max_tokens, prefill=prefill)])[0]
         if result.error:
             raise RuntimeError(result.error)
         return result.text.removeprefix(prefill), result.input_tokens, result.output_tokens
@@ -302,13 +302,13 @@ def local_model_responder(model: str) -> Responder:
 
 
 _GENERATING = threading.Lock()
-_SERVED: dict[str, OpenAIServer] = {}
+_SERVED: dict[tuple[str, str], OpenAIServer] = {}
 
 
-def serve_local_model(model: str) -> str:
+def serve_local_model(model: str, dtype: str = "auto") -> str:
     """The base URL of a process-wide OpenAI-compatible server answering with the local `model`
-    (started on first use, stopped with the process)."""
+    in `dtype` (started on first use, stopped with the process)."""
     with _GENERATING:
-        if model not in _SERVED:
-            _SERVED[model] = OpenAIServer(local_model_responder(model), polls_before_end=0).__enter__()
-        return _SERVED[model].base_url
+        if (model, dtype) not in _SERVED:
+            _SERVED[model, dtype] = OpenAIServer(local_model_responder(model, dtype), polls_before_end=0).__enter__()
+        return _SERVED[model, dtype].base_url
