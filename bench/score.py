@@ -11,18 +11,24 @@ are scored with GEM against the paper's other reviews. The same pairs are scored
 
 Only scoring is timed (model loading is not). Prints tokens/second for both (scored answer tokens,
 counting each pair's conditional and marginal answer), the speedup, the largest per-sequence
-difference in nats, and the engine's GFLOP/s against this machine's float32 matmul peak measured in
-the same run (also per CPU second, which holds on a loaded machine), and the FLOP ratio naive / engine (the most the speedup can be at equal efficiency).
+difference in nats, and the engine's GFLOP/s against this machine's matmul peak in the dtype it ran
+in (the float32 and bfloat16 peaks are both measured in the same run; also per CPU second, which
+holds on a loaded machine), and the FLOP ratio naive / engine (the most the speedup can be at equal
+efficiency). `--dtype both` (the default where bfloat16 is native: a CPU with bf16 units, or CUDA)
+times a bfloat16 engine and a float32 engine side by side; the naive method runs in float32 and
+is the reference both engines are compared with, so the bfloat16 engine's largest difference is
+what bfloat16 costs in nats.
 `--unpacked` also times the engine without packing (prompt bodies first, continuations on their
 copied KV: the engine before packing). The last line is JSON.
 
-On a GPU (`--device cuda`) the same comparison runs in bfloat16 (`--dtype`) or NF4 (`--nf4`, through
+On a GPU (`--device cuda`) the same comparison runs in bfloat16 (`--dtype bfloat16`) or NF4 (`--nf4`, through
 bitsandbytes), with peak GPU memory per method and the fraction of the measured bf16 matmul peak.
 `--shape llama-3.1-8b` scores with a model of Llama-3.1-8B's shapes built from its configuration with
 random weights (no hub is reachable; shapes are what matter for speed, the values mean nothing), fed
 SmolLM2's token ids; exact comparisons use the embedded SmolLM2 (the default `--shape`).
 
     .venv/bin/python bench/score.py [--papers 2] [--threads N] [--token-budget 1024] [--unpacked]
+        [--dtype auto|float32|bfloat16|both]
     .venv/bin/python bench/score.py --device cuda [--dtype bfloat16] [--nf4] [--shape llama-3.1-8b]
     .venv/bin/python bench/score.py --memory 1000 --token-budget 4096   # peak RSS only (bench/score_memory.py)
 """
@@ -45,6 +51,7 @@ import polars as pl  # noqa: E402
 import torch  # noqa: E402
 
 from tasks.lm import LoglikelihoodRequest, ModelSpec, load_model  # noqa: E402
+from tasks.lm.loading import fast_dtype  # noqa: E402
 from tasks.lm.loglikelihood import LoglikelihoodEngine, reference_score  # noqa: E402
 from tasks.metrics import get  # noqa: E402
 from tasks.metrics.gem import build_requests  # noqa: E402
@@ -169,6 +176,19 @@ def flops(model, linear_tokens: int, attention_pairs: int, head_rows: int) -> fl
     return 2 * linear * linear_tokens + 4 * width * config.num_hidden_layers * attention_pairs + 2 * head * head_rows
 
 
+def time_engine(model, tokenizer, by_key: dict, keys: list[str], token_budget: int, device: str,
+                packed: bool = True) -> tuple[LoglikelihoodEngine, list, float, float]:
+    """(engine, results in `keys` order, wall seconds, CPU seconds) of one engine on the requests."""
+    engine = LoglikelihoodEngine(model, tokenizer, token_budget=token_budget, packed=packed)
+    engine.score([next(iter(by_key.values()))])                 # warm-up, not timed
+    engine.stats.__init__()
+    reset_gpu_peak(device)
+    wall, cpu = time.perf_counter(), time.process_time()
+    results = engine.score([by_key[k] for k in keys])
+    sync(device)
+    return engine, results, time.perf_counter() - wall, time.process_time() - cpu
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA)
@@ -178,8 +198,9 @@ def main() -> None:
     parser.add_argument("--token-budget", type=int, default=1024, help="engine batch budget (padded tokens)")
     parser.add_argument("--unpacked", action="store_true", help="also time the engine without packing")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default=None,
-                        help="default: float32 on CPU, bfloat16 on CUDA")
+    parser.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "both"), default="auto",
+                        help="the engine's dtype(s); both: bfloat16 and float32 engines side by side; "
+                             "auto: both where bfloat16 is native (bf16 units, CUDA), else float32")
     parser.add_argument("--nf4", action="store_true", help="4-bit NF4 weights through bitsandbytes (CUDA)")
     parser.add_argument("--shape", choices=("smollm2", "llama-3.1-8b"), default="smollm2")
     parser.add_argument("--memory", type=int, default=0, metavar="N",
@@ -201,101 +222,119 @@ def main() -> None:
         print("no CUDA device here: the GPU mode needs one")
         print(json.dumps({"skipped": "no CUDA device", "speedup": None}))
         return
-    dtype = args.dtype or ("bfloat16" if args.device == "cuda" else "float32")
+    device = args.device
+    native_bf16 = fast_dtype(device) == "bfloat16"
+    if args.dtype == "auto":
+        dtypes = ["bfloat16", "float32"] if native_bf16 else ["float32"]
+    else:
+        dtypes = ["bfloat16", "float32"] if args.dtype == "both" else [args.dtype]
+    if args.nf4:
+        dtypes = ["bfloat16"]                  # NF4 computes in bfloat16
     candidates, references = benchmark_frames(pl.read_parquet(args.data), args.papers, args.seed)
     pairs, requests = build_requests(candidates, references, pl.DataFrame(schema={"paper_id": pl.String}),
                                      get(["gem"]), "smollm2")
     by_key = {r["key"]: LoglikelihoodRequest(r["system"], r["user"], r["continuation"]) for r in requests.iter_rows(named=True)}
-    model, tokenizer = bench_model(args.shape, args.device, dtype, args.nf4)
-    device = args.device
-    engine = LoglikelihoodEngine(model, tokenizer, token_budget=args.token_budget)
-    engine.score([next(iter(by_key.values()))])                 # warm-up, not timed
-    engine.stats.__init__()
-    peak, peak_cpu = matmul_peak(device=device, dtype=getattr(torch, dtype))
-    print(f"{pairs.height} pairs ({candidates.height} candidates, {references.height} reviews), "
-          f"{requests.height} unique requests, torch threads {torch.get_num_threads()}")
-
     keys = list(by_key)
+    # both matmul peaks in this run, on this machine's threads: each engine against its own dtype's
+    peaks = {name: matmul_peak(device=device, dtype=getattr(torch, name)) for name in ("float32", "bfloat16")}
+    print(f"{pairs.height} pairs ({candidates.height} candidates, {references.height} reviews), "
+          f"{requests.height} unique requests, torch threads {torch.get_num_threads()}; matmul peaks "
+          + ", ".join(f"{name} {peak:.1f} GFLOP/s ({cpu:.1f} per CPU s)" for name, (peak, cpu) in peaks.items()))
+
+    engines: dict[str, dict] = {}
+    gpu_memory = {}
+    model = tokenizer = None
+    for dtype in dtypes:
+        model, tokenizer = bench_model(args.shape, device, dtype, args.nf4)
+        engine, results, wall, cpu = time_engine(model, tokenizer, by_key, keys, args.token_budget, device)
+        gpu_memory[f"engine_{dtype}"] = gpu_peak_mib(device)
+        engines[dtype] = {"engine": engine, "model": model, "wall": wall, "cpu": cpu,
+                          "logprob": {k: r.logprob for k, r in zip(keys, results, strict=True)},
+                          "n_tokens": {k: r.n_tokens for k, r in zip(keys, results, strict=True)}}
+        print(f"engine {dtype}: {wall:.1f} s wall, {cpu:.1f} s cpu; {engine.stats}", flush=True)
     unpacked_wall = unpacked_cpu = None
     if args.unpacked:    # the engine as it was before packing: bodies first, then continuations on their KV
-        other = LoglikelihoodEngine(model, tokenizer, token_budget=args.token_budget, packed=False)
-        other.score([next(iter(by_key.values()))])
-        wall, cpu = time.perf_counter(), time.process_time()
-        other.score([by_key[k] for k in keys])
-        unpacked_wall, unpacked_cpu = time.perf_counter() - wall, time.process_time() - cpu
-        print(f"engine (unpacked): {unpacked_wall:.1f} s wall, {unpacked_cpu:.1f} s cpu; {other.stats}")
-    gpu_memory = {}
-    reset_gpu_peak(device)
-    wall, cpu = time.perf_counter(), time.process_time()
-    results = engine.score([by_key[k] for k in keys])
-    sync(device)
-    engine_wall, engine_cpu = time.perf_counter() - wall, time.process_time() - cpu
-    gpu_memory["engine"] = gpu_peak_mib(device)
-    engine_lp = {k: r.logprob for k, r in zip(keys, results, strict=True)}
-    n_tokens = {k: r.n_tokens for k, r in zip(keys, results, strict=True)}
-    print(f"engine: {engine_wall:.1f} s wall, {engine_cpu:.1f} s cpu; {engine.stats}")
+        other, _, unpacked_wall, unpacked_cpu = time_engine(model, tokenizer, by_key, keys, args.token_budget, device,
+                                                            packed=False)
+        print(f"engine (unpacked, {dtypes[-1]}): {unpacked_wall:.1f} s wall, {unpacked_cpu:.1f} s cpu; {other.stats}")
 
+    # the naive method in the last dtype (float32 when it is there): the reference every engine is compared with
+    naive_dtype = dtypes[-1]
+    first = engines[naive_dtype]
+    n_tokens = first["n_tokens"]
     naive_lp: list[tuple[str, float]] = []
     naive_tokens = naive_rows = naive_pairs = 0
     reset_gpu_peak(device)
     wall, cpu = time.perf_counter(), time.process_time()
     for pair in pairs.iter_rows(named=True):
         for key in (pair["cond_key"], pair["marg_key"]):
-            (result,) = reference_score(model, tokenizer, [by_key[key]])
+            (result,) = reference_score(first["model"], tokenizer, [by_key[key]])
             naive_lp.append((key, result.logprob))
     sync(device)
     naive_wall, naive_cpu = time.perf_counter() - wall, time.process_time() - cpu
     gpu_memory["naive"] = gpu_peak_mib(device)
     for key, _ in naive_lp:                                      # work counters, outside the timing
-        length = len(engine.encode(by_key[key])[0]) + n_tokens[key]
+        length = len(first["engine"].encode(by_key[key])[0]) + n_tokens[key]
         naive_tokens, naive_rows, naive_pairs = naive_tokens + length, naive_rows + length, naive_pairs + length * (length + 1) // 2
-    print(f"naive:  {naive_wall:.1f} s wall, {naive_cpu:.1f} s cpu; {len(naive_lp)} forward passes, {naive_tokens} tokens")
+    print(f"naive ({naive_dtype}): {naive_wall:.1f} s wall, {naive_cpu:.1f} s cpu; {len(naive_lp)} forward passes, "
+          f"{naive_tokens} tokens")
 
     scored = sum(n_tokens[pair["cond_key"]] + n_tokens[pair["marg_key"]] for pair in pairs.iter_rows(named=True))
-    worst = max(abs(lp - engine_lp[key]) for key, lp in naive_lp)
-    stats = engine.stats
-    engine_gflops = flops(model, stats.forward_tokens, stats.attention_pairs, stats.head_rows) / engine_wall / 1e9
-    naive_gflops = flops(model, naive_tokens, naive_pairs, naive_rows) / naive_wall / 1e9
-    figures = {
+    naive_flops = flops(first["model"], naive_tokens, naive_pairs, naive_rows)
+    naive_peak, naive_peak_cpu = peaks[naive_dtype]
+    figures: dict[str, object] = {
         "papers": candidates["paper_id"].n_unique(),
         "pairs": pairs.height,
         "unique_requests": requests.height,
         "scored_tokens": scored,
-        "engine_tokens_per_s": round(scored / engine_wall, 1),
-        "naive_tokens_per_s": round(scored / naive_wall, 1),
-        "speedup": round(naive_wall / engine_wall, 2),
-        "speedup_cpu_time": round(naive_cpu / engine_cpu, 2),
-        "max_abs_diff_nats": worst,
-        "engine_gflops": round(engine_gflops, 1),
-        "naive_gflops": round(naive_gflops, 1),
-        "matmul_peak_gflops": round(peak, 1),
-        "engine_fraction_of_peak": round(engine_gflops / peak, 3),
-        "engine_forward_tokens": stats.forward_tokens,
-        "naive_forward_tokens": naive_tokens,
         "threads": torch.get_num_threads(),
         "device": device,
-        "dtype": "nf4" if args.nf4 else dtype,
+        "dtypes": ["nf4"] if args.nf4 else dtypes,
+        "bf16_native": native_bf16,
         "shape": args.shape,
+        "naive_dtype": naive_dtype,
+        "naive_tokens_per_s": round(scored / naive_wall, 1),
+        "naive_gflops": round(naive_flops / naive_wall / 1e9, 1),
+        "naive_fraction_of_peak": round(naive_flops / naive_wall / 1e9 / naive_peak, 3),
+        "naive_fraction_of_peak_cpu_time": round(naive_flops / naive_cpu / 1e9 / naive_peak_cpu, 3),
+        "naive_forward_tokens": naive_tokens,
+        "matmul_peak_gflops": {name: round(peak, 1) for name, (peak, _) in peaks.items()},
+        "matmul_peak_gflops_per_cpu_s": {name: round(cpu, 1) for name, (_, cpu) in peaks.items()},
     }
+    for dtype, run in engines.items():
+        stats = run["engine"].stats
+        work = flops(run["model"], stats.forward_tokens, stats.attention_pairs, stats.head_rows)
+        peak, peak_cpu = peaks[dtype]
+        worst = max(abs(lp - run["logprob"][key]) for key, lp in naive_lp)
+        figures[dtype] = {
+            "engine_tokens_per_s": round(scored / run["wall"], 1),
+            "speedup_over_naive": round(naive_wall / run["wall"], 2),
+            "speedup_over_naive_cpu_time": round(naive_cpu / run["cpu"], 2),
+            "max_abs_diff_nats_vs_naive": worst,
+            "engine_gflops": round(work / run["wall"] / 1e9, 1),
+            "engine_fraction_of_peak": round(work / run["wall"] / 1e9 / peak, 3),
+            "engine_gflops_per_cpu_s": round(work / run["cpu"] / 1e9, 1),
+            "engine_fraction_of_peak_cpu_time": round(work / run["cpu"] / 1e9 / peak_cpu, 3),
+            "engine_forward_tokens": stats.forward_tokens,
+            "naive_over_engine_flops": round(naive_flops / work, 2),
+        }
+        print(f"engine {dtype}: {figures[dtype]['engine_tokens_per_s']} scored tokens/s vs naive "
+              f"{figures['naive_tokens_per_s']} ({naive_dtype}) -> {figures[dtype]['speedup_over_naive']}x; "
+              f"largest difference from the naive {naive_dtype} {worst:.2e} nats; "
+              f"{figures[dtype]['engine_gflops']} GFLOP/s = {100 * figures[dtype]['engine_fraction_of_peak']:.0f}% of "
+              f"the {dtype} matmul peak {peak:.1f} ({100 * figures[dtype]['engine_fraction_of_peak_cpu_time']:.0f}% per "
+              "CPU second)")
+    if len(engines) == 2:
+        figures["bfloat16_over_float32_engine"] = round(engines["float32"]["wall"] / engines["bfloat16"]["wall"], 2)
+        figures["bfloat16_over_float32_engine_cpu_time"] = round(engines["float32"]["cpu"] / engines["bfloat16"]["cpu"], 2)
     if device == "cuda":
         figures["peak_gpu_memory_mib"] = gpu_memory
         figures["gpu"] = torch.cuda.get_device_name()
     if unpacked_wall is not None:
+        last = engines[dtypes[-1]]
         figures["unpacked_tokens_per_s"] = round(scored / unpacked_wall, 1)
-        figures["packed_vs_unpacked"] = round(unpacked_wall / engine_wall, 2)
-        figures["packed_vs_unpacked_cpu_time"] = round(unpacked_cpu / engine_cpu, 2)
-    figures["matmul_peak_gflops_per_cpu_s"] = round(peak_cpu, 1)
-    figures["engine_gflops_per_cpu_s"] = round(engine_gflops * engine_wall / engine_cpu, 1)
-    figures["naive_gflops_per_cpu_s"] = round(naive_gflops * naive_wall / naive_cpu, 1)
-    figures["engine_fraction_of_peak_cpu_time"] = round(figures["engine_gflops_per_cpu_s"] / peak_cpu, 3)
-    figures["naive_fraction_of_peak_cpu_time"] = round(figures["naive_gflops_per_cpu_s"] / peak_cpu, 3)
-    figures["naive_over_engine_flops"] = round(flops(model, naive_tokens, naive_pairs, naive_rows)
-                                                / flops(model, stats.forward_tokens, stats.attention_pairs,
-                                                        stats.head_rows), 2)
-    print(f"tokens/s engine {figures['engine_tokens_per_s']} vs naive {figures['naive_tokens_per_s']} "
-          f"-> speedup {figures['speedup']}x (target >= 2); largest difference {worst:.2e} nats (target <= 1e-3)")
-    print(f"engine {figures['engine_gflops']} GFLOP/s = {100 * figures['engine_fraction_of_peak']:.0f}% of the "
-          f"measured {dtype} matmul peak {figures['matmul_peak_gflops']} GFLOP/s")
+        figures["packed_vs_unpacked"] = round(unpacked_wall / last["wall"], 2)
+        figures["packed_vs_unpacked_cpu_time"] = round(unpacked_cpu / last["cpu"], 2)
     print(json.dumps(figures))
 
 
