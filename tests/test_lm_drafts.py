@@ -132,3 +132,44 @@ def test_drafts_on_smollm2_answer_like_the_one_token_loop(embedded_lm):
     assert [(r.text, r.output_tokens, r.truncated) for r in ours] == [
         (r.text, r.output_tokens, r.truncated) for r in reference]
     assert fast._greedy.kept > 0 and fast._greedy.forwards < stepwise._greedy.forwards
+
+
+def test_prompts_sharing_a_long_prefix_compute_it_once_and_answer_like_generate(tiny):
+    """Two clusters of prompts (a judge's prompts quoting one paper each): each cluster's shared
+    prefix runs once, is kept, and a later call reuses it; the answers equal transformers' `generate`."""
+    generator = torch.Generator().manual_seed(3)
+
+    def pieces(n: int) -> list[int]:
+        return torch.randint(2, len(PIECES), (n,), generator=generator).tolist()
+
+    system, papers = [2, 13, 18], [pieces(60), pieces(50)]
+    batch = [tuple(system + paper + pieces(n)) for paper in papers for n in (7, 12, 4)]
+    fed: list[int] = []
+    hook = tiny.model.register_forward_pre_hook(lambda _, args, kwargs: fed.append(kwargs["input_ids"].shape[1]),
+                                                with_kwargs=True)
+    try:
+        decoder = GreedyDecoder(tiny, draft_tokens=3)
+        limits = [20, 14, 25, 9, 30, 18]
+        answers = decoder.generate(batch, limits, {0})
+        prefill = sum(fed[: len(papers) + len(batch)])     # the clusters' heads, then each prompt's body
+        assert prefill == sum(len(system) + len(p) for p in papers) + sum(n for n in (7, 12, 4)) * 2
+        assert sorted(len(h) for h in decoder._heads) == [len(system) + 50, len(system) + 60]
+        fed.clear()
+        later = tuple(system + papers[0] + pieces(9))
+        assert decoder.generate([later], [15], {0})[0] == reference(tiny, [later], [15])[0]
+        assert fed[0] == 9                                  # only its own tail: the paper's head was kept
+    finally:
+        hook.remove()
+    assert answers == reference(tiny, batch, limits)
+
+
+def reference(model, batch, limits, pad: int = 1) -> list[list[int]]:
+    """transformers' greedy `generate` on the left-padded batch, each row cut after its stop or limit."""
+    width = max(map(len, batch))
+    ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in batch])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in batch])
+    with torch.inference_mode():
+        out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max(limits), do_sample=False,
+                             pad_token_id=pad, eos_token_id=0)
+    rows = [row[:limit] for row, limit in zip(out[:, width:].tolist(), limits, strict=True)]
+    return [row[: row.index(0) + 1] if 0 in row else row for row in rows]

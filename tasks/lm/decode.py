@@ -4,9 +4,11 @@ The same answers as `model.generate(do_sample=False)` with the line-prefix const
 less work:
 
 * **prefill without padding**: the prefix shared by every prompt of the call (chat template head
-  and system prompt) is run once and its KV kept for later calls (a few, least recently used);
-  each prompt's body then runs alone on top of it, so no padded position is ever computed and
-  attention runs without a padding mask;
+  and system prompt), and the longer prefix shared by each cluster of its prompts (a judge's
+  prompts that quote one paper's synopsis and reviews before each candidate), is run once and its
+  KV kept for later calls (a few, least recently used; a later prompt starting with a kept prefix
+  reuses it); each prompt's body then runs alone on top of it, so no padded position is ever
+  computed and attention runs without a padding mask;
 * **one preallocated KV buffer per layer** (`SlotLayer`): the prompts' KV are laid out
   left-padded in a buffer sized for the longest prompt plus the answer, and each decoding step
   writes its column in place, instead of copying the whole cache every step (`torch.cat`);
@@ -317,14 +319,14 @@ class GreedyDecoder:
     def _prefill(self, prompts: Sequence[Tokens], new_tokens: int
                  ) -> tuple[torch.Tensor, Cache, torch.Tensor, torch.Tensor]:
         """Last-position logits of every prompt and the left-padded KV buffer holding them."""
-        head_len = min(_common_prefix(prompts), min(map(len, prompts)) - 1)
-        head = self._head(tuple(prompts[0][:head_len]), keep=len(prompts) > 1)
+        heads = self._shared_heads(prompts)
         width = max(map(len, prompts))
         n = len(prompts)
         buffers: list[tuple[torch.Tensor, torch.Tensor]] = []
         mask = torch.zeros((n, width + new_tokens), dtype=torch.long)
         logits = []
         for i, ids in enumerate(prompts):
+            head_len, head = heads[i]
             cache = DynamicCache([(k, v) for k, v in head]) if head else None
             out = self.model(input_ids=torch.tensor([ids[head_len:]], device=self.device),
                              past_key_values=cache, use_cache=True, logits_to_keep=1)
@@ -340,6 +342,32 @@ class GreedyDecoder:
         cache = Cache(layers=[SlotLayer(k, v, width) for k, v in buffers])
         lengths = torch.tensor([len(ids) for ids in prompts], dtype=torch.long)
         return torch.stack(logits), cache, mask, lengths
+
+    def _shared_heads(self, prompts: Sequence[Tokens]) -> list[tuple[int, KV]]:
+        """Per prompt, (length, KV) of the prefix it starts from: the prefix its cluster shares
+        (`prompt_clusters`: e.g. a judge's prompts quoting one paper's synopsis and reviews before
+        each candidate), else the longest kept head of an earlier call that starts it, else the
+        prefix the whole call shares. A shared prefix is computed once and kept for later calls."""
+        from tasks.lm.loglikelihood import prompt_clusters
+
+        call = min(_common_prefix(prompts), min(map(len, prompts)) - 1)
+        found: dict[Tokens, tuple[int, KV]] = {}
+        if len(prompts) > 1:
+            for cluster in prompt_clusters([tuple(ids) for ids in prompts]):
+                length = min(_common_prefix(cluster), min(map(len, cluster)) - 1)
+                if len(cluster) > 1 and length > call:
+                    kv = self._head(cluster[0][:length], keep=True)
+                    found.update({ids: (length, kv) for ids in cluster})
+        plan = []
+        floor = call if len(prompts) > 1 else 0   # a lone prompt's "shared" prefix is all of it
+        for ids in map(tuple, prompts):
+            if ids not in found:
+                kept = max((h for h in self._heads if floor < len(h) < len(ids) and ids[: len(h)] == h),
+                           key=len, default=None)
+                found[ids] = ((len(kept), self._head(kept, keep=True)) if kept is not None
+                              else (call, self._head(ids[:call], keep=len(prompts) > 1)))
+            plan.append(found[ids])
+        return plan
 
     def _head(self, head: Tokens, keep: bool) -> KV:
         """KV (batch 1) of the prefix every prompt of the call shares; kept for the next calls when

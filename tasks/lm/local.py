@@ -1,6 +1,7 @@
 """The local backend: a transformers causal LM that generates (greedy) and gives log-likelihoods.
 
-`generate`: prompts go through the model's chat template and are generated in batches, longest first so an
+`generate`: prompts go through the model's chat template and are generated in batches of prompts in
+token order (prompts sharing a long prefix together), the batch with the longest prompt first so an
 out-of-memory error shows up on the first batch, with left padding so every row's answer starts
 at the same column; results are put back in input order. A prompt that does not fit the model's
 context is an error result, never silently cut. `load_in_4bit` asks for NF4 weights through
@@ -134,10 +135,13 @@ class LocalLM:
                                               f"the line prefixes {request.line_prefixes!r}")
             else:
                 runnable.append(i)
-        # one group per set of line prefixes, longest prompt first within each
+        # one group per set of line prefixes; prompts in token order within each, so prompts that share
+        # a long prefix (a judge's prompts quoting one paper) share a batch and the decoder computes
+        # that prefix once; the batch holding the longest prompt first (an out-of-memory error early)
         chunks = [[runnable[k] for k in batch] for batch in batches(
-            runnable, lambda i: len(prompts[i]), key=lambda i: (requests[i].line_prefixes, -len(prompts[i])),
+            runnable, lambda i: len(prompts[i]), key=lambda i: (requests[i].line_prefixes, prompts[i]),
             max_items=self.batch_size, group=lambda i: requests[i].line_prefixes)]
+        chunks.sort(key=lambda chunk: -max(len(prompts[i]) for i in chunk))
         for chunk in track(chunks, f"generating ({self.model})", "batch"):
             first = requests[chunk[0]]
             constraint = self.constraint(first.line_prefixes) if first.line_prefixes else None
