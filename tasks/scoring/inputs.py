@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import polars as pl
 
@@ -64,13 +65,18 @@ def curated_reviews(cfg: Config, pipeline: str) -> pl.DataFrame:
         path = folder / "reviews.parquet"
         if not path.is_file():
             raise FileNotFoundError(f"{path}: curated reviews not found; run the curate stage first")
-        reviews = pl.read_parquet(path, columns=["paper_id", "review_id", "review_text"])
-        papers = folder / "papers.parquet"
-        if papers.is_file():
-            sample = pl.read_parquet(papers, columns=["paper_id", "in_benchmark"]).filter("in_benchmark")
-            reviews = reviews.join(sample.select("paper_id"), on="paper_id", how="semi")
-        frames.append(reviews)
+        frames.append(benchmark_only(pl.read_parquet(path, columns=["paper_id", "review_id", "review_text"]), folder))
     return pl.concat(frames)
+
+
+def benchmark_only(reviews: pl.DataFrame, curate_folder: Path) -> pl.DataFrame:
+    """The rows of `reviews` on papers of the benchmark sample (`in_benchmark` in the curate
+    folder's papers.parquet); all of them when there is no papers table."""
+    papers = curate_folder / "papers.parquet"
+    if not papers.is_file():
+        return reviews
+    sample = pl.read_parquet(papers, columns=["paper_id", "in_benchmark"]).filter("in_benchmark")
+    return reviews.join(sample.select("paper_id"), on="paper_id", how="semi")
 
 
 def paper_groups(cfg: Config, pipeline: str) -> dict[str, str]:

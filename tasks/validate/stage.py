@@ -46,14 +46,18 @@ def llm_preprocessor(backend: Any, cfg: PreprocessConfig) -> Preprocessor:
 
 
 def read_reviews(cfg: Config, pipeline: str) -> pl.DataFrame:
-    """REVIEWS_IN rows of the pipeline: curated reviews with their judgments and synopses; group = venue."""
+    """REVIEWS_IN rows of the pipeline: the curated reviews of the benchmark papers (the sample every
+    stage after curation works on: only these have judgments and synopses, so every metric is
+    validated on the same papers) with their judgments and synopses; group = venue."""
+    from tasks.scoring.inputs import benchmark_only
+
     frames = []
     for venue in cfg.pipelines[pipeline].venues:
         path = stage_dir(cfg, pipeline, "curate", venue) / "reviews.parquet"
         if not path.is_file():
             raise FileNotFoundError(f"{path}: curated reviews not found; run the curate stage first")
-        frames.append(pl.read_parquet(path, columns=["paper_id", "review_id", "review_text"])
-                      .with_columns(group=pl.lit(venue)))
+        frames.append(benchmark_only(pl.read_parquet(path, columns=["paper_id", "review_id", "review_text"]),
+                                     path.parent).with_columns(group=pl.lit(venue)))
     reviews = pl.concat(frames)
     metrics = get(cfg.validate.metrics)
     judgments = read_judgments(cfg, pipeline, metrics)
