@@ -1,8 +1,8 @@
 """The local backend: a transformers causal LM that generates (greedy) and gives log-likelihoods.
 
-`generate`: prompts go through the model's chat template and are generated in batches of prompts in
-token order (prompts sharing a long prefix together), the batch with the longest prompt first so an
-out-of-memory error shows up on the first batch, with left padding so every row's answer starts
+`generate`: prompts go through the model's chat template and are generated in batches, longest first so an
+out-of-memory error shows up on the first batch (prompts that share a long prefix kept together, so
+the decoder computes it once), with left padding so every row's answer starts
 at the same column; results are put back in input order. A prompt that does not fit the model's
 context is an error result, never silently cut. `load_in_4bit` asks for NF4 weights through
 bitsandbytes, which needs CUDA; on a CPU-only machine it is refused with a clear error.
@@ -135,13 +135,21 @@ class LocalLM:
                                               f"the line prefixes {request.line_prefixes!r}")
             else:
                 runnable.append(i)
-        # one group per set of line prefixes; prompts in token order within each, so prompts that share
-        # a long prefix (a judge's prompts quoting one paper) share a batch and the decoder computes
-        # that prefix once; the batch holding the longest prompt first (an out-of-memory error early)
+        # one group per set of line prefixes; within each, prompts that share a long prefix (a judge's
+        # prompts quoting one paper: `prompt_clusters`) next to each other, so they share a batch and
+        # the decoder computes that prefix once; longest prompt first otherwise (an out-of-memory error
+        # shows up on the first batch)
+        from tasks.lm.loglikelihood import prompt_clusters
+
+        cluster_of: dict[Tokens, tuple[int, int]] = {}
+        for prefixes in {requests[i].line_prefixes for i in runnable}:
+            own = [prompts[i] for i in runnable if requests[i].line_prefixes == prefixes]
+            for n, cluster in enumerate(prompt_clusters(own) if len(own) > 1 else [own]):
+                cluster_of.update({ids: (-max(map(len, cluster)), n) for ids in cluster})
         chunks = [[runnable[k] for k in batch] for batch in batches(
-            runnable, lambda i: len(prompts[i]), key=lambda i: (requests[i].line_prefixes, prompts[i]),
+            runnable, lambda i: len(prompts[i]),
+            key=lambda i: (requests[i].line_prefixes, *cluster_of[prompts[i]], -len(prompts[i])),
             max_items=self.batch_size, group=lambda i: requests[i].line_prefixes)]
-        chunks.sort(key=lambda chunk: -max(len(prompts[i]) for i in chunk))
         for chunk in track(chunks, f"generating ({self.model})", "batch"):
             first = requests[chunk[0]]
             constraint = self.constraint(first.line_prefixes) if first.line_prefixes else None
