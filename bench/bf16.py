@@ -5,8 +5,7 @@ Two parts, each optional:
 * **scores and verdicts** (`--papers N`): the metric validation of bench/validate.py (one seeded
   review per paper is the candidate, the others its references, the file's GPT-4o judgments as
   judgment lines, every deterministic strategy) run twice, the evaluation LM in float32 then in
-  bfloat16. Printed: every log-likelihood request's log p under both (largest and median absolute
-  difference in nats, and per scored token); GEM of every (candidate version, paper) pair (the
+  bfloat16. Printed: GEM of every (candidate version, paper) pair (the
   mean over the paper's references, what the verdicts are computed from) under both: the largest,
   median and 90th percentile absolute difference in nats and the Spearman correlation; and each
   (metric, strategy) verdict and SMD under both, with the verdicts that differ.
@@ -128,9 +127,6 @@ def scores_and_verdicts(args: argparse.Namespace, emulate: bool) -> dict[str, ob
     pairs = (f32.scores.filter(pl.col("score").is_not_nan()).select(*PAIR, f32="score")
              .join(bf16.scores.select(*PAIR, bf16="score"), on=PAIR, how="inner"))
     diff = (pairs["f32"] - pairs["bf16"]).abs()
-    logprobs = f32_lp.select("key", "n_tokens", f32="logprob").join(bf16_lp.select("key", bf16="logprob"), on="key")
-    per_request = (logprobs["f32"] - logprobs["bf16"]).abs()
-    per_token = per_request / logprobs["n_tokens"]
     verdicts = (f32.validation.select("metric", "strategy", "kind", "n", smd_f32="smd", p_f32="p_value",
                                       passed_f32="passed")
                 .join(bf16.validation.select("metric", "strategy", smd_bf16="smd", p_bf16="p_value",
@@ -144,11 +140,7 @@ def scores_and_verdicts(args: argparse.Namespace, emulate: bool) -> dict[str, ob
     figures = {
         "papers": f32.scores["paper_id"].n_unique(),
         "pairs": pairs.height,
-        "loglik_requests": logprobs.height,
-        "mean_scored_tokens_per_request": round(float(logprobs["n_tokens"].mean()), 1),
-        "logprob_abs_diff_max_nats": round(float(per_request.max()), 4),
-        "logprob_abs_diff_median_nats": round(float(per_request.median()), 4),
-        "logprob_abs_diff_per_token_median_nats": round(float(per_token.median()), 5),
+        "loglik_requests": {"float32": f32_lp.height, "bfloat16": bf16_lp.height},   # keys differ by dtype
         "gem_abs_diff_max_nats": round(float(diff.max()), 4),
         "gem_abs_diff_median_nats": round(float(diff.median()), 4),
         "gem_abs_diff_p90_nats": round(float(diff.quantile(0.9)), 4),
@@ -160,9 +152,6 @@ def scores_and_verdicts(args: argparse.Namespace, emulate: bool) -> dict[str, ob
         "float32_cost": f32_cost,
         "bfloat16_cost": bf16_cost,
     }
-    print(f"{logprobs.height} log-likelihood requests ({figures['mean_scored_tokens_per_request']} scored tokens "
-          f"each): |log p float32 - bfloat16| max {figures['logprob_abs_diff_max_nats']} nats, median "
-          f"{figures['logprob_abs_diff_median_nats']} ({figures['logprob_abs_diff_per_token_median_nats']} per token)")
     print(f"{figures['pairs']} candidate scores on {figures['papers']} papers: |GEM float32 - bfloat16| max "
           f"{figures['gem_abs_diff_max_nats']} nats, median {figures['gem_abs_diff_median_nats']}, p90 "
           f"{figures['gem_abs_diff_p90_nats']} (mean |GEM| {figures['gem_mean_abs_nats']}); Spearman "
