@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
-from enum import StrEnum
 from typing import Annotated
 
 import typer
@@ -19,6 +19,12 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from flows.cli_common import ConfigOption, config_path, fail, read_config  # noqa: E402
+from flows.cli_query import (  # noqa: E402, F401 - check_read_only: part of the CLI's API
+    EXIT_INTERRUPTED,
+    EXIT_TIMEOUT,
+    check_read_only,
+    query,
+)
 from flows.cli_site import site  # noqa: E402
 from flows.cli_validate import report, validate  # noqa: E402
 from tasks.config import STAGES, ConfigError, check_paths, load_config  # noqa: E402
@@ -29,15 +35,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-
-READ_ONLY_STATEMENTS = {"SELECT", "EXPLAIN", "PRAGMA"}
-
-
-class Format(StrEnum):
-    table = "table"
-    csv = "csv"
-    json = "json"
-
 
 @app.command()
 def run(
@@ -126,68 +123,68 @@ def schedule(
     serve(deployment)
 
 
-def check_read_only(sql: str) -> None:
-    """Refuse anything but reading statements, with a message that says which statement."""
-    import duckdb
-
-    try:
-        statements = duckdb.extract_statements(sql)
-    except duckdb.Error as error:
-        raise ValueError(f"cannot parse the query: {error}") from None
-    if not statements:
-        raise ValueError("the query is empty")
-    for statement in statements:
-        kind = statement.type.name
-        if kind not in READ_ONLY_STATEMENTS:
-            raise ValueError(
-                f"grebench query is read-only: {kind} statements are refused "
-                f"({statement.query.strip()[:60]!r}); results are rebuilt by `grebench run <pipeline>`"
-            )
-
-
-@app.command()
-def query(
-    sql: Annotated[str, typer.Argument(help="read-only SQL, e.g. \"select count(*) from reviews\"")],
-    format: Annotated[Format, typer.Option("--format", "-f")] = Format.table,
-    max_rows: Annotated[int, typer.Option(help="rows shown in table format")] = 200,
-    config: ConfigOption = None,
-) -> None:
-    """Run read-only SQL against the results database and print the result."""
-    import duckdb
-
-    try:
-        database = load_config(config_path(config)).database
-        check_read_only(sql)
-    except (ConfigError, ValueError) as error:
-        fail(str(error))
-    if not database.is_file():
-        fail(f"no results database at {database}: run `grebench run demo` (or another pipeline) first")
-    from tasks.locks import LockTimeout, locked, recover_database, wal_path
-    from tasks.sandbox import connect_sandboxed, write_csv, write_json
-
-    if wal_path(database).exists():   # left by a killed writer: replay it, or move it aside
-        try:
-            with locked(database, timeout=30):
-                recover_database(database)
-        except LockTimeout as error:
-            fail(str(error))
-    try:
-        with connect_sandboxed(database) as con:
-            if format is Format.table:
-                relation = con.sql(sql)
-                if relation is not None:
-                    relation.show(max_rows=max_rows, max_col_width=80)
-            elif format is Format.csv:
-                write_csv(con.execute(sql), sys.stdout)
-            else:
-                write_json(con.execute(sql), sys.stdout)
-    except duckdb.Error as error:
-        fail(str(error).splitlines()[0])
-
-
+app.command()(query)
 app.command()(validate)
 app.command()(report)
 app.command()(site)
 
+# The situations of the machine rather than of the code: said in one line, never a traceback.
+SITUATIONS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
+              errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
+              errno.EPERM: "operation not permitted", errno.EFBIG: "the file is too large for this file system"}
+DUCKDB_SITUATIONS = ("No space left on device", "Read-only file system", "Permission denied", "Disk quota exceeded")
+
+
+def sql_arguments(args: list[str]) -> list[str]:
+    """`args` with `--` put before the SQL of `grebench query` when the SQL starts with `-` (a comment,
+    "-- totals\nselect ..."): no option name holds a space or a line break, SQL of that shape does."""
+    if not args or args[0] != "query" or "--" in args:
+        return args
+    for i, arg in enumerate(args[1:], start=1):
+        if arg.startswith("-") and any(c.isspace() for c in arg):
+            return [*args[:i], *args[i + 1:], "--", arg]
+    return args
+
+
+def situation(error: BaseException) -> str | None:
+    """One line for an error the machine's state caused (disk full, read-only folder), else None."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in SITUATIONS:
+            where = f": {error.filename}" if error.filename else ""
+            return f"{SITUATIONS[error.errno]}{where} ({error.strerror}); nothing already written was lost"
+        text = str(error)
+        hit = next((s for s in DUCKDB_SITUATIONS if s in text), None)
+        if hit and type(error).__module__.startswith(("duckdb", "_duckdb")):
+            return f"{text.splitlines()[0]}; nothing already written was lost"
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The `grebench` entry point: the typer app, with the machine's situations in one line."""
+    from tasks.errors import FatalError
+
+    args = sql_arguments(list(sys.argv[1:] if argv is None else argv))
+    try:
+        app(args=args, prog_name="grebench")
+    except SystemExit as done:
+        if done.code in (EXIT_TIMEOUT, EXIT_INTERRUPTED):   # a query thread may still be inside DuckDB:
+            sys.stdout.flush()                              # leave now, without waiting on it
+            sys.stderr.flush()
+            os._exit(done.code)
+        raise
+    except FatalError as error:
+        typer.echo(f"error: {str(error).splitlines()[0] if str(error) else type(error).__name__}", err=True)
+        sys.exit(2)
+    except Exception as error:
+        line = situation(error)
+        if line is None:
+            raise
+        typer.echo(f"error: {line}", err=True)
+        sys.exit(1)
+
+
 if __name__ == "__main__":
-    app()
+    main()

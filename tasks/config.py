@@ -15,7 +15,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 STAGES = ("ingest", "curate", "preprocess", "generate", "qualify", "score", "validate", "materialize")
 Stage = Literal["ingest", "curate", "preprocess", "generate", "qualify", "score", "validate", "materialize"]
@@ -32,9 +32,45 @@ class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)  # NaN / inf: never a setting
 
 
+# Names that become folder and file names (tasks/layout.py) and words of suggested shell commands:
+# letters, digits, ".", "_" and "-", starting with a letter or digit, never "..".
+PIPELINE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+# A venue id is "/"-separated segments of the same characters (OpenReview's "ICLR.cc/2023/Conference");
+# "{year}" may stand in a segment of a yearly template. No segment is empty, "." or "..".
+VENUE_SEGMENT = re.compile(r"[A-Za-z0-9_-]([A-Za-z0-9._-]|\{year\})*|\{year\}([A-Za-z0-9._-]|\{year\})*")
+
+
+def check_pipeline_name(name: str) -> str:
+    """`name` when it is a safe pipeline name; else a ValueError saying what is allowed."""
+    if not PIPELINE_NAME.fullmatch(name) or ".." in name:
+        raise ValueError(f"pipeline name {name!r} is not allowed: use letters, digits, '.', '_' and '-' "
+                         "(starting with a letter or digit, no '..', at most 100 characters)")
+    return name
+
+
+def check_venue_id(venue_id: str) -> str:
+    """`venue_id` when every "/"-separated segment is safe; else a ValueError saying what is allowed."""
+    segments = venue_id.split("/")
+    if len(venue_id) > 300 or not all(VENUE_SEGMENT.fullmatch(s) and ".." not in s for s in segments):
+        raise ValueError(f"venue id {venue_id!r} is not allowed: '/'-separated parts of letters, digits, '.', "
+                         "'_' and '-' (each starting with a letter, digit, '_' or '-'; no empty part, no '..')")
+    return venue_id
+
+
 class PathsConfig(Frozen):
     data_dir: Path = Path("data")
+    # "{pipeline}" in the path gives each pipeline its own results database (the shipped config:
+    # data/{pipeline}/grebench.duckdb). Without it one file is shared, and materialize refuses to
+    # replace one pipeline's results with another's (tasks/materialize.py).
     database: Path = Path("data/grebench.duckdb")
+
+    @field_validator("database")
+    @classmethod
+    def _one_placeholder(cls, value: Path) -> Path:
+        text = str(value).replace("{pipeline}", "")
+        if "{" in text or "}" in text:
+            raise ValueError("the only placeholder allowed is {pipeline}")
+        return value
 
 
 class IngestConfig(Frozen):
@@ -341,6 +377,18 @@ class QualifyConfig(Frozen):
     rewriter: LLMConfig | None = None
 
 
+class QueryConfig(Frozen):
+    """Limits of `grebench query` (flows/cli_query.py), set before the user's SQL runs and locked."""
+
+    timeout_seconds: float = Field(300.0, gt=0)   # --timeout overrides it; then the query is interrupted
+    memory_limit_mb: int = Field(2048, ge=64)     # DuckDB's memory_limit
+    max_spill_mb: int = Field(2048, ge=0)         # DuckDB's max_temp_directory_size (0: no spilling)
+    threads: int = Field(2, ge=1)
+    # The whole process's address space (RLIMIT_AS) is capped at memory_limit_mb plus this, so that
+    # allocations DuckDB does not count (one huge string) fail as "Out of Memory" instead of swapping
+    address_space_headroom_mb: int = Field(1024, ge=256)
+
+
 class ScheduleConfig(Frozen):
     """The yearly refresh deployment registered by `grebench schedule`."""
 
@@ -349,6 +397,16 @@ class ScheduleConfig(Frozen):
     cron: str = "0 6 15 12 *"          # 06:00 on 15 December, once the year's reviews are public
     timezone: str = "UTC"
     venues: tuple[str, ...] = ()       # fixed venue list parameter; empty: the pipeline's template
+
+    @field_validator("pipeline")
+    @classmethod
+    def _safe_pipeline(cls, value: str) -> str:
+        return check_pipeline_name(value)
+
+    @field_validator("venues")
+    @classmethod
+    def _safe_venues(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(check_venue_id(v) for v in value)
 
     @field_validator("timezone")
     @classmethod
@@ -443,6 +501,11 @@ class PipelineConfig(Frozen):
             raise ValueError(f"lists {repeated} more than once")
         return value
 
+    @field_validator("venues")
+    @classmethod
+    def _safe_venue_ids(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(check_venue_id(v) for v in value)
+
 
 class Config(Frozen):
     """The whole file. `root` is the folder relative paths are resolved against."""
@@ -456,17 +519,40 @@ class Config(Frozen):
     score: ScoreConfig = ScoreConfig()
     validate: ValidateConfig = ValidateConfig()
     qualify: QualifyConfig = QualifyConfig()
+    query: QueryConfig = QueryConfig()
     schedule: ScheduleConfig = ScheduleConfig()
     venues: dict[str, VenueConfig] = {}
     pipelines: dict[str, PipelineConfig] = {}
+    _pipeline: str | None = PrivateAttr(None)   # set by for_pipeline: the pipeline this config runs
+
+    @field_validator("pipelines")
+    @classmethod
+    def _safe_names(cls, value: dict[str, PipelineConfig]) -> dict[str, PipelineConfig]:
+        for name in value:
+            check_pipeline_name(name)
+        return value
 
     @property
     def data_dir(self) -> Path:
         return self.root / self.paths.data_dir
 
     @property
+    def per_pipeline_database(self) -> bool:
+        return "{pipeline}" in str(self.paths.database)
+
+    @property
     def database(self) -> Path:
-        return self.root / self.paths.database
+        """The results database of the pipeline this config was resolved for (`for_pipeline`)."""
+        return self.database_for(self._pipeline)
+
+    def database_for(self, pipeline: str | None) -> Path:
+        """The results database of `pipeline` (`paths.database` with {pipeline} filled in)."""
+        if not self.per_pipeline_database:
+            return self.root / self.paths.database
+        if pipeline is None:
+            raise ConfigError("paths.database holds {pipeline}: name the pipeline whose results you mean "
+                              "(--pipeline)")
+        return self.root / str(self.paths.database).replace("{pipeline}", check_pipeline_name(pipeline))
 
     @model_validator(mode="after")
     def _ratings_on_scale(self) -> Config:
@@ -498,11 +584,17 @@ class Config(Frozen):
             year = match.group(2)
             pipelines[name] = base.model_copy(update={"venues": tuple(v.replace("{year}", year) for v in base.venues)})
         if venues:
-            pipelines[name] = pipelines[name].model_copy(update={"venues": tuple(venues)})
+            try:
+                checked = tuple(check_venue_id(v) for v in venues)
+            except ValueError as error:
+                raise ConfigError(str(error)) from None
+            pipelines[name] = pipelines[name].model_copy(update={"venues": checked})
         pipeline = pipelines[name]
         if any("{year}" in v for v in pipeline.venues):
             raise ConfigError(f"pipeline {name!r} is a yearly template: run it as '{name}-<year>'")
-        return self._merged(name, pipeline)
+        merged = self._merged(name, pipeline)
+        merged._pipeline = name
+        return merged
 
     def _merged(self, name: str, pipeline: PipelineConfig) -> Config:
         merged = self.model_dump()

@@ -9,7 +9,7 @@
     data/<pipeline>/validate/              validation, leaderboard, ... .parquet
     data/<pipeline>/runs/<run_id>.parquet  the run records (tasks/runs.py)
     data/cache/llm/                        content-addressed LLM answers
-    data/grebench.duckdb                   the results database (paths.database)
+    data/<pipeline>/grebench.duckdb        the results database of each pipeline (paths.database)
 """
 
 from __future__ import annotations

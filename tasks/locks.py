@@ -105,8 +105,10 @@ def recover_database(database: Path) -> None:
     """Make `database` openable after a crash; call only while holding its lock.
 
     A WAL beside it is replayed and checkpointed when it belongs to the file; one that does not
-    (the file was swapped after the crash: "WAL does not match database file") is moved aside
-    as `<name>.wal.stale-<time>` for inspection, with one line of log.
+    (the file was swapped after the crash: "WAL does not match database file") or that DuckDB
+    cannot replay (damaged: it opens the file, ignores the WAL and leaves it there) is moved aside
+    as `<name>.wal.stale-<time>` for inspection, with one line of log. Readers (`grebench query`)
+    and writers (materialize) both call this, so such a WAL is set aside once, by whoever comes first.
     """
     remove_stale_scratch(database)
     wal = wal_path(database)
@@ -120,6 +122,9 @@ def recover_database(database: Path) -> None:
             con.execute("CHECKPOINT")
     except duckdb.Error as error:
         _quarantine_wal(wal, str(error).splitlines()[0])
+        return
+    if wal.exists() and wal.stat().st_size:   # a checkpoint empties a WAL it replayed
+        _quarantine_wal(wal, "DuckDB could not replay it")
 
 
 def _quarantine_wal(wal: Path, why: str) -> None:

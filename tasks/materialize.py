@@ -24,6 +24,7 @@ import duckdb
 from prefect import task
 
 from tasks.config import Config
+from tasks.errors import FatalError
 from tasks.layout import pipeline_dir
 from tasks.locks import copy_database, discard, locked, recover_database, scratch_path, swap_database
 from tasks.summary import StageSummary
@@ -34,6 +35,30 @@ LAYERS = ("staging", "marts")
 
 class DataTestError(RuntimeError):
     """A data test in sql/tests/ returned rows."""
+
+
+class OtherPipelineError(FatalError):
+    """The database path is shared and holds another pipeline's results: building would replace them."""
+
+
+def built_for(database: Path) -> str | None:
+    """The pipeline whose results `database` holds (its `_build` table), or None when unknown."""
+    if not database.is_file():
+        return None
+    try:
+        with duckdb.connect(str(database), read_only=True) as con:
+            return con.execute("SELECT any_value(pipeline) FROM _build").fetchone()[0]
+    except duckdb.Error:
+        return None
+
+
+def refuse_other_pipeline(cfg: Config, pipeline: str, target: Path) -> None:
+    """Stop before a shared database (no {pipeline} in paths.database) loses another pipeline's results."""
+    holder = built_for(target)
+    if holder is not None and holder != pipeline:
+        raise OtherPipelineError(
+            f"{target} holds the results of pipeline {holder!r}; building {pipeline!r} there would replace "
+            "them: put {pipeline} in paths.database (e.g. data/{pipeline}/grebench.duckdb) or move the file")
 
 
 @dataclass(frozen=True)
@@ -86,18 +111,22 @@ def _parameters(text: str, values: dict[str, object]) -> dict[str, object]:
 
 
 def build_database(cfg: Config, pipeline: str, sql_dir: Path = SQL_DIR) -> BuildResult:
-    """(Re)build `cfg.database` from the pipeline's Parquet outputs; run the data tests.
+    """(Re)build the pipeline's results database (`cfg.database_for(pipeline)`) from its Parquet
+    outputs; run the data tests. A shared database (no {pipeline} in paths.database) that holds
+    another pipeline's results is left alone: `OtherPipelineError`.
 
     The build runs in a scratch file unique to this process, under the database's lock, and is
     swapped in only once every data test has passed (tasks/locks.py).
     """
     base = pipeline_dir(cfg, pipeline)
-    target = cfg.database
+    target = cfg.database_for(pipeline)
     target.parent.mkdir(parents=True, exist_ok=True)
     result = BuildResult(database=target)
     params = _base_parameters(cfg, pipeline)
     with locked(target):
         recover_database(target)
+        if not cfg.per_pipeline_database:
+            refuse_other_pipeline(cfg, pipeline, target)
         scratch = scratch_path(target)
         try:
             with duckdb.connect(str(scratch)) as con:
@@ -161,8 +190,8 @@ def _existing_tables(con: duckdb.DuckDBPyConnection) -> set[str]:
 
 def update_tables(cfg: Config, pipeline: str, tables: set[str], sql_dir: Path = SQL_DIR) -> BuildResult:
     """Rebuild only `tables` of the database (e.g. `runs` after a run ends): on a copy, tested, swapped in."""
-    result = BuildResult(database=cfg.database)
-    target = cfg.database
+    target = cfg.database_for(pipeline)
+    result = BuildResult(database=target)
     if not target.is_file():
         return result
     with locked(target):
@@ -174,8 +203,8 @@ def update_tables(cfg: Config, pipeline: str, tables: set[str], sql_dir: Path = 
             copy_database(target, scratch)
             params = _base_parameters(cfg, pipeline)
             with duckdb.connect(str(scratch)) as con:
-                built_for = con.execute("SELECT any_value(pipeline) FROM _build").fetchone()[0]
-                if built_for != pipeline:
+                holder = con.execute("SELECT any_value(pipeline) FROM _build").fetchone()[0]
+                if holder != pipeline:
                     return result
                 present = _run_layers(con, pipeline_dir(cfg, pipeline), params, sql_dir, result, tables)
                 failures = run_data_tests(con, present, params, sql_dir)

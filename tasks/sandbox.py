@@ -5,7 +5,7 @@ guard: the database is opened read-only, with every file-system and network acce
 (`enable_external_access = false`: no COPY / EXPORT / IMPORT / ATTACH, no read_csv, read_text,
 glob or read_parquet of any file or URL, no secrets, no extension install), extensions neither
 autoloaded nor loadable, and the configuration locked before the user's SQL runs, so no `SET` or
-`PRAGMA` can undo any of it. The results database holds materialized tables (views only over
+`PRAGMA` can undo any of it, nor raise the memory, spill and thread limits set with it. The results database holds materialized tables (views only over
 those tables), so queries never need to read a file.
 """
 
@@ -36,9 +36,18 @@ SANDBOX = {
 CHUNK_ROWS = 10_000
 
 
-def connect_sandboxed(database: Path) -> duckdb.DuckDBPyConnection:
-    """A read-only connection to `database` that cannot touch any other file, URL or extension."""
-    return duckdb.connect(str(database), read_only=True, config=dict(SANDBOX))
+def connect_sandboxed(database: Path, memory_limit_mb: int | None = None, max_spill_mb: int | None = None,
+                      threads: int | None = None) -> duckdb.DuckDBPyConnection:
+    """A read-only connection to `database` that cannot touch any other file, URL or extension,
+    with the given memory, spill and thread limits set (and locked) before any SQL runs."""
+    limits: dict[str, object] = {}
+    if memory_limit_mb is not None:
+        limits["memory_limit"] = f"{memory_limit_mb}MB"
+    if max_spill_mb is not None:
+        limits["max_temp_directory_size"] = f"{max_spill_mb}MB"
+    if threads is not None:
+        limits["threads"] = threads
+    return duckdb.connect(str(database), read_only=True, config={**limits, **SANDBOX})
 
 
 def _plain(value: Any) -> Any:
