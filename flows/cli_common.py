@@ -17,6 +17,11 @@ ConfigOption = Annotated[
     typer.Option("--config", "-c", help="pipelines.toml to use (default: ./pipelines.toml, else the project's)"),
 ]
 
+PipelineOption = Annotated[
+    str | None,
+    typer.Option("--pipeline", "-p", help="whose results (default: the newest pipeline database)"),
+]
+
 
 def fail(message: str) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
@@ -56,7 +61,7 @@ def results_database(cfg: Config, pipeline: str | None) -> tuple[Path, str | Non
     `--pipeline` picks one; without it the newest pipeline database is shown. A missing database
     ends the command with one line saying how to build it.
     """
-    from tasks.materialize import built_for
+    from tasks.locks import built_for
 
     try:
         if pipeline is not None or not cfg.per_pipeline_database:
@@ -79,6 +84,19 @@ def results_database(cfg: Config, pipeline: str | None) -> tuple[Path, str | Non
     if others:
         note += f"; also built: {', '.join(others)} (choose with --pipeline)"
     return found[name], note
+
+
+def output_folder(cfg: Config, database: Path, chosen: Path | None, kind: str) -> Path:
+    """Where `site` / `report` write: `chosen`, else <data_dir>/<kind>, or beside the pipeline's own
+    database (<data_dir>/<pipeline>/<kind>) when each pipeline has one; checked writable now."""
+    from tasks.config import ConfigError, check_writable
+
+    folder = chosen or (database.parent / kind if cfg.per_pipeline_database else cfg.data_dir / kind)
+    try:
+        check_writable(folder)
+    except ConfigError as error:
+        fail(f"{'--out' if chosen else 'the output folder'} {error}")
+    return folder
 
 
 def read_config(config: Path | None) -> Config:

@@ -5,6 +5,7 @@ as JSON instead, for machines."""
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -83,11 +84,14 @@ def run_summary(cfg: Config, pipeline: str, summary: Mapping[str, StageSummary])
     if built:
         out.append(f"  {'database':<12} {_shown(cfg.database)}")
     out += ["", "next:"]
+    name = shlex.quote(pipeline)   # every suggested command is pasteable as it is
+    pick = f" --pipeline {name}" if cfg.per_pipeline_database else ""
     if built:
-        out += ['  grebench query "select metric, model, mean, ci_low, ci_high from leaderboard"',
-                "  grebench site        # the leaderboard, validation and paper pages as a static website",
-                "  grebench report      # figures and a markdown summary"]
+        leaderboard = shlex.quote("select metric, model, mean, ci_low, ci_high from leaderboard")
+        out += [f"  grebench query{pick} {leaderboard}",
+                f"  grebench site{pick}        # the leaderboard, validation and paper pages as a static website",
+                f"  grebench report{pick}      # figures and a markdown summary"]
     else:
-        out.append(f"  grebench run {pipeline} --stages materialize   # build the results database")
-    out.append(f"  grebench run {pipeline} --json   # these figures as JSON")
+        out.append(f"  grebench run {name} --stages materialize   # build the results database")
+    out.append(f"  grebench run {name} --json   # these figures as JSON")
     return "\n".join(out)

@@ -7,19 +7,24 @@ from typing import Annotated
 
 import typer
 
-from flows.cli_common import ConfigOption, fail, read_config
+from flows.cli_common import ConfigOption, PipelineOption, fail, output_folder, read_config, results_database
 
 
 def site(
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="default: <data_dir>/site")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="default: <data_dir>/site "
+                                             "(<data_dir>/<pipeline>/site with a database per pipeline)")] = None,
+    pipeline: PipelineOption = None,
     config: ConfigOption = None,
 ) -> None:
-    """Render the static results website (leaderboard, validation, papers, runs) from the results database."""
+    """Render the static results website (leaderboard, validation, papers, runs) from a results database."""
     from tasks.site import build_site
 
     cfg = read_config(config)
+    database, note = results_database(cfg, pipeline)
+    if note:
+        typer.echo(note)
     try:
-        result = build_site(cfg.database, out or cfg.data_dir / "site")
+        result = build_site(database, output_folder(cfg, database, out, "site"))
     except FileNotFoundError as error:
         fail(str(error))
     typer.echo(f"{len(result.pages)} pages, {len(result.charts)} charts in {result.out_dir}")

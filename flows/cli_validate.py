@@ -14,7 +14,7 @@ from typing import Annotated
 import polars as pl
 import typer
 
-from flows.cli_common import ConfigOption, fail, read_config
+from flows.cli_common import ConfigOption, PipelineOption, fail, output_folder, read_config, results_database
 
 JSON_KEYS = ("strategy", "metric", "n", "smd", "ci_low", "ci_high", "p_value", "passed")
 
@@ -105,14 +105,19 @@ def validate(
 
 def report(
     config: ConfigOption = None,
-    out_dir: Annotated[Path | None, typer.Option("--out-dir", "-o", help="default: <data_dir>/report")] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out-dir", "-o", help="default: <data_dir>/report "
+                                                 "(<data_dir>/<pipeline>/report with a database per pipeline)")] = None,
+    pipeline: PipelineOption = None,
 ) -> None:
-    """Write the leaderboard figure, the validation heat map and a markdown summary from the results database."""
+    """Write the leaderboard figure, the validation heat map and a markdown summary from a results database."""
     from tasks.validate.report import write_report
 
     cfg = read_config(config)
+    database, note = results_database(cfg, pipeline)
+    if note:
+        typer.echo(note)
     try:
-        paths = write_report(cfg.database, out_dir or cfg.data_dir / "report")
+        paths = write_report(database, output_folder(cfg, database, out_dir, "report"))
     except FileNotFoundError as error:
         fail(str(error))
     for path in paths.values():

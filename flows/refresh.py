@@ -30,18 +30,19 @@ def refresh_flow(
     require_refresh_tables(config_path, pipeline, year or datetime.now(UTC).year, venues)  # before ingest
     year = year or datetime.now(UTC).year
     summary = pipeline_flow(pipeline=f"{pipeline}-{year}", config_path=config_path, venues=venues or None)
-    write_site(load_config(config_path))
+    write_site(load_config(config_path), f"{pipeline}-{year}")
     return summary
 
 
-def write_site(cfg: Config) -> None:
-    """The refresh ends by rendering the static site from the results database (`grebench site`)."""
+def write_site(cfg: Config, pipeline: str) -> None:
+    """The refresh ends by rendering the static site from its results database (`grebench site`)."""
     from tasks.site import build_site
 
-    if not cfg.database.is_file():
-        print(f"no results database at {cfg.database}: the site is not written")
+    database = cfg.database_for(pipeline)
+    if not database.is_file():
+        print(f"no results database at {database}: the site is not written")
         return
-    site = build_site(cfg.database, cfg.data_dir / "site")
+    site = build_site(database, database.parent / "site" if cfg.per_pipeline_database else cfg.data_dir / "site")
     print(f"site: {len(site.pages)} pages in {site.out_dir}, open {site.index.resolve().as_uri()}")
 
 

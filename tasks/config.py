@@ -15,7 +15,15 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 STAGES = ("ingest", "curate", "preprocess", "generate", "qualify", "score", "validate", "materialize")
 Stage = Literal["ingest", "curate", "preprocess", "generate", "qualify", "score", "validate", "materialize"]
@@ -649,23 +657,34 @@ def load_config(path: Path | str = DEFAULT_CONFIG) -> Config:
     return cfg
 
 
-def check_paths(cfg: Config, config_path: Path | str) -> None:
-    """Fail now, with the key and the file, if data_dir or the database's folder cannot be written."""
+def writable_problem(folder: Path) -> str | None:
+    """Why `folder` (or the nearest folder above it that exists) cannot be written; None when it can."""
     import os
     import tempfile
 
+    existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if existing is None or not existing.is_dir():
+        return f"{existing} is a file, not a folder"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing} is not writable"
+    try:   # what os.access cannot tell: read-only mounts, /proc, root squash
+        tempfile.TemporaryFile(dir=existing).close()
+    except OSError as error:
+        return f"{existing} is not writable ({error.strerror})"
+    return None
+
+
+def check_writable(folder: Path) -> None:
+    """A ConfigError naming `folder` and the problem when it cannot be written."""
+    problem = writable_problem(folder)
+    if problem:
+        raise ConfigError(f"{folder}: {problem}")
+
+
+def check_paths(cfg: Config, config_path: Path | str) -> None:
+    """Fail now, with the key and the file, if data_dir or the database's folder cannot be written."""
     for key, folder in (("paths.data_dir", cfg.data_dir), ("paths.database", cfg.database.parent)):
-        existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
-        problem = None
-        if existing is None or not existing.is_dir():
-            problem = f"{existing} is a file, not a folder"
-        elif not os.access(existing, os.W_OK | os.X_OK):
-            problem = f"{existing} is not writable"
-        else:
-            try:   # what os.access cannot tell: read-only mounts, /proc, root squash
-                tempfile.TemporaryFile(dir=existing).close()
-            except OSError as error:
-                problem = f"{existing} is not writable ({error.strerror})"
+        problem = writable_problem(folder)
         if key == "paths.database" and cfg.database.is_dir():
             problem = f"{cfg.database} is a folder, not a database file"
         if problem:

@@ -97,6 +97,17 @@ def write_atomic(path: Path, write: Callable[[Path], object]) -> Path:
 
 # ---- DuckDB databases -------------------------------------------------------------------------
 
+def built_for(database: Path) -> str | None:
+    """The pipeline whose results `database` holds (its `_build` table), or None when unknown."""
+    if not database.is_file():
+        return None
+    try:
+        with duckdb.connect(str(database), read_only=True) as con:
+            return con.execute("SELECT any_value(pipeline) FROM _build").fetchone()[0]
+    except duckdb.Error:
+        return None
+
+
 def wal_path(database: Path) -> Path:
     return database.with_name(database.name + ".wal")
 

@@ -26,7 +26,15 @@ from prefect import task
 from tasks.config import Config
 from tasks.errors import FatalError
 from tasks.layout import pipeline_dir
-from tasks.locks import copy_database, discard, locked, recover_database, scratch_path, swap_database
+from tasks.locks import (
+    built_for,
+    copy_database,
+    discard,
+    locked,
+    recover_database,
+    scratch_path,
+    swap_database,
+)
 from tasks.summary import StageSummary
 
 SQL_DIR = Path(__file__).resolve().parents[1] / "sql"
@@ -39,17 +47,6 @@ class DataTestError(RuntimeError):
 
 class OtherPipelineError(FatalError):
     """The database path is shared and holds another pipeline's results: building would replace them."""
-
-
-def built_for(database: Path) -> str | None:
-    """The pipeline whose results `database` holds (its `_build` table), or None when unknown."""
-    if not database.is_file():
-        return None
-    try:
-        with duckdb.connect(str(database), read_only=True) as con:
-            return con.execute("SELECT any_value(pipeline) FROM _build").fetchone()[0]
-    except duckdb.Error:
-        return None
 
 
 def refuse_other_pipeline(cfg: Config, pipeline: str, target: Path) -> None:

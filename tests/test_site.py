@@ -113,7 +113,7 @@ def test_the_refresh_writes_the_site_at_its_end(project_config, monkeypatch):
     import flows.refresh
 
     config = project_config(REFRESH)
-    database = config.parent / "data" / "grebench.duckdb"
+    database = config.parent / "data" / "refresh-2025" / "grebench.duckdb"   # a database per pipeline
 
     def pipeline(pipeline: str, config_path: str, venues=None):
         database.parent.mkdir(parents=True, exist_ok=True)
@@ -122,7 +122,7 @@ def test_the_refresh_writes_the_site_at_its_end(project_config, monkeypatch):
 
     monkeypatch.setattr(flows.refresh, "pipeline_flow", pipeline)
     assert flows.refresh.refresh_flow.fn(year=2025, config_path=str(config)) == {}
-    assert (config.parent / "data" / "site" / "papers" / "P1.html").is_file()
+    assert (database.parent / "site" / "papers" / "P1.html").is_file()
 
 
 def test_a_partial_database_still_renders(tmp_path):

@@ -121,7 +121,10 @@ def build_site(database: Path, out_dir: Path) -> SiteResult:
     (out_dir / "papers").mkdir(parents=True, exist_ok=True)
     (out_dir / "charts").mkdir(parents=True, exist_ok=True)
     result = SiteResult(out_dir)
-    common = {"generated_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "database": Path(database).name}
+    from tasks.locks import built_for
+
+    common = {"generated_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "database": Path(database).name,
+              "pipeline": built_for(Path(database)) or "unknown"}
 
     def page(template: str, path: Path, root: str = "", **context: Any) -> None:
         path.write_text(env.get_template(template).render(root=root, **common, **context), encoding="utf-8")

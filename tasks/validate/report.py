@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -171,10 +172,12 @@ def markdown_table(frame: pl.DataFrame, columns: list[str]) -> str:
     return "\n".join(lines)
 
 
-def markdown(frames: Mapping[str, pl.DataFrame], figures: Mapping[str, Path]) -> str:
+def markdown(frames: Mapping[str, Any], figures: Mapping[str, Path]) -> str:
     board, validation = frames.get("leaderboard", pl.DataFrame()), frames.get("validation", pl.DataFrame())
     correlation = frames.get("human_correlation", pl.DataFrame())
     out = ["# GRE-bench report", ""]
+    if frames.get("_pipeline") is not None:
+        out += [f"Results of pipeline `{frames['_pipeline']}`.", ""]
     out += [f"![{name}]({path.name})" for name, path in figures.items()] + [""]
     out += ["## Leaderboard", ""]
     out.append(markdown_table(board, ["metric", "eval_lm", "rank", "model", "mean", "ci_low", "ci_high",
@@ -204,7 +207,11 @@ def markdown(frames: Mapping[str, pl.DataFrame], figures: Mapping[str, Path]) ->
 
 def write_report(source: Path | str | Mapping[str, pl.DataFrame], out_dir: Path | str) -> dict[str, Path]:
     """Write leaderboard.png, validation.png and report.md into `out_dir`; their paths by name."""
-    frames = read_tables(Path(source)) if isinstance(source, str | Path) else dict(source)
+    frames: dict[str, Any] = read_tables(Path(source)) if isinstance(source, str | Path) else dict(source)
+    if isinstance(source, str | Path):
+        from tasks.locks import built_for
+
+        frames["_pipeline"] = built_for(Path(source))   # the report says whose results it shows
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     empty = pl.DataFrame()
