@@ -54,7 +54,10 @@ def run(
         cfg = load_config(path).for_pipeline(pipeline)
         chosen = parse_stages(stages, cfg.pipelines[pipeline].stages)
         check_paths(cfg, path)
+        from flows.cli_server import guard_ephemeral_server
         from flows.pipeline import pipeline_flow
+
+        guard_ephemeral_server()   # the Prefect server this command starts ends with it, even on kill -9
 
         summary = pipeline_flow(pipeline=pipeline, config_path=str(path), stages=chosen)
     except (ConfigError, FatalError, LockTimeout) as error:

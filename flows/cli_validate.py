@@ -79,16 +79,21 @@ def validate(
         frame = load_reviews_file(reviews)
     except (ValueError, ReviewsFileError) as error:
         fail(str(error))
+    from tasks.errors import FatalError
+
     try:
         scored = scorer_with_progress(engine_loglikelihood(eval_spec(cfg.score), cfg.score.token_budget))
         from tasks.layout import cache_dir
 
         resources = build_resources(cfg.score, scored, llm_cache=cache_dir(cfg, "llm"))   # judges, generation oracle
         result = validate_reviews(cfg, frame, resources, metrics, chosen)
-    except ValueError as error:
+    except (ValueError, FatalError) as error:   # FatalError: a refused key, an LLM nobody answers at
         fail(str(error).splitlines()[0])
+    dead = all_failed(result.perturbations)
     if format is OutputFormat.json:
         typer.echo(json.dumps(json_rows(result.validation)))
+        if dead:
+            fail(dead)
         return
     stats = result.stats
     typer.echo(f"{stats['papers']} papers, {stats['candidates']} candidates, {stats['perturbations']} perturbations "
@@ -101,6 +106,21 @@ def validate(
     if result.human_correlation.height:
         typer.echo("\nSpearman correlation with the human quality score:")
         typer.echo(text_table(result.human_correlation, ["metric", "n", "rho", "p_value", "reason"]))
+    if dead:
+        fail(dead)
+
+
+def all_failed(perturbations: pl.DataFrame) -> str | None:
+    """One line when every perturbation of some strategy failed (e.g. every LLM call errored): its
+    tests are then "inconclusive" for want of data, which must not pass for a finished run."""
+    if not perturbations.height or "error" not in perturbations.columns:
+        return None
+    for (name,), group in perturbations.group_by("strategy", maintain_order=True):
+        errors = group["error"].drop_nulls()
+        if errors.len() == group.height:
+            return (f"every perturbation of strategy {name} failed ({group.height} candidate(s)); "
+                    f"first error: {errors[0]}")
+    return None
 
 
 def report(

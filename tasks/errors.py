@@ -11,6 +11,11 @@ class AuthenticationError(FatalError):
     """An API refused our credentials (HTTP 401 / 403): every further call would fail the same way."""
 
 
+class UnreachableError(FatalError):
+    """An API's address refused every connection or did not resolve, through all configured retries:
+    nothing listens there, so every further call would fail the same way."""
+
+
 class EmptyOutputError(FatalError):
     """A stage produced nothing because every item failed, and its config does not allow that."""
 

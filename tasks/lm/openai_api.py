@@ -8,7 +8,9 @@ key; the key itself is never in config, logs or error messages), `temperature` (
 
 The SDK's own retries are off (`max_retries=0`) so the policy lives here and is tested, as in the
 Anthropic backend: 408 / 409 / 429 / 5xx and connection errors are retried with exponential
-back-off, waiting at least what Retry-After (or retry-after-ms) asks. 401 / 403 are fatal, as in
+back-off, waiting at least what Retry-After (or retry-after-ms) asks; a connection refused or a host
+name that does not resolve, still so after the configured retries, is fatal (`UnreachableError`, one
+line naming the URL), as nothing listens there. 401 / 403 are fatal, as in
 the Anthropic backend: never retried, they raise `tasks.errors.AuthenticationError` with one line
 (the key scrubbed), which the CLI prints without a traceback; a refusal is remembered, so no other
 request of this backend is sent. The missing key variable is an error when the backend is built. With `use_batches`
@@ -37,9 +39,9 @@ import numpy as np
 import openai
 
 from tasks.config import LLMConfig
-from tasks.errors import AuthenticationError
+from tasks.errors import AuthenticationError, FatalError, UnreachableError
 from tasks.lm.anthropic_api import BatchStore
-from tasks.lm.api_common import batch_chunks, describe, transient
+from tasks.lm.api_common import batch_chunks, describe, transient, unreachable
 from tasks.lm.types import (
     Accept,
     ChatRequest,
@@ -97,7 +99,7 @@ class OpenAILM:
         self.backoff_seconds = backoff_seconds
         self.batch_store = batch_store
         self._key = key
-        self._refused: str | None = None      # the one-line 401 / 403 message, once the server refused us
+        self._refused: FatalError | None = None   # a refused key (401 / 403) or an address nobody answers at
         self._lock = threading.Lock()
         self.client = openai.OpenAI(api_key=key, base_url=self.base_url, max_retries=0)
 
@@ -160,20 +162,28 @@ class OpenAILM:
         raises `AuthenticationError` and is remembered, so no later request of this backend is sent."""
         for attempt in range(self.cfg.max_retries + 1):
             if self._refused is not None:
-                raise AuthenticationError(self._refused)
+                raise type(self._refused)(str(self._refused))
             try:
                 return call()
             except (openai.APIStatusError, openai.APIConnectionError) as error:
                 if isinstance(error, openai.APIStatusError) and error.status_code in AUTH_STATUSES:
-                    with self._lock:
-                        if self._refused is None:
-                            self._refused = (f"openai refused the API key in {self.cfg.api_key_env or '(none)'}: "
-                                             f"{self.scrub(describe(error))}")
-                    raise AuthenticationError(self._refused) from None
+                    self._stop(AuthenticationError(f"openai refused the API key in {self.cfg.api_key_env or '(none)'}: "
+                                                   f"{self.scrub(describe(error))}"))
+                why = unreachable(error) if isinstance(error, openai.APIConnectionError) else None
+                if why and attempt == self.cfg.max_retries:
+                    self._stop(UnreachableError(f"openai: cannot reach {self.client.base_url} ({why}, "
+                                                f"{attempt + 1} attempt(s)): is the server running and base_url right?"))
                 if not _transient(error) or attempt == self.cfg.max_retries:
                     raise
                 self._wait(attempt, error)
         raise AssertionError("unreachable")
+
+    def _stop(self, error: FatalError) -> None:
+        """Remember a fatal failure (the first one wins) and raise it: no other request is sent."""
+        with self._lock:
+            if self._refused is None:
+                self._refused = error
+        raise type(self._refused)(str(self._refused)) from None
 
     def _result(self, body: dict[str, Any], batch: bool = False) -> ChatResult:
         """A ChatResult from a chat.completion body (a dict, from either API)."""
@@ -195,7 +205,7 @@ class OpenAILM:
         return ChatResult(text, **common)
 
     def _failed(self, error: Exception, batch: bool = False) -> ChatResult:
-        if isinstance(error, AuthenticationError):   # fatal: every further call would fail the same way
+        if isinstance(error, FatalError):   # a refused key, an address nobody answers at: every call would fail
             raise error
         if isinstance(error, (openai.APIStatusError, openai.APIConnectionError)):
             return ChatResult("", error=self.scrub(describe(error)), model=self.model,

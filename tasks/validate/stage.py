@@ -175,6 +175,12 @@ def write_outputs(cfg: Config, pipeline: str, result: ValidationResult, board: p
     folder = stage_dir(cfg, pipeline, "validate")
     for name, frame in frames.items():
         write_parquet(frame, folder / f"{name}.parquet")
+    errors = result.perturbations["error"] if "error" in result.perturbations.columns else None
+    if errors is not None and errors.len() and errors.is_not_null().all():   # kept on disk, yet not a result
+        from tasks.errors import EmptyOutputError
+
+        raise EmptyOutputError(f"validate: every one of {errors.len()} perturbations failed (first error: "
+                               f"{errors[0]}); see {folder / 'perturbations.parquet'}")
     failing = result.validation.filter(result.validation["passed"].not_())
     return StageSummary(
         rows_in=result.perturbations.height,
