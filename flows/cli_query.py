@@ -58,6 +58,14 @@ def check_read_only(sql: str) -> None:
             )
 
 
+def name_os_thread(name: bytes) -> None:
+    """Give the calling thread an OS-visible name (Linux prctl PR_SET_NAME; elsewhere nothing)."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(15, ctypes.c_char_p(name[:15]), 0, 0, 0)
+
+
 def _vm_size() -> int:
     """Bytes of address space this process uses now (0 where /proc cannot tell)."""
     try:
@@ -125,6 +133,7 @@ def query(
     finished = threading.Event()
 
     def work(con: duckdb.DuckDBPyConnection) -> None:
+        name_os_thread(b"grebench-query")   # shows in top / ps -L while the SQL runs
         try:
             if format is Format.table:
                 relation = con.sql(sql)

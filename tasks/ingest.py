@@ -119,10 +119,7 @@ def read_cached(path: Path, root: Path, problem: Callable[[Any], str | None]) ->
         content, why = None, f"{type(error).__name__}: {error}"
     if why is None:
         return content
-    aside = root / "quarantine" / f"{path.relative_to(root).as_posix().replace('/', '__')}.{int(time.time())}"
-    aside.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(path, aside)
-    log.warning("bad cache entry %s quarantined as %s (%s); fetching it again", path, aside, why[:200])
+    quarantine(path, root, why)
     return None
 
 
@@ -285,7 +282,8 @@ def download_pdfs(client: Any, paper_ids: list[str], pdf_dir: Path, cfg: IngestC
     `sources` maps a paper to (URL, query, version id) of the PDF version to fetch (default: the
     latest, `/pdf?id=`, version None); an earlier version on disk is noted in `<paper_id>.version`,
     so a file of another version is fetched again. The download is a queue that survives restarts:
-    a file is written whole (temp file + rename) or not at all, and a file on disk is done.
+    a file is written whole (temp file + rename) or not at all, and a file on disk is done unless it
+    is damaged (empty, not a PDF, cut short): then it is quarantined and fetched again.
     """
     pdf_dir.mkdir(parents=True, exist_ok=True)
     sources = sources or {}
@@ -295,7 +293,11 @@ def download_pdfs(client: Any, paper_ids: list[str], pdf_dir: Path, cfg: IngestC
         url, params, version = sources.get(paper_id) or (client.pdf_url, {"id": paper_id}, None)
         noted = pdf_dir / f"{paper_id}.version"
         if path.exists() and (noted.read_text() == version if noted.exists() else version is None):
-            return paper_id, None
+            damage = pdf_damage(path)
+            if damage is None:
+                return paper_id, None
+            quarantine(path, pdf_dir, damage)   # then fetched again below, like a damaged page
+            noted.unlink(missing_ok=True)
         remembered = read_cached(marker, pdf_dir, lambda c: None if isinstance(c, dict) else "not a JSON object")
         if remembered is not None:
             return None, remembered
@@ -331,6 +333,35 @@ def download_pdfs(client: Any, paper_ids: list[str], pdf_dir: Path, cfg: IngestC
             results.append(found)
             bar.update(1)
     return [p for p, _ in results if p], [r for _, r in results if r]
+
+
+def pdf_damage(path: Path) -> str | None:
+    """Why a cached PDF is unusable (empty, not a PDF, cut short: no %%EOF near its end), else None.
+    A cheap look at its first and last bytes; a whole but unparseable PDF is the parser's to report."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as file:
+            head = file.read(5)
+            file.seek(max(0, size - 2048))
+            tail = file.read()
+    except OSError as error:
+        return f"unreadable: {error.strerror}"
+    if not size:
+        return "empty file"
+    if head != b"%PDF-":
+        return f"not a PDF (starts with {head!r})"
+    if b"%%EOF" not in tail:
+        return "truncated (no %%EOF at the end)"
+    return None
+
+
+def quarantine(path: Path, root: Path, why: str) -> Path:
+    """Move a damaged cache file to `<root>/quarantine/` (one line of log) so it is fetched again."""
+    aside = root / "quarantine" / f"{path.relative_to(root).as_posix().replace('/', '__')}.{int(time.time())}"
+    aside.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(path, aside)
+    log.warning("bad cache entry %s quarantined as %s (%s); fetching it again", path, aside, why[:200])
+    return aside
 
 
 def _remember(marker: Path, row: dict[str, Any]) -> dict[str, Any]:

@@ -262,7 +262,16 @@ CANDIDATE_SCORES = pl.Schema({"paper_id": pl.String, "candidate": pl.String, "so
 # Log-likelihood requests and their results, as the score stage's Parquet shards
 # (score/requests/<shard>.parquet, score/results/<shard>.parquet). `key` hashes the request's content.
 LOGLIK_REQUESTS = pl.Schema({"key": pl.String, "system": pl.String, "user": pl.String, "continuation": pl.String})
-LOGLIK_RESULTS = pl.Schema({"key": pl.String, "logprob": pl.Float64, "n_tokens": pl.Int64})
+# truncated: the request was cut to fit the evaluation LM (tasks/lm/fitting.py); absent in older shards
+LOGLIK_RESULTS = pl.Schema({"key": pl.String, "logprob": pl.Float64, "n_tokens": pl.Int64, "truncated": pl.Boolean})
+TRUNCATED_REASON = "truncated: a text was cut to fit the evaluation LM (see docs/reliability.md)"
+
+
+def with_truncated(results: pl.DataFrame) -> pl.DataFrame:
+    """`results` with a `truncated` column (false where older results or callers have none)."""
+    if "truncated" not in results.columns:
+        return results.with_columns(pl.lit(False).alias("truncated"))
+    return results.with_columns(pl.col("truncated").fill_null(False))
 
 # Negative references (tasks/metrics/negatives.py): for each (candidate, reference) pair, the
 # references of other papers of the same group drawn for the f-variational estimators, `draw`

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from tasks.lm.batching import batches
+from tasks.lm.fitting import request_window
 from tasks.lm.line_prefixes import LinePrefixConstraint
 from tasks.lm.loading import ModelSpec, Tokens, chat_ids, load_model
 from tasks.lm.types import (
@@ -117,7 +118,8 @@ class LocalLM:
         if not requests:
             return []
         model, _ = self._loaded()
-        context = int(getattr(model.config, "max_position_embeddings", 0) or 0)
+        # the model's context, at most MAX_REQUEST_TOKENS: one request's memory is bounded (tasks/lm/fitting.py)
+        context = request_window(int(getattr(model.config, "max_position_embeddings", 0) or 0))
         prompts = [self.prompt_ids(request) for request in requests]
         results: list[ChatResult | None] = [None] * len(requests)
         runnable = []

@@ -90,6 +90,7 @@ class LoglikelihoodResult:
     logprob: float                       # sum of the scored tokens' log-probabilities (nats)
     n_tokens: int                        # scored tokens: the continuation's plus the end-of-turn token
     token_logprobs: tuple[float, ...] | None = None
+    truncated: bool = False              # the request was cut to fit the model (tasks/lm/fitting.py)
 
 
 Accept = Callable[[ChatResult], bool]

@@ -33,7 +33,7 @@ import polars as pl
 
 from tasks.metrics.gem import PAIRS, _synopsis, build_requests, request_key
 from tasks.metrics.registry import Metric, Resources, register, usable
-from tasks.schema import LOGLIK_REQUESTS, LOGLIK_RESULTS, NEGATIVES, SCORES
+from tasks.schema import LOGLIK_REQUESTS, LOGLIK_RESULTS, NEGATIVES, SCORES, TRUNCATED_REASON, with_truncated
 from tasks.scoring.prompts import system_prompt, user_prompt
 
 # log r(x, y), [log r(x, y-_k) ...] -> the pair's score (OverflowError when a ratio is not representable)
@@ -146,6 +146,7 @@ def assemble(pairs: pl.DataFrame, negative_pairs: pl.DataFrame, results: pl.Data
     if dup:
         raise ValueError(f"results: duplicated key {dup[:5]}")
     lookup = {k: (lp, n) for k, lp, n in results.select("key", "logprob", "n_tokens").iter_rows()}
+    cut = set(with_truncated(results).filter(pl.col("truncated"))["key"].to_list())
     negs: dict[tuple[str, str, str], list[float]] = {}
     for row in negative_pairs.iter_rows(named=True):
         cond, marg, _ = _log_ratio(lookup, row["cond_key"], row["marg_key"])
@@ -167,6 +168,8 @@ def assemble(pairs: pl.DataFrame, negative_pairs: pl.DataFrame, results: pl.Data
                     row["score"] = ESTIMATORS[pair["metric"]](cond - marg, neg)
                 except OverflowError:
                     row["reason"] = "ratio_overflow"
+                if row["reason"] is None and {pair["cond_key"], pair["marg_key"]} & cut:
+                    row["reason"] = TRUNCATED_REASON   # a finite score on a cut text (tasks/lm/fitting.py)
         out.append(row)
     frame = pl.DataFrame(out, schema=SCORES) if out else pl.DataFrame(schema=SCORES)
     return frame.sort("metric", "paper_id", "candidate", "reference")

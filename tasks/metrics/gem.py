@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from tasks.metrics.registry import Metric, Resources, reference_sets, register, usable
-from tasks.schema import LOGLIK_REQUESTS, LOGLIK_RESULTS, SCORES
+from tasks.schema import LOGLIK_REQUESTS, LOGLIK_RESULTS, SCORES, TRUNCATED_REASON, with_truncated
 from tasks.scoring.prompts import PROMPT_VERSION, render_synopsis, system_prompt, user_prompt
 
 # One row per (candidate, reference, metric) with the keys of its two requests (null with a reason).
@@ -92,15 +92,15 @@ def assemble_scores(pairs: pl.DataFrame, results: pl.DataFrame, eval_lm: str) ->
     """Join pairs with request results (key, logprob, n_tokens) into SCORES rows.
 
     Fails loudly when a scorable pair has no result: a silent NaN there would pass for a gap."""
-    lookup = results.select("key", "logprob", "n_tokens")
+    lookup = with_truncated(results).select("key", "logprob", "n_tokens", "truncated")
     dup = lookup.filter(pl.col("key").is_duplicated())["key"].unique().to_list()
     if dup:
         raise ValueError(f"results: duplicated key {dup[:5]}")
     scored = (
-        pairs.join(lookup.rename({"key": "cond_key", "logprob": "logp_conditional", "n_tokens": "n_cond"}),
-                   on="cond_key", how="left")
-        .join(lookup.rename({"key": "marg_key", "logprob": "logp_marginal", "n_tokens": "n_tokens"}),
-              on="marg_key", how="left")
+        pairs.join(lookup.rename({"key": "cond_key", "logprob": "logp_conditional", "n_tokens": "n_cond",
+                                  "truncated": "cut_cond"}), on="cond_key", how="left")
+        .join(lookup.rename({"key": "marg_key", "logprob": "logp_marginal", "n_tokens": "n_tokens",
+                             "truncated": "cut_marg"}), on="marg_key", how="left")
     )
     missing = scored.filter(pl.col("reason").is_null()
                             & (pl.col("logp_conditional").is_null() | pl.col("logp_marginal").is_null()))
@@ -113,6 +113,9 @@ def assemble_scores(pairs: pl.DataFrame, results: pl.DataFrame, eval_lm: str) ->
         pl.when(pl.col("reason").is_null()).then(pl.col("logp_conditional") - pl.col("logp_marginal"))
         .otherwise(pl.lit(math.nan)).alias("score"),
         pl.lit(eval_lm).alias("eval_lm"),
+    ).with_columns(   # a finite score on a cut text says so (tasks/lm/fitting.py)
+        pl.when(pl.col("reason").is_null() & (pl.col("cut_cond").fill_null(False) | pl.col("cut_marg").fill_null(False)))
+        .then(pl.lit(TRUNCATED_REASON)).otherwise(pl.col("reason")).alias("reason"),
     )
     return out.select(SCORES.names()).cast(dict(SCORES)).sort("metric", "paper_id", "candidate", "reference")
 

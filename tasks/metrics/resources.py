@@ -29,7 +29,7 @@ from tasks.lm import CachedLM, LoglikelihoodRequest, ModelSpec, embedder, eval_s
 from tasks.lm.types import Accept, ChatRequest, ChatResult
 from tasks.metrics.llm_log import LLMLog
 from tasks.metrics.registry import AnswerReadout, Loglikelihood, Resources
-from tasks.schema import LOGLIK_RESULTS, ORACLE_RESULTS
+from tasks.schema import LOGLIK_RESULTS, ORACLE_RESULTS, with_truncated
 
 EMBED_MODEL = "all-MiniLM-L6-v2"
 
@@ -40,7 +40,8 @@ def engine_loglikelihood(spec: ModelSpec, token_budget: int = 4096) -> Loglikeli
         rows = requests.select("system", "user", "continuation").iter_rows()
         results = local_lm(spec, token_budget).loglikelihood([LoglikelihoodRequest(*r) for r in rows])
         return pl.DataFrame({"key": requests["key"], "logprob": [r.logprob for r in results],
-                             "n_tokens": [r.n_tokens for r in results]}, schema=LOGLIK_RESULTS)
+                             "n_tokens": [r.n_tokens for r in results],
+                             "truncated": [r.truncated for r in results]}, schema=LOGLIK_RESULTS)
     return score
 
 
@@ -93,16 +94,18 @@ class LazyLM:
 def memoized(loglikelihood: Loglikelihood) -> Loglikelihood:
     """`loglikelihood` asked only for keys it has not answered yet in this run: families that share
     requests (GEM and the token-level f-MI cells ask the same positive pairs) score them once."""
-    seen: dict[str, tuple[float, int]] = {}
+    seen: dict[str, tuple[float, int, bool]] = {}
 
     def score(requests: pl.DataFrame) -> pl.DataFrame:
         todo = requests.filter(~pl.col("key").is_in(list(seen)))
         if todo.height:
-            fresh = loglikelihood(todo)
-            seen.update({k: (lp, n) for k, lp, n in fresh.select("key", "logprob", "n_tokens").iter_rows()})
+            fresh = with_truncated(loglikelihood(todo))
+            seen.update({k: (lp, n, t) for k, lp, n, t in
+                         fresh.select("key", "logprob", "n_tokens", "truncated").iter_rows()})
         keys = [k for k in requests["key"].unique(maintain_order=True).to_list() if k in seen]
         return pl.DataFrame({"key": keys, "logprob": [seen[k][0] for k in keys],
-                             "n_tokens": [seen[k][1] for k in keys]}, schema=LOGLIK_RESULTS)
+                             "n_tokens": [seen[k][1] for k in keys], "truncated": [seen[k][2] for k in keys]},
+                            schema=LOGLIK_RESULTS)
     return score
 
 

@@ -24,7 +24,7 @@ from tasks.config import ScoreConfig
 from tasks.layout import write_parquet
 from tasks.lm import ModelSpec
 from tasks.metrics.resources import engine_loglikelihood
-from tasks.schema import LOGLIK_RESULTS
+from tasks.schema import LOGLIK_RESULTS, with_truncated
 
 CONCURRENCY_LIMIT = "grebench-eval-lm"
 
@@ -72,8 +72,8 @@ def read_results(results_dir: Path, shards: list[str]) -> pl.DataFrame:
         raise FileNotFoundError(f"{len(missing)} shard(s) have no results, e.g. {missing[0]}")
     if not shards:
         return pl.DataFrame(schema=LOGLIK_RESULTS)
-    return pl.concat([pl.read_parquet(Path(results_dir) / f"{s}.parquet") for s in shards]).cast(
-        dict(LOGLIK_RESULTS))
+    frames = [with_truncated(pl.read_parquet(Path(results_dir) / f"{s}.parquet")) for s in shards]
+    return pl.concat(frames, how="diagonal_relaxed").select(LOGLIK_RESULTS.names()).cast(dict(LOGLIK_RESULTS))
 
 
 class ShardedLoglikelihood:

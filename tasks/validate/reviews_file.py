@@ -2,8 +2,9 @@
 
 Required columns: paper_id, reviewer, review. Optional: judgments (preprocessed, one per line, used
 as they are), abstract, assw, group, and a human quality score under one of QUALITY_COLUMNS. A
-missing column, an unreadable file or any unusable row is a `ReviewsFileError` whose one-line
-message names them; nothing is silently dropped.
+missing column, a column of the wrong type (a list, struct or binary review), an unreadable file
+or any unusable row (an empty review, a quality that is not a finite number) is a
+`ReviewsFileError` whose one-line message names them; nothing is silently dropped.
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ def _read(path: Path) -> pl.DataFrame:
     raise ReviewsFileError(f"{path}: unsupported file type {suffix or '(none)'}; use .parquet or .csv")
 
 
+def _texty(dtype: pl.DataType) -> bool:
+    """Whether a column of this type reads as text cell by cell: no lists, structs, binary or objects."""
+    return not (dtype.is_nested() or dtype == pl.Binary or isinstance(dtype, pl.Object))
+
+
 def _rows(numbers: list[int], limit: int = 8) -> str:
     shown = ", ".join(str(n) for n in numbers[:limit])
     return shown + (f" and {len(numbers) - limit} more" if len(numbers) > limit else "")
@@ -52,6 +58,13 @@ def load_reviews_file(path: Path | str) -> pl.DataFrame:
         raise ReviewsFileError(f"{path}: missing required column(s) {', '.join(missing)} "
                                f"(found: {', '.join(raw.columns) or 'none'})")
     quality = next((c for c in QUALITY_COLUMNS if c in raw.columns), None)
+    wrong = [f"{c} is {raw.schema[c]}" for c in (*REQUIRED, *OPTIONAL_TEXT) if c in raw.columns
+             and not _texty(raw.schema[c])]
+    if quality and not _texty(raw.schema[quality]) and not raw.schema[quality].is_numeric():
+        wrong.append(f"{quality} is {raw.schema[quality]}")
+    if wrong:
+        raise ReviewsFileError(f"{path}: wrong column type(s): {'; '.join(wrong)} (text columns must hold "
+                               "strings, numbers or dates; the quality column numbers)")
     text = [pl.col(c).cast(pl.String).str.strip_chars() for c in (*REQUIRED, *OPTIONAL_TEXT) if c in raw.columns]
     frame = raw.select(*text, *([pl.col(quality)] if quality else [])).with_row_index("row", offset=1)
     if quality:
@@ -60,6 +73,11 @@ def load_reviews_file(path: Path | str) -> pl.DataFrame:
         bad = frame.filter(values.is_not_null() & (values != "") & numbers.is_null())["row"].to_list()
         if bad:
             raise ReviewsFileError(f"{path}: column {quality} is not numeric in row(s) {_rows(bad)}")
+        # nan / inf parse as floats, but a correlation over them means nothing: refused by row
+        infinite = frame.filter(numbers.is_not_null() & ~numbers.is_finite())["row"].to_list()
+        if infinite:
+            raise ReviewsFileError(f"{path}: column {quality} is not a finite number (nan or inf) in row(s) "
+                                   f"{_rows(infinite)}; leave the cell empty when there is no score")
         frame = frame.with_columns(numbers.alias("quality"))
     problems = []
     for column in (*REQUIRED, *(("judgments",) if "judgments" in frame.columns else ())):
