@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import sys
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -58,6 +59,7 @@ def run(
         from flows.pipeline import pipeline_flow
 
         guard_ephemeral_server()   # the Prefect server this command starts ends with it, even on kill -9
+        quiet_known_failures()
 
         summary = pipeline_flow(pipeline=pipeline, config_path=str(path), stages=chosen)
     except (ConfigError, FatalError, LockTimeout) as error:
@@ -135,7 +137,9 @@ app.command()(site)
 SITUATIONS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
               errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
               errno.EPERM: "operation not permitted", errno.EFBIG: "the file is too large for this file system"}
-DUCKDB_SITUATIONS = ("No space left on device", "Read-only file system", "Permission denied", "Disk quota exceeded")
+DUCKDB_SITUATIONS = {"No space left on device": "the disk is full", "Read-only file system": "the file system is "
+                     "read-only", "Permission denied": "permission denied", "Disk quota exceeded": "the disk quota "
+                     "is used up"}
 
 
 def sql_arguments(args: list[str]) -> list[str]:
@@ -160,9 +164,37 @@ def situation(error: BaseException) -> str | None:
         text = str(error)
         hit = next((s for s in DUCKDB_SITUATIONS if s in text), None)
         if hit and type(error).__module__.startswith(("duckdb", "_duckdb")):
-            return f"{text.splitlines()[0]}; nothing already written was lost"
+            detail = text.splitlines()[0].split("because of error: ")[-1]
+            return f"{DUCKDB_SITUATIONS[hit]} ({detail}); nothing already written was lost"
         error = error.__cause__ or error.__context__
     return None
+
+
+class KnownFailureFilter(logging.Filter):
+    """Drops the traceback from Prefect's log record of a failure the CLI reports in one line
+    (a FatalError, a full disk, a read-only folder); the record's own line stays."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from tasks.errors import FatalError
+
+        error = record.exc_info[1] if record.exc_info else None
+        if error is not None and (isinstance(error, FatalError) or situation(error) is not None):
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+def quiet_known_failures() -> None:
+    for name in ("prefect.task_runs", "prefect.flow_runs", "prefect.flow_engine", "prefect.task_engine"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, KnownFailureFilter) for f in logger.filters):
+            logger.addFilter(KnownFailureFilter())
+
+
+def _leave(code: int) -> NoReturn:
+    """Exit now: after a failure inside DuckDB, interpreter teardown only adds noise (leak reports)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -174,19 +206,17 @@ def main(argv: list[str] | None = None) -> None:
         app(args=args, prog_name="grebench")
     except SystemExit as done:
         if done.code in (EXIT_TIMEOUT, EXIT_INTERRUPTED):   # a query thread may still be inside DuckDB:
-            sys.stdout.flush()                              # leave now, without waiting on it
-            sys.stderr.flush()
-            os._exit(done.code)
+            _leave(done.code)                               # leave now, without waiting on it
         raise
     except FatalError as error:
         typer.echo(f"error: {str(error).splitlines()[0] if str(error) else type(error).__name__}", err=True)
-        sys.exit(2)
+        _leave(2)
     except Exception as error:
         line = situation(error)
         if line is None:
             raise
         typer.echo(f"error: {line}", err=True)
-        sys.exit(1)
+        _leave(1)
 
 
 if __name__ == "__main__":
