@@ -283,7 +283,9 @@ def download_pdfs(client: Any, paper_ids: list[str], pdf_dir: Path, cfg: IngestC
     latest, `/pdf?id=`, version None); an earlier version on disk is noted in `<paper_id>.version`,
     so a file of another version is fetched again. The download is a queue that survives restarts:
     a file is written whole (temp file + rename) or not at all, and a file on disk is done unless it
-    is damaged (empty, not a PDF, cut short): then it is quarantined and fetched again.
+    is damaged (empty, not a PDF, cut short) on disk: then it is quarantined and fetched again. A PDF
+    the server itself sends damaged is noted (`<paper_id>.served-damaged`) and kept: the text step
+    rejects it as `corrupt_pdf` without fetching it on every rerun.
     """
     pdf_dir.mkdir(parents=True, exist_ok=True)
     sources = sources or {}
@@ -292,11 +294,12 @@ def download_pdfs(client: Any, paper_ids: list[str], pdf_dir: Path, cfg: IngestC
         path, marker = pdf_dir / f"{paper_id}.pdf", pdf_dir / f"{paper_id}.reject.json"
         url, params, version = sources.get(paper_id) or (client.pdf_url, {"id": paper_id}, None)
         noted = pdf_dir / f"{paper_id}.version"
+        served = pdf_dir / f"{paper_id}.served-damaged"   # the server sent it so: the parser reports it
         if path.exists() and (noted.read_text() == version if noted.exists() else version is None):
             damage = pdf_damage(path)
-            if damage is None:
+            if damage is None or (served.exists() and served.read_text() == str(path.stat().st_size)):
                 return paper_id, None
-            quarantine(path, pdf_dir, damage)   # then fetched again below, like a damaged page
+            quarantine(path, pdf_dir, damage)   # damaged on disk: fetched again below, like a damaged page
             noted.unlink(missing_ok=True)
         remembered = read_cached(marker, pdf_dir, lambda c: None if isinstance(c, dict) else "not a JSON object")
         if remembered is not None:
@@ -318,7 +321,12 @@ def download_pdfs(client: Any, paper_ids: list[str], pdf_dir: Path, cfg: IngestC
                         return None, _remember(marker, reject("pdf", paper_id, paper_id, venue_id, "pdf_too_large",
                                                               f"body exceeds {cfg.pdf_max_bytes} bytes"))
                     chunks.append(chunk)
-            write_atomic(path, b"".join(chunks))   # then its note: a kill in between costs a refetch, no more
+            body = b"".join(chunks)
+            write_atomic(path, body)   # then its notes: a kill in between costs a refetch, no more
+            if pdf_damage(path):
+                write_atomic(served, str(len(body)).encode())
+            else:
+                served.unlink(missing_ok=True)
             if version is not None:
                 write_atomic(noted, version.encode())
             else:
