@@ -111,11 +111,16 @@ def validate(
 
 
 def all_failed(perturbations: pl.DataFrame) -> str | None:
-    """One line when every perturbation of some strategy failed (e.g. every LLM call errored): its
-    tests are then "inconclusive" for want of data, which must not pass for a finished run."""
+    """One line when every perturbation of some LLM strategy failed (every LLM call errored): its
+    tests are then "inconclusive" for want of data, which must not pass for a finished run. (A
+    deterministic strategy that cannot apply, e.g. no other paper to swap in, is a result.)"""
+    from tasks.validate.perturb import STRATEGIES
+
     if not perturbations.height or "error" not in perturbations.columns:
         return None
     for (name,), group in perturbations.group_by("strategy", maintain_order=True):
+        if name not in STRATEGIES or not STRATEGIES[name].needs_llm:
+            continue
         errors = group["error"].drop_nulls()
         if errors.len() == group.height:
             return (f"every perturbation of strategy {name} failed ({group.height} candidate(s)); "

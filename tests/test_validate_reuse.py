@@ -99,6 +99,6 @@ def test_reuse_answers_known_keys_and_asks_the_rest(tmp_path):
     reuse = ReusingLoglikelihood(inner, tmp_path)
     requests = pl.DataFrame({"key": ["b", "c", "c"], "system": "s", "user": "u", "continuation": "y"})
     out = reuse(requests).sort("key")
-    assert out.rows() == [("b", -2.0, 2), ("c", -9.0, 9)] and asked == ["c", "c"]
+    assert out.rows() == [("b", -2.0, 2, False), ("c", -9.0, 9, False)] and asked == ["c", "c"]   # truncated: no
     assert (reuse.reused, reuse.asked) == (1, 1)
     assert ReusingLoglikelihood(inner, tmp_path / "none")(requests).height == 2    # no score run: all asked

@@ -1,7 +1,7 @@
 """Log-likelihood requests as Parquet shards, one Prefect task per shard, resumable.
 
     score/requests/<shard>.parquet   LOGLIK_REQUESTS: key, system, user, continuation
-    score/results/<shard>.parquet    LOGLIK_RESULTS: key, logprob, n_tokens
+    score/results/<shard>.parquet    LOGLIK_RESULTS: key, logprob, n_tokens, truncated
 
 A shard's name hashes the keys it holds, so the same requests always give the same shards. Files
 are written atomically (a temporary file renamed into place): a results file exists only when the

@@ -17,7 +17,7 @@ from pathlib import Path
 import polars as pl
 
 from tasks.metrics.registry import Loglikelihood
-from tasks.schema import LOGLIK_RESULTS
+from tasks.schema import LOGLIK_RESULTS, with_truncated
 
 
 def finished_results(folder: Path) -> pl.DataFrame:
@@ -25,7 +25,8 @@ def finished_results(folder: Path) -> pl.DataFrame:
     paths = sorted((Path(folder) / "results").glob("shard-*.parquet"))
     if not paths:
         return pl.DataFrame(schema=LOGLIK_RESULTS)
-    frame = pl.concat([pl.read_parquet(p, columns=list(LOGLIK_RESULTS)) for p in paths]).cast(dict(LOGLIK_RESULTS))
+    frame = pl.concat([with_truncated(pl.read_parquet(p)).select(list(LOGLIK_RESULTS)) for p in paths]).cast(
+        dict(LOGLIK_RESULTS))
     return frame.unique("key", keep="first", maintain_order=True)
 
 
@@ -51,5 +52,5 @@ class ReusingLoglikelihood:
         self.asked += todo["key"].n_unique()
         parts = [hit]
         if todo.height:
-            parts.append(self.inner(todo).select(list(LOGLIK_RESULTS)).cast(dict(LOGLIK_RESULTS)))
+            parts.append(with_truncated(self.inner(todo)).select(list(LOGLIK_RESULTS)).cast(dict(LOGLIK_RESULTS)))
         return pl.concat(parts)

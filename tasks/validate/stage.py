@@ -175,12 +175,15 @@ def write_outputs(cfg: Config, pipeline: str, result: ValidationResult, board: p
     folder = stage_dir(cfg, pipeline, "validate")
     for name, frame in frames.items():
         write_parquet(frame, folder / f"{name}.parquet")
-    errors = result.perturbations["error"] if "error" in result.perturbations.columns else None
-    if errors is not None and errors.len() and errors.is_not_null().all():   # kept on disk, yet not a result
+    from tasks.validate.perturb import STRATEGIES
+
+    by_llm = result.perturbations.filter(pl.col("strategy").is_in([n for n, s in STRATEGIES.items() if s.needs_llm])) \
+        if {"strategy", "error"} <= set(result.perturbations.columns) else pl.DataFrame()
+    if by_llm.height and by_llm["error"].is_not_null().all():   # kept on disk, yet not a result
         from tasks.errors import EmptyOutputError
 
-        raise EmptyOutputError(f"validate: every one of {errors.len()} perturbations failed (first error: "
-                               f"{errors[0]}); see {folder / 'perturbations.parquet'}")
+        raise EmptyOutputError(f"validate: every one of {by_llm.height} LLM perturbations failed (first error: "
+                               f"{by_llm['error'][0]}); see {folder / 'perturbations.parquet'}")
     failing = result.validation.filter(result.validation["passed"].not_())
     return StageSummary(
         rows_in=result.perturbations.height,
