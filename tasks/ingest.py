@@ -68,6 +68,8 @@ class IngestResult:
     histories_cached: int = 0
     reviews_edited: int = 0        # reviews whose rating, confidence or text changed after posting
     pdfs_revised: int = 0          # papers with more than one PDF version
+    pdfs_hidden: int = 0           # v2 papers whose history is not public: latest PDF kept
+    reviews_hidden: int = 0        # v2 reviews whose history is not public: final version kept
     pdf_texts: int | None = None   # None when the PDF step did not run
     rejects_by_rule: dict[str, int] = field(default_factory=dict)
 
@@ -378,6 +380,7 @@ def _ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None
                    for pid, c in choices.items()}
         result.histories_fetched, result.histories_cached = stats.histories_fetched, stats.histories_cached
         result.reviews_edited, result.pdfs_revised = stats.reviews_edited, stats.pdfs_revised
+        result.pdfs_hidden, result.reviews_hidden = stats.pdfs_hidden, stats.reviews_hidden
     else:
         reviews = without_history(reviews)
     if settings.pdf:

@@ -27,7 +27,8 @@ PAPERS = pl.Schema(
         "first_public_at": pl.Datetime("ms", "UTC"),  # earliest public date (contamination guard)
         "pdf_url": pl.String,
         # the PDF version kept (tasks/versions.py): the one the reviewers saw, not a later revision
-        "pdf_version": pl.String,         # edit id (v2) / reference id (v1); null without a history
+        "pdf_version": pl.String,         # edit id (v2) / reference id (v1); null without a history;
+                                          # "latest, history not public": a v2 history outsiders cannot read
         "pdf_date": pl.Datetime("ms", "UTC"),
         "pdf_versions": pl.Int32,         # distinct PDF versions in the submission's history
     }
@@ -63,6 +64,9 @@ REVIEWS = pl.Schema(
         "review_text_final": pl.String,
         "edited_after_rebuttal": pl.Boolean,  # rating, confidence or text changed; null: no history read
         "final_at": pl.Datetime("ms", "UTC"),  # when the review was last modified
+        # which versions the source gave (tasks/versions.py): "first and final" | "one version" |
+        # "final, history not public"; null: histories not read
+        "review_history": pl.String,
     }
 )
 
