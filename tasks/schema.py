@@ -110,6 +110,12 @@ CURATION_REPORT = pl.Schema(
 # beside the curation report (curate/source_limits.parquet; only for venues that state some).
 SOURCE_LIMITS = pl.Schema({"venue_id": pl.String, "limit": pl.String})
 
+# Per venue, entity (paper | review) and case of the versions the source gave (tasks/versions.py:
+# "the version the reviewers saw", "latest, history not public", "first and final", ...), how many
+# rows were ingested and kept by curation (curate/version_coverage.parquet).
+VERSION_COVERAGE = pl.Schema({"venue_id": pl.String, "entity": pl.String, "case": pl.String,
+                              "ingested": pl.Int64, "kept": pl.Int64})
+
 
 def empty(schema: pl.Schema) -> pl.DataFrame:
     return pl.DataFrame(schema=schema)
