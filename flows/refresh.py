@@ -76,14 +76,16 @@ def describe_plan(cfg: Config, on: date, runs: list[datetime]) -> list[str]:
     schedule = cfg.schedule
     templates = schedule.venues or cfg.pipelines[schedule.pipeline].venues
     lines, missing = [], []
-    for label, day in ((f"a run on {on.isoformat()}", on), *((f"the run of {t.isoformat()}", t.date()) for t in runs)):
+    for k, (label, day) in enumerate(((f"a run on {on.isoformat()}", on),
+                                      *((f"the run of {t.isoformat()}", t.date()) for t in runs))):
         planned = plan(templates, day)
         shown = [p.venue_id + (f" (reviews public since {p.public_since.isoformat()})" if p.public_since else "")
                  for p in planned]
         lines.append(f"{label} pulls: {', '.join(shown)}")
-        missing += [p.venue_id for p in planned if p.venue_id not in cfg.venues and p.venue_id not in missing]
+        if k < 2:   # now and the next run: the tables to add before it
+            missing += [p.venue_id for p in planned if p.venue_id not in cfg.venues and p.venue_id not in missing]
     if missing:
-        lines.append("missing venue tables (the run stops before ingest without them): "
+        lines.append("venue tables to add before those runs (a run stops before ingest without them): "
                      + ", ".join(f'[venues."{v}"]' for v in missing))
     return lines
 

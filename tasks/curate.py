@@ -41,7 +41,7 @@ from tasks.summary import StageSummary
 from tasks.versions import pick_version
 
 VARIANCE_TOLERANCE = 1e-9  # floating-point slack so a variance of exactly the threshold is kept
-OUTPUTS = ("papers", "reviews", "rejects", "curation_report")
+OUTPUTS = ("papers", "reviews", "rejects", "curation_report", "version_coverage")
 
 
 @dataclass(frozen=True)
