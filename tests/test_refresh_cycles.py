@@ -31,8 +31,8 @@ def dry_run(on: str) -> list[str]:
 
 def test_schedule_dry_run_on_2025_12_15_pulls_iclr_2026():
     lines = dry_run("2025-12-15")
-    assert "a run on 2025-12-15 pulls: ICLR.cc/2026/Conference (reviews public since 2025-11-15), "
-    "NeurIPS.cc/2025/Conference (reviews public since 2025-10-01)" in lines
+    assert ("a run on 2025-12-15 pulls: ICLR.cc/2026/Conference (reviews public since 2025-11-15), "
+            "NeurIPS.cc/2025/Conference (reviews public since 2025-10-01)") in lines
     assert next(line for line in lines if line.startswith("next runs:")).startswith(
         "next runs:  2025-12-15T06:00:00+00:00, 2026-12-15T06:00:00+00:00")
     assert any(line.startswith("the run of 2025-12-15T06:00:00+00:00 pulls: ICLR.cc/2026/Conference") for line in lines)
