@@ -57,6 +57,9 @@ class IngestConfig(Frozen):
     max_rate_wait_seconds: float = Field(3900, ge=0)   # longest wait for a 429's reset time, else it surfaces
     # revision histories (tasks/versions.py): the PDF the reviewers saw, first and final reviews
     versions: bool = True
+    # false: a venue whose facts (tasks/venue_families.toml) say its edit history is hidden is not
+    # asked for it (thousands of paced requests that would return nothing); true: ask anyway
+    probe_hidden_histories: bool = False
 
 
 class CurateConfig(Frozen):

@@ -38,6 +38,7 @@ from tasks.retry import transient
 from tasks.schema import PAPERS, REJECTS, REVIEWS, conform, empty
 from tasks.summary import StageSummary
 from tasks.throttle import Throttle
+from tasks.venue_facts import history_hidden
 from tasks.versions import apply_versions, download_source, without_history
 
 log = logging.getLogger(__name__)
@@ -373,8 +374,10 @@ def _ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None
     frames = [pl.DataFrame(reject_rows, schema=REJECTS) if reject_rows else empty(REJECTS)]
     sources = {}
     if settings.versions:
+        hidden = not settings.probe_hidden_histories and history_hidden(venue_id)   # facts: no request can help
         papers, reviews, choices, stats = apply_versions(client, api_version, venue_id, papers, reviews, folder,
-                                                         settings.pdf_workers, cfg.venue(venue_id).form, settings.pdf)
+                                                         settings.pdf_workers, cfg.venue(venue_id).form, settings.pdf,
+                                                         hidden)
         # a PDF already on disk is the latest unless its `.version` says otherwise (tasks/versions.py)
         sources = {pid: (*download_source(client, api_version, pid, c), None if c.latest else c.version)
                    for pid, c in choices.items()}

@@ -38,6 +38,7 @@ class Era:
     source_limits: tuple[str, ...] = ()
     decision_venueids: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
+    edit_history: str = "public"     # "hidden": outsiders cannot read the submission and review edits
 
     def covers(self, year: int) -> bool:
         return self.first <= year and (self.last is None or year <= self.last)
@@ -101,7 +102,8 @@ def _era(family: str, raw: dict[str, Any], known: set[str]) -> Era:
     return Era(first=int(raw["first"]), last=raw.get("last"), api=raw["api"], listing=raw["listing"],
                submissions=tuple(raw.get("submissions", ())), scores=raw["scores"], exposes=raw["exposes"],
                source_limits=tuple(raw.get("source_limits", ())),
-               decision_venueids=tuple(raw.get("decision_venueids", ())), sources=tuple(raw.get("sources", ())))
+               decision_venueids=tuple(raw.get("decision_venueids", ())), sources=tuple(raw.get("sources", ())),
+               edit_history=raw.get("edit_history", "public"))
 
 
 def lookup(venue_id: str) -> tuple[Family, int] | None:
@@ -116,6 +118,12 @@ def lookup(venue_id: str) -> tuple[Family, int] | None:
 def era_of(venue_id: str) -> Era | None:
     found = lookup(venue_id)
     return found[0].era(found[1]) if found else None
+
+
+def history_hidden(venue_id: str) -> bool:
+    """Do the facts say an outsider cannot read this venue's edit history?"""
+    era = era_of(venue_id)
+    return era is not None and era.edit_history == "hidden"
 
 
 def facts_limits(venue_id: str) -> tuple[str, ...]:

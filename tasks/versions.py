@@ -210,10 +210,14 @@ def _modified(row: dict[str, Any]) -> bool:
 
 
 def apply_versions(client: Any, api_version: int, venue_id: str, papers: pl.DataFrame, reviews: pl.DataFrame,
-                   folder: Path, workers: int, form: Mapping[str, str] | None, want_pdfs: bool
+                   folder: Path, workers: int, form: Mapping[str, str] | None, want_pdfs: bool,
+                   known_hidden: bool = False
                    ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, PdfChoice], VersionStats]:
     """(papers, reviews, PDF choice per paper, stats) with the histories of active papers (when
-    `want_pdfs`) and of their reviews modified after posting applied (PAPERS / REVIEWS frames)."""
+    `want_pdfs`) and of their reviews modified after posting applied (PAPERS / REVIEWS frames).
+
+    `known_hidden` (a v2 venue whose facts say outsiders cannot read its edit history): no history
+    is requested, and every note that would have needed one is recorded as hidden."""
     stats = VersionStats()
     active = papers.filter(pl.col("status") == "active")
     active_ids = set(active["paper_id"].to_list())
@@ -222,6 +226,9 @@ def apply_versions(client: Any, api_version: int, venue_id: str, papers: pl.Data
     todo_papers = active.filter(pl.col("pdf_url").is_not_null())["paper_id"].to_list() if want_pdfs else []
     ids = todo_papers + [r["review_id"] for r in rows if r["paper_id"] in active_ids and _modified(r)]
     histories: dict[str, list[dict[str, Any]]] = {}
+    if known_hidden and api_version == 2:
+        log.info("%s: edit history not public (venue facts); %d histories not requested", venue_id, len(ids))
+        histories, ids = dict.fromkeys(ids, []), []
     with ThreadPoolExecutor(workers) as pool, progress(len(ids), f"histories of {venue_id}", "note") as bar:
         for note_id, (versions, cached) in zip(ids, pool.map(
                 lambda note_id: fetch_history(client, api_version, note_id, folder), ids), strict=True):

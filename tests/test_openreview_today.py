@@ -28,6 +28,7 @@ from tasks.testing.synthetic import make_venue
 from tasks.versions import HIDDEN_PDF, REVIEW_HIDDEN, REVIEW_ONE
 
 V2, V1, NIPS = "ICLR.cc/2025/Conference", "ICLR.cc/2023/Conference", "NeurIPS.cc/2025/Conference"
+OTHER = "GREBench.cc/2025/Today"      # a v2 venue the facts do not cover: its histories are asked for
 USER, PASSWORD = "reviewer@example.org", "pw-Secret-4711"
 ENV = ("OPENREVIEW_TOKEN", "OPENREVIEW_USERNAME", "OPENREVIEW_PASSWORD")
 ONE_TO_TEN = {str(k): v for k, v in zip(range(1, 11), (1, 1, 3, 5, 5, 6, 8, 8, 10, 10), strict=True)}
@@ -37,7 +38,7 @@ runner = CliRunner()
 def config(root: Path, **ingest) -> Config:
     settings = dict(page_size=5, backoff_seconds=0.01, max_backoff_seconds=0.05, timeout_seconds=5,
                     max_retries=3, pdf_max_bytes=2_000_000, pdf_workers=2, pdf=False)
-    venues = {v: VenueConfig(rating_map=ONE_TO_TEN) for v in (V2, V1, NIPS)}
+    venues = {v: VenueConfig(rating_map=ONE_TO_TEN) for v in (V2, V1, NIPS, OTHER)}
     return Config(root=root, ingest=IngestConfig(**{**settings, **ingest}), venues=venues)
 
 
@@ -53,7 +54,7 @@ def no_credentials(monkeypatch):
 @pytest.fixture(scope="module")
 def venues():
     return {V2: make_venue(V2, seed=1, bad_cases=False), V1: make_venue(V1, seed=2, bad_cases=False),
-            NIPS: make_venue(NIPS, seed=3, bad_cases=False)}
+            NIPS: make_venue(NIPS, seed=3, bad_cases=False), OTHER: make_venue(OTHER, seed=4, bad_cases=False)}
 
 
 def today(**changes) -> Policy:
@@ -186,12 +187,15 @@ def test_a_token_is_used_as_given_and_a_wrong_password_is_one_line_without_the_p
 
 
 # ---- versions ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("probe", [False, True])
 def test_a_v2_venue_with_hidden_history_is_ingested_and_says_what_it_could_not_read(
-        server, venues, tmp_path, monkeypatch):
+        probe, server, venues, tmp_path, monkeypatch):
     monkeypatch.setenv("OPENREVIEW_TOKEN", server.issue_token())
     venue = venues[V2]
-    cfg = config(tmp_path, pdf=True)
+    cfg = config(tmp_path, pdf=True, probe_hidden_histories=probe)
     result = ingest_venue(V2, cfg, tmp_path / "ingest", server.v2_url)
+    # the venue facts say the history is hidden: asked only when probing, and the answer is the same
+    assert (server.count(2, "edits") > 0) == probe and result.histories_fetched == server.count(2, "edits")
     papers = pl.read_parquet(tmp_path / "ingest" / "papers.parquet")
     reviews = pl.read_parquet(tmp_path / "ingest" / "reviews.parquet")
     active = papers.filter(pl.col("status") == "active")
@@ -247,8 +251,8 @@ def test_an_html_429_and_a_429_with_a_reset_time_are_waited_out(server, venues, 
     server.inject(Fault("429", html=True, retry_after=None, times=2),
                   Fault("429", endpoint="edits", reset_in=0.8, retry_after=None))
     with caplog.at_level(logging.WARNING, logger="tasks.openreview_client"):
-        result = ingest_venue(V2, config(tmp_path, pdf=True), tmp_path / "out", server.v2_url)
-    assert result.papers == len(venues[V2].papers) and result.pdfs > 0
+        result = ingest_venue(OTHER, config(tmp_path, pdf=True), tmp_path / "out", server.v2_url)
+    assert result.papers == len(venues[OTHER].papers) and result.pdfs > 0
     assert caplog.text.count("HTML answer from the firewall") == 2
     assert "the limit resets in" in caplog.text
     edits = [r for r in server.log if r.endpoint == "edits"]
@@ -263,7 +267,7 @@ def test_an_html_429_and_a_429_with_a_reset_time_are_waited_out(server, venues, 
 def test_per_endpoint_limits_answer_their_reset_time_and_the_run_completes(venues, tmp_path, monkeypatch):
     with serve_venues(venues.values(), page_limit=5, policy=today(limits={"edits": (2, 1.0)})) as srv:
         monkeypatch.setenv("OPENREVIEW_TOKEN", srv.issue_token())
-        result = ingest_venue(V2, config(tmp_path), tmp_path / "out", srv.v2_url)
+        result = ingest_venue(OTHER, config(tmp_path), tmp_path / "out", srv.v2_url)
         limited = [r for r in srv.log if r.status == 429]
     assert limited and {r.endpoint for r in limited} == {"edits"}           # notes were not limited
     assert result.histories_fetched == len([r for r in srv.log if r.endpoint == "edits" and r.status == 200])
@@ -289,7 +293,8 @@ def test_venues_lists_a_years_venues_from_the_group_tree_with_what_each_exposes(
     result = runner.invoke(app, ["venues", "--year", "2025", "--url", server.v2_url])   # a guest: /groups answers
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert lines[0] == f"2 venue(s) of 2025 at {server.v2_url}:"
+    assert lines[0] == f"3 venue(s) of 2025 at {server.v2_url}:"
+    assert f"- {OTHER}: no facts recorded: add them to tasks/venue_families.toml, with sources" in lines
     assert any(line.startswith(f"- {V2} [ICLR, API v2, listed by invitation {V2}/-/Submission, integer scores, "
                                "reviews public from 2024-11-15]") for line in lines)
     assert any(line.startswith(f"- {NIPS} [NeurIPS") for line in lines)
