@@ -13,10 +13,10 @@ from collections.abc import Callable, Sequence
 from prefect import flow
 from prefect.runtime import flow_run
 
-from tasks.config import STAGES, Config, ConfigError, load_config
-from tasks.materialize import update_tables
-from tasks.runs import StageRecord, code_version, config_hash, now, write_run
-from tasks.summary import StageSummary
+from tasks.core.config import STAGES, Config, ConfigError, load_config
+from tasks.core.runs import StageRecord, code_version, config_hash, now, write_run
+from tasks.core.summary import StageSummary
+from tasks.stages.materialize.build import update_tables
 
 # Each stage is a flow `<module>:<function>(cfg: Config, pipeline: str) -> StageSummary`, imported
 # only when the pipeline runs it (the score stage pulls in torch).

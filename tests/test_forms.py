@@ -5,8 +5,14 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from tasks.forms import clean_text, normalise_review, normalise_submission, paper_status, parse_score
-from tasks.schema import PAPERS, REVIEWS, conform
+from tasks.core.schema import PAPERS, REVIEWS, conform
+from tasks.stages.ingest.forms import (
+    clean_text,
+    normalise_review,
+    normalise_submission,
+    paper_status,
+    parse_score,
+)
 
 VENUE = "ICLR.cc/2023/Conference"
 V1_REVIEW = {

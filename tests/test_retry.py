@@ -4,8 +4,8 @@ import openreview
 import requests
 from prefect.states import Completed, Failed
 
+from tasks.core.retry import transient
 from tasks.lm import TransientLLMError
-from tasks.retry import transient
 
 
 def retried(error: BaseException) -> bool:

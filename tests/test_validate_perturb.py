@@ -5,8 +5,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from tasks.validate import manipulations, prompts
-from tasks.validate.perturb import (
+from tasks.stages.validate import manipulations, prompts
+from tasks.stages.validate.perturb import (
     DETERMINISTIC,
     FILLER,
     FILLER_JUDGMENTS,

@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tasks.config import LLMConfig, ScoreConfig
+from tasks.core.config import LLMConfig, ScoreConfig
 from tasks.lm.batching import batches, map_batches
 from tasks.lm.cache import CachedLM, LLMCache, request_key
 from tasks.lm.loading import ModelSpec, chat_ids, chat_spec, cuda_available, eval_spec, load_model

@@ -27,7 +27,7 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-from tasks.config import LLMConfig
+from tasks.core.config import LLMConfig
 
 # Published price multipliers relative to the base input price / the whole bill.
 CACHE_WRITE_FACTOR = 1.25   # writing the prompt cache costs 25% more than plain input
