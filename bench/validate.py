@@ -48,8 +48,8 @@ def main() -> None:
     from tasks.lm import ModelSpec, local_lm
     from tasks.metrics import Resources
     from tasks.metrics.resources import EMBED_MODEL, engine_loglikelihood, token_embeddings
-    from tasks.stages.validate.perturb import DETERMINISTIC, STRATEGIES
     from tasks.stages.validate.stage import llm_preprocessor
+    from tasks.stages.validate.strategies import DETERMINISTIC, STRATEGIES
     from tasks.stages.validate.workflow import run_validation
 
     raw = pl.read_parquet(args.data)

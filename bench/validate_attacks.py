@@ -22,7 +22,7 @@ from pathlib import Path
 import polars as pl
 
 from tasks.metrics import Resources
-from tasks.stages.validate.perturb import DETERMINISTIC
+from tasks.stages.validate.strategies import DETERMINISTIC
 from tasks.stages.validate.workflow import run_validation
 
 

@@ -43,7 +43,7 @@ from tasks.metrics.resources import (
     memoized,
     token_embeddings,
 )
-from tasks.stages.validate.perturb import DETERMINISTIC
+from tasks.stages.validate.strategies import DETERMINISTIC
 from tasks.stages.validate.workflow import run_validation
 
 DEFAULT_METRICS = "gem,tvd_mi,tv_fvar_statement,llm_judge,bleu,rouge_l,bertscore"

@@ -13,7 +13,8 @@ from typing import Any
 from prefect import flow
 
 from flows.pipeline import pipeline_flow
-from tasks.core.config import Config, ScheduleConfig, load_config
+from tasks.checks import load_checked_config
+from tasks.core.config import Config, ScheduleConfig
 from tasks.core.summary import StageSummary
 
 
@@ -30,7 +31,7 @@ def refresh_flow(
     require_refresh_tables(config_path, pipeline, year or datetime.now(UTC).year, venues)  # before ingest
     year = year or datetime.now(UTC).year
     summary = pipeline_flow(pipeline=f"{pipeline}-{year}", config_path=config_path, venues=venues or None)
-    write_site(load_config(config_path))
+    write_site(load_checked_config(config_path))
     return summary
 
 

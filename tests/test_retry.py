@@ -6,6 +6,7 @@ from prefect.states import Completed, Failed
 
 from tasks.core.retry import transient
 from tasks.lm import TransientLLMError
+from tasks.stages.ingest import openreview_client  # noqa: F401  (registers its transient check)
 
 
 def retried(error: BaseException) -> bool:

@@ -11,7 +11,7 @@ import pytest
 from tasks.metrics import REGISTRY, Metric, Resources, register
 from tasks.metrics.registry import reference_sets
 from tasks.stages.validate import adversary as adv
-from tasks.stages.validate.perturb import DETERMINISTIC, STRATEGIES
+from tasks.stages.validate.strategies import DETERMINISTIC, STRATEGIES
 from tasks.stages.validate.workflow import run_validation
 from tests.test_validate_workflow import make_reviews
 

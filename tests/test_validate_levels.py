@@ -6,9 +6,9 @@ import polars as pl
 import pytest
 
 from tasks.core import schema
+from tasks.core.review_text import is_header, split_sentences
 from tasks.metrics import REGISTRY, Metric, Resources, register
 from tasks.metrics.registry import reference_sets
-from tasks.stages.validate.perturb import is_header, split_sentences
 from tasks.stages.validate.workflow import run_validation
 from tests.test_validate_workflow import make_reviews
 

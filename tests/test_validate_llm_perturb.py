@@ -94,7 +94,7 @@ def test_cached_backend_stores_only_usable_answers(server, tmp_path):
 
 @pytest.mark.parametrize("name", ["confident_tone", "flattery"])
 def test_llm_manipulations_go_through_the_backend(server, name):
-    from tasks.stages.validate.perturb import STRATEGIES
+    from tasks.stages.validate.strategies import STRATEGIES
 
     assert STRATEGIES[name].kind == "manipulation" and STRATEGIES[name].needs_llm
     [result] = apply_llm_perturbation(name, [REVIEW], _backend(server))

@@ -8,7 +8,8 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from tasks.core.config import Config, ConfigError, load_config
+from tasks.checks import load_checked_config
+from tasks.core.config import Config, ConfigError
 
 REPO_CONFIG = Path(__file__).resolve().parents[2] / "pipelines.toml"
 ConfigOption = Annotated[
@@ -36,6 +37,6 @@ def config_path(config: Path | None) -> Path:
 def read_config(config: Path | None) -> Config:
     """The config --config points at; a config error ends the command with its message."""
     try:
-        return load_config(config_path(config))
+        return load_checked_config(config_path(config))
     except ConfigError as error:
         fail(str(error))

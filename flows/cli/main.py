@@ -21,7 +21,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from flows.cli.common import ConfigOption, config_path, fail, read_config  # noqa: E402
 from flows.cli.site import site  # noqa: E402
 from flows.cli.validate import report, validate  # noqa: E402
-from tasks.core.config import STAGES, ConfigError, check_paths, load_config  # noqa: E402
+from tasks.checks import load_checked_config  # noqa: E402
+from tasks.core.config import ConfigError, check_paths, select_stages  # noqa: E402
+from tasks.core.errors import GrebenchError  # noqa: E402
 
 app = typer.Typer(
     help="GRE-bench: benchmark LLM-written peer reviews against fresh human reviews.",
@@ -49,18 +51,15 @@ def run(
     config: ConfigOption = None,
 ) -> None:
     """Run a named pipeline (all its stages, or the ones chosen with --stages)."""
-    from tasks.core.errors import FatalError
-    from tasks.core.locks import LockTimeout
-
     path = config_path(config)
     try:
-        cfg = load_config(path).for_pipeline(pipeline)
+        cfg = load_checked_config(path).for_pipeline(pipeline)
         chosen = parse_stages(stages, cfg.pipelines[pipeline].stages)
         check_paths(cfg, path)
         from flows.pipeline import pipeline_flow
 
         summary = pipeline_flow(pipeline=pipeline, config_path=str(path), stages=chosen)
-    except (ConfigError, FatalError, LockTimeout) as error:
+    except GrebenchError as error:    # every error that stops a run: one line, exit 1
         fail(str(error).splitlines()[0])
     if json_output:
         typer.echo(json.dumps({stage: s.as_dict() for stage, s in summary.items()}, indent=2, default=str))
@@ -71,22 +70,10 @@ def run(
 
 
 def parse_stages(option: str | None, configured: tuple[str, ...]) -> list[str] | None:
-    """The stages `--stages` names (None: all of the pipeline's); each must be one of the pipeline's, once."""
+    """The stages `--stages` names (None: all of the pipeline's), checked by `select_stages`."""
     if option is None:
         return None
-    chosen = [s.strip() for s in option.split(",")]
-    if not all(chosen):
-        raise ConfigError(f"--stages {option!r}: an empty stage name (give e.g. --stages ingest,curate)")
-    unknown = [s for s in chosen if s not in STAGES]
-    if unknown:
-        raise ConfigError(f"--stages: unknown stage(s) {unknown} (stages: {', '.join(STAGES)})")
-    missing = [s for s in chosen if s not in configured]
-    if missing:
-        raise ConfigError(f"--stages: {missing} not in this pipeline (its stages: {', '.join(configured)})")
-    repeated = sorted({s for s in chosen if chosen.count(s) > 1})
-    if repeated:
-        raise ConfigError(f"--stages: {repeated} named more than once")
-    return chosen
+    return select_stages(configured, [s.strip() for s in option.split(",")])
 
 
 @app.command()
@@ -107,7 +94,7 @@ def schedule(
 
     path = config_path(config)
     try:
-        cfg = load_config(path)
+        cfg = load_checked_config(path)
         deployment = build_deployment(cfg, str(path.resolve()))
     except ConfigError as error:
         fail(str(error))
@@ -156,7 +143,7 @@ def query(
     import duckdb
 
     try:
-        database = load_config(config_path(config)).database
+        database = load_checked_config(config_path(config)).database
         check_read_only(sql)
     except (ConfigError, ValueError) as error:
         fail(str(error))

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import polars as pl
 
-from tasks.core.config import Config
+from tasks.core.config import CONFIGURED_STAGES, Config
 from tasks.core.layout import slug
 from tasks.core.summary import StageSummary
 
 # Stages that write per venue; the others write data/<pipeline>/<stage>/ (tasks/layout.py).
 PER_VENUE = ("ingest", "curate")
-OUTPUT_STAGES = ("ingest", "curate", "preprocess", "generate", "qualify", "score", "validate")
+OUTPUT_STAGES = CONFIGURED_STAGES   # the stages that write Parquet outputs (materialize writes the database)
 
 
 def latest_run(cfg: Config, pipeline: str) -> pl.DataFrame:

@@ -64,9 +64,9 @@ def validate(
     from tasks.lm import eval_spec
     from tasks.metrics import check_names
     from tasks.metrics.resources import build_resources, engine_loglikelihood
-    from tasks.stages.validate.perturb import STRATEGIES
     from tasks.stages.validate.reviews_file import ReviewsFileError, load_reviews_file
     from tasks.stages.validate.stage import validate_reviews
+    from tasks.stages.validate.strategies import STRATEGIES
 
     cfg = read_config(config)
     chosen = tuple(s.strip() for s in strategies.split(",") if s.strip()) if strategies else cfg.validate.strategies

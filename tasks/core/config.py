@@ -13,19 +13,21 @@ import warnings
 from collections.abc import Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-STAGES = ("ingest", "curate", "preprocess", "generate", "qualify", "score", "validate", "materialize")
+# The one list of stages, in pipeline order; each has a folder tasks/stages/<stage>/ and a flow flows/<stage>.py.
 Stage = Literal["ingest", "curate", "preprocess", "generate", "qualify", "score", "validate", "materialize"]
+STAGES: tuple[Stage, ...] = get_args(Stage)
+# the stages with a table of settings in pipelines.toml (a pipeline may override them)
+CONFIGURED_STAGES = tuple(s for s in STAGES if s != "materialize")
 DEFAULT_CONFIG = Path("pipelines.toml")
 # The stage is called "validate", which shadows the deprecated BaseModel.validate; that is intended.
 warnings.filterwarnings("ignore", message=r'Field name "validate" in "\w+" shadows', category=UserWarning)
 
 
-class ConfigError(ValueError):
-    """A problem with pipelines.toml, phrased as one line that names the key."""
+from tasks.core.errors import ConfigError  # noqa: E402  (re-exported: every stage imports it from here)
 
 
 class Frozen(BaseModel):
@@ -243,20 +245,6 @@ class ScoreConfig(Frozen):
             return tuple({"eval_lm": v} if isinstance(v, str) else v for v in value)
         return value
 
-    @field_validator("metrics")
-    @classmethod
-    def _known_metrics(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        from tasks.metrics import check_names  # the registry is the one list of metric names
-
-        return check_names(value)
-
-    @field_validator("baselines")
-    @classmethod
-    def _known_baselines(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        from tasks.metrics import check_names
-
-        return check_names(value) if value else value
-
     @property
     def all_metrics(self) -> tuple[str, ...]:
         """`metrics` then `baselines`, each once: everything the score stage scores."""
@@ -266,7 +254,7 @@ class ScoreConfig(Frozen):
 class ValidateConfig(Frozen):
     """The validation workflow (tasks/validate): perturb candidates, rescore, test; and the leaderboard."""
 
-    # tasks/validate/perturb.py STRATEGIES; the default ones need no LLM
+    # names in tasks/stages/validate/strategies.py (checked by tasks/checks.py); the default ones need no LLM
     strategies: tuple[str, ...] = ("sentence_deletion", "random_replacement", "meaningless_elongation")
     # any metric names in the registry (tasks/metrics)
     metrics: tuple[str, ...] = ("gem_raw", "gem", "gem_s_abstract", "gem_s_assw", "bleu", "rouge_l", "bertscore")
@@ -305,23 +293,6 @@ class ValidateConfig(Frozen):
         if isinstance(value, list | tuple) and not value:
             raise ValueError('level needs at least one of "raw", "judgments"')
         return value
-
-    @field_validator("strategies")
-    @classmethod
-    def _known_strategies(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        from tasks.stages.validate.perturb import STRATEGIES
-
-        unknown = [name for name in value if name not in STRATEGIES]
-        if unknown or not value:
-            raise ValueError(f"unknown strategies {unknown}; known: {sorted(STRATEGIES)}")
-        return value
-
-    @field_validator("metrics")
-    @classmethod
-    def _known_metrics(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        from tasks.metrics import check_names
-
-        return check_names(value)
 
 
 class QualifyConfig(Frozen):
@@ -384,7 +355,7 @@ class VenueConfig(Frozen):
     @field_validator("form")
     @classmethod
     def _known_columns(cls, value: dict[str, str]) -> dict[str, str]:
-        from tasks.stages.ingest.forms import FORM_COLUMNS
+        from tasks.core.schema import FORM_COLUMNS
 
         for field_name, column in value.items():
             if column not in FORM_COLUMNS:
@@ -507,7 +478,7 @@ class Config(Frozen):
     def _merged(self, name: str, pipeline: PipelineConfig) -> Config:
         merged = self.model_dump()
         merged["pipelines"][name] = pipeline.model_dump()
-        for stage in ("ingest", "curate", "preprocess", "generate", "score", "validate", "qualify"):
+        for stage in CONFIGURED_STAGES:
             merged[stage].update(getattr(pipeline, stage))
         return _validate(merged, where=f"pipelines.{name}")
 
@@ -597,3 +568,22 @@ def require_refresh_tables(config_path: Path | str, pipeline: str, year: int, ve
     """`require_venue_tables` for the refresh of `pipeline` in `year` (on `venues` when given)."""
     name = f"{pipeline}-{year}"
     require_venue_tables(load_config(config_path).for_pipeline(name, venues or None), name)
+
+
+def select_stages(configured: Sequence[str], chosen: Sequence[str] | None) -> list[str]:
+    """The pipeline's stages, or the `chosen` subset of them, in pipeline order. Every chosen name must
+    be a stage of the pipeline, named once; `--stages` (CLI) and `stages` (flow) both pass through here."""
+    if not chosen:
+        return list(configured)
+    if not all(chosen):
+        raise ConfigError(f"--stages {','.join(chosen)!r}: an empty stage name (give e.g. --stages ingest,curate)")
+    unknown = [s for s in chosen if s not in STAGES]
+    if unknown:
+        raise ConfigError(f"--stages: unknown stage(s) {unknown} (stages: {', '.join(STAGES)})")
+    missing = [s for s in chosen if s not in configured]
+    if missing:
+        raise ConfigError(f"--stages: {missing} not in this pipeline (its stages: {', '.join(configured)})")
+    repeated = sorted({s for s in chosen if list(chosen).count(s) > 1})
+    if repeated:
+        raise ConfigError(f"--stages: {repeated} named more than once")
+    return [s for s in STAGES if s in chosen]

@@ -24,12 +24,10 @@ from pathlib import Path
 import duckdb
 from filelock import FileLock, Timeout
 
+from tasks.core.errors import LockTimeout
+
 log = logging.getLogger(__name__)
 DEFAULT_LOCK_TIMEOUT_S = 600.0
-
-
-class LockTimeout(RuntimeError):
-    """Another process held a lock for longer than we were prepared to wait."""
 
 
 def lock_timeout() -> float:

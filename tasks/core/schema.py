@@ -66,6 +66,13 @@ REVIEWS = pl.Schema(
     }
 )
 
+# The review columns a venue's review form may map a field onto (`[venues."..."] form`; "ignore"
+# drops the field). tasks/stages/ingest/forms.py reads forms into these columns.
+REVIEW_SCORE_COLUMNS = frozenset({"rating", "confidence", "soundness", "presentation", "contribution"})
+REVIEW_SECTION_COLUMNS = ("summary", "strengths", "weaknesses", "strengths_and_weaknesses", "questions",
+                          "limitations")
+FORM_COLUMNS = REVIEW_SCORE_COLUMNS | set(REVIEW_SECTION_COLUMNS) | {"ignore"}
+
 # Text extracted from a paper's PDF.
 PDF_TEXTS = pl.Schema(
     {

@@ -19,13 +19,10 @@ from typing import Any
 import polars as pl
 
 from tasks.core.config import Config
+from tasks.core.errors import CurationValidationError
 
 EXAMPLES = 5       # failing values quoted per expectation
 _LOCK = threading.Lock()
-
-
-class CurationValidationError(RuntimeError):
-    """A curated table broke an expectation; the message lists every failure."""
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tasks.core.schema import REVIEW_SCORE_COLUMNS
+
 SECTION_ALIASES = {
     "summary": "summary", "summary_of_the_paper": "summary", "paper_summary": "summary",
     "strengths": "strengths", "weaknesses": "weaknesses",
@@ -46,11 +48,10 @@ SCORE_ALIASES = {
     "confidence": "confidence", "soundness": "soundness", "presentation": "presentation",
     "contribution": "contribution",
 }
-SCORE_COLUMNS = frozenset(SCORE_ALIASES.values())
+SCORE_COLUMNS = REVIEW_SCORE_COLUMNS
 SECTION_TITLES = {"summary": "Summary", "strengths": "Strengths", "weaknesses": "Weaknesses",
                   "strengths_and_weaknesses": "Strengths and Weaknesses", "questions": "Questions",
                   "limitations": "Limitations"}
-FORM_COLUMNS = SCORE_COLUMNS | set(SECTION_TITLES) | {"ignore"}   # what a venue's `form` may map onto
 ADMIN_FIELDS = {"title", "code_of_conduct", "code_of_ethics", "flag_for_ethics_review", "first_time_reviewer",
                 "details_of_ethics_concerns", "ethics_review_area", "reviewer_guideline_acknowledgement",
                 "confidential_comment", "license", "agreement", "responsible_reviewing"}

@@ -21,6 +21,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from tasks.core.config import IngestConfig
+from tasks.core.retry import register_transient
 from tasks.stages.ingest.throttle import Throttle
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,7 @@ def make_client(api_version: int, baseurl: str, cfg: IngestConfig,
     return client
 
 
+@register_transient
 def is_transient(error: BaseException) -> bool:
     """Worth retrying the whole task later: rate limits, server errors, timeouts, dropped connections."""
     if isinstance(error, requests.exceptions.RetryError | requests.ConnectionError | requests.Timeout):

@@ -24,16 +24,13 @@ import duckdb
 from prefect import task
 
 from tasks.core.config import Config
+from tasks.core.errors import DataTestError
 from tasks.core.layout import pipeline_dir
 from tasks.core.locks import copy_database, discard, locked, recover_database, scratch_path, swap_database
 from tasks.core.summary import StageSummary
 
 SQL_DIR = Path(__file__).resolve().parents[3] / "sql"
 LAYERS = ("staging", "marts")
-
-
-class DataTestError(RuntimeError):
-    """A data test in sql/tests/ returned rows."""
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,7 @@ def plain(text: str) -> str:
 
 def polish(text: str) -> str:
     """A deterministic surface polish: the sentences as a numbered list under a markdown header."""
-    from tasks.stages.validate.manipulations import format_bullets, format_headers
+    from tasks.core.review_text import format_bullets, format_headers
 
     return format_headers(format_bullets(unmarked(text)))
 

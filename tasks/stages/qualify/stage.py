@@ -23,6 +23,7 @@ from pathlib import Path
 import polars as pl
 
 from tasks.core.config import Config, LLMConfig, ScoreConfig
+from tasks.core.errors import QualificationFailed
 from tasks.core.layout import cache_dir, stage_dir, write_parquet
 from tasks.core.schema import QUALIFICATION
 from tasks.core.summary import StageSummary
@@ -34,10 +35,6 @@ from tasks.stages.qualify.examinee import Examinee, ReadoutExaminee, StatedExami
 from tasks.stages.qualify.grade import exam_scores, failing, grade
 
 ROLE_NEEDS = {"llm_judge": "judge", "llm_oracle": "oracle"}
-
-
-class QualificationFailed(RuntimeError):
-    """A model in a judging role failed the exam and the run is configured to stop (or a role is empty)."""
 
 
 @dataclass(frozen=True)

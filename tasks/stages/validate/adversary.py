@@ -30,9 +30,9 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 
-from tasks.stages.validate import perturb
+from tasks.core.review_text import is_header, split_sentences
 from tasks.stages.validate.attack_text import INJECTION
-from tasks.stages.validate.perturb import is_header, split_judgments, split_sentences
+from tasks.stages.validate.perturb import split_judgments
 
 Target = Literal["review", "judgments"]
 OPERATORS = ("praise", "critique", "duplicate", "reorder", "delete", "inject")
@@ -217,14 +217,8 @@ def inflation(search: Search, higher_is_better: bool = True) -> float:
     return (search.score - search.original_score) * (1.0 if higher_is_better else -1.0)
 
 
-def _register() -> None:
-    perturb.STRATEGIES["adversary"] = perturb.Strategy(
-        "adversary", "manipulation", False,
-        "a bounded greedy search over generic edits (praise, critique, duplicate, reorder, delete, inject) "
-        "for the largest rise of each metric")
-
-
-_register()
+DESCRIPTION = ("a bounded greedy search over generic edits (praise, critique, duplicate, reorder, delete, inject) "
+               "for the largest rise of each metric")
 
 
 # ---------------------------------------------------------------- the strategy in the validation workflow

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tasks.lm import ChatRequest, ChatResult, LanguageModel
-from tasks.stages.validate.perturb import strategy as lookup
 from tasks.stages.validate.prompts import GAP_MARKER, PROMPT_VERSION, Prompt, build_prompt
+from tasks.stages.validate.strategies import strategy as lookup
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ def apply_llm_perturbation(
     budget. Rows without usable input fail with a reason and are not sent.
     """
     if not lookup(strategy).needs_llm:
-        raise ValueError(f"{strategy} is deterministic; use tasks.stages.validate.perturb.perturb_texts")
+        raise ValueError(f"{strategy} is deterministic; use tasks.stages.validate.strategies.perturb_texts")
     if abstracts is not None and len(abstracts) != len(reviews):
         raise ValueError("abstracts must have one entry per review")
     out: list[Perturbation | None] = [None] * len(reviews)

@@ -15,7 +15,7 @@ when the validation acts on preprocessed judgments):
 | prompt_injection         | an instruction to the evaluator as a last paragraph     | the instruction as a last line       |
 | prompt_injection_hidden  | the instruction inside an HTML comment, first           | the comment as a first line          |
 
-Two more manipulations need an LLM (prompts in tasks/validate/prompts.py, registered here):
+Two more manipulations need an LLM (prompts in tasks/stages/validate/prompts.py, described here):
 confident_tone (hedges removed) and flattery (compliments to the paper and its authors added).
 """
 
@@ -23,9 +23,13 @@ from __future__ import annotations
 
 import re
 
-from tasks.stages.validate import perturb
+from tasks.core.review_text import (
+    format_bullets,
+    format_headers,
+    split_sections,
+)
 from tasks.stages.validate.attack_text import HIDDEN_INJECTION, INJECTION
-from tasks.stages.validate.perturb import _LIST_MARKER, split_judgments, split_sections, split_sentences
+from tasks.stages.validate.perturb import split_judgments
 
 # Boilerplate a reviewer might append: statements about the reviewing process, none about the paper.
 BOILERPLATE = (
@@ -38,57 +42,7 @@ BOILERPLATE_JUDGMENTS = (
     "The reviewer states that they read the submission with care.",
     "The reviewer states that they are open to revising their view after the response.",
 )
-MARKDOWN_HEADER = "## Review"
 MARKDOWN_HEADER_JUDGMENTS = "## Judgments"
-
-
-def _sentences(body: str) -> list[str]:
-    return [s.strip() for s, _ in split_sentences(body) if s.strip()]
-
-
-def _is_list(body: str) -> bool:
-    """Whether most non-empty lines of a section body are list items."""
-    lines = [line for line in body.splitlines() if line.strip()]
-    return bool(lines) and sum(bool(_LIST_MARKER.match(line)) for line in lines) * 2 > len(lines)
-
-
-def _reshape(body: str) -> str:
-    """A list becomes one paragraph of its items; prose becomes a numbered list of its sentences."""
-    stripped = body.strip()
-    if not stripped:
-        return body
-    lead, tail = body[: len(body) - len(body.lstrip())], body[len(body.rstrip()):]
-    if _is_list(stripped):
-        items = [_LIST_MARKER.sub("", line).strip() for line in stripped.splitlines() if line.strip()]
-        items = [i if re.search(r"[.!?:;]$", i) else f"{i}." for i in items]
-        text = " ".join(items)
-    else:
-        text = "\n".join(f"{k}. {s}" for k, s in enumerate(_sentences(stripped), start=1))
-    return lead + text + tail
-
-
-def format_bullets(review: str) -> str:
-    """Each section's prose as a numbered list of its sentences, or a section's list as one paragraph."""
-    return "".join((header or "") + _reshape(body) for header, body in split_sections(review))
-
-
-def _markdown(header: str) -> str:
-    bare = header.strip().strip("*_ ").rstrip(":").strip("*_ ").strip()
-    if re.match(r"^#{1,6}\s", bare):
-        return header
-    newline = header[len(header.rstrip("\n")):] or "\n"
-    return f"## {bare}{newline}"
-
-
-def format_headers(review: str) -> str:
-    """Every section header as a markdown `##` header; text before the first header gets `## Review`."""
-    parts = []
-    for header, body in split_sections(review):
-        if header is None:
-            parts.append(f"{MARKDOWN_HEADER}\n\n{body.lstrip()}" if body.strip() else body)
-        else:
-            parts.append(_markdown(header) + body)
-    return "".join(parts)
 
 
 def case_upper(review: str) -> str:
@@ -178,18 +132,3 @@ LLM_DESCRIPTIONS = {
     "flattery": "an LLM adds general compliments to the paper and its authors, nothing else changed",
     "rephrase_second": "the rephrase prompt run by a second LLM ([validate] rephrase_llm), meaning kept",
 }
-
-
-def _register() -> None:
-    """Add these manipulations to the strategy registry of tasks/validate/perturb.py."""
-    for name, text in DESCRIPTIONS.items():
-        perturb.STRATEGIES[name] = perturb.Strategy(name, "manipulation", False, text)
-        perturb._SINGLE[(name, "review")] = REVIEW_FORMS[name]
-        perturb._SINGLE[(name, "judgments")] = JUDGMENT_FORMS[name]
-    for name, text in LLM_DESCRIPTIONS.items():   # prompts in tasks/validate/prompts.py
-        perturb.STRATEGIES[name] = perturb.Strategy(name, "manipulation", True, text)
-    perturb.DETERMINISTIC = tuple(name for name, s in perturb.STRATEGIES.items()
-                                  if not s.needs_llm and name != "adversary")
-
-
-_register()

@@ -10,156 +10,20 @@ Deterministic strategies run here without an LLM. Each acts either on the raw re
 | random_replacement     | degradation  | a review of another paper, same group    | that review's judgments       |
 | meaningless_elongation | manipulation | fixed filler sentences in every section  | fixed filler judgment lines   |
 
-The LLM strategies are registered here too (`STRATEGIES`); their prompts live in
-`tasks/validate/prompts.py`. A perturbation that cannot be made is reported as an error (None
-text), never replaced by the original.
+Every strategy, these and the others, is registered in one place: tasks/stages/validate/strategies.py.
+A perturbation that cannot be made is reported as an error (None text), never replaced by the original.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
-import polars as pl
 
-Kind = Literal["degradation", "manipulation"]
+from tasks.core.review_text import split_sections, split_sentences
+
 Target = Literal["review", "judgments"]
-
-
-@dataclass(frozen=True)
-class Strategy:
-    name: str
-    kind: Kind
-    needs_llm: bool
-    description: str
-
-
-STRATEGIES: dict[str, Strategy] = {
-    s.name: s
-    for s in (
-        Strategy("sentence_deletion", "degradation", False, "delete every other sentence, headers kept"),
-        Strategy("deletion_completion", "degradation", True,
-                 "delete every other sentence, then an LLM fills each gap with a sentence adding nothing"),
-        Strategy("random_replacement", "degradation", False, "a review of another paper from the same group"),
-        Strategy("surface_report", "degradation", True, "an LLM writes a review from the abstract alone"),
-        Strategy("ultra_concise", "degradation", True, "an LLM compresses the review to about 10% of its length"),
-        Strategy("opinion_flip", "degradation", True, "an LLM reverses the verdict, structure and topics kept"),
-        Strategy("rephrase", "manipulation", True, "an LLM rewrites the review, meaning kept"),
-        Strategy("meaningless_elongation", "manipulation", False,
-                 "the same content-free sentences added to every section of every review"),
-        Strategy("opinion_shift_positive", "manipulation", True, "an LLM makes the stance more favourable"),
-        Strategy("opinion_shift_negative", "manipulation", True, "an LLM makes the stance less favourable"),
-        Strategy("opinion_shift_hedged", "manipulation", True, "an LLM turns every claim noncommittal"),
-        Strategy("opinion_shift_extreme", "manipulation", True, "an LLM pushes every claim to its strongest form"),
-    )
-}
-DETERMINISTIC = tuple(name for name, s in STRATEGIES.items() if not s.needs_llm)
-
-
-def strategy(name: str) -> Strategy:
-    """The registered strategy of this name, or a ValueError listing the known ones."""
-    if name not in STRATEGIES:
-        raise ValueError(f"unknown strategy {name!r}; known: {', '.join(STRATEGIES)}")
-    return STRATEGIES[name]
-
-
-# ---------------------------------------------------------------- sections and sentences
-
-_ABBREVIATIONS = frozenset({
-    "e.g", "i.e", "etc", "vs", "cf", "al", "fig", "figs", "eq", "eqs", "sec", "secs", "tab", "ref", "refs",
-    "resp", "approx", "no", "dr", "mr", "ms", "prof", "st",
-})
-_LIST_MARKER = re.compile(r"^\s*(?:[-*+\u2022]|\(?\d{1,3}[.)]|\(?[a-zA-Z][.)]|\([ivx]+\))\s+")
-_BOUNDARY = re.compile(r"[.!?]+[\"'\u201d\u2019)\]]*(?=\s)")
-_CONNECTORS = frozenset({"and", "or", "of", "the", "a", "an", "in", "on", "for", "to", "with", "&", "/"})
-
-
-def is_header(line: str) -> bool:
-    """A section header: a markdown heading, a short line ending in a colon, or a bold-only line.
-
-    Colon lines count when they have at most four words or read like a title (at most ten words,
-    every word but connectors capitalized), so "Summary Of The Paper:" and "Minor comments:" are
-    headers while "The authors claim the following:" is a sentence.
-    """
-    text = line.strip()
-    if not text:
-        return False
-    if re.match(r"^#{1,6}\s+\S", text):
-        return True
-    bare = text.strip("*_ ").strip()
-    if not bare:
-        return False
-    if re.fullmatch(r"(\*\*|__)[^*_]+(\*\*|__):?", text) and len(bare.split()) <= 10:
-        return not re.search(r"[.!?]$", bare)
-    if not bare.endswith(":"):
-        return False
-    words = bare[:-1].split()
-    if not words or len(words) > 10 or re.search(r"[.!?]\s", bare):
-        return False
-    if len(words) <= 4:
-        return True
-    return all(w[:1].isupper() or w.lower().strip(",") in _CONNECTORS for w in words)
-
-
-def split_sections(text: str) -> list[tuple[str | None, str]]:
-    """(header line or None, body) blocks in order; the text before the first header has no header.
-
-    Joining `header + body` of every block gives back `text` exactly (headers keep their newline).
-    """
-    blocks: list[tuple[str | None, str]] = []
-    header: str | None = None
-    body: list[str] = []
-    for line in text.splitlines(keepends=True):
-        if is_header(line):
-            if header is not None or body:
-                blocks.append((header, "".join(body)))
-            header, body = line, []
-        else:
-            body.append(line)
-    if header is not None or body:
-        blocks.append((header, "".join(body)))
-    return blocks
-
-
-def split_sentences(body: str) -> list[tuple[str, str]]:
-    """(sentence, separator after it) pairs; a sentence ends at . ! ? before a space, or at a line end.
-
-    Abbreviations (e.g., et al., Fig.) and list markers ("1.", "-", "(a)") do not end a sentence.
-    Leading whitespace of the body is returned as a first pair with an empty sentence.
-    """
-    units: list[tuple[str, str]] = []
-    lead = re.match(r"\s*", body).group()
-    if lead:
-        units.append(("", lead))
-    for line in re.finditer(r"[^\n]*\n*", body[len(lead):]):
-        chunk = line.group()
-        if not chunk:
-            continue
-        content = chunk.rstrip("\n")
-        newlines = chunk[len(content):]
-        marker = _LIST_MARKER.match(content)
-        start = marker.end() if marker else 0
-        pos = 0
-        for match in _BOUNDARY.finditer(content, start):
-            words = content[pos:match.start()].split()
-            last = words[-1].lower().lstrip("([{\"'").rstrip(".") if words else ""
-            if last in _ABBREVIATIONS or (len(last) == 1 and last.isalpha()):
-                continue
-            gap = re.match(r"\s*", content[match.end():]).group()
-            units.append((content[pos:match.end()], gap))
-            pos = match.end() + len(gap)
-        rest = content[pos:]
-        trailing = rest[len(rest.rstrip()):]
-        if rest.strip():
-            units.append((rest.rstrip(), trailing + newlines))
-        elif units:
-            units[-1] = (units[-1][0], units[-1][1] + rest + newlines)
-        else:
-            units.append(("", rest + newlines))
-    return units
 
 
 def _thin(units: list[tuple[str, str]], gap: str | None) -> str:
@@ -299,82 +163,3 @@ def random_replacement(
         pool = [j for j in by_group[g] if paper_ids[j] != pid]
         out.append(texts[pool[int(rng.integers(len(pool)))]] if pool else None)
     return out
-
-
-# ---------------------------------------------------------------- applying a strategy to a frame
-
-_SINGLE: dict[tuple[str, Target], Callable[[str], str]] = {
-    ("sentence_deletion", "review"): sentence_deletion,
-    ("sentence_deletion", "judgments"): judgment_deletion,
-    ("meaningless_elongation", "review"): meaningless_elongation,
-    ("meaningless_elongation", "judgments"): judgment_elongation,
-}
-
-
-def perturb_texts(
-    name: str,
-    texts: Sequence[str | None],
-    *,
-    target: Target = "review",
-    paper_ids: Sequence[str] | None = None,
-    groups: Sequence[str] | None = None,
-    seed: int = 0,
-) -> tuple[list[str | None], list[str | None]]:
-    """Apply a deterministic strategy to many texts: (perturbed texts, errors), both in input order.
-
-    A row whose text is missing or empty, or that cannot be perturbed, gets None and an error.
-    """
-    spec = strategy(name)
-    if spec.needs_llm:
-        raise ValueError(f"{name} needs an LLM; use tasks.stages.validate.llm_perturb")
-    if target not in ("review", "judgments"):
-        raise ValueError(f"target must be 'review' or 'judgments', got {target!r}")
-    usable = [isinstance(t, str) and bool(t.strip()) for t in texts]
-    if name == "random_replacement":
-        if paper_ids is None:
-            raise ValueError("random_replacement needs paper_ids")
-        idx = [i for i, ok in enumerate(usable) if ok]
-        drawn = random_replacement([paper_ids[i] for i in idx], [texts[i] for i in idx], seed=seed,
-                                   groups=None if groups is None else [groups[i] for i in idx])
-        result: list[str | None] = [None] * len(texts)
-        for i, text in zip(idx, drawn, strict=True):
-            result[i] = text
-        errors = [None if r is not None else ("empty text" if not ok else "no other paper in the group")
-                  for r, ok in zip(result, usable, strict=True)]
-        return result, errors
-    fn = _SINGLE[(name, target)]
-    result = [fn(t) if ok else None for t, ok in zip(texts, usable, strict=True)]
-    errors = [None if ok else "empty text" for ok in usable]
-    return result, errors
-
-
-def perturb_frame(
-    frame: pl.DataFrame,
-    name: str,
-    *,
-    target: Target = "review",
-    group_col: str | None = None,
-    seed: int = 0,
-) -> pl.DataFrame:
-    """`frame` (paper_id and the `target` column) with `strategy`, `perturbed` and `perturb_error` added."""
-    needed = {"paper_id", target} | ({group_col} if group_col else set())
-    missing = needed - set(frame.columns)
-    if missing:
-        raise ValueError(f"frame lacks columns {sorted(missing)}")
-    texts, errors = perturb_texts(
-        name, frame[target].to_list(), target=target, paper_ids=frame["paper_id"].to_list(),
-        groups=frame[group_col].cast(pl.String).to_list() if group_col else None, seed=seed,
-    )
-    return frame.with_columns(
-        strategy=pl.lit(name),
-        perturbed=pl.Series(texts, dtype=pl.String),
-        perturb_error=pl.Series(errors, dtype=pl.String),
-    )
-
-
-
-# The surface manipulations of tasks/validate/manipulations.py add themselves to STRATEGIES,
-# _SINGLE and DETERMINISTIC when that module is imported (it imports the helpers above).
-# The adversary (tasks/validate/adversary.py) registers its strategy the same way.
-from tasks.stages.validate import adversary as _adversary  # noqa: E402, F401
-from tasks.stages.validate import manipulations as _manipulations  # noqa: E402, F401

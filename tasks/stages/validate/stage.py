@@ -30,8 +30,8 @@ from tasks.metrics.shards import ShardedLoglikelihood
 from tasks.stages.score.inputs import read_judgments, read_synopses
 from tasks.stages.validate.eval_lms import validate_each_eval_lm
 from tasks.stages.validate.leaderboard import AGREEMENT, LEADERBOARD, agreement, leaderboard
-from tasks.stages.validate.perturb import strategy
 from tasks.stages.validate.reuse import ReusingLoglikelihood
+from tasks.stages.validate.strategies import strategy
 from tasks.stages.validate.workflow import Preprocessor, ValidationResult, run_validation
 
 

@@ -31,7 +31,7 @@ from tasks.metrics import Resources, candidate_scores, check_names, get, higher_
 from tasks.stages.score.inputs import judgments_text
 from tasks.stages.validate.adversary import ADVERSARY, largest_inflation, run_adversary
 from tasks.stages.validate.llm_perturb import apply_llm_perturbation
-from tasks.stages.validate.perturb import STRATEGIES, perturb_texts, random_replacement, strategy
+from tasks.stages.validate.perturb import random_replacement
 from tasks.stages.validate.stats import (
     LENGTH_CONFOUND,
     Correction,
@@ -40,6 +40,7 @@ from tasks.stages.validate.stats import (
     validation_table,
     word_count,
 )
+from tasks.stages.validate.strategies import STRATEGIES, perturb_texts, strategy
 
 REVIEWS_IN = pl.Schema({"paper_id": pl.String, "review_id": pl.String, "review_text": pl.String,
                         "judgments": pl.String, "abstract": pl.String, "assw": pl.String,
