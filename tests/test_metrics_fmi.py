@@ -10,6 +10,7 @@ from scoring_data import make_frames, write_pipeline
 
 import tasks.metrics.shards as shards_module
 from tasks.core.config import load_config
+from tasks.core.frames import human_candidates, judgments_text, synopses_wide
 from tasks.core.layout import stage_dir, write_parquet
 from tasks.core.schema import REFERENCES, SCORES
 from tasks.metrics import REGISTRY, Resources, score_metrics
@@ -17,7 +18,6 @@ from tasks.metrics.fmi import kl_direct, kl_fvar, tv_direct, tv_direct_marginal,
 from tasks.metrics.negatives import draw_negatives
 from tasks.metrics.prompts import NOT_AVAILABLE
 from tasks.metrics.resources import build_resources, memoized
-from tasks.stages.score.inputs import human_candidates, judgments_text, synopses_wide
 from tasks.stages.score.stage import (
     read_inputs,
     score_inputs,

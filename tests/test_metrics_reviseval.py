@@ -122,7 +122,7 @@ def test_a_panel_of_judges_is_averaged(tmp_path, monkeypatch) -> None:
                           "judgments": None} for i in range(3)],
                         schema={"paper_id": pl.String, "review_id": pl.String, "review_text": pl.String,
                                 "judgments": pl.String})
-    from tasks.stages.score.inputs import human_candidates
+    from tasks.core.frames import human_candidates
 
     cands = human_candidates(refs)
     syn = pl.DataFrame([{"paper_id": "p0", "abstract": "A proof.", "assw": None}], schema=SYNOPSES_WIDE)
@@ -146,8 +146,8 @@ def test_a_panel_serves_the_generation_oracle(tmp_path, monkeypatch) -> None:
     """TVD-MI with a panel: member A answers yes for same-paper pairs and no otherwise, member B always
     no. Critic on the positive pair: (1/2 - 1/2) / 2 = 0; on each negative: -1/2; score 0 - (-1/2) = 1/2
     (A alone would give 1)."""
+    from tasks.core.frames import human_candidates
     from tasks.metrics.negatives import draw_negatives
-    from tasks.stages.score.inputs import human_candidates
     from tests.test_metrics_oracle_cells import _refs, _responder
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")

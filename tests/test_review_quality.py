@@ -12,6 +12,7 @@ import polars as pl
 import pytest
 
 from tasks.core.config import LLMConfig
+from tasks.core.frames import human_candidates
 from tasks.core.schema import REFERENCES, SCORING_CANDIDATES, SYNOPSES_WIDE
 from tasks.lm import make_lm
 from tasks.metrics import REGISTRY, MissingResource, Resources, score_metrics
@@ -25,7 +26,6 @@ from tasks.metrics.review_quality.work import (
     QualityWork,
     ReviewFacts,
 )
-from tasks.stages.score.inputs import human_candidates
 from tasks.testing.anthropic_server import AnthropicServer, system_text, user_text
 
 KEYWORDS = ("novel", "baseline", "writing", "threshold", "proof", "momentum")

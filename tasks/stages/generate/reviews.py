@@ -36,15 +36,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import polars as pl
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from tasks.core import schema
 from tasks.core.config import CandidateConfig, Config, ConfigError
+from tasks.core.frames import read_curated
 from tasks.core.layout import cache_dir, write_stage_frames
-from tasks.core.retry import llm_task
 from tasks.core.schema import EXCLUSIONS, GENERATED, USAGE
-from tasks.core.summary import StageSummary
+from tasks.core.summary import StageSummary, llm_figures
 from tasks.lm import (
     ChatRequest,
     ChatResult,
@@ -57,16 +55,10 @@ from tasks.lm import (
     load_model,
     make_lm,
 )
+from tasks.metrics.judgments import PreprocessOutput, load_prompt, preprocess_reviews
 from tasks.metrics.review_quality.fields import answer_scores
 from tasks.stages.generate.contamination import guard
 from tasks.stages.generate.paper_fit import Counter, Fit, estimate_counter, fit_text
-from tasks.stages.preprocess.judgments import (
-    PreprocessOutput,
-    llm_figures,
-    load_prompt,
-    preprocess_reviews,
-    read_inputs,
-)
 
 log = logging.getLogger(__name__)
 
@@ -313,7 +305,7 @@ def read_generate_inputs(cfg: Config, pipeline: str) -> tuple[pl.DataFrame, pl.D
     """The pipeline's benchmark papers (in_benchmark) and their PDF texts."""
     if not cfg.generate.candidates:
         raise ConfigError("generate.candidates: no candidate models configured (add [[generate.candidates]])")
-    _, papers, pdf_texts = read_inputs(cfg, pipeline)
+    _, papers, pdf_texts = read_curated(cfg, pipeline)
     return papers.sort("venue_id", "paper_id"), pdf_texts
 
 
@@ -372,33 +364,3 @@ def write_generate_outputs(cfg: Config, pipeline: str, papers: pl.DataFrame, run
         "llm_cached": int(usage["cached"].sum()),
     }
     return StageSummary(papers.height * len(runs), candidates.height, **llm_figures(usage), details=details)
-
-
-def scoring_candidates(cfg: Config, pipeline: str) -> pl.DataFrame:
-    """Generated reviews as score-stage candidates (tasks.core.schema.SCORING_CANDIDATES): candidate =
-    candidate_id, source = the model's name, review_id null (no human review is left out), and the
-    judgments from candidate_judgments. Empty when the generate stage has not run."""
-    from tasks.core.schema import SCORING_CANDIDATES
-    from tasks.stages.score.inputs import judgments_text
-
-    folder = cfg.data_dir / pipeline / "generate"
-    if not (folder / "candidates.parquet").is_file():
-        return pl.DataFrame(schema=SCORING_CANDIDATES)
-    generated = pl.read_parquet(folder / "candidates.parquet", columns=["candidate_id", "paper_id", "model", "review"])
-    path = folder / "candidate_judgments.parquet"
-    judgments = judgments_text(pl.read_parquet(path)) if path.is_file() else pl.DataFrame(
-        schema={"review_id": pl.String, "judgments": pl.String})
-    return (
-        generated.join(judgments, left_on="candidate_id", right_on="review_id", how="left")
-        .select("paper_id", pl.col("candidate_id").alias("candidate"), pl.col("model").alias("source"),
-                pl.lit(None, pl.String).alias("review_id"), pl.col("review").alias("review_text"), "judgments")
-        .cast(dict(SCORING_CANDIDATES))
-        .sort("paper_id", "candidate")
-    )
-
-
-# ---- Prefect tasks ----
-read_generate_inputs_task = task(read_generate_inputs, name="read-generate-inputs", cache_policy=NO_CACHE)
-review_papers_task = llm_task(review_papers, name="generate-reviews", task_run_name="generate-{candidate.name}")
-judge_reviews_task = llm_task(judge_reviews, name="judge-candidate-reviews")
-write_generate_outputs_task = task(write_generate_outputs, name="write-generate-outputs", cache_policy=NO_CACHE)

@@ -24,15 +24,12 @@ from typing import Any
 
 import polars as pl
 import requests
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from tasks.core.config import Config, IngestConfig
 from tasks.core.errors import SourceError
 from tasks.core.layout import raw_dir, slug, write_parquet
 from tasks.core.locks import locked
 from tasks.core.progress import progress
-from tasks.core.retry import transient
 from tasks.core.schema import PAPERS, REJECTS, REVIEWS, conform, empty
 from tasks.core.summary import StageSummary
 from tasks.stages.ingest.forms import normalise_submission, reject, value
@@ -405,7 +402,4 @@ def _ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None
     return result
 
 
-# ---- Prefect tasks ----
 # A retry after a 429 / 5xx / timeout resumes from the cached pages.
-ingest_venue_task = task(ingest_venue, name="ingest-venue", retries=2, retry_delay_seconds=[30, 120],
-                         retry_condition_fn=transient, cache_policy=NO_CACHE)

@@ -39,14 +39,12 @@ from typing import Any
 import openreview
 import polars as pl
 
+from tasks.core.frames import FINAL_COLUMNS, SECTION_COLUMNS
 from tasks.core.progress import progress
 from tasks.core.schema import PAPERS, REVIEWS, conform
 from tasks.stages.ingest.forms import normalise_review, value
 
 log = logging.getLogger(__name__)
-FINAL_COLUMNS = ("rating_raw", "rating", "confidence_raw", "confidence", "review_text")
-SECTION_COLUMNS = ("summary", "strengths", "weaknesses", "strengths_and_weaknesses", "questions", "limitations",
-                   "other_sections", "soundness", "presentation", "contribution")
 PRIVATE_CONTENT = ("authors", "authorids")
 
 
@@ -239,20 +237,6 @@ def without_history(reviews: pl.DataFrame) -> pl.DataFrame:
     """Reviews whose history was not read: the final columns are the note as served, the flag null."""
     return reviews.with_columns(*(pl.col(c).alias(f"{c}_final") for c in FINAL_COLUMNS),
                                 edited_after_rebuttal=pl.lit(None, pl.Boolean))
-
-
-def pick_version(reviews: pl.DataFrame, which: str) -> pl.DataFrame:
-    """Reviews with rating .. review_text of the `which` ("first" | "final") version, named in
-    `review_version`. For "final", an edited review's text sections and sub-scores (first version
-    only) become null; a review without a final version read keeps what it has."""
-    if which == "first":
-        return reviews.with_columns(review_version=pl.lit("first"))
-    edited = pl.col("edited_after_rebuttal").fill_null(False)
-    return reviews.with_columns(
-        *(pl.coalesce(f"{c}_final", c).alias(c) for c in FINAL_COLUMNS),
-        *(pl.when(edited).then(None).otherwise(pl.col(c)).alias(c) for c in SECTION_COLUMNS),
-        review_version=pl.lit("final"),
-    )
 
 
 def revision_url(api_version: int, version: str, base: str = "https://openreview.net") -> str:

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
-from prefect import task
 
 from tasks.core.config import Config
 from tasks.core.errors import DataTestError
@@ -199,5 +198,3 @@ def run_data_tests(
     return failures
 
 
-# ---- Prefect tasks ----
-materialize_task = task(build_database, name="materialize", task_run_name="materialize-{pipeline}")

@@ -118,8 +118,8 @@ def sit_exam(questions: Sequence, seated: Sequence[Seat], make: Callable[[Seat],
 def exam_inputs(cfg: Config, pipeline: str) -> tuple[pl.DataFrame, dict[str, str], dict[str, str]]:
     """The curated reviews (with their judgment lines once preprocessed), each paper's synopsis text
     (preprocess synopses, else the abstract) and its venue."""
+    from tasks.core.frames import curated_reviews, judgments_text, paper_groups, synopses_wide
     from tasks.metrics.judge import synopsis_text
-    from tasks.stages.score.inputs import curated_reviews, judgments_text, paper_groups, synopses_wide
 
     reviews = curated_reviews(cfg, pipeline)
     judged = stage_dir(cfg, pipeline, "preprocess") / "judgments.parquet"   # for the statement questions

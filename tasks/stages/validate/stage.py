@@ -20,6 +20,7 @@ from typing import Any
 import polars as pl
 
 from tasks.core.config import Config, PreprocessConfig
+from tasks.core.frames import read_judgments, read_synopses
 from tasks.core.layout import cache_dir, stage_dir, write_parquet
 from tasks.core.summary import StageSummary
 from tasks.lm import ModelSpec, eval_spec
@@ -27,7 +28,6 @@ from tasks.metrics import Resources, candidate_scores, get
 from tasks.metrics.llm_log import LLMLog, write_llm_log
 from tasks.metrics.resources import build_resources
 from tasks.metrics.shards import ShardedLoglikelihood
-from tasks.stages.score.inputs import read_judgments, read_synopses
 from tasks.stages.validate.eval_lms import validate_each_eval_lm
 from tasks.stages.validate.leaderboard import AGREEMENT, LEADERBOARD, agreement, leaderboard
 from tasks.stages.validate.reuse import ReusingLoglikelihood
@@ -37,7 +37,7 @@ from tasks.stages.validate.workflow import Preprocessor, ValidationResult, run_v
 
 def llm_preprocessor(backend: Any, cfg: PreprocessConfig) -> Preprocessor:
     """Reviews -> (judgment lines, rejects) with the preprocessing stage's prompt and checks."""
-    from tasks.stages.preprocess.judgments import preprocess_reviews
+    from tasks.metrics.judgments import preprocess_reviews
 
     def run(reviews: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         out = preprocess_reviews(reviews, backend, cfg)
@@ -113,9 +113,7 @@ def validate_pipeline(cfg: Config, pipeline: str) -> ValidationResult:
     validate/usage.parquet."""
     used: list[ReusingLoglikelihood] = []
     log = LLMLog()
-    from tasks.stages.score.quality_tables import (
-        quality_work,  # None unless a review-quality metric is validated
-    )
+    from tasks.metrics.review_quality.setup import quality_work
 
     quality = quality_work(cfg, pipeline, cache_dir(cfg, "llm"), cfg.validate.metrics)
 

@@ -26,9 +26,9 @@ import numpy as np
 import polars as pl
 
 from tasks.core import schema
+from tasks.core.frames import judgments_text
 from tasks.core.schema import REFERENCES, SCORING_CANDIDATES, SYNOPSES_WIDE
 from tasks.metrics import Resources, candidate_scores, check_names, get, higher_is_better, score_metrics
-from tasks.stages.score.inputs import judgments_text
 from tasks.stages.validate.adversary import ADVERSARY, largest_inflation, run_adversary
 from tasks.stages.validate.llm_perturb import apply_llm_perturbation
 from tasks.stages.validate.perturb import random_replacement

@@ -1,7 +1,7 @@
 """Preprocess reviews into atomic judgments and papers into synopses (GEM section 3.2, C.1, C.4).
 
 Each review goes to the LLM once with the versioned judgments prompt; the answer is checked and
-repaired line by line (`tasks.stages.preprocess.checks`). An answer that fails (an error, or no usable
+repaired line by line (`tasks.metrics.judgment_checks`). An answer that fails (an error, or no usable
 line) is asked once more with a stricter reminder (a different request, so a different cache
 key); if that fails too the review is recorded in rejects with the reason. Dropped lines are
 recorded in rejects as well, so every line the LLM wrote is accounted for. Requests that still
@@ -16,19 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from tasks.core import schema
-from tasks.core.config import Config, PreprocessConfig
+from tasks.core.config import PreprocessConfig
 from tasks.core.errors import EmptyOutputError
-from tasks.core.layout import stage_dir, write_stage_frames
 from tasks.core.prompts import load_prompt
-from tasks.core.retry import llm_task
 from tasks.core.schema import JUDGMENTS, SYNOPSES, USAGE
-from tasks.core.summary import StageSummary
 from tasks.lm import ChatRequest, ChatResult, LanguageModel, TransientLLMError, Usage
-from tasks.stages.preprocess.checks import (
+from tasks.metrics.judgment_checks import (
     STANCES,
     ParsedJudgments,
     ParsedSynopsis,
@@ -237,58 +232,3 @@ def _rejects(rows: list[dict[str, Any]]) -> pl.DataFrame:
     return schema.rejects([{"stage": "preprocess", **row} for row in rows])
 
 
-# ---- reading and writing the stage's files ------------------------------------------------------
-def read_inputs(cfg: Config, pipeline: str) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame | None]:
-    """Curated reviews and papers of the pipeline's benchmark sample, and their PDF texts if ingested."""
-    reviews, papers, texts = [], [], []
-    for venue in cfg.pipelines[pipeline].venues:
-        curated = stage_dir(cfg, pipeline, "curate", venue)
-        for name, bucket in (("reviews", reviews), ("papers", papers)):
-            path = curated / f"{name}.parquet"
-            if not path.is_file():
-                raise FileNotFoundError(f"{path} is missing: run the curate stage for {venue} first")
-            bucket.append(pl.read_parquet(path))
-        pdf = stage_dir(cfg, pipeline, "ingest", venue) / "pdf_texts.parquet"
-        if pdf.is_file():
-            texts.append(pl.read_parquet(pdf))
-    all_papers = pl.concat(papers, how="diagonal_relaxed")
-    if "in_benchmark" in all_papers.columns:  # only the benchmark sample is preprocessed
-        all_papers = all_papers.filter(pl.col("in_benchmark").fill_null(False))
-    all_reviews = pl.concat(reviews, how="diagonal_relaxed")
-    all_reviews = all_reviews.filter(pl.col("paper_id").is_in(all_papers["paper_id"].implode()))
-    pdf_texts = pl.concat(texts, how="diagonal_relaxed") if texts else None
-    if pdf_texts is not None:
-        pdf_texts = pdf_texts.filter(pl.col("paper_id").is_in(all_papers["paper_id"].implode()))
-    return all_reviews, all_papers, pdf_texts
-
-
-def llm_figures(usage: pl.DataFrame) -> dict[str, Any]:
-    """The StageSummary LLM fields from a USAGE frame: calls made (cache hits excluded), tokens, cost."""
-    return {
-        "llm_calls": int((usage["requests"] - usage["cached"]).sum()),
-        "input_tokens": int(usage["input_tokens"].sum()),
-        "output_tokens": int(usage["output_tokens"].sum()),
-        "cost_usd": float(usage["cost_usd"].sum()),
-    }
-
-
-def write_outputs(cfg: Config, pipeline: str, judged: PreprocessOutput, synopses: Synopses) -> StageSummary:
-    """Each frame to preprocess/<name>.parquet, replaced atomically (a rerun overwrites); the summary."""
-    usage = pl.concat([judged.usage, synopses.usage])
-    rejects = pl.concat([judged.rejects, synopses.rejects])
-    write_stage_frames(cfg, pipeline, "preprocess", {
-        "judgments": judged.judgments,
-        "synopses": synopses.synopses,
-        "rejects": rejects,
-        "usage": usage,
-    })
-    details = {**judged.stats, "synopses": synopses.synopses.height, "rejects": rejects.height,
-               "llm_requests": int(usage["requests"].sum()), "llm_cached": int(usage["cached"].sum())}
-    return StageSummary(judged.stats["reviews_in"], judged.judgments.height, **llm_figures(usage), details=details)
-
-
-# ---- Prefect tasks ----
-preprocess_reviews_task = llm_task(preprocess_reviews, name="preprocess-reviews")
-make_synopses_task = llm_task(make_synopses, name="make-synopses")
-read_inputs_task = task(read_inputs, name="read-preprocess-inputs", cache_policy=NO_CACHE)
-write_outputs_task = task(write_outputs, name="write-preprocess-outputs", cache_policy=NO_CACHE)
