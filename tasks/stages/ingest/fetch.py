@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -28,12 +26,13 @@ import requests
 from tasks.core.config import Config, IngestConfig
 from tasks.core.errors import SourceError
 from tasks.core.layout import raw_dir, slug, write_parquet
-from tasks.core.locks import locked
+from tasks.core.locks import locked, write_bytes_atomic
 from tasks.core.progress import progress
 from tasks.core.schema import PAPERS, REJECTS, REVIEWS, conform, empty
 from tasks.core.summary import StageSummary
 from tasks.stages.ingest.forms import normalise_submission, reject, value
 from tasks.stages.ingest.openreview_client import make_client
+from tasks.stages.ingest.raw_cache import read_cached
 from tasks.stages.ingest.throttle import Throttle
 from tasks.stages.ingest.versions import apply_versions, download_source, without_history
 
@@ -86,41 +85,6 @@ def note_json(note: Any) -> dict[str, Any]:
 
 def _strip(reply: Any) -> Any:
     return {k: v for k, v in reply.items() if k not in IDENTITY_KEYS} if isinstance(reply, dict) else reply
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def read_cached(path: Path, root: Path, problem: Callable[[Any], str | None]) -> Any | None:
-    """The JSON in cache file `path`, or None when there is none or it is unusable.
-
-    An unusable entry (empty, truncated, binary, the wrong shape: `problem(content)` names what is
-    wrong) is moved to `<root>/quarantine/` for inspection, with one line of log, so the caller
-    fetches it again instead of failing on every rerun.
-    """
-    if not path.exists():
-        return None
-    try:
-        content = json.loads(path.read_bytes().decode("utf-8", "surrogatepass"))
-        why = problem(content)
-    except (ValueError, UnicodeDecodeError) as error:   # JSONDecodeError is a ValueError
-        content, why = None, f"{type(error).__name__}: {error}"
-    if why is None:
-        return content
-    aside = root / "quarantine" / f"{path.relative_to(root).as_posix().replace('/', '__')}.{int(time.time())}"
-    aside.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(path, aside)
-    log.warning("bad cache entry %s quarantined as %s (%s); fetching it again", path, aside, why[:200])
-    return None
 
 
 def _page_problem(offset: int) -> Callable[[Any], str | None]:
@@ -188,7 +152,7 @@ class _Pager:
                     offset += step
                     continue
                 page = {"invitation": invitation, "offset": offset, "limit": limit, "count": total, "notes": notes}
-                write_atomic(path, json.dumps(page, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+                write_bytes_atomic(path, json.dumps(page, ensure_ascii=False).encode("utf-8", "surrogatepass"))
                 self.result.pages_fetched += 1
             if offset == 0:
                 count = page["count"] if page["count"] is not None else float("inf")
@@ -211,7 +175,7 @@ def _submission_invitations(client: Any, api_version: int, venue_id: str, folder
     if content is None:
         group = client.get_group(venue_id)
         content = {k: v for k, v in (group.content or {}).items() if k.endswith(("_id", "_name"))}
-        write_atomic(path, json.dumps(content).encode())
+        write_bytes_atomic(path, json.dumps(content).encode())
     name = value(content, "submission_name")
     return [value(content, "submission_id") or f"{venue_id}/-/{name or 'Submission'}"]
 
@@ -313,9 +277,9 @@ def download_pdfs(client: Any, paper_ids: list[str], pdf_dir: Path, cfg: IngestC
                         return None, _remember(marker, reject("pdf", paper_id, paper_id, venue_id, "pdf_too_large",
                                                               f"body exceeds {cfg.pdf_max_bytes} bytes"))
                     chunks.append(chunk)
-            write_atomic(path, b"".join(chunks))   # then its note: a kill in between costs a refetch, no more
+            write_bytes_atomic(path, b"".join(chunks))   # then its note: a kill in between costs a refetch, no more
             if version is not None:
-                write_atomic(noted, version.encode())
+                write_bytes_atomic(noted, version.encode())
             else:
                 noted.unlink(missing_ok=True)
             return paper_id, None
@@ -331,7 +295,7 @@ def download_pdfs(client: Any, paper_ids: list[str], pdf_dir: Path, cfg: IngestC
 
 
 def _remember(marker: Path, row: dict[str, Any]) -> dict[str, Any]:
-    write_atomic(marker, json.dumps(row).encode())
+    write_bytes_atomic(marker, json.dumps(row).encode())
     return row
 
 

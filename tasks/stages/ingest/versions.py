@@ -40,9 +40,11 @@ import openreview
 import polars as pl
 
 from tasks.core.frames import FINAL_COLUMNS, SECTION_COLUMNS
+from tasks.core.locks import write_bytes_atomic
 from tasks.core.progress import progress
 from tasks.core.schema import PAPERS, REVIEWS, conform
 from tasks.stages.ingest.forms import normalise_review, value
+from tasks.stages.ingest.raw_cache import read_cached
 
 log = logging.getLogger(__name__)
 PRIVATE_CONTENT = ("authors", "authorids")
@@ -98,7 +100,6 @@ def fetch_history(client: Any, api_version: int, note_id: str, folder: Path) -> 
     `history/` to ask again, e.g. once logged in); rate limits and server errors surface after the
     client's retries, so a rerun resumes from the cache.
     """
-    from tasks.stages.ingest.fetch import read_cached, write_atomic  # ingest imports this module
 
     path = folder / "history" / f"{note_id}.json"
     cached = read_cached(path, folder, _history_problem)
@@ -117,7 +118,7 @@ def fetch_history(client: Any, api_version: int, note_id: str, folder: Path) -> 
         log.warning("no revision history for %s (%s)", note_id, status)
         versions = []
     versions.sort(key=lambda v: (v.get("tcdate") or v.get("cdate") or 0, v["id"]))
-    write_atomic(path, json.dumps({"note_id": note_id, "versions": versions}, ensure_ascii=False)
+    write_bytes_atomic(path, json.dumps({"note_id": note_id, "versions": versions}, ensure_ascii=False)
                  .encode("utf-8", "surrogatepass"))
     return versions, False
 
