@@ -31,7 +31,11 @@ from pathlib import Path
 
 import polars as pl
 
-from tasks.core.config import LLMConfig, PreprocessConfig
+from tasks.core.config import (
+    LLMConfig,
+    PreprocessConfig,
+    ValidateConfig,  # noqa: E402
+)
 from tasks.lm import ModelSpec, make_lm
 from tasks.metrics import Resources, get
 from tasks.metrics.resources import (
@@ -128,9 +132,7 @@ def main() -> None:
     for metric in metrics:
         counted.counts.clear()
         t0 = time.perf_counter()
-        result = run_validation(reviews, strategies=strategies, metrics=[metric], resources=counted.resources(),
-                                max_papers=args.papers, min_pairs=args.min_pairs, negatives=args.negatives,
-                                preprocess=preprocess, levels=(args.level,))
+        result = run_validation(reviews, ValidateConfig(strategies=strategies, metrics=[metric], max_papers=args.papers, min_pairs=args.min_pairs, level=(args.level,)), resources=counted.resources(), negatives=args.negatives, preprocess=preprocess)
         wall = time.perf_counter() - t0
         pairs = 2 * result.stats["scored_candidates"]   # three reviews a paper: two references per candidate
         tables.append(result.validation)

@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tasks.core.config import LLMConfig, ScoreConfig
+from tasks.core.config import LLMConfig, ScoreConfig, ValidateConfig
 from tasks.core.schema import SCORES, SCORING_CANDIDATES, SYNOPSES_WIDE
 from tasks.lm import make_lm
 from tasks.metrics import REGISTRY, MissingResource, Resources, score_metrics
@@ -187,9 +187,7 @@ def test_reviseval_is_validated_like_the_rest(tmp_path, monkeypatch) -> None:
         resources = Resources(reviser=make_lm(_openai(r, "reviser-x"), tmp_path),
                               llm=make_lm(LLMConfig(backend="anthropic", model="judge-a", use_batches=False,
                                                     max_retries=0), tmp_path, base_url=j.url))
-        out = run_validation(make_reviews(n_papers=3), strategies=["sentence_deletion", "meaningless_elongation"],
-                             metrics=["reviseval_rouge_l", "reviseval_judge"], resources=resources,
-                             candidates="all", bootstrap_resamples=0)
+        out = run_validation(make_reviews(n_papers=3), ValidateConfig(strategies=["sentence_deletion", "meaningless_elongation"], metrics=["reviseval_rouge_l", "reviseval_judge"], candidates="all", bootstrap_resamples=0, min_pairs=2), resources=resources)
     table = out.validation
     assert set(zip(table["metric"], table["strategy"], strict=True)) == {
         (m, s) for m in ("reviseval_rouge_l", "reviseval_judge") for s in ("sentence_deletion", "meaningless_elongation")}

@@ -22,7 +22,8 @@ from tasks.core.config import PreprocessConfig
 from tasks.core.errors import EmptyOutputError
 from tasks.core.prompts import load_prompt
 from tasks.core.schema import JUDGMENTS, SYNOPSES, USAGE
-from tasks.lm import ChatRequest, ChatResult, LanguageModel, TransientLLMError, Usage
+from tasks.lm import ChatRequest, ChatResult, LanguageModel, Usage
+from tasks.lm.ask import Asked, ask_with_retry, failure
 from tasks.metrics.judgment_checks import (
     STANCES,
     ParsedJudgments,
@@ -90,44 +91,22 @@ class _Job:
 
 
 def _ask(jobs: list[_Job], backend: LanguageModel, system: str, tag: str, max_tokens: int,
-         parse: Callable[[ChatResult], Any]) -> tuple[dict[str, tuple[ChatResult, Any]], list[ChatResult], int]:
-    """Answers per entity id, after at most one stricter retry; also every result (for usage)."""
+         parse: Callable[[ChatResult], Any]) -> Asked:
+    """Every job asked through the one ask-and-retry loop (tasks/lm/ask.py)."""
     # A small local model keeps to the format far better when its answer is started for it.
     local = getattr(backend, "name", "") == "local"
     prefill, prefixes = (PREFILL[tag], LINE_PREFIXES[tag]) if local else ("", ())
-    answers: dict[str, tuple[ChatResult, Any]] = {}
-    every: list[ChatResult] = []
-    todo = jobs
-    retries = 0
-    for strict in (False, True):
-        if not todo:
-            break
-        requests = [ChatRequest(system, render(tag, job.text, strict), max_tokens, job.entity_id, prefill,
-                                line_prefixes=prefixes) for job in todo]
-        # Every answer is cached, unusable ones too: decoding is deterministic, so the stricter retry
-        # is a request of its own, and a rerun replays both from the cache without an LLM call.
-        results = backend.generate(requests)
-        every.extend(results)
-        transient = [r.error for r in results if r.error and r.retryable]
-        if transient:
-            raise TransientLLMError(f"{len(transient)} LLM requests failed transiently; last: {transient[-1]}")
-        failed = []
-        for job, result in zip(todo, results, strict=True):
-            parsed = parse(result) if result.ok else None
-            answers[job.entity_id] = (result, parsed)
-            if parsed is None or not parsed.usable:
-                failed.append(job)
-        retries += len(failed) if not strict else 0
-        todo = failed
-    return answers, every, retries
+    by_id = {job.entity_id: job for job in jobs}
+
+    def request(key: str, strict: bool) -> ChatRequest:
+        return ChatRequest(system, render(tag, by_id[key].text, strict), max_tokens, key, prefill,
+                           line_prefixes=prefixes)
+    return ask_with_retry(list(by_id), request, backend, lambda _key, result: parse(result),
+                          lambda parsed: parsed.usable)
 
 
-def _failure(result: ChatResult, parsed: Any) -> tuple[str, str]:
-    if result.error:
-        return "llm_error", result.error[:500]
-    if not result.text.strip():
-        return "empty_answer", "the model answered nothing, twice"
-    return "unusable_answer", f"no line in the expected format, twice; answer began: {result.text.strip()[:300]!r}"
+def _failure(result: ChatResult) -> tuple[str, str]:
+    return failure(result, "no line in the expected format")
 
 
 def _parse_judgments(result: ChatResult) -> ParsedJudgments:
@@ -151,15 +130,15 @@ def preprocess_reviews(reviews: pl.DataFrame, backend: LanguageModel, cfg: Prepr
         else:
             jobs.append(_Job(row["review_id"], text, **where))
     system = load_prompt(cfg.prompt_version)
-    answers, every, retries = _ask(jobs, backend, system, "review", cfg.max_tokens, _parse_judgments)
+    asked = _ask(jobs, backend, system, "review", cfg.max_tokens, _parse_judgments)
     rows: list[dict[str, Any]] = []
-    stats = {"reviews_in": reviews.height, "retried": retries, "lines_kept": 0, "lines_repaired": 0,
+    stats = {"reviews_in": reviews.height, "retried": asked.retried, "lines_kept": 0, "lines_repaired": 0,
              "lines_dropped": 0}
     for job in jobs:
-        result, parsed = answers[job.entity_id]
+        result, parsed = asked.last(job.entity_id)
         where = {"paper_id": job.paper_id, "venue_id": job.venue_id}
         if parsed is None or not parsed.usable:
-            rule, detail = _failure(result, parsed)
+            rule, detail = _failure(result)
             rejects.append({"entity": "review", "entity_id": job.entity_id, "rule": rule, "detail": detail, **where})
             continue
         for position, (stance, line) in enumerate(parsed.lines):
@@ -178,7 +157,7 @@ def preprocess_reviews(reviews: pl.DataFrame, backend: LanguageModel, cfg: Prepr
         first = next(r for r in rejects if r["entity"] == "review" and r["rule"] != "empty_review")
         raise EmptyOutputError(f"preprocess: all {len(jobs)} reviews failed, no judgments (first: {first['rule']}: "
                                f"{first['detail'][:200]}); set preprocess.allow_empty = true to accept that")
-    return PreprocessOutput(judgments, _rejects(rejects), usage_frame("judgments", every, backend, cfg), stats)
+    return PreprocessOutput(judgments, _rejects(rejects), usage_frame("judgments", asked.every, backend, cfg), stats)
 
 
 def make_synopses(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, backend: LanguageModel,
@@ -210,17 +189,17 @@ def make_synopses(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, backend:
             continue
         jobs.append(_Job(f"{pid}/assw", text, source=source, **where))
     system = load_prompt(cfg.synopsis_prompt_version)
-    answers, every, _ = _ask(jobs, backend, system, "paper", cfg.max_tokens, _parse_assw)
+    asked = _ask(jobs, backend, system, "paper", cfg.max_tokens, _parse_assw)
     for job in jobs:
-        result, parsed = answers[job.entity_id]
+        result, parsed = asked.last(job.entity_id)
         if parsed is None or not parsed.usable:
-            rule, detail = _failure(result, parsed)
+            rule, detail = _failure(result)
             rejects.append({"entity": "synopsis", "entity_id": job.entity_id, "rule": rule, "detail": detail,
                             "paper_id": job.paper_id, "venue_id": job.venue_id})
             continue
         rows.append({"paper_id": job.paper_id, "kind": "assw", "text": parsed.render(), "source": job.source,
                      "model": result.model or backend.model})
-    return Synopses(pl.DataFrame(rows, schema=SYNOPSES), _rejects(rejects), usage_frame("synopses", every, backend, cfg))
+    return Synopses(pl.DataFrame(rows, schema=SYNOPSES), _rejects(rejects), usage_frame("synopses", asked.every, backend, cfg))
 
 
 def usage_frame(purpose: str, results: Sequence[ChatResult], backend: LanguageModel, cfg: PreprocessConfig) -> pl.DataFrame:

@@ -47,7 +47,6 @@ from tasks.lm import (
     ChatRequest,
     ChatResult,
     LanguageModel,
-    TransientLLMError,
     Usage,
     chat_ids,
     chat_spec,
@@ -55,6 +54,7 @@ from tasks.lm import (
     load_model,
     make_lm,
 )
+from tasks.lm.ask import Asked, ask_with_retry, failure
 from tasks.metrics.judgments import PreprocessOutput, load_prompt, preprocess_reviews
 from tasks.metrics.review_quality.fields import answer_scores
 from tasks.stages.generate.contamination import guard
@@ -220,12 +220,11 @@ def generate_reviews(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, candi
                                       f"paper after the prompt and max_tokens {candidate.max_tokens}"})
         else:
             jobs.append(Job(cid, row["paper_id"], row.get("venue_id"), source, len(text), fit))
-    attempts, every = _ask(jobs, backend, system, prefill, candidate)
+    asked = _ask(jobs, backend, system, prefill, candidate)
     rows = []
     for job in jobs:
-        tries = attempts[job.candidate_id]
-        final = tries[-1]
-        parsed = parse_review(final.text) if final.ok else None
+        tries = [result for result, _ in asked.attempts[job.candidate_id]]
+        final, parsed = asked.last(job.candidate_id)
         where = {"entity": "candidate_review", "entity_id": job.candidate_id, "paper_id": job.paper_id,
                  "venue_id": job.venue_id}
         if parsed is None or not parsed.usable:
@@ -245,49 +244,26 @@ def generate_reviews(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, candi
         })
     frame = pl.DataFrame(rows, schema=GENERATED)
     stats = {"papers": papers.height, "reviews": frame.height, "rejected": papers.height - frame.height,
-             "retried": sum(len(t) > 1 for t in attempts.values()), "truncated": int(frame["truncated"].sum())}
-    return GenerateOutput(frame, _rejects(rejects), usage_frame(candidate, backend, every), stats)
+             "retried": asked.retried, "truncated": int(frame["truncated"].sum())}
+    return GenerateOutput(frame, _rejects(rejects), usage_frame(candidate, backend, asked.every), stats)
 
 
 def _ask(jobs: Sequence[Job], backend: LanguageModel, system: str, prefill: str,
-         candidate: CandidateConfig) -> tuple[dict[str, list[ChatResult]], list[ChatResult]]:
-    """Every attempt per job (at most two), and all results (for usage). Local models get chunks
-    of `batch_size` so answers reach the cache as they come; a batch API gets everything at once."""
-    attempts: dict[str, list[ChatResult]] = {job.candidate_id: [] for job in jobs}
-    every: list[ChatResult] = []
-    todo = list(jobs)
-    for strict in (False, True):
-        if not todo:
-            break
-        size = candidate.batch_size if backend.name == "local" else len(todo)
-        for start in range(0, len(todo), size):
-            chunk = todo[start : start + size]
-            requests = [ChatRequest(system, job.user(strict), candidate.max_tokens, job.candidate_id, prefill)
-                        for job in chunk]
-            results = backend.generate(requests)
-            every.extend(results)
-            for job, result in zip(chunk, results, strict=True):
-                attempts[job.candidate_id].append(result)
-            log.info("generate %s: %d/%d papers answered%s", candidate.name, min(start + size, len(todo)),
-                     len(todo), " (retry)" if strict else "")
-        transient = [r.error for r in every if r.error and r.retryable]
-        if transient:
-            raise TransientLLMError(f"{len(transient)} LLM requests failed transiently; last: {transient[-1]}")
-        todo = [job for job in todo if not _usable(attempts[job.candidate_id][-1])]
-    return attempts, every
+         candidate: CandidateConfig) -> Asked:
+    """Every job through the one ask-and-retry loop (tasks/lm/ask.py). Local models get chunks of
+    `batch_size` so answers reach the cache as they come; a batch API gets everything at once."""
+    by_id = {job.candidate_id: job for job in jobs}
 
-
-def _usable(result: ChatResult) -> bool:
-    return result.ok and parse_review(result.text).usable
+    def request(key: str, strict: bool) -> ChatRequest:
+        return ChatRequest(system, by_id[key].user(strict), candidate.max_tokens, key, prefill)
+    return ask_with_retry(list(by_id), request, backend, lambda _key, r: parse_review(r.text), lambda p: p.usable,
+                          chunk_size=candidate.batch_size if backend.name == "local" else None,
+                          label=f"generate {candidate.name}")
 
 
 def _failure(result: ChatResult) -> dict[str, str]:
-    if result.error:
-        return {"rule": "llm_error", "detail": result.error[:500]}
-    if not result.text.strip():
-        return {"rule": "empty_answer", "detail": "the model answered nothing, twice"}
-    return {"rule": "unusable_answer",
-            "detail": f"no tagged part with text, twice; the answer began: {result.text.strip()[:300]!r}"}
+    rule, detail = failure(result, "no tagged part with text")
+    return {"rule": rule, "detail": detail}
 
 
 def usage_frame(candidate: CandidateConfig, backend: LanguageModel, results: Sequence[ChatResult]) -> pl.DataFrame:

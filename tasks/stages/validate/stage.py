@@ -96,14 +96,10 @@ def validate_reviews(cfg: Config, reviews: pl.DataFrame, resources: Resources,
                 raise ValueError("strategy rephrase_second needs a [validate.rephrase_llm] table")
             backends["rephrase_second"] = make_lm(v.rephrase_llm, cache_dir(cfg, "llm"))
             perturbers["rephrase_second"] = f"{v.rephrase_llm.backend}:{v.rephrase_llm.model}"
-    return run_validation(
-        reviews, strategies=strategies, metrics=metrics, resources=resources, backend=backend, preprocess=preprocess,
-        correction=v.correction, alpha=v.alpha, max_papers=v.max_papers, candidates=v.candidates, seed=v.seed,
-        negatives=cfg.score.negatives, negatives_seed=cfg.score.negatives_seed,
-        min_pairs=v.min_pairs, correction_scope=v.correction_scope, bootstrap_resamples=v.bootstrap_resamples,
-        adversary_steps=v.adversary_steps, adversary_patience=v.adversary_patience, levels=v.level,
-        backends=backends, perturbers=perturbers,
-    )
+    settings = v.model_copy(update={"metrics": tuple(metrics), "strategies": tuple(strategies)})
+    return run_validation(reviews, settings, resources, backend=backend, preprocess=preprocess,
+                          negatives=cfg.score.negatives, negatives_seed=cfg.score.negatives_seed,
+                          backends=backends, perturbers=perturbers)
 
 
 def validate_pipeline(cfg: Config, pipeline: str) -> ValidationResult:

@@ -26,6 +26,7 @@ import numpy as np
 import polars as pl
 
 from tasks.core import schema
+from tasks.core.config import ValidateConfig
 from tasks.core.frames import judgments_text
 from tasks.core.schema import REFERENCES, SCORING_CANDIDATES, SYNOPSES_WIDE
 from tasks.metrics import Resources, candidate_scores, check_names, get, higher_is_better, score_metrics
@@ -34,7 +35,6 @@ from tasks.stages.validate.llm_perturb import apply_llm_perturbation
 from tasks.stages.validate.perturb import random_replacement
 from tasks.stages.validate.stats import (
     LENGTH_CONFOUND,
-    Correction,
     length_confound,
     spearman,
     validation_table,
@@ -265,30 +265,19 @@ def human_correlation(scores: pl.DataFrame, reviews: pl.DataFrame, metrics: Sequ
 
 def run_validation(
     reviews: pl.DataFrame,
-    *,
-    strategies: Sequence[str],
-    metrics: Sequence[str],
+    settings: ValidateConfig,
     resources: Resources,
+    *,
     backend: Any = None,
     preprocess: Preprocessor | None = None,
-    correction: Correction = "none",
-    alpha: float = 0.05,
-    max_papers: int = 100,
-    candidates: Literal["one", "all"] = "one",
-    seed: int = 0,
     negatives: int = 4,
     negatives_seed: int = 0,
-    min_pairs: int = 2,
-    correction_scope: Literal["metric", "table"] = "metric",
-    bootstrap_resamples: int = 2000,
-    adversary_steps: int = 4,
-    adversary_patience: int = 2,
-    levels: Sequence[Level] = ("judgments",),
     backends: Mapping[str, Any] | None = None,
     perturbers: Mapping[str, str] | None = None,
 ) -> ValidationResult:
     """The whole workflow on REVIEWS_IN-like rows; see the module docstring.
 
+    `settings` is the `[validate]` table (strategies, metrics, sample, tests, levels);
     `resources` serve the metrics (tasks/metrics/resources.py); `backend` serves the LLM
     strategies; `preprocess` turns reviews without judgments into judgments (needed when a judgment
     metric is asked for and the reviews, or LLM-perturbed ones, carry none). `min_pairs`,
@@ -303,8 +292,11 @@ def run_validation(
 
     `backends` overrides `backend` per strategy; `perturbers` names what perturbed each strategy
     (an LLM's model, by default "rules" for the deterministic ones and "search" for the adversary),
-    written into the table with the evaluation LM and the seed.
+    written into the table with the evaluation LM and the seed. `negatives` / `negatives_seed` are
+    the score stage's negative references (`[score]`), for the metrics that read them.
     """
+    v = settings
+    strategies, metrics, levels, seed = tuple(v.strategies), tuple(v.metrics), tuple(v.level), v.seed
     check_names(metrics)
     for name in strategies:
         strategy(name)
@@ -312,7 +304,7 @@ def run_validation(
     if frame.is_empty():
         raise ValueError("no usable reviews (every row was rejected: " +
                          ", ".join(sorted(set(rejects["rule"].to_list()))) + ")")
-    frame = sample(frame, max_papers, candidates, seed)
+    frame = sample(frame, v.max_papers, v.candidates, seed)
     has_lines = frame["judgments"].is_not_null().any()
     needs_lines = any(m.reads == "judgments" for m in get(metrics))
     more_rejects = [rejects]
@@ -321,9 +313,6 @@ def run_validation(
             raise ValueError("judgment metrics need judgments: give reviews with judgments or an LLM to preprocess")
         frame, found = fill_judgments(frame, "review_id", preprocess)
         more_rejects.append(found)
-    unknown_levels = set(levels) - {"raw", "judgments"}
-    if unknown_levels or not levels:
-        raise ValueError(f"levels must be among 'raw', 'judgments'; got {list(levels)}")
     plain = [s for s in strategies if s != "adversary"]
     on_lines = bool(has_lines and needs_lines and "judgments" in levels)
     perturbed = perturb_candidates(frame, plain, judgment_lines=on_lines, backend=backend, seed=seed,
@@ -360,13 +349,13 @@ def run_validation(
         originals = scores.filter(pl.col("source") == "human")
         adv_pairs, adv_perturbed, attacks = run_adversary(
             frame.filter("is_candidate"), originals, references, synopses, metrics, resources,
-            steps=adversary_steps, patience=adversary_patience, seed=seed, negatives=negatives,
+            steps=v.adversary_steps, patience=v.adversary_patience, seed=seed, negatives=negatives,
             negatives_seed=negatives_seed)
         pairs = pl.concat([pairs, adv_pairs.select(pairs.columns)])
         perturbed = pl.concat([perturbed, adv_perturbed])
-    table = validation_table(pairs, correction=correction, alpha=alpha, min_pairs=min_pairs,
-                             family=("metric",) if correction_scope == "metric" else (),
-                             n_resamples=bootstrap_resamples, seed=seed)
+    table = validation_table(pairs, correction=v.correction, alpha=v.alpha, min_pairs=v.min_pairs,
+                             family=("metric",) if v.correction_scope == "metric" else (),
+                             n_resamples=v.bootstrap_resamples, seed=seed)
     order = {m: i for i, m in enumerate(metrics)} | {s: i for i, s in enumerate(strategies)}
     table = table.sort(pl.col("metric").replace_strict(order, return_dtype=pl.Int64),
                        pl.col("strategy").replace_strict(order, return_dtype=pl.Int64), "level")
