@@ -5,7 +5,7 @@ rerun or a resumed run only does what is missing. `grebench schedule` registers 
 Prefect deployment with a yearly cron schedule.
 
 Which cycle a run pulls: without an explicit year each `{year}` venue template takes the freshest
-cycle of its venue family whose reviews are public on the run's date (tasks/venue_facts.py): the
+cycle of its venue family whose reviews are public on the run's date (tasks/core/venue_facts.py): the
 run of 15 December 2025 pulls ICLR.cc/2026/Conference (reviews public since November 2025) and
 NeurIPS.cc/2025/Conference. An explicit `year` fills every template with that year.
 """
@@ -18,8 +18,9 @@ from typing import Any
 from prefect import flow
 
 from flows.pipeline import pipeline_flow
-from tasks.config import Config, ScheduleConfig, load_config
-from tasks.summary import StageSummary
+from tasks.checks import load_checked_config
+from tasks.core.config import Config, ScheduleConfig
+from tasks.core.summary import StageSummary
 
 
 @flow(name="yearly-refresh", log_prints=True)
@@ -32,21 +33,21 @@ def refresh_flow(
 ) -> dict[str, StageSummary]:
     """Run `pipeline` on its venues (or on `venues`): for `year` when given, else each venue family's
     freshest public cycle on the date `on` (ISO date; default: today)."""
-    from tasks.config import require_refresh_tables
+    from tasks.core.config import require_refresh_tables
 
     day = date.fromisoformat(on) if on else datetime.now(UTC).date()
     if year is None and not venues:
-        venues = planned_venues(load_config(config_path), pipeline, day)
+        venues = planned_venues(load_checked_config(config_path), pipeline, day)
     year = year or day.year
     require_refresh_tables(config_path, pipeline, year, venues)  # before ingest
     summary = pipeline_flow(pipeline=f"{pipeline}-{year}", config_path=config_path, venues=venues or None)
-    write_site(load_config(config_path))
+    write_site(load_checked_config(config_path))
     return summary
 
 
 def write_site(cfg: Config) -> None:
     """The refresh ends by rendering the static site from the results database (`grebench site`)."""
-    from tasks.site import build_site
+    from tasks.report.site import build_site
 
     if not cfg.database.is_file():
         print(f"no results database at {cfg.database}: the site is not written")
@@ -56,9 +57,9 @@ def write_site(cfg: Config) -> None:
 
 
 def planned_venues(cfg: Config, pipeline: str, on: date) -> list[str]:
-    """The venue ids a refresh of `pipeline` on `on` pulls (tasks/venue_facts.py: freshest public cycle)."""
-    from tasks.config import ConfigError
-    from tasks.venue_facts import FactsError, plan
+    """The venue ids a refresh of `pipeline` on `on` pulls (tasks/core/venue_facts.py: freshest public cycle)."""
+    from tasks.core.config import ConfigError
+    from tasks.core.venue_facts import FactsError, plan
 
     if pipeline not in cfg.pipelines:
         raise ConfigError(f"unknown pipeline {pipeline!r} (known: {', '.join(sorted(cfg.pipelines)) or 'none'})")
@@ -71,7 +72,7 @@ def planned_venues(cfg: Config, pipeline: str, on: date) -> list[str]:
 def describe_plan(cfg: Config, on: date, runs: list[datetime]) -> list[str]:
     """Lines saying which venue ids a run on `on` and each of the next `runs` would pull, and the
     venue tables those runs still lack."""
-    from tasks.venue_facts import plan
+    from tasks.core.venue_facts import plan
 
     schedule = cfg.schedule
     templates = schedule.venues or cfg.pipelines[schedule.pipeline].venues

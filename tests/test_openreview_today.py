@@ -15,17 +15,17 @@ import requests
 from typer.testing import CliRunner
 
 import flows.pipeline
-from flows.cli import app
-from tasks.config import Config, IngestConfig, VenueConfig
-from tasks.curate import curate_venue
-from tasks.errors import AuthenticationError
-from tasks.ingest import ingest_venue
-from tasks.layout import stage_dir
-from tasks.openreview_auth import _minted, forget_minted
-from tasks.summary import StageSummary
+from flows.cli.main import app
+from tasks.core.config import Config, IngestConfig, VenueConfig
+from tasks.core.errors import AuthenticationError
+from tasks.core.layout import stage_dir
+from tasks.core.schema import HIDDEN_PDF, REVIEW_HIDDEN, REVIEW_ONE
+from tasks.core.summary import StageSummary
+from tasks.stages.curate.rules import curate_venue
+from tasks.stages.ingest.auth import _minted, forget_minted
+from tasks.stages.ingest.fetch import ingest_venue
 from tasks.testing.openreview_server import Fault, Policy, serve_venues
 from tasks.testing.synthetic import make_venue
-from tasks.versions import HIDDEN_PDF, REVIEW_HIDDEN, REVIEW_ONE
 
 V2, V1, NIPS = "ICLR.cc/2025/Conference", "ICLR.cc/2023/Conference", "NeurIPS.cc/2025/Conference"
 OTHER = "GREBench.cc/2025/Today"      # a v2 venue the facts do not cover: its histories are asked for
@@ -250,7 +250,7 @@ def test_an_html_429_and_a_429_with_a_reset_time_are_waited_out(server, venues, 
     monkeypatch.setenv("OPENREVIEW_TOKEN", server.issue_token())
     server.inject(Fault("429", html=True, retry_after=None, times=2),
                   Fault("429", endpoint="edits", reset_in=0.8, retry_after=None))
-    with caplog.at_level(logging.WARNING, logger="tasks.openreview_client"):
+    with caplog.at_level(logging.WARNING, logger="tasks.stages.ingest.openreview_client"):
         result = ingest_venue(OTHER, config(tmp_path, pdf=True), tmp_path / "out", server.v2_url)
     assert result.papers == len(venues[OTHER].papers) and result.pdfs > 0
     assert caplog.text.count("HTML answer from the firewall") == 2
@@ -294,7 +294,7 @@ def test_venues_lists_a_years_venues_from_the_group_tree_with_what_each_exposes(
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines[0] == f"3 venue(s) of 2025 at {server.v2_url}:"
-    assert f"- {OTHER}: no facts recorded: add them to tasks/venue_families.toml, with sources" in lines
+    assert f"- {OTHER}: no facts recorded: add them to tasks/core/venue_families.toml, with sources" in lines
     assert any(line.startswith(f"- {V2} [ICLR, API v2, listed by invitation {V2}/-/Submission, integer scores, "
                                "reviews public from 2024-11-15]") for line in lines)
     assert any(line.startswith(f"- {NIPS} [NeurIPS") for line in lines)

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from flows.cli import app
+from flows.cli.main import app
 from flows.refresh import planned_venues
-from tasks.config import ConfigError, load_config
-from tasks.venue_facts import FactsError, families, plan
+from tasks.core.config import ConfigError, load_config
+from tasks.core.venue_facts import FactsError, families, plan
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = str(ROOT / "pipelines.toml")
@@ -50,7 +50,7 @@ def test_schedule_dry_run_on_2026_06_01_pulls_the_cycles_public_then_and_the_nex
 @pytest.mark.skipif(shutil.which("faketime") is None, reason="faketime is not installed (apt-get install faketime)")
 def test_schedule_dry_run_under_faketime_reads_the_clock():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run(["faketime", "2025-12-15 08:00:00", sys.executable, "-c", "from flows.cli import app; app()",
+    out = subprocess.run(["faketime", "2025-12-15 08:00:00", sys.executable, "-c", "from flows.cli.main import app; app()",
                           "schedule", "--dry-run", "-c", CONFIG], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "a run on 2025-12-15 pulls: ICLR.cc/2026/Conference" in out.stdout

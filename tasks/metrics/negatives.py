@@ -17,12 +17,8 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from tasks.metrics.registry import Metric, reference_sets
-from tasks.schema import NEGATIVES
-
-
-def needs_negatives(metrics: list[Metric]) -> bool:
-    return any(m.negatives for m in metrics)
+from tasks.core.schema import NEGATIVES
+from tasks.metrics.registry import reference_sets
 
 
 def _rng(seed: int, anchor: str, reference: str) -> random.Random:
