@@ -132,6 +132,15 @@ class _Pager:
     rejects: list[dict[str, Any]]
 
     def pages(self, invitation: str) -> Iterator[list[dict[str, Any]]]:
+        """The invitation's pages in order; a paced run shows them as progress with an ETA."""
+        bars: list[Any] = []   # the bar, once the first page tells the count
+        try:
+            yield from self._pages(invitation, bars)
+        finally:
+            for bar in bars:
+                bar.close()
+
+    def _pages(self, invitation: str, bars: list[Any]) -> Iterator[list[dict[str, Any]]]:
         limit = self.cfg.page_size
         folder = self.folder / f"{slug(invitation)}__{DETAILS}__limit{limit}"
         offset, step, count = 0, None, None
@@ -160,6 +169,10 @@ class _Pager:
             if offset == 0:
                 count = page["count"] if page["count"] is not None else float("inf")
                 step = len(page["notes"]) or limit
+                if count != float("inf"):
+                    bars.append(progress(max(1, -(-int(count) // step)), f"pages of {invitation}", "page"))
+            for bar in bars:
+                bar.update(1)
             yield page["notes"]
             if not page["notes"]:
                 return
