@@ -6,8 +6,8 @@ shared ICLR 2023 dev file, with each metric's wall time and language-model reque
         [--strategies sentence_deletion,...] [--level judgments|raw] [--cache data/cache/llm]
 
 One seeded candidate review per paper, the paper's other reviews as references (the validation
-workflow's own sample, tasks/validate/workflow.py), every strategy that runs offline (the
-deterministic ones, tasks/validate/perturb.py DETERMINISTIC) unless `--strategies` names others. The
+workflow's own sample, tasks/stages/validate/workflow.py), every strategy that runs offline (the
+deterministic ones, tasks/stages/validate/perturb.py DETERMINISTIC) unless `--strategies` names others. The
 evaluation LM is the embedded SmolLM2; the oracle cells read its logits (`readout`), the judge
 generates with it through the local backend (greedy, answers cached under `--cache`). The file's
 `judgments_reference` column gives each review's judgment lines; `--level raw` drops them, perturbs

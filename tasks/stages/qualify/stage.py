@@ -7,7 +7,7 @@ Roles (from the metrics `[score]` and `[validate]` name): `judge` when a metric 
 (the `[score] judges` panel, else `[score.oracle]`); `oracle` when a metric needs the LLM oracle
 (each member of the readout panel `[score] oracle_readouts`, else the first evaluation LM's readout;
 with `oracle_predictor = "generate"` the judge models); `matcher` when a points_* metric needs the
-point matcher (`[score.review_quality] matchers`, else its LLM; tasks/qualify/matcher.py, an exam of
+point matcher (`[score.review_quality] matchers`, else its LLM; tasks/stages/qualify/matcher.py, an exam of
 its own on pairs of points). A model that fails a test fails its role. With `on_fail = "stop"` the
 stage stops the run; with "drop" the score and validate stages leave it out of its panel
 (`qualified_config`), and a role left with no qualified model stops the run here, since its metrics

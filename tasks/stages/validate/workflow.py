@@ -282,8 +282,8 @@ def run_validation(
     strategies; `preprocess` turns reviews without judgments into judgments (needed when a judgment
     metric is asked for and the reviews, or LLM-perturbed ones, carry none). `min_pairs`,
     `correction_scope` ("metric" or the whole "table") and `bootstrap_resamples` shape the tests
-    (tasks/validate/stats.py). The "adversary" strategy searches `adversary_steps` steps per
-    candidate and metric (tasks/validate/adversary.py) after the other strategies are scored.
+    (tasks/stages/validate/stats.py). The "adversary" strategy searches `adversary_steps` steps per
+    candidate and metric (tasks/stages/validate/adversary.py) after the other strategies are scored.
 
     `levels` (GEM section 4 perturbs the raw review, then preprocesses it): "judgments" lets the
     deterministic strategies act on the judgment lines when the reviews carry them (cheap, no LLM);
