@@ -38,7 +38,7 @@ def readout_entries(cfg: ScoreConfig) -> tuple[EvalLMConfig, ...]:
 def readout_specs(cfg: ScoreConfig) -> list[ModelSpec]:
     """The members' model specs, in config order; [] when no panel is configured. One model named
     twice is an error (as in eval_lms)."""
-    from tasks.metrics.eval_lms import eval_specs
+    from tasks.lm import eval_specs
 
     entries = readout_entries(cfg)
     return eval_specs(cfg.model_copy(update={"eval_lms": entries})) if entries else []

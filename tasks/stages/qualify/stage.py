@@ -58,7 +58,7 @@ def judge_models(score: ScoreConfig) -> tuple[LLMConfig, ...]:
 
 def seats(cfg: Config) -> list[Seat]:
     """Every model in a judging role of this run's metrics."""
-    from tasks.metrics.eval_lms import eval_specs
+    from tasks.lm import eval_specs
     from tasks.metrics.readout_panel import readout_specs
     from tasks.metrics.review_quality.matching import MATCH_METRICS, matcher_llms
 

@@ -16,8 +16,9 @@ import polars as pl
 from tasks.core.config import Config
 from tasks.core.layout import stage_dir, write_parquet
 from tasks.core.summary import StageSummary
+from tasks.lm import eval_specs
 from tasks.metrics import Resources, candidate_scores, get, score_metrics
-from tasks.metrics.eval_lms import eval_specs, score_each_eval_lm
+from tasks.metrics.eval_lms import score_each_eval_lm
 from tasks.metrics.llm_log import LLMLog, write_llm_log
 from tasks.metrics.resources import build_resources, eval_spec
 from tasks.metrics.shards import ShardedLoglikelihood, ShardRunner, run_in_process

@@ -16,9 +16,9 @@ from dataclasses import replace
 import polars as pl
 
 from tasks.core.config import Config
-from tasks.lm import ModelSpec
+from tasks.lm import ModelSpec, eval_specs
 from tasks.metrics import Resources
-from tasks.metrics.eval_lms import eval_specs, metrics_per_eval_lm
+from tasks.metrics.eval_lms import metrics_per_eval_lm
 from tasks.stages.validate.workflow import ValidationResult
 
 
