@@ -38,15 +38,8 @@ from tasks.core.config import (
 )
 from tasks.lm import ModelSpec, make_lm
 from tasks.metrics import Resources, get
-from tasks.metrics.resources import (
-    EMBED_MODEL,
-    LazyLM,
-    engine_answers,
-    engine_loglikelihood,
-    engine_readout,
-    memoized,
-    token_embeddings,
-)
+from tasks.metrics.readout_panel import engine_answers, engine_readout
+from tasks.metrics.resources import EMBED_MODEL, LazyLM, engine_loglikelihood, memoized, token_embeddings
 from tasks.stages.validate.strategies import DETERMINISTIC
 from tasks.stages.validate.workflow import run_validation
 

@@ -83,7 +83,8 @@ def examinee(seat: Seat, score: ScoreConfig, llm_cache: Path, log: LLMLog) -> Ex
     """The readout where the model's probabilities are at hand (the evaluation LM, a local backend);
     a stated confidence for an API backend. A matcher seat answers the matcher's questions."""
     from tasks.lm import chat_spec
-    from tasks.metrics.resources import LazyLM, engine_answers
+    from tasks.metrics.readout_panel import engine_answers
+    from tasks.metrics.resources import LazyLM
     from tasks.stages.qualify.matcher import ReadoutMatcher, StatedMatcher
 
     readout, stated = (ReadoutMatcher, StatedMatcher) if seat.role == "matcher" else (ReadoutExaminee, StatedExaminee)

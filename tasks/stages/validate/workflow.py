@@ -29,10 +29,11 @@ from tasks.core import schema
 from tasks.core.config import ValidateConfig
 from tasks.core.frames import judgments_text
 from tasks.core.schema import REFERENCES, SCORING_CANDIDATES, SYNOPSES_WIDE
-from tasks.metrics import Resources, candidate_scores, check_names, get, higher_is_better, score_metrics
+from tasks.metrics import Resources, check_names, get, higher_is_better
 from tasks.stages.validate.adversary import ADVERSARY, largest_inflation, run_adversary
 from tasks.stages.validate.llm_perturb import apply_llm_perturbation
 from tasks.stages.validate.perturb import random_replacement
+from tasks.stages.validate.rescore import PERTURBATIONS, SEPARATOR, score_candidates
 from tasks.stages.validate.stats import (
     LENGTH_CONFOUND,
     length_confound,
@@ -45,12 +46,8 @@ from tasks.stages.validate.strategies import STRATEGIES, perturb_texts, strategy
 REVIEWS_IN = pl.Schema({"paper_id": pl.String, "review_id": pl.String, "review_text": pl.String,
                         "judgments": pl.String, "abstract": pl.String, "assw": pl.String,
                         "quality": pl.Float64, "group": pl.String})
-PERTURBATIONS = pl.Schema({"paper_id": pl.String, "review_id": pl.String, "candidate": pl.String,
-                           "strategy": pl.String, "kind": pl.String, "review_text": pl.String,
-                           "judgments": pl.String, "error": pl.String, "level": pl.String})
 HUMAN_CORRELATION = pl.Schema({"metric": pl.String, "eval_lm": pl.String, "n": pl.Int64, "n_dropped": pl.Int64,
                                "rho": pl.Float64, "p_value": pl.Float64, "reason": pl.String})
-SEPARATOR = "~"   # perturbed candidate id: <review_id>~<strategy>
 RAW_SUFFIX = "@raw"  # a deterministic strategy run again on the raw review when both levels run
 Level = Literal["raw", "judgments"]
 
@@ -203,21 +200,6 @@ def fill_judgments(frame: pl.DataFrame, id_col: str, preprocess: Preprocessor) -
     filled = frame.join(texts.rename({"review_id": id_col, "judgments": "_new"}), on=id_col, how="left")
     filled = filled.with_columns(pl.coalesce("judgments", "_new").alias("judgments")).drop("_new")
     return filled, rejects.with_columns(stage=pl.lit("validate"))
-
-
-# ---------------------------------------------------------------- scoring
-
-def score_candidates(candidates: pl.DataFrame, references: pl.DataFrame, synopses: pl.DataFrame,
-                     metrics: Sequence[str], resources: Resources, negatives: int = 4,
-                     negatives_seed: int = 0) -> pl.DataFrame:
-    """Candidate scores (tasks.metrics.candidate_scores) of every metric named; a perturbed candidate gets
-    the negative references of its original (tasks/metrics/negatives.py) when a metric reads them."""
-    drawn = None
-    if any(m.negatives for m in get(list(metrics))):
-        from tasks.metrics.negatives import draw_negatives
-
-        drawn = draw_negatives(candidates, references, negatives, negatives_seed)
-    return candidate_scores(score_metrics(metrics, candidates, references, synopses, resources, negatives=drawn))
 
 
 # ---------------------------------------------------------------- the workflow
