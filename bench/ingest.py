@@ -7,7 +7,7 @@ ingesting process alone: wall time, peak resident memory (getrusage), and a cPro
 where ingest time goes (our parsing vs the openreview client / HTTP / JSON decoding vs polars and
 disk; taken in a separate profiled run, since cProfile slows Python code more than C code). A
 second ingest from the raw page cache is timed too. `--versions` also reads the revision
-histories (tasks/versions.py: one request per edited review; papers' histories come with the PDF
+histories (tasks/stages/ingest/versions.py: one request per edited review; papers' histories come with the PDF
 step, which the bench leaves off). The last line printed is JSON.
 """
 

@@ -1,6 +1,6 @@
 """Run a named pipeline from pipelines.toml: its stages, in order, as Prefect subflows.
 
-Every run leaves a record (tasks/runs.py): one row per stage with its duration, rows in / out,
+Every run leaves a record (tasks/core/runs.py): one row per stage with its duration, rows in / out,
 LLM calls, tokens and cost, written as the run goes so a crashed run still shows how far it got.
 """
 

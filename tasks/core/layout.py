@@ -7,7 +7,7 @@
     data/<pipeline>/generate/              candidates, exclusions, candidate_judgments, rejects, usage .parquet
     data/<pipeline>/score/                 requests/ and results/ shards, scores.parquet
     data/<pipeline>/validate/              validation, leaderboard, ... .parquet
-    data/<pipeline>/runs/<run_id>.parquet  the run records (tasks/runs.py)
+    data/<pipeline>/runs/<run_id>.parquet  the run records (tasks/core/runs.py)
     data/cache/llm/                        content-addressed LLM answers
     data/grebench.duckdb                   the results database (paths.database)
 """

@@ -26,7 +26,7 @@ PAPERS = pl.Schema(
         "created_at": pl.Datetime("ms", "UTC"),
         "first_public_at": pl.Datetime("ms", "UTC"),  # earliest public date (contamination guard)
         "pdf_url": pl.String,
-        # the PDF version kept (tasks/versions.py): the one the reviewers saw, not a later revision
+        # the PDF version kept (tasks/stages/ingest/versions.py): the one the reviewers saw, not a later revision
         "pdf_version": pl.String,         # edit id (v2) / reference id (v1); null without a history;
                                           # "latest, history not public": a v2 history outsiders cannot read
         "pdf_date": pl.Datetime("ms", "UTC"),
@@ -56,7 +56,7 @@ REVIEWS = pl.Schema(
         "other_sections": pl.String,      # remaining text fields, "## Name\n\ntext" blocks
         "review_text": pl.String,         # the whole review rendered as markdown sections
         "created_at": pl.Datetime("ms", "UTC"),
-        # The columns above hold the review's first version, these its final one (tasks/versions.py).
+        # The columns above hold the review's first version, these its final one (tasks/stages/ingest/versions.py).
         "rating_raw_final": pl.String,
         "rating_final": pl.Float64,       # on the venue's own scale
         "confidence_raw_final": pl.String,
@@ -64,7 +64,7 @@ REVIEWS = pl.Schema(
         "review_text_final": pl.String,
         "edited_after_rebuttal": pl.Boolean,  # rating, confidence or text changed; null: no history read
         "final_at": pl.Datetime("ms", "UTC"),  # when the review was last modified
-        # which versions the source gave (tasks/versions.py): "first and final" | "one version" |
+        # which versions the source gave (tasks/stages/ingest/versions.py): "first and final" | "one version" |
         # "final, history not public"; null: histories not read
         "review_history": pl.String,
     }
@@ -122,7 +122,7 @@ SOURCE_LIMITS = pl.Schema({"venue_id": pl.String, "limit": pl.String})
 HIDDEN_PDF = "latest, history not public"       # pdf_version of a paper whose v2 history is hidden
 REVIEW_READ, REVIEW_ONE, REVIEW_HIDDEN = "first and final", "one version", "final, history not public"
 
-# Per venue, entity (paper | review) and case of the versions the source gave (tasks/versions.py:
+# Per venue, entity (paper | review) and case of the versions the source gave (tasks/stages/ingest/versions.py:
 # "the version the reviewers saw", "latest, history not public", "first and final", ...), how many
 # rows were ingested and kept by curation (curate/version_coverage.parquet).
 VERSION_COVERAGE = pl.Schema({"venue_id": pl.String, "entity": pl.String, "case": pl.String,
@@ -239,7 +239,7 @@ GENERATED = pl.Schema(
     }
 )
 
-# Papers the contamination guard kept from a candidate (tasks/contamination.py).
+# Papers the contamination guard kept from a candidate (tasks/stages/generate/contamination.py).
 EXCLUSIONS = pl.Schema(
     {
         "paper_id": pl.String,

@@ -65,11 +65,18 @@ def ask_with_retry(
             if label:
                 log.info("%s: %d/%d answered%s", label, min(start + size, len(todo)), len(todo),
                          " (retry)" if strict else "")
-        transient = [r.error for r in asked.every if r.error and r.retryable]
-        if transient:
-            raise TransientLLMError(f"{len(transient)} LLM requests failed transiently; last: {transient[-1]}")
+        raise_if_transient(asked.every)
         todo = [key for key in todo if not _ok(asked.last(key), usable)]
     return asked
+
+
+def raise_if_transient(results: Sequence[ChatResult]) -> None:
+    """`TransientLLMError` when a request still failed for a transient reason after the backend's own
+    retries: the caller's Prefect task retries it (answers already received are cached), instead of
+    scoring or rejecting it as if the model had answered."""
+    transient = [r.error for r in results if r.error and r.retryable]
+    if transient:
+        raise TransientLLMError(f"{len(transient)} LLM requests failed transiently; last: {transient[-1]}")
 
 
 def _ok(attempt: tuple[ChatResult, Parsed | None], usable: Callable[[Parsed], bool]) -> bool:

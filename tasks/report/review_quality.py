@@ -1,4 +1,4 @@
-"""The review-quality part of `grebench report` (tasks/validate/report.py): two figures and a section.
+"""The review-quality part of `grebench report` (tasks/report/validation.py): two figures and a section.
 
     focus.png           the eight-category focus of strengths, weaknesses and questions: the share of
                         points per category, humans next to each candidate model (Beyond Rating fig. 4)

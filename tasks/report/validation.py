@@ -7,7 +7,7 @@ database, or frames handed in) and writes into `out_dir`:
                       baseline as a grey line and band (like the GEM paper's figure 5)
     validation.png    metric x strategy heat map of the SMD, each cell marked pass / FAIL / inconclusive
     report.md         the same numbers as tables, the metrics that fail any test and, per metric, the
-                      degradations and manipulations it fails with counts (tasks/validate/failures.py)
+                      degradations and manipulations it fails with counts (tasks/stages/validate/failures.py)
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from tasks.report.common import finite, markdown_table, pyplot, read_tables
 from tasks.stages.validate.failures import failures_markdown
 
 TABLES = ("leaderboard", "validation", "human_correlation", "length_confound",
-          "focus_categories", "review_quality_models", "rating_relation")   # the last three: tasks/review_quality/report.py
+          "focus_categories", "review_quality_models", "rating_relation")   # the last three: tasks/report/review_quality.py
 
 
 def plot_leaderboard(board: pl.DataFrame, path: Path) -> Path:

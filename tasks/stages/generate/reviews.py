@@ -1,11 +1,11 @@
 """Candidate reviews: every configured candidate LLM reviews every benchmark paper it may see.
 
 For each candidate (`[[generate.candidates]]`) and each benchmark paper that passes the
-contamination guard (tasks/contamination.py), the paper's PDF text (the title and abstract when
+contamination guard (tasks/stages/generate/contamination.py), the paper's PDF text (the title and abstract when
 there is none; `text_source` says which) goes to the model with the versioned review prompt
 (tasks/prompts/<prompt_version>.md), which asks for <summary>, <strengths>, <weaknesses> and
 <questions> parts. A paper too long for the candidate's context is cut at a section heading
-(tasks/paper_fit.py) and the cut is recorded. Local models count tokens with their tokenizer;
+(tasks/stages/generate/paper_fit.py) and the cut is recorded. Local models count tokens with their tokenizer;
 Anthropic models estimate them as characters / `generate.chars_per_token`.
 
 The answer's tagged parts become one markdown review ("## Summary", "## Strengths", ...). An

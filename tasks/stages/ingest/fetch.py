@@ -61,7 +61,7 @@ class IngestResult:
     pages_cached: int = 0
     pages_rejected: int = 0
     pdfs: int = 0                  # PDFs on disk for active papers
-    histories_fetched: int = 0     # revision histories read from the API / the raw cache (tasks/versions.py)
+    histories_fetched: int = 0     # revision histories read from the API / the raw cache (tasks/stages/ingest/versions.py)
     histories_cached: int = 0
     reviews_edited: int = 0        # reviews whose rating, confidence or text changed after posting
     pdfs_revised: int = 0          # papers with more than one PDF version
@@ -211,7 +211,7 @@ def collect_venue(client: Any, venue_id: str, api_version: int, cfg: IngestConfi
                   pdf_base: str, result: IngestResult, form: Mapping[str, str] | None = None
                   ) -> tuple[pl.DataFrame, pl.DataFrame, list[dict]]:
     """(papers, reviews, reject rows) of a venue, page by page, deduplicated; `form` is the venue
-    table's field mapping (tasks/forms.py)."""
+    table's field mapping (tasks/stages/ingest/forms.py)."""
     rejects: list[dict[str, Any]] = []
     pager = _Pager(client, cfg, folder, venue_id, result, rejects)
     seen_papers: set[str] = set()
@@ -352,7 +352,7 @@ def _ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None
         papers, reviews, choices, stats = apply_versions(client, api_version, venue_id, papers, reviews, folder,
                                                          settings.pdf_workers, cfg.venue(venue_id).form, settings.pdf,
                                                          hidden)
-        # a PDF already on disk is the latest unless its `.version` says otherwise (tasks/versions.py)
+        # a PDF already on disk is the latest unless its `.version` says otherwise (tasks/stages/ingest/versions.py)
         sources = {pid: (*download_source(client, api_version, pid, c), None if c.latest else c.version)
                    for pid, c in choices.items()}
         result.histories_fetched, result.histories_cached = stats.histories_fetched, stats.histories_cached

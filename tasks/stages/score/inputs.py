@@ -2,7 +2,7 @@
 
 Human reviews are the references; as candidates they are scored leave-one-out. Generated
 candidates (the generate stage) are concatenated to `human_candidates(...)` in the
-SCORING_CANDIDATES schema. Frames: tasks/schema.py.
+SCORING_CANDIDATES schema. Frames: tasks/core/schema.py.
 """
 
 from __future__ import annotations

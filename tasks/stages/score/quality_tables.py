@@ -1,7 +1,7 @@
 """The score stage's side of the review-quality metrics: the tables the work object
 (tasks/metrics/review_quality/setup.py) leaves, written beside the scores:
 
-    data/<pipeline>/score/points.parquet           POINTS (tasks/review_quality/points.py)
+    data/<pipeline>/score/points.parquet           POINTS (tasks/metrics/review_quality/points.py)
     data/<pipeline>/score/point_matches.parquet    POINT_MATCHES (matching.py)
     data/<pipeline>/score/question_checks.parquet  QUESTION_CHECKS (questions.py)
     data/<pipeline>/score/review_quality.parquet   REVIEW_QUALITY (work.py)

@@ -104,8 +104,8 @@ def validate_reviews(cfg: Config, reviews: pl.DataFrame, resources: Resources,
 
 def validate_pipeline(cfg: Config, pipeline: str) -> ValidationResult:
     """The workflow on the pipeline's curated reviews, once per evaluation LM of `[score] eval_lms`
-    (tasks/validate/eval_lms.py); log-likelihoods the score stage already has are reused, the rest
-    scored as resumable shards (tasks/validate/reuse.py). The judges' / oracle's calls go to
+    (tasks/stages/validate/eval_lms.py); log-likelihoods the score stage already has are reused, the rest
+    scored as resumable shards (tasks/stages/validate/reuse.py). The judges' / oracle's calls go to
     validate/usage.parquet."""
     used: list[ReusingLoglikelihood] = []
     log = LLMLog()
@@ -127,7 +127,7 @@ def validate_pipeline(cfg: Config, pipeline: str) -> ValidationResult:
 def validation_loglikelihood(cfg: Config, pipeline: str, spec: ModelSpec | None = None) -> ReusingLoglikelihood:
     """Validation's log-likelihoods under `spec` (default: the first evaluation LM): the score stage's
     answers where it has them (same request key), the rest scored as resumable shards under the
-    validate folder (tasks/validate/reuse.py)."""
+    validate folder (tasks/stages/validate/reuse.py)."""
     shards = ShardedLoglikelihood(stage_dir(cfg, pipeline, "validate"), spec or eval_spec(cfg.score),
                                   cfg.score.token_budget, cfg.score.shard_size)
     return ReusingLoglikelihood(shards, stage_dir(cfg, pipeline, "score"))

@@ -29,10 +29,11 @@ from tasks.core import schema
 from tasks.core.config import ValidateConfig
 from tasks.core.frames import judgments_text
 from tasks.core.schema import REFERENCES, SCORING_CANDIDATES, SYNOPSES_WIDE
-from tasks.metrics import Resources, candidate_scores, check_names, get, higher_is_better, score_metrics
+from tasks.metrics import Resources, check_names, get, higher_is_better
 from tasks.stages.validate.adversary import ADVERSARY, largest_inflation, run_adversary
 from tasks.stages.validate.llm_perturb import apply_llm_perturbation
 from tasks.stages.validate.perturb import random_replacement
+from tasks.stages.validate.rescore import PERTURBATIONS, SEPARATOR, score_candidates
 from tasks.stages.validate.stats import (
     LENGTH_CONFOUND,
     length_confound,
@@ -45,12 +46,8 @@ from tasks.stages.validate.strategies import STRATEGIES, perturb_texts, strategy
 REVIEWS_IN = pl.Schema({"paper_id": pl.String, "review_id": pl.String, "review_text": pl.String,
                         "judgments": pl.String, "abstract": pl.String, "assw": pl.String,
                         "quality": pl.Float64, "group": pl.String})
-PERTURBATIONS = pl.Schema({"paper_id": pl.String, "review_id": pl.String, "candidate": pl.String,
-                           "strategy": pl.String, "kind": pl.String, "review_text": pl.String,
-                           "judgments": pl.String, "error": pl.String, "level": pl.String})
 HUMAN_CORRELATION = pl.Schema({"metric": pl.String, "eval_lm": pl.String, "n": pl.Int64, "n_dropped": pl.Int64,
                                "rho": pl.Float64, "p_value": pl.Float64, "reason": pl.String})
-SEPARATOR = "~"   # perturbed candidate id: <review_id>~<strategy>
 RAW_SUFFIX = "@raw"  # a deterministic strategy run again on the raw review when both levels run
 Level = Literal["raw", "judgments"]
 
@@ -205,21 +202,6 @@ def fill_judgments(frame: pl.DataFrame, id_col: str, preprocess: Preprocessor) -
     return filled, rejects.with_columns(stage=pl.lit("validate"))
 
 
-# ---------------------------------------------------------------- scoring
-
-def score_candidates(candidates: pl.DataFrame, references: pl.DataFrame, synopses: pl.DataFrame,
-                     metrics: Sequence[str], resources: Resources, negatives: int = 4,
-                     negatives_seed: int = 0) -> pl.DataFrame:
-    """Candidate scores (tasks.metrics.candidate_scores) of every metric named; a perturbed candidate gets
-    the negative references of its original (tasks/metrics/negatives.py) when a metric reads them."""
-    drawn = None
-    if any(m.negatives for m in get(list(metrics))):
-        from tasks.metrics.negatives import draw_negatives
-
-        drawn = draw_negatives(candidates, references, negatives, negatives_seed)
-    return candidate_scores(score_metrics(metrics, candidates, references, synopses, resources, negatives=drawn))
-
-
 # ---------------------------------------------------------------- the workflow
 
 def paired_scores(scores: pl.DataFrame, perturbations: pl.DataFrame, metrics: Sequence[str]) -> pl.DataFrame:
@@ -282,8 +264,8 @@ def run_validation(
     strategies; `preprocess` turns reviews without judgments into judgments (needed when a judgment
     metric is asked for and the reviews, or LLM-perturbed ones, carry none). `min_pairs`,
     `correction_scope` ("metric" or the whole "table") and `bootstrap_resamples` shape the tests
-    (tasks/validate/stats.py). The "adversary" strategy searches `adversary_steps` steps per
-    candidate and metric (tasks/validate/adversary.py) after the other strategies are scored.
+    (tasks/stages/validate/stats.py). The "adversary" strategy searches `adversary_steps` steps per
+    candidate and metric (tasks/stages/validate/adversary.py) after the other strategies are scored.
 
     `levels` (GEM section 4 perturbs the raw review, then preprocesses it): "judgments" lets the
     deterministic strategies act on the judgment lines when the reviews carry them (cheap, no LLM);
