@@ -302,3 +302,10 @@ def test_venues_lists_a_years_venues_from_the_group_tree_with_what_each_exposes(
     rows = json.loads(runner.invoke(app, ["venues", "--year", "2023", "--url", server.v2_url, "--json"]).output)
     assert [(r["venue_id"], r["api"], r["scores"]) for r in rows] == [(V1, "v1", "string")]
     assert runner.invoke(app, ["venues", "--year", "20251", "--url", server.v2_url]).exit_code == 2
+
+
+def test_venues_says_in_one_line_when_the_api_does_not_answer(tmp_path):
+    (tmp_path / "pipelines.toml").write_text("[ingest]\nmax_retries = 0\ntimeout_seconds = 2\n")
+    result = runner.invoke(app, ["venues", "--url", "http://127.0.0.1:9/v2", "-c", str(tmp_path / "pipelines.toml")])
+    assert result.exit_code == 2
+    assert result.output.strip() == "error: http://127.0.0.1:9/v2: OpenReview did not answer (ConnectionError)"
