@@ -309,3 +309,16 @@ def test_venues_says_in_one_line_when_the_api_does_not_answer(tmp_path):
     result = runner.invoke(app, ["venues", "--url", "http://127.0.0.1:9/v2", "-c", str(tmp_path / "pipelines.toml")])
     assert result.exit_code == 2
     assert result.output.strip() == "error: http://127.0.0.1:9/v2: OpenReview did not answer (ConnectionError)"
+
+
+def test_a_paced_run_spaces_pdfs_as_configured_and_shows_progress_with_an_eta(server, venues, tmp_path, monkeypatch,
+                                                                               capsys):
+    monkeypatch.setenv("OPENREVIEW_TOKEN", server.issue_token())
+    monkeypatch.setenv("GREBENCH_PROGRESS_SECONDS", "0.2")
+    cfg = config(tmp_path, pdf=True, api_v2_url=server.v2_url, logged_in_pdfs_per_hour=18_000)   # one per 0.2 s
+    result = ingest_venue(V2, cfg, tmp_path / "out")                  # the real-API path: paced from [ingest]
+    pdfs = sorted(r.at for r in server.log if r.endpoint == "pdf")
+    assert len(pdfs) == result.pdfs > 5
+    assert min(b - a for a, b in zip(pdfs, pdfs[1:], strict=False)) >= 0.18
+    progress = [line for line in capsys.readouterr().err.splitlines() if line.startswith(f"PDFs of {V2}")]
+    assert progress and all("<" in line and "pdf/s]" in line for line in progress)   # elapsed < ETA
