@@ -78,3 +78,21 @@ def test_the_freshest_cycle_turns_on_the_day_reviews_go_public():
         "ICLR.cc/2026/Conference", "NeurIPS.cc/2025/Conference"]
     with pytest.raises(ConfigError, match="unknown pipeline"):
         planned_venues(load_config(CONFIG), "nope", date(2025, 12, 15))
+
+
+def test_the_refresh_flow_runs_the_planned_venues_and_stops_before_ingest_without_their_tables(
+        project_config, monkeypatch):
+    import flows.refresh
+
+    calls = []
+    monkeypatch.setattr(flows.refresh, "pipeline_flow", lambda **kwargs: calls.append(kwargs) or {})
+    monkeypatch.setattr(flows.refresh, "write_site", lambda cfg: None)
+    refresh = (ROOT / "pipelines.toml").read_text().split("[pipelines.refresh]")[1].split("\n[")[0]
+    config = project_config("[pipelines.refresh]" + refresh)
+    with pytest.raises(ConfigError, match=r'no venue table for ICLR.cc/2026/Conference: add \[venues."ICLR.cc/2026'):
+        flows.refresh.refresh_flow.fn(config_path=str(config), on="2025-12-15")
+    assert calls == []
+    config.write_text(config.read_text() + '\n[venues."ICLR.cc/2026/Conference"]\napi = "v2"\n')
+    flows.refresh.refresh_flow.fn(config_path=str(config), on="2025-12-15")
+    assert calls == [{"pipeline": "refresh-2025", "config_path": str(config),
+                      "venues": ["ICLR.cc/2026/Conference", "NeurIPS.cc/2025/Conference"]}]
