@@ -23,7 +23,9 @@ from tasks.core.schema import HIDDEN_PDF, REVIEW_HIDDEN, REVIEW_ONE
 from tasks.core.summary import StageSummary
 from tasks.stages.curate.rules import curate_venue
 from tasks.stages.ingest.auth import _minted, forget_minted
+from tasks.core.retry import is_retryable
 from tasks.stages.ingest.fetch import ingest_venue
+from tasks.stages.ingest.openreview_client import RateLimited
 from tasks.testing.openreview_server import Fault, Policy, serve_venues
 from tasks.testing.synthetic import make_venue
 
@@ -262,6 +264,19 @@ def test_an_html_429_and_a_429_with_a_reset_time_are_waited_out(server, venues, 
     # the firewall answers clients without the library's User-Agent with an HTML page, PDFs included
     plain = requests.get(f"{server.v2_url}/pdf", params={"id": venues[V2].papers[0].paper_id})
     assert plain.status_code == 429 and plain.headers["Content-Type"].startswith("text/html")
+
+
+def test_a_limit_resetting_too_late_or_429s_past_the_retries_stop_in_one_line(server, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENREVIEW_TOKEN", server.issue_token())
+    server.inject(Fault("429", reset_in=3600, retry_after=None))
+    with pytest.raises(RateLimited) as late:
+        ingest_venue(OTHER, config(tmp_path, max_rate_wait_seconds=5), tmp_path / "a", server.v2_url)
+    assert "\n" not in str(late.value) and "later than [ingest] max_rate_wait_seconds = 5: rerun after" in str(late.value)
+    assert server.count(2, "notes") == 1                          # not retried: the wait would be an hour
+    server.inject(Fault("429", html=True, retry_after=None, times=100))
+    with pytest.raises(RateLimited, match=r"kept answering 429 \(rate limited\) for /v2/notes past the retries"):
+        ingest_venue(OTHER, config(tmp_path, max_retries=1), tmp_path / "b", server.v2_url)
+    assert is_retryable(RateLimited("x"))                          # a later task retry may get through
 
 
 def test_per_endpoint_limits_answer_their_reset_time_and_the_run_completes(venues, tmp_path, monkeypatch):

@@ -72,7 +72,7 @@ def login_host(baseurl: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
-def current_login(baseurl: str, api_version: int, timeout: float = 60.0) -> Login:
+def current_login(baseurl: str, api_version: int) -> Login:
     """The identity for a client of `baseurl` (see the module docstring); mints a token at most once
     per run and host."""
     token = os.environ.get(TOKEN_ENV, "").strip()

@@ -5,9 +5,10 @@ settings from `[ingest]`: a timeout on every request, and retries with back-off 
 timeouts and dropped connections. The first back-off is `backoff_seconds` and doubles per attempt
 up to `max_backoff_seconds`; a Retry-After header longer than that wait is honoured (capped at
 `max_backoff_seconds`). A 429 whose JSON body names the limit's `resetTime` (OpenReview's
-`RateLimitError`) waits until then, up to `max_rate_wait_seconds`; a 429 with an HTML body (the
-firewall's answer) is a rate limit too. Once retries are exhausted the error surfaces
-(`requests.RetryError`, `requests.ConnectionError`), so a rerun resumes from the cached pages.
+`RateLimitError`) waits until then; a reset later than `max_rate_wait_seconds` stops the run at once
+with one line saying when to rerun (`RateLimited`). A 429 with an HTML body (the firewall's answer)
+is a rate limit too, and 429s past the retries are `RateLimited` as well. Other failures past the
+retries surface as `requests.RetryError` / `requests.ConnectionError`. A rerun resumes from the cache.
 
 Every request carries the library's User-Agent (PDF downloads included: the firewall answers other
 clients with an HTML 429) and the run's login (tasks/stages/ingest/auth.py); an answer that refuses
@@ -29,13 +30,17 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from tasks.core.config import IngestConfig
-from tasks.core.errors import AuthenticationError
+from tasks.core.errors import AuthenticationError, TransientError
 from tasks.core.retry import register_transient
 from tasks.stages.ingest.auth import Login, current_login, refusal
 from tasks.stages.ingest.throttle import Throttle
 
 log = logging.getLogger(__name__)
 RETRY_STATUSES = (429, 500, 502, 503, 504)
+
+
+class RateLimited(TransientError):
+    """OpenReview keeps refusing for a rate limit: one line saying when a rerun can go on."""
 
 
 class Backoff(Retry):
@@ -62,6 +67,11 @@ class Backoff(Retry):
         reset = 0.0
         if response is not None and response.status == 429:
             cause, reset = rate_limit(response)
+            if reset > self.rate_wait_max:
+                until = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(time.time() + reset))
+                raise RateLimited(f"OpenReview's rate limit for {(url or '').split('?')[0]} resets at {until}, later "
+                                  f"than [ingest] max_rate_wait_seconds = {self.rate_wait_max:g}: rerun after then "
+                                  "(the run resumes where it stopped)")
         log.warning("retrying %s %s after %s", method, (url or "").split("?")[0], cause)
         new = super().increment(method, url, response, error, *args, **kwargs)
         new.rate_wait_max = self.rate_wait_max
@@ -108,7 +118,13 @@ class TimeoutAdapter(HTTPAdapter):
             self.throttle.before(request.path_url)
         if kwargs.get("timeout") is None:
             kwargs["timeout"] = self.timeout
-        response = super().send(request, *args, **kwargs)
+        try:
+            response = super().send(request, *args, **kwargs)
+        except requests.exceptions.RetryError as error:
+            if "too many 429" not in str(error):
+                raise
+            raise RateLimited(f"OpenReview kept answering 429 (rate limited) for {request.path_url.split('?')[0]} "
+                              "past the retries: rerun later (the run resumes where it stopped)") from None
         if response.status_code in (401, 403):
             try:
                 body = response.json()
@@ -135,7 +151,7 @@ def make_client(api_version: int, baseurl: str, cfg: IngestConfig, throttle: Thr
                 login: Login | None = None) -> openreview.Client | OpenReviewClient:
     """A client with the run's login (`login`, default: `current_login`: OPENREVIEW_TOKEN, else a
     token minted once from OPENREVIEW_USERNAME / _PASSWORD, else a guest), paced by `throttle`."""
-    login = login if login is not None else current_login(baseurl, api_version, cfg.timeout_seconds)
+    login = login if login is not None else current_login(baseurl, api_version)
     kind = openreview.Client if api_version == 1 else OpenReviewClient
     client = kind(baseurl=baseurl, token=login.token) if login.token else _guest(kind, baseurl)
     adapter = TimeoutAdapter(cfg.timeout_seconds, throttle, login, max_retries=retry_policy(cfg),
