@@ -19,11 +19,11 @@ from flows.cli.main import app
 from tasks.core.config import Config, IngestConfig, VenueConfig
 from tasks.core.errors import AuthenticationError
 from tasks.core.layout import stage_dir
+from tasks.core.retry import is_retryable
 from tasks.core.schema import HIDDEN_PDF, REVIEW_HIDDEN, REVIEW_ONE
 from tasks.core.summary import StageSummary
 from tasks.stages.curate.rules import curate_venue
 from tasks.stages.ingest.auth import _minted, forget_minted
-from tasks.core.retry import is_retryable
 from tasks.stages.ingest.fetch import ingest_venue
 from tasks.stages.ingest.openreview_client import RateLimited
 from tasks.testing.openreview_server import Fault, Policy, serve_venues
