@@ -43,7 +43,7 @@ def check(condition: bool, why: str) -> None:
 
 def cli(args: list[str], cwd: Path, timeout: float = 300, env: dict[str, str] | None = None
         ) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=cwd, env={**ENV, **(env or {})},
+    return subprocess.run([sys.executable, "-m", "flows.cli.main", *args], cwd=cwd, env={**ENV, **(env or {})},
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -68,7 +68,7 @@ def built_project(root: Path, database: str = "data/{pipeline}/grebench.duckdb")
     sys.path.insert(0, str(ROOT / "tests"))
     from test_materialize import write_outputs
 
-    from tasks.config import load_config
+    from tasks.core.config import load_config
 
     path = root / "pipelines.toml"
     path.write_text(f"[paths]\ndata_dir = 'data'\ndatabase = '{database}'\n" + PIPES)
@@ -91,7 +91,7 @@ def query_timeout(root: Path) -> None:
 
 def query_interrupt(root: Path) -> None:
     cfg = small_db(root)
-    proc = subprocess.Popen([sys.executable, "-m", "flows.cli", "query",
+    proc = subprocess.Popen([sys.executable, "-m", "flows.cli.main", "query",
                              "select count(*) from range(100000000000) a, range(1000) b", "-c", str(cfg)],
                             cwd=root, env=ENV, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
@@ -160,8 +160,8 @@ def lock_timeout(root: Path) -> None:
 
 
 def two_pipelines(root: Path) -> None:
-    from tasks.config import load_config
-    from tasks.materialize import build_database
+    from tasks.core.config import load_config
+    from tasks.stages.materialize.build import build_database
 
     cfg = load_config(built_project(root))
     build_database(cfg, "t")
@@ -173,8 +173,8 @@ def two_pipelines(root: Path) -> None:
 
 
 def shared_database(root: Path) -> None:
-    from tasks.config import load_config
-    from tasks.materialize import OtherPipelineError, build_database
+    from tasks.core.config import load_config
+    from tasks.stages.materialize.build import OtherPipelineError, build_database
 
     cfg = load_config(built_project(root, "data/shared.duckdb"))
     build_database(cfg, "t")
@@ -210,9 +210,9 @@ def hostile_names(root: Path) -> None:
 def quoted_suggestions(root: Path) -> None:
     import shlex
 
-    from flows.cli_run import run_summary
-    from tasks.config import load_config
-    from tasks.summary import StageSummary
+    from flows.cli.run import run_summary
+    from tasks.core.config import load_config
+    from tasks.core.summary import StageSummary
 
     cfg = load_config(built_project(root)).for_pipeline("t")
     text = run_summary(cfg, "t", {"materialize": StageSummary(1, 1)})
@@ -261,8 +261,8 @@ def _closed_port() -> int:
 
 
 def unreachable_llm(root: Path) -> None:
-    from tasks.config import LLMConfig
-    from tasks.errors import UnreachableError
+    from tasks.core.config import LLMConfig
+    from tasks.core.errors import UnreachableError
     from tasks.lm.openai_api import OpenAILM
     from tasks.lm.types import ChatRequest
 
@@ -284,7 +284,7 @@ def killed_run(root: Path) -> None:
         "[paths]\ndata_dir = 'data'\n[ingest]\npdf = false\n[pipelines.s]\nsource = 'synthetic'\n"
         "venues = ['GREBench.cc/2025/Demo']\nstages = ['ingest', 'curate', 'materialize']\n"
         "[pipelines.s.synthetic]\nn_papers = 6\npdfs = false\n")
-    proc = subprocess.Popen([sys.executable, "-m", "flows.cli", "run", "s", "-c", str(root / "pipelines.toml")],
+    proc = subprocess.Popen([sys.executable, "-m", "flows.cli.main", "run", "s", "-c", str(root / "pipelines.toml")],
                             cwd=root, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     servers: list[int] = []
     deadline = time.monotonic() + 300
@@ -326,8 +326,8 @@ def _alive(pid: int) -> bool:
 
 
 def truncated_pdf(root: Path) -> None:
-    from tasks.config import Config, IngestConfig
-    from tasks.ingest import ingest_venue
+    from tasks.core.config import Config, IngestConfig
+    from tasks.stages.ingest.fetch import ingest_venue
     from tasks.testing.openreview_server import serve_venues
     from tasks.testing.synthetic import make_venue
 
@@ -349,8 +349,8 @@ def _namespace(mount: str, folder: Path, command: str, cwd: Path) -> subprocess.
 
 
 def full_disk_and_read_only(root: Path) -> None:
-    from tasks.config import load_config
-    from tasks.materialize import build_database
+    from tasks.core.config import load_config
+    from tasks.stages.materialize.build import build_database
 
     path = built_project(root, "data/{pipeline}/grebench.duckdb")
     build_database(load_config(path).for_pipeline("t"), "t")
@@ -358,14 +358,14 @@ def full_disk_and_read_only(root: Path) -> None:
     out.mkdir()
     for mount, needle, code in (("ro", "not writable", 2), ("size=8k", "the disk is full", 1)):
         for command in ("site --out", "report --out-dir"):
-            done = _namespace(mount, out, f"{sys.executable} -m flows.cli {command} {out / 'x'} -c {path}", root)
+            done = _namespace(mount, out, f"{sys.executable} -m flows.cli.main {command} {out / 'x'} -c {path}", root)
             one_error_line(done, code, needle)
 
 
 def reviews_files(root: Path) -> None:
     import polars as pl
 
-    from tasks.validate.reviews_file import ReviewsFileError, load_reviews_file
+    from tasks.stages.validate.reviews_file import ReviewsFileError, load_reviews_file
 
     base = {"paper_id": ["p1", "p2"], "reviewer": ["a", "b"], "review": ["clear", "vague"]}
     for column, values in (("review", [["x"], ["y"]]), ("review", [{"a": 1}, {"a": 2}]), ("review", [b"x", b"y"]),

@@ -8,10 +8,10 @@ import polars as pl
 import pytest
 from test_qualify_readout_panel import WORDS, tiny_lm
 
+from tasks.core.schema import TRUNCATED_REASON
 from tasks.lm.fitting import PROMPT_TAIL, fit_prompt, fit_request, request_window
 from tasks.lm.types import LoglikelihoodRequest
 from tasks.metrics.gem import assemble_scores
-from tasks.schema import TRUNCATED_REASON
 
 EOT = (99,)
 

@@ -17,19 +17,19 @@ import pytest
 from test_hardening_ingest import VENUE, config, server  # noqa: F401 - the fixture is used by name
 from test_materialize import write_outputs
 
-from tasks.config import LLMConfig, load_config
-from tasks.errors import UnreachableError
-from tasks.ingest import ingest_venue
+from tasks.core.config import LLMConfig, load_config
+from tasks.core.errors import UnreachableError
 from tasks.lm.openai_api import OpenAILM
 from tasks.lm.types import ChatRequest
-from tasks.materialize import build_database
+from tasks.stages.ingest.fetch import ingest_venue
+from tasks.stages.materialize.build import build_database
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
 def _cli(args: list[str], cwd: Path, **kwargs) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "flows.cli", *args], cwd=cwd, env=ENV, text=True,
+    return subprocess.Popen([sys.executable, "-m", "flows.cli.main", *args], cwd=cwd, env=ENV, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
 
 
@@ -164,7 +164,7 @@ needs_namespace = pytest.mark.skipif(not _namespace(), reason="needs unshare -rm
 
 def _in_namespace(mount: str, folder: Path, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     command = " ".join(["mount", "-t", "tmpfs", "-o", mount, "tmpfs", str(folder), "&&",
-                        "exec", sys.executable, "-m", "flows.cli", *(f"'{a}'" for a in args)])
+                        "exec", sys.executable, "-m", "flows.cli.main", *(f"'{a}'" for a in args)])
     return subprocess.run(["unshare", "-rm", "sh", "-c", command], cwd=cwd, env=ENV, capture_output=True, text=True,
                           timeout=300)
 
@@ -179,8 +179,8 @@ def test_a_full_disk_while_building_is_one_line_and_keeps_the_old_database(tmp_p
     cfg = load_config(tmp_path / "pipelines.toml")
     write_outputs(cfg)
     (tmp_path / "db").mkdir()
-    script = ("import sys; from tasks.config import load_config; from tasks.materialize import build_database; "
-              "from flows.cli import situation\n"
+    script = ("import sys; from tasks.core.config import load_config; from tasks.stages.materialize.build import build_database; "
+              "from flows.cli.main import situation\n"
               "try:\n    build_database(load_config(sys.argv[1]), 't')\n"
               "except Exception as e:\n    print(situation(e)); raise SystemExit(1)\n")
     command = (f"mount -t tmpfs -o size=200k tmpfs {tmp_path / 'db'} && "

@@ -17,12 +17,12 @@ import pytest
 from test_materialize import VENUE, write_outputs
 from typer.testing import CliRunner
 
-from flows.cli import app, main, sql_arguments
-from flows.cli_run import run_summary
-from tasks.config import ConfigError, load_config
-from tasks.materialize import OtherPipelineError, build_database
-from tasks.summary import StageSummary
-from tasks.validate.reviews_file import ReviewsFileError, load_reviews_file
+from flows.cli.main import app, main, sql_arguments
+from flows.cli.run import run_summary
+from tasks.core.config import ConfigError, load_config
+from tasks.core.summary import StageSummary
+from tasks.stages.materialize.build import OtherPipelineError, build_database
+from tasks.stages.validate.reviews_file import ReviewsFileError, load_reviews_file
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -174,7 +174,7 @@ def test_a_huge_string_fails_fast_as_out_of_memory(small):
 
 def _cli(args: list[str], cwd: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-m", "flows.cli", *args], cwd=cwd, env=env, text=True,
+    return subprocess.Popen([sys.executable, "-m", "flows.cli.main", *args], cwd=cwd, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 

@@ -27,9 +27,9 @@ import numpy as np
 from anthropic.types import Message
 from anthropic.types.messages import MessageBatchResult
 
-from tasks.config import LLMConfig
-from tasks.errors import AuthenticationError, UnreachableError
-from tasks.lm.api_common import batch_chunks, describe, transient, unreachable
+from tasks.core.config import LLMConfig
+from tasks.core.errors import AuthenticationError, UnreachableError
+from tasks.lm.api_common import batch_chunks, describe, retryable_api_error, unreachable
 from tasks.lm.types import (
     Accept,
     ChatRequest,
@@ -260,7 +260,7 @@ class AnthropicLM:
 
 
 def _transient(error: Exception) -> bool:
-    return transient(error, anthropic.APIStatusError, anthropic.APIConnectionError, RETRY_STATUSES)
+    return retryable_api_error(error, anthropic.APIStatusError, anthropic.APIConnectionError, RETRY_STATUSES)
 
 
 def _chunks(indices: list[int], requests: Sequence[ChatRequest]) -> Iterator[list[int]]:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+from tasks.core.progress import track
 from tasks.lm.batching import batches
 from tasks.lm.fitting import request_window
 from tasks.lm.line_prefixes import LinePrefixConstraint
@@ -47,7 +48,6 @@ from tasks.lm.types import (
     Pooling,
     Unsupported,
 )
-from tasks.progress import track
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase

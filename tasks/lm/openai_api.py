@@ -11,7 +11,7 @@ Anthropic backend: 408 / 409 / 429 / 5xx and connection errors are retried with 
 back-off, waiting at least what Retry-After (or retry-after-ms) asks; a connection refused or a host
 name that does not resolve, still so after the configured retries, is fatal (`UnreachableError`, one
 line naming the URL), as nothing listens there. 401 / 403 are fatal, as in
-the Anthropic backend: never retried, they raise `tasks.errors.AuthenticationError` with one line
+the Anthropic backend: never retried, they raise `tasks.core.errors.AuthenticationError` with one line
 (the key scrubbed), which the CLI prints without a traceback; a refusal is remembered, so no other
 request of this backend is sent. The missing key variable is an error when the backend is built. With `use_batches`
 bulk work goes through the Batch API: a JSON Lines file is uploaded, a batch created and polled,
@@ -38,10 +38,10 @@ from urllib.parse import urlsplit
 import numpy as np
 import openai
 
-from tasks.config import LLMConfig
-from tasks.errors import AuthenticationError, FatalError, UnreachableError
+from tasks.core.config import LLMConfig
+from tasks.core.errors import AuthenticationError, FatalError, UnreachableError
 from tasks.lm.anthropic_api import BatchStore
-from tasks.lm.api_common import batch_chunks, describe, transient, unreachable
+from tasks.lm.api_common import batch_chunks, describe, retryable_api_error, unreachable
 from tasks.lm.types import (
     Accept,
     ChatRequest,
@@ -318,7 +318,7 @@ def _retry_after(error: openai.APIStatusError) -> float | None:
 
 
 def _transient(error: Exception) -> bool:
-    return transient(error, openai.APIStatusError, openai.APIConnectionError, RETRY_STATUSES)
+    return retryable_api_error(error, openai.APIStatusError, openai.APIConnectionError, RETRY_STATUSES)
 
 
 def _chunks(indices: list[int], requests: Sequence[ChatRequest]) -> Iterator[list[int]]:
