@@ -8,35 +8,17 @@ finished shards are skipped, so a crashed run resumes. With several evaluation L
 
 from __future__ import annotations
 
-from pathlib import Path
+from prefect import flow
 
-from prefect import flow, unmapped
-from prefect.futures import wait
-
-from tasks.config import Config, ScoreConfig
+from tasks.config import Config
 from tasks.layout import cache_dir
-from tasks.lm import ModelSpec
 from tasks.qualify.stage import qualified_config
 from tasks.review_quality.stage import quality_work, write_quality_tables
-from tasks.scoring.shards import CONCURRENCY_LIMIT, ShardRunner, ensure_concurrency_limit, make_task_runner
+from tasks.scoring.fanout import fan_out
+from tasks.scoring.shards import CONCURRENCY_LIMIT, ensure_concurrency_limit
 from tasks.scoring.stage import score_inputs_each_eval_lm, sharded_loglikelihoods, shards_details
-from tasks.scoring.steps import read_inputs_task, score_shard_task, write_scores_task
+from tasks.scoring.steps import read_inputs_task, write_scores_task
 from tasks.summary import StageSummary
-
-
-@flow(name="score-shards")
-def score_shards_flow(requests_dir: Path, results_dir: Path, shards: list[str], spec: ModelSpec,
-                      token_budget: int) -> list[dict]:
-    """One task per shard, on whatever task runner this flow was given."""
-    futures = score_shard_task.map(unmapped(requests_dir), unmapped(results_dir), shards, unmapped(spec),
-                                   unmapped(token_budget))
-    wait(futures)
-    return futures.result()
-
-
-def fan_out(cfg: ScoreConfig) -> ShardRunner:
-    """Run shards through `score_shards_flow` on the configured task runner."""
-    return score_shards_flow.with_options(task_runner=make_task_runner(cfg))
 
 
 @flow(name="score", log_prints=True)

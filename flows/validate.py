@@ -13,7 +13,7 @@ from tasks.validate.steps import build_leaderboard_task, validate_pipeline_task,
 @flow(name="validate", log_prints=True)
 def validate_flow(cfg: Config, pipeline: str) -> StageSummary:
     cfg = qualified_config(cfg, pipeline)   # the judges that passed the qualify stage, when it runs
-    result = validate_pipeline_task(cfg, pipeline)
+    result = validate_pipeline_task(cfg, pipeline, fan_out=True)   # rescoring: one task per shard
     board, board_agreement = build_leaderboard_task(cfg, pipeline)
     summary = write_outputs_task(cfg, pipeline, result, board, board_agreement)
     print(f"validate {pipeline}: {summary.as_dict()}")
