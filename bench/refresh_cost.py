@@ -26,7 +26,8 @@ Hours: evaluation-LM tokens (every prompt and continuation token of every reques
 engine bypasses its prefix cache for requests that ask for prompt log-probabilities) divided by a
 throughput in tokens/s: `--eval-tokens-per-s` (a figure for a GPU server), else this machine's local
 engine measured in this run on real GEM requests (it shares prompt prefixes, so its figure is an
-upper bound for a server that does not). Chat stages are priced per token at the configured prices
+upper bound for a server that does not). On a shared machine the wall-clock rate understates the
+engine; the JSON also gives the rate per CPU second of this process and the hours at that rate. Chat stages are priced per token at the configured prices
 of `pipelines.toml` ([preprocess] for preprocessing, `--candidate-*-price` for the candidates, [score.oracle]
 for the judges); `--gpu-hour-usd` prices the evaluation LM's hours. The last line is JSON.
 
@@ -136,7 +137,7 @@ def local_throughput(data: pl.DataFrame | None, shape: Shape, n_pairs: int) -> d
     lm.loglikelihood(requests)
     wall, used = time.perf_counter() - start, time.process_time() - cpu
     return {"requests": len(requests), "tokens": tokens, "seconds": round(wall, 2), "cpu_seconds": round(used, 2),
-            "tokens_per_s": round(tokens / wall, 1)}
+            "tokens_per_s": round(tokens / wall, 1), "tokens_per_cpu_s": round(tokens / used, 1) if used else None}
 
 
 def project(args: argparse.Namespace, shape: Shape, overhead: dict[str, int]) -> list[Stage]:
@@ -241,6 +242,8 @@ def main() -> None:
         "eval_lm_tokens_per_s": rate, "throughput_source": "given" if args.eval_tokens_per_s else "local_measured",
         "local_measurement": measured, "stages": [asdict(s) for s in stages],
         "eval_lm_tokens": eval_tokens, "eval_lm_hours": round(eval_tokens / rate / 3600, 2) if rate else None,
+        "eval_lm_hours_at_cpu_rate": (round(eval_tokens / measured["tokens_per_cpu_s"] / 3600, 2)
+                                      if measured.get("tokens_per_cpu_s") else None),
         "chat_usd": round(sum(s.cost_usd for s in stages if s.kind == "chat"), 2),
         "eval_lm_usd": (round(sum(s.cost_usd for s in stages if s.kind == "eval_lm"), 2)
                         if args.gpu_hour_usd is not None and rate else None),

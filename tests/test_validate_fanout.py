@@ -85,7 +85,7 @@ def test_validate_flow_rescoring_on_a_two_worker_dask_cluster(tmp_path, prefect_
 
     monkeypatch.setattr(shards_module, "score_shard", recording)
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
-        config = _config(tmp_path, n_papers=2, n_reviews=2, shard_size=3, task_runner="dask",
+        config = _config(tmp_path, n_papers=2, n_reviews=2, shard_size=2, task_runner="dask",
                          runner_address=cluster.scheduler_address, gpu_concurrency=2)
         cfg = load_config(config).for_pipeline("t")
         summary = validate_flow(cfg, "t")
