@@ -85,7 +85,7 @@ def main() -> None:
     questions = [(r.system, r.user[:600] + "\n\nDoes this assessment praise the paper? Answer Yes or No.")
                  for r in requests[:4]]
     with tempfile.TemporaryDirectory() as cache, OpenAIServer(completions=LocalCompletions()) as server:
-        cfg = LLMConfig(backend="openai", api="completions", model="smollm2", tokenizer="smollm2",
+        cfg = LLMConfig(backend="openai", api="completions", model="smollm2-served", tokenizer="smollm2",
                         base_url=server.base_url, api_key_env="", batch_size=args.batch_size,
                         max_in_flight=args.in_flight)
         served = make_lm(cfg, Path(cache))
