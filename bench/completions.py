@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-from tasks.config import LLMConfig  # noqa: E402
+from tasks.core.config import LLMConfig  # noqa: E402
 from tasks.lm import LoglikelihoodRequest, ModelSpec, local_lm, make_lm  # noqa: E402
 from tasks.lm.loading import chat_ids  # noqa: E402
 from tasks.lm.readout import answer_probabilities  # noqa: E402

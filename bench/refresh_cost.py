@@ -52,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import polars as pl  # noqa: E402
 
-from tasks.config import load_config  # noqa: E402
+from tasks.core.config import load_config  # noqa: E402
 from tasks.lm import LoglikelihoodRequest, ModelSpec, local_lm  # noqa: E402
 from tasks.lm.loading import chat_ids, load_tokenizer  # noqa: E402
 from tasks.metrics.gem import system_prompt  # noqa: E402

@@ -8,8 +8,8 @@ import polars as pl
 import pytest
 from scoring_data import write_pipeline
 
-from tasks.config import load_config
-from tasks.layout import stage_dir
+from tasks.core.config import load_config
+from tasks.core.layout import stage_dir
 from tasks.lm import LoglikelihoodRequest, ModelSpec, local_lm
 
 SERVED = "smollm2|completions|served:smollm2"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import openai
 import pytest
 
-from tasks.config import LLMConfig, ScoreConfig
+from tasks.core.config import LLMConfig, ScoreConfig
 from tasks.lm import LoglikelihoodRequest, ModelSpec, eval_spec, local_lm, make_lm
 from tasks.lm.completions import CompletionsError, CompletionsLM
 from tasks.lm.readout import answer_probabilities

@@ -15,9 +15,9 @@ import polars as pl
 import pytest
 from scoring_data import write_pipeline
 
-import tasks.scoring.shards as shards_module
-from tasks.config import load_config
-from tasks.layout import stage_dir
+import tasks.metrics.shards as shards_module
+from tasks.core.config import load_config
+from tasks.core.layout import stage_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 VALIDATE = ('\n[validate]\nmetrics = ["gem_s_abstract"]\nstrategies = ["sentence_deletion", "case_upper"]\n'
@@ -34,11 +34,11 @@ def _config(tmp_path: Path, n_papers: int, n_reviews: int, **score: object) -> P
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_a_killed_validate_run_resumes_without_recomputing_a_finished_shard(tmp_path, embedded_lm) -> None:
-    from tasks.validate.stage import validate_pipeline
+    from tasks.stages.validate.stage import validate_pipeline
 
     config = _config(tmp_path, n_papers=2, n_reviews=3, shard_size=2)
     results = tmp_path / "data" / "t" / "validate" / "results"
-    script = ("import sys; from tasks.config import load_config; from tasks.validate.stage import validate_pipeline; "
+    script = ("import sys; from tasks.core.config import load_config; from tasks.stages.validate.stage import validate_pipeline; "
               "validate_pipeline(load_config(sys.argv[1]).for_pipeline('t'), 't')")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     child = subprocess.Popen([sys.executable, "-c", script, str(config)], env=env, stdout=subprocess.DEVNULL,

@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any
 
 import openai
 
-from tasks.config import LLMConfig
-from tasks.errors import FatalError
+from tasks.core.config import LLMConfig
+from tasks.core.errors import FatalError
 from tasks.lm.anthropic_api import BatchStore
 from tasks.lm.api_common import describe
 from tasks.lm.loading import Tokens, end_of_turn, load_tokenizer
