@@ -38,6 +38,8 @@ def test_a_served_evaluation_lm_is_configured_by_score_eval_server() -> None:
     assert spec.server == server and spec.resolved() == spec and spec.key == "llama-8b|completions|gpu7"
     with pytest.raises(ValueError, match='api = "completions"'):
         ScoreConfig(eval_server=LLMConfig(backend="openai", model="llama-8b"))
+    with pytest.raises(ValueError, match="cannot be combined"):
+        ScoreConfig(eval_server=server, eval_lms=["smollm2"])
 
 
 @pytest.mark.slow

@@ -265,6 +265,13 @@ class ScoreConfig(Frozen):
             raise ValueError('an evaluation LM server needs backend = "openai" and api = "completions"')
         return value
 
+    @model_validator(mode="after")
+    def _one_kind_of_evaluation_lm(self) -> ScoreConfig:
+        if self.eval_server is not None and self.eval_lms:
+            raise ValueError("eval_server and eval_lms cannot be combined: name one served evaluation LM, "
+                             "or local ones in eval_lms")
+        return self
+
     @property
     def all_metrics(self) -> tuple[str, ...]:
         """`metrics` then `baselines`, each once: everything the score stage scores."""
