@@ -5,7 +5,17 @@
 Importing the package registers every family below.
 """
 
-from tasks.metrics import classic, fmi, gem, judge, oracle, oracle_cells, review_quality, reviseval  # noqa: F401  (register the families)
+from tasks.metrics import (  # noqa: F401  (register the families)
+    bartscore,
+    classic,
+    fmi,
+    gem,
+    judge,
+    oracle,
+    oracle_cells,
+    review_quality,
+    reviseval,
+)
 from tasks.metrics.registry import (
     REGISTRY,
     Metric,
