@@ -26,9 +26,9 @@ from tasks.metrics import Resources, candidate_scores, get
 from tasks.metrics.llm_log import LLMLog, write_llm_log
 from tasks.metrics.resources import build_resources
 from tasks.scoring.inputs import read_judgments, read_synopses
-from tasks.validate.board_notes import annotate
 from tasks.scoring.shards import ShardedLoglikelihood
 from tasks.summary import StageSummary
+from tasks.validate.board_notes import annotate
 from tasks.validate.eval_lms import validate_each_eval_lm
 from tasks.validate.leaderboard import AGREEMENT, LEADERBOARD, agreement, leaderboard
 from tasks.validate.perturb import strategy
