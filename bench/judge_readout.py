@@ -20,6 +20,14 @@ import math
 import time
 
 
+def _readable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def questions(n_papers: int) -> list[tuple[str, str]]:
     """(system, user) of llm_judge for each review of the first papers: the others are its references."""
     from tasks.metrics.judge import judge_user, load_prompt
@@ -29,7 +37,8 @@ def questions(n_papers: int) -> list[tuple[str, str]]:
     system = load_prompt("judge-reference-v1")
     out = []
     for paper in venue.papers[:n_papers]:
-        texts = ["\n\n".join(f"{k}: {v}" for k, v in r.fields.items()) for r in paper.reviews]
+        texts = [t for t in ("\n\n".join(f"{k}: {v}" for k, v in r.fields.items()) for r in paper.reviews)
+                 if _readable(t)]   # the venue plants unreadable reviews, which ingest rejects
         synopsis = f"Abstract:\n{paper.abstract}"
         for i, text in enumerate(texts):
             out.append((system, judge_user(synopsis, text, [t for j, t in enumerate(texts) if j != i])))
