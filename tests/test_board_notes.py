@@ -45,3 +45,31 @@ def test_failed_judges_mark_their_columns_and_losses_are_counted() -> None:
     assert out["bleu"]["note"] is None and out["bleu"]["qualified"] is None
     # no exam in the run: nothing is marked
     assert annotate(board, pairs, None)["qualified"].null_count() == board.height
+
+
+def test_gem_s_assw_rows_say_when_the_assw_came_from_the_abstract() -> None:
+    """synopses_wide keeps what each ASSW was written from; gem_s_assw's rows on an abstract-made ASSW carry
+    the note, the others none."""
+    from tasks.metrics import Resources, score_metrics
+    from tasks.schema import REFERENCES, SCORING_CANDIDATES
+    from tasks.scoring.inputs import synopses_wide
+
+    def loglikelihood(requests: pl.DataFrame) -> pl.DataFrame:
+        return pl.DataFrame({"key": requests["key"], "logprob": [-float(len(c)) for c in requests["continuation"]],
+                             "n_tokens": [len(c.split()) + 1 for c in requests["continuation"]]},
+                            schema={"key": pl.String, "logprob": pl.Float64, "n_tokens": pl.Int64})
+
+    long = pl.DataFrame({"paper_id": ["p", "p", "q", "q"], "kind": ["abstract", "assw"] * 2,
+                         "text": ["A.", "Strength: s.", "B.", "Strength: t."],
+                         "source": ["abstract", "abstract", "abstract", "pdf_text"]})
+    wide = synopses_wide(long)
+    assert dict(wide.select("paper_id", "assw_source").iter_rows()) == {"p": "abstract", "q": "pdf_text"}
+    refs = pl.DataFrame([{"paper_id": p, "review_id": f"{p}{i}", "review_text": "x", "judgments": f"line {p}{i}"}
+                         for p in ("p", "q") for i in (1, 2)], schema=REFERENCES)
+    cands = refs.select("paper_id", pl.col("review_id").alias("candidate"), pl.lit("human").alias("source"),
+                        "review_id", "review_text", "judgments").cast(dict(SCORING_CANDIDATES))
+    rows = score_metrics(["gem_s_assw", "gem_s_abstract"], cands, refs, wide,
+                         Resources(eval_lm="lm", loglikelihood=loglikelihood))
+    notes = {(m, p): set(g["note"].to_list()) for (m, p), g in rows.group_by("metric", "paper_id")}
+    assert notes[("gem_s_assw", "p")] == {"assw_from_abstract"} and notes[("gem_s_assw", "q")] == {None}
+    assert notes[("gem_s_abstract", "p")] == {None}
