@@ -11,11 +11,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tasks.config import ScoreConfig
+from tasks.core.config import ScoreConfig
+from tasks.core.schema import REFERENCES, SCORING_CANDIDATES
 from tasks.metrics import MissingResource, score_metrics
 from tasks.metrics.bartscore import Seq2SeqScorer
 from tasks.metrics.registry import Resources
-from tasks.schema import REFERENCES, SCORING_CANDIDATES
 
 WORDS = ["<pad>", "<s>", "</s>", "[UNK]", "the", "method", "is", "novel", "weak", "paper", "results", "are",
          "strong", "missing", "ablation", "baselines", "clear", "writing"]

@@ -8,9 +8,9 @@ import math
 
 import polars as pl
 
-from tasks.schema import SCORES
-from tasks.validate.board_notes import annotate
-from tasks.validate.leaderboard import LEADERBOARD, leaderboard
+from tasks.core.schema import SCORES
+from tasks.stages.validate.board_notes import annotate
+from tasks.stages.validate.leaderboard import LEADERBOARD, leaderboard
 
 
 def _scores(rows: list[dict]) -> pl.DataFrame:
@@ -50,9 +50,9 @@ def test_failed_judges_mark_their_columns_and_losses_are_counted() -> None:
 def test_gem_s_assw_rows_say_when_the_assw_came_from_the_abstract() -> None:
     """synopses_wide keeps what each ASSW was written from; gem_s_assw's rows on an abstract-made ASSW carry
     the note, the others none."""
+    from tasks.core.frames import synopses_wide
+    from tasks.core.schema import REFERENCES, SCORING_CANDIDATES
     from tasks.metrics import Resources, score_metrics
-    from tasks.schema import REFERENCES, SCORING_CANDIDATES
-    from tasks.scoring.inputs import synopses_wide
 
     def loglikelihood(requests: pl.DataFrame) -> pl.DataFrame:
         return pl.DataFrame({"key": requests["key"], "logprob": [-float(len(c)) for c in requests["continuation"]],

@@ -14,12 +14,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tasks.config import LLMConfig
+from tasks.core.config import LLMConfig
+from tasks.core.schema import REFERENCES, SCORING_CANDIDATES, SYNOPSES_WIDE
 from tasks.lm.readout import expected_ratings, rating_masses
 from tasks.metrics.judge import judge_family, load_prompt
 from tasks.metrics.registry import REGISTRY, Resources
 from tasks.metrics.resources import LazyLM
-from tasks.schema import REFERENCES, SCORING_CANDIDATES, SYNOPSES_WIDE
 
 SCORES_0_10 = [str(n) for n in range(11)]
 WORDS = ["[UNK]", "<|end|>", "<|system|>", "<|user|>", "<|assistant|>", "Score:", *SCORES_0_10,

@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from tasks.core.schema import SCORES
 from tasks.metrics.registry import Metric, Resources, reference_sets, register, usable
-from tasks.schema import SCORES
 
 BATCH_SIZE = 8
 

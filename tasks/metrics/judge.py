@@ -38,9 +38,9 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from tasks.metrics.oracle_cells import load_prompt
+from tasks.core.prompts import load_prompt
+from tasks.core.schema import SCORES
 from tasks.metrics.registry import Metric, Resources, reference_sets, register, usable
-from tasks.schema import SCORES
 
 PROMPT_VERSIONS = {"llm_judge": "judge-reference-v1", "llm_judge_noref": "judge-free-v1",
                    "lm_examiner": "judge-examiner-v1"}
@@ -97,9 +97,9 @@ def examiner_user(paper: str, review: str) -> str:
 
 
 def examiner_paper(text: str, system: str, review: str, context_tokens: int) -> str | None:
-    """The paper's text cut at a section boundary (tasks/paper_fit.py) so that the examiner's prompt and
+    """The paper's text cut at a section boundary (tasks/core/paper_fit.py) so that the examiner's prompt and
     its answer fit `context_tokens` (estimated at CHARS_PER_TOKEN); None when not even a word fits."""
-    from tasks.paper_fit import estimate_counter, fit_text
+    from tasks.core.paper_fit import estimate_counter, fit_text
 
     count = estimate_counter(CHARS_PER_TOKEN)
     budget = context_tokens - EXAMINER_TOKENS - SAFETY_TOKENS - count(system) - count(examiner_user("", review))
