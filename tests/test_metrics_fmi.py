@@ -154,8 +154,8 @@ def test_one_pass_scores_every_cell_and_leaves_gem_unchanged() -> None:
     # positives: a conditional per pair, a marginal per reference; negatives: a conditional per (candidate, negative)
     distinct_negs = negatives.select("candidate", "negative").unique().height
     assert asked[0] == pairs + 9 + distinct_negs
-    expected = {"kl_fvar_token": 1 + 2 - math.exp(-1), "tv_direct_token": 0.5 * (1 - math.exp(-2)),
-                "tv_direct_marginal_token": 0.5 * (1 - math.exp(-1)), "tv_fvar_token": 1.0}
+    expected = {"kl_fvar_token": 1 + 2 - math.exp(-1), "tv_direct_token": 1 - math.exp(-2),
+                "tv_direct_marginal_token": 1 - math.exp(-1), "tv_fvar_token": 1.0}
     for metric, value in expected.items():
         got = scores.filter(pl.col("metric") == metric)
         assert got.height == pairs and got["score"].to_list() == pytest.approx([value] * pairs)
