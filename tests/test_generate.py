@@ -12,10 +12,10 @@ import polars as pl
 import pytest
 
 from tasks.core.config import CandidateConfig, ConfigError, GenerateConfig
+from tasks.core.paper_fit import estimate_counter, fit_text, is_heading, section_starts
 from tasks.core.schema import CURATED_PAPERS, CURATED_REVIEWS, EXCLUSIONS, GENERATED, conform
 from tasks.lm import TransientLLMError, make_lm
 from tasks.stages.generate.contamination import guard
-from tasks.stages.generate.paper_fit import estimate_counter, fit_text, is_heading, section_starts
 from tasks.stages.generate.reviews import REMINDER, generate_reviews, make_meter, parse_review
 from tasks.testing.anthropic_server import AnthropicServer, heuristic_responder, system_text, user_text
 

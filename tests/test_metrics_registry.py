@@ -12,7 +12,7 @@ import pytest
 from tasks.core.config import ConfigError, ScoreConfig, load_config
 from tasks.core.schema import REFERENCES, SCORES, SCORING_CANDIDATES
 from tasks.metrics import REGISTRY, Metric, MissingResource, Resources, check_names, register, score_metrics
-from tasks.metrics.registry import Need
+from tasks.metrics.registry import Conditioning, Need
 from tasks.stages.validate.leaderboard import leaderboard
 
 REFS = pl.DataFrame({"paper_id": ["p", "p"], "review_id": ["a", "b"], "review_text": ["One text.", "Another text."],
@@ -22,11 +22,11 @@ CANDS = REFS.select("paper_id", pl.col("review_id").alias("candidate"), pl.lit("
 
 
 def test_every_metric_declares_the_same_shape():
-    assert {"gem_raw", "gem", "gem_s_abstract", "gem_s_assw", "bleu", "rouge_l", "bertscore"} <= set(REGISTRY)
+    assert {"gem_raw", "gem", "gem_s_abstract", "gem_s_assw", "bleu", "rouge_l", "bertscore_minilm", "lm_examiner", "bartscore_f1"} <= set(REGISTRY)
     for name, metric in REGISTRY.items():
         assert metric.name == name and metric.description
         assert metric.reads in ("raw", "judgments", "statements")
-        assert metric.conditioned_on in ("none", "abstract", "abstract+assw")
+        assert metric.conditioned_on in typing.get_args(Conditioning)
         assert metric.needs in typing.get_args(Need)   # lm_logprobs, llm_oracle, ..., lm_readout
         assert isinstance(metric.higher_is_better, bool) and callable(metric.fn)
     with pytest.raises(ValueError, match="registered twice"):
@@ -43,8 +43,8 @@ def test_unknown_or_no_metric_is_a_clear_error():
 def test_a_missing_resource_fails_loudly_before_anything_is_scored():
     with pytest.raises(MissingResource, match="gem needs lm_logprobs"):
         score_metrics(["bleu", "gem"], CANDS, REFS, pl.DataFrame(), Resources())
-    with pytest.raises(MissingResource, match="bertscore needs embedding"):
-        score_metrics(["bertscore"], CANDS, REFS, pl.DataFrame(), Resources())
+    with pytest.raises(MissingResource, match="bertscore_minilm needs embedding"):
+        score_metrics(["bertscore_minilm"], CANDS, REFS, pl.DataFrame(), Resources())
 
 
 def test_families_are_called_once_with_all_their_metrics(monkeypatch):
@@ -90,7 +90,7 @@ def test_leaderboard_ranks_by_the_metric_direction(monkeypatch):
 def test_config_checks_metric_names_against_the_registry(tmp_path, monkeypatch):
     from tasks.checks import check_config, load_checked_config
 
-    assert ScoreConfig(metrics=("gem",), baselines=("bertscore", "gem")).all_metrics == ("gem", "bertscore")
+    assert ScoreConfig(metrics=("gem",), baselines=("bertscore_minilm", "gem")).all_metrics == ("gem", "bertscore_minilm")
     cfg = load_config(Path(__file__).resolve().parents[1] / "pipelines.toml")
 
     def with_(stage: str, **values):

@@ -184,6 +184,10 @@ def test_known_judges_through_the_servers_and_the_panel_left_to_score(tmp_path, 
         with pytest.raises(QualificationFailed, match="longer"):
             qualify(cfg.model_copy(update={"qualify": cfg.qualify.model_copy(update={"on_fail": "stop"})}), "exam")
         assert (good.counts["messages"], first.counts["chat"], longer.counts["chat"]) == calls   # cached
+        # on_fail = "report": the same exam stops nothing and every judge stays in the panel
+        report = cfg.model_copy(update={"qualify": cfg.qualify.model_copy(update={"on_fail": "report"})})
+        qualify(report, "exam")
+        assert [j.model for j in qualified_config(report, "exam").score.judges] == ["careful", "first", "longer"]
     assert [s.name for s in seats(cfg)] == ["anthropic/careful", "openai/first", "openai/longer"]
     table = pl.read_parquet(stage_dir(cfg, "exam", "qualify") / "qualification.parquet")
     got = {(m, t): (n, s, p) for m, t, n, s, p in table.select("model", "test", "n", "score", "passed").iter_rows()}

@@ -54,8 +54,9 @@ def test_judgment_level_needs_no_preprocessing(line_count):
     result = _run(("judgments",), line_count)
     assert CALLS == []
     rows = result.validation.select("metric", "strategy", "level").rows()
+    # one level for the whole table: bleu, which reads the raw review, reads the perturbed judgment lines
     assert rows == [("toy_lines", "sentence_deletion", "judgments"), ("toy_lines", "format_headers", "judgments"),
-                    ("bleu", "sentence_deletion", "raw"), ("bleu", "format_headers", "raw")]
+                    ("bleu", "sentence_deletion", "judgments"), ("bleu", "format_headers", "judgments")]
     deletion = result.validation.row(0, named=True)
     assert deletion["mean_change"] == -2.0        # four lines -> lines 1 and 3
 

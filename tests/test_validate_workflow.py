@@ -76,14 +76,14 @@ def resources():
 
 @pytest.fixture(scope="module")
 def result(resources):
-    return run_validation(make_reviews(), ValidateConfig(strategies=DETERMINISTIC, metrics=["gem", "bleu", "rouge_l", "bertscore"], seed=1, min_pairs=2), resources=resources)
+    return run_validation(make_reviews(), ValidateConfig(strategies=DETERMINISTIC, metrics=["gem", "bleu", "rouge_l", "bertscore_minilm"], seed=1, min_pairs=2), resources=resources)
 
 
 @pytest.mark.slow
 def test_table_has_every_metric_and_strategy(result):
     table = result.validation
     assert table.select("metric", "strategy").rows() == [
-        (m, s) for m in ["gem", "bleu", "rouge_l", "bertscore"] for s in DETERMINISTIC]
+        (m, s) for m in ["gem", "bleu", "rouge_l", "bertscore_minilm"] for s in DETERMINISTIC]
     assert table["n"].to_list() == [4] * 12          # one candidate per paper, every perturbation scored
     assert table.filter(pl.col("strategy") == "meaningless_elongation")["kind"].unique().to_list() == ["manipulation"]
     # each row is the paired test of its own pairs
@@ -114,14 +114,17 @@ def test_deterministic_strategies_act_on_judgment_lines(result):
 
 @pytest.mark.slow
 def test_scores_pair_the_same_references(result):
+    """At the judgments level alone, every metric of the table reads the same perturbed text: a metric
+    that reads the raw review (bleu) reads the judgment lines in its place, and its rows say "judgments"."""
     reviews = make_reviews()
+    assert set(result.validation["level"]) == {"judgments"} and set(result.pairs["level"]) == {"judgments"}
     pairs = result.pairs.filter((pl.col("metric") == "bleu") & (pl.col("strategy") == "sentence_deletion"))
     for row in pairs.iter_rows(named=True):
         refs = reviews.filter((pl.col("paper_id") == row["paper_id"]) & (pl.col("review_id") != row["candidate"]))
-        text = reviews.filter(pl.col("review_id") == row["candidate"])["review_text"][0]
+        text = reviews.filter(pl.col("review_id") == row["candidate"])["judgments"][0]
         perturbed = result.perturbations.filter(pl.col("candidate") == row["candidate"] + "~sentence_deletion")
-        assert row["original"] == pytest.approx(float(np.mean(bleu([text] * refs.height, refs["review_text"]))))
-        expected = float(np.mean(bleu([perturbed["review_text"][0]] * refs.height, refs["review_text"])))
+        assert row["original"] == pytest.approx(float(np.mean(bleu([text] * refs.height, refs["judgments"]))))
+        expected = float(np.mean(bleu([perturbed["judgments"][0]] * refs.height, refs["judgments"])))
         assert row["perturbed"] == pytest.approx(expected)
     gem = result.pairs.filter(pl.col("metric") == "gem")
     assert gem["original"].is_finite().all() and gem["perturbed"].is_finite().all()
@@ -130,7 +133,7 @@ def test_scores_pair_the_same_references(result):
 @pytest.mark.slow
 def test_human_correlation_scores_every_review(result):
     corr = result.human_correlation
-    assert corr["metric"].to_list() == ["gem", "bleu", "rouge_l", "bertscore"]
+    assert corr["metric"].to_list() == ["gem", "bleu", "rouge_l", "bertscore_minilm"]
     assert corr["n"].to_list() == [12] * 4             # with quality scores every review is scored
     reviews = make_reviews()
     scores = result.scores.filter(pl.col("metric") == "bleu").join(

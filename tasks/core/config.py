@@ -267,7 +267,7 @@ class ScoreConfig(Frozen):
     gpu_concurrency: int = Field(1, ge=1)    # scoring tasks allowed at once
     metrics: tuple[str, ...] = ("gem_raw", "gem", "gem_s_abstract", "gem_s_assw")  # names in tasks/metrics
     # More metrics scored into the same table for side-by-side comparison (any name in tasks/metrics)
-    baselines: tuple[str, ...] = ("bleu", "rouge_l", "bertscore")
+    baselines: tuple[str, ...] = ("bleu", "rouge_l", "bertscore_minilm")
     # Negative references per (candidate, reference) pair for the f-variational metrics (tasks/metrics/fmi.py):
     # references of other papers of the same venue, drawn with `negatives_seed`
     negatives: int = Field(4, ge=1)
@@ -283,6 +283,15 @@ class ScoreConfig(Frozen):
     # A panel in the judging role (tasks/metrics/panel.py): the LLM judges and the "generate" oracle ask
     # every backend listed and average their values; empty: the [score.oracle] backend alone
     judges: tuple[LLMConfig, ...] = ()
+    # How a judge's 0-10 rating is read (tasks/metrics/judge.py): "auto" reads it as the expectation over
+    # the score tokens at the answer position (G-Eval) from every judge whose backend gives token
+    # probabilities, and generates and parses "Score: N" for the others; "generate": always the latter
+    judge_method: Literal["auto", "generate"] = "auto"
+    # The judges' context in tokens for the paper text lm_examiner reads (cut at section boundaries)
+    judge_context_tokens: int = Field(8192, ge=512)
+    # BARTScore (tasks/metrics/bartscore.py): any seq2seq model (a folder or a model id); unset, the
+    # bartscore_* metrics cannot run and say so
+    bartscore_model: str | None = None
     # A panel of logit-readout oracles (tasks/metrics/readout_panel.py): with oracle_predictor = "readout"
     # the oracle cells read each local LM listed (a model name or a table with the keys of eval_lms) and
     # average their values; "eval_lms": the evaluation LMs of eval_lms; empty: the first evaluation LM alone
@@ -328,7 +337,7 @@ class ValidateConfig(Frozen):
     # names in tasks/stages/validate/strategies.py (checked by tasks/checks.py); the default ones need no LLM
     strategies: tuple[str, ...] = ("sentence_deletion", "random_replacement", "meaningless_elongation")
     # any metric names in the registry (tasks/metrics)
-    metrics: tuple[str, ...] = ("gem_raw", "gem", "gem_s_abstract", "gem_s_assw", "bleu", "rouge_l", "bertscore")
+    metrics: tuple[str, ...] = ("gem_raw", "gem", "gem_s_abstract", "gem_s_assw", "bleu", "rouge_l", "bertscore_minilm")
     correction: Literal["none", "holm", "bonferroni", "bh"] = "none"  # p-value correction per metric
     alpha: float = Field(0.05, gt=0, lt=1)
     max_papers: int = Field(100, ge=1)       # papers drawn into the validation sample
@@ -376,8 +385,9 @@ class QualifyConfig(Frozen):
     pertinence_threshold: float | Literal["mean"] = "mean"
     # self-confidence passes when mean confidence on the easy set minus the hard set exceeds this
     self_confidence_margin: float = 0.0
-    # a failing model: "drop" it from its role (the run stops if a role is left empty) or "stop" the run
-    on_fail: Literal["drop", "stop"] = "drop"
+    # a failing model: "drop" it from its role (the run stops if a role is left empty), "stop" the run, or
+    # "report": keep it, its `qualification` rows say it failed and the leaderboard marks its columns
+    on_fail: Literal["drop", "stop", "report"] = "drop"
     # the LLM that polishes the irrelevant reviews and rephrases the hard set (same keys as any
     # backend); None: deterministic edits (markdown formatting; another review of the same paper)
     rewriter: LLMConfig | None = None

@@ -14,7 +14,7 @@ import polars as pl
 
 from tasks.core.config import Config
 from tasks.core.layout import stage_dir
-from tasks.core.schema import SCORING_CANDIDATES, SYNOPSES_WIDE
+from tasks.core.schema import SCORING_CANDIDATES, SYNOPSES_WIDE, conform
 
 # Reviews carry their first version's values and, in `<column>_final`, the values after the
 # rebuttal (tasks/stages/ingest/versions.py); a stage picks one with `pick_version`.
@@ -67,16 +67,20 @@ def judgments_text(judgments: pl.DataFrame) -> pl.DataFrame:
 
 
 def synopses_wide(synopses: pl.DataFrame) -> pl.DataFrame:
-    """SYNOPSES_WIDE (paper_id, abstract, assw) from the long synopses frame (kind in {abstract, assw})."""
+    """SYNOPSES_WIDE (paper_id, abstract, assw, assw_source; paper_text null) from the long synopses frame
+    (kind in {abstract, assw}; `source`, when present, says what the ASSW was written from)."""
     if synopses.is_empty():
         return pl.DataFrame(schema=SYNOPSES_WIDE)
     duplicated = synopses.filter(pl.struct("paper_id", "kind").is_duplicated())
     if not duplicated.is_empty():
         raise ValueError(f"several synopses of one kind for papers {duplicated['paper_id'].unique().to_list()[:5]}")
     wide = synopses.pivot("kind", index="paper_id", values="text")
-    return wide.select(
-        "paper_id", *(pl.col(k) if k in wide.columns else pl.lit(None, pl.String).alias(k) for k in ("abstract", "assw"))
-    )
+    if "source" in synopses.columns:
+        sources = synopses.filter(pl.col("kind") == "assw").select("paper_id", pl.col("source").alias("assw_source"))
+        wide = wide.join(sources, on="paper_id", how="left")
+    return conform(wide.select(
+        "paper_id", *(pl.col(k) if k in wide.columns else pl.lit(None, pl.String).alias(k)
+                      for k in ("abstract", "assw", "assw_source"))), SYNOPSES_WIDE)
 
 
 def human_candidates(references: pl.DataFrame) -> pl.DataFrame:
@@ -134,7 +138,23 @@ def read_synopses(cfg: Config, pipeline: str, metrics: Sequence[ReadsFrames]) ->
     if not path.is_file():
         names = sorted(m.name for m in metrics if m.conditioned_on != "none")
         raise FileNotFoundError(f"{path}: synopses not found; run the preprocess stage or drop metric(s) {names}")
-    return synopses_wide(pl.read_parquet(path, columns=["paper_id", "kind", "text"]))
+    long = pl.read_parquet(path)
+    wide = synopses_wide(long.select(c for c in ("paper_id", "kind", "text", "source") if c in long.columns))
+    if any(m.conditioned_on == "paper" for m in metrics):
+        wide = with_paper_texts(cfg, pipeline, wide)
+    return wide
+
+
+def with_paper_texts(cfg: Config, pipeline: str, wide: pl.DataFrame) -> pl.DataFrame:
+    """`wide` with each paper's PDF text (the ingest stage's pdf_texts; null for a paper without one),
+    for the metrics conditioned on the paper itself (lm_examiner)."""
+    frames = [pl.read_parquet(p, columns=["paper_id", "text"]) for venue in cfg.pipelines[pipeline].venues
+              if (p := stage_dir(cfg, pipeline, "ingest", venue) / "pdf_texts.parquet").is_file()]
+    if not frames:
+        return wide
+    texts = pl.concat(frames).unique("paper_id", keep="first").rename({"text": "_paper_text"})
+    return (wide.join(texts, on="paper_id", how="left")
+            .with_columns(pl.coalesce("paper_text", "_paper_text").alias("paper_text")).drop("_paper_text"))
 
 
 # ---- generate's outputs --------------------------------------------------------------------------

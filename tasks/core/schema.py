@@ -266,7 +266,10 @@ SCORING_CANDIDATES = pl.Schema({"paper_id": pl.String, "candidate": pl.String, "
                                 "review_id": pl.String, "review_text": pl.String, "judgments": pl.String})
 
 # One row per paper: what a conditioned metric may condition on.
-SYNOPSES_WIDE = pl.Schema({"paper_id": pl.String, "abstract": pl.String, "assw": pl.String})
+# `assw_source`: what the ASSW was written from (pdf_text, pdf_text_truncated, or abstract when the paper
+# had no PDF text); `paper_text`: the paper's PDF text, read only for metrics conditioned on "paper".
+SYNOPSES_WIDE = pl.Schema({"paper_id": pl.String, "abstract": pl.String, "assw": pl.String,
+                           "assw_source": pl.String, "paper_text": pl.String})
 
 # One row per (candidate, reference, metric); every metric writes these columns. A pair that cannot
 # be scored has a NaN score and a `reason`. The log-probability columns are null for metrics that
@@ -274,7 +277,10 @@ SYNOPSES_WIDE = pl.Schema({"paper_id": pl.String, "abstract": pl.String, "assw":
 SCORES = pl.Schema({"paper_id": pl.String, "candidate": pl.String, "source": pl.String, "reference": pl.String,
                     "metric": pl.String, "score": pl.Float64, "logp_conditional": pl.Float64,
                     "logp_marginal": pl.Float64, "n_tokens": pl.Int64, "eval_lm": pl.String,
-                    "reason": pl.String})
+                    "reason": pl.String,
+                    # where a valid score came from, when it matters (e.g. "assw_from_abstract": gem_s_assw
+                    # conditioned on an ASSW the preprocess LLM wrote from the abstract, not the paper)
+                    "note": pl.String})
 
 # One row per (paper, candidate, metric): the mean of its SCORES over the paper's references.
 CANDIDATE_SCORES = pl.Schema({"paper_id": pl.String, "candidate": pl.String, "source": pl.String,

@@ -5,7 +5,7 @@
 Importing the package registers every family below.
 """
 
-from tasks.metrics import classic, fmi, gem, judge, oracle, oracle_cells, reviseval  # noqa: F401  (register the families)
+from tasks.metrics import bartscore, classic, fmi, gem, judge, oracle, oracle_cells, reviseval  # noqa: F401
 from tasks.metrics.registry import (
     REGISTRY,
     Metric,

@@ -23,13 +23,22 @@ from tasks.metrics.registry import Metric, Resources, reference_sets, register, 
 
 # One row per (candidate, reference, metric) with the keys of its two requests (null with a reason).
 PAIRS = pl.Schema({"paper_id": pl.String, "candidate": pl.String, "source": pl.String, "reference": pl.String,
-                   "metric": pl.String, "cond_key": pl.String, "marg_key": pl.String, "reason": pl.String})
+                   "metric": pl.String, "cond_key": pl.String, "marg_key": pl.String, "reason": pl.String,
+                   "note": pl.String})
+ASSW_FROM_ABSTRACT = "assw_from_abstract"   # the note of a pair conditioned on an ASSW written from the abstract
 
 
 def request_key(eval_lm: str, system: str, user: str, continuation: str) -> str:
     """Content key of one scoring request: everything that changes its log-probability."""
     blob = json.dumps([PROMPT_VERSION, eval_lm, system, user, continuation], ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def assw_note(metric: Metric, row: dict | None) -> str | None:
+    """`ASSW_FROM_ABSTRACT` when the metric conditions on an ASSW the preprocess LLM wrote from the
+    abstract (the paper had no PDF text), else None."""
+    from_abstract = row is not None and row.get("assw_source") == "abstract"
+    return ASSW_FROM_ABSTRACT if metric.conditioned_on == "abstract+assw" and from_abstract else None
 
 
 def _synopsis(metric: Metric, row: dict | None) -> tuple[str | None, str | None]:
@@ -75,7 +84,8 @@ def build_requests(candidates: pl.DataFrame, references: pl.DataFrame, synopses:
             for ref in refs:
                 y = usable(ref[field])
                 why = reason or (None if y is not None else f"no_reference_{metric.reads}")
-                row = {**base, "reference": ref["review_id"], "metric": metric.name, "reason": why}
+                row = {**base, "reference": ref["review_id"], "metric": metric.name, "reason": why,
+                       "note": assw_note(metric, synopsis_rows.get(paper)) if why is None else None}
                 if why is None:
                     row["cond_key"] = add(system, user_prompt(metric.reads, synopsis, x), y)
                     row["marg_key"] = add(system, user_prompt(metric.reads, synopsis, None), y)

@@ -14,7 +14,7 @@ Per (candidate, reference) pair, with negatives y-_1..y-_K (other papers' review
 
     KL, direct          L(x, y)                                   report: kl_direct_report; statement: gppm_judgment
     KL, f-variational   1 + L(x, y) - mean_k exp(L(x, y-_k))      (NWJ, T = 1 + L)  kl_fvar_report, kl_fvar_statement
-    TV, direct          1/2 |1 - exp(-L(x, y))|                   (joint sample)    tv_direct_report, tv_direct_statement
+    TV, direct          max(0, 1 - exp(-L(x, y)))                 (joint sample)    tv_direct_report, tv_direct_statement
     TV, f-variational   T(x, y) - mean_k T(x, y-_k)               (in [-1, 1])      tvd_mi, tv_fvar_statement
 
 (the estimators are the token-level ones of tasks/metrics/fmi.py applied to L). Every distinct
@@ -168,7 +168,8 @@ _NAMES = {  # (F, E, R) -> name; the paper's named ones: tvd_mi (TVD-MI), gppm_j
 }
 _WHAT = {("KL", "direct"): "oracle support bins as log r: L(x,y)",
          ("KL", "fvar"): "NWJ on the support bins: 1 + L(x,y) - mean exp L(x,y-)",
-         ("TV", "direct"): "1/2 |1 - exp(-L(x,y))| on the support bins",
+         ("TV", "direct"): "max(0, 1 - exp(-L(x,y))) on the support bins (TV = E_P[(1 - 1/r)+], oriented: "
+                           "agreement scores higher; tasks/metrics/fmi.py)",
          ("TV", "fvar"): "yes/no critic: T(x,y) - mean T(x,y-)"}
 _LEVEL = {"report": "report-level (candidate vs the whole reference)",
           "statement": "statement-level (candidate vs each judgment line of the reference, mean)"}

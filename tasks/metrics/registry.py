@@ -36,8 +36,10 @@ if TYPE_CHECKING:
     from tasks.lm.types import Accept, ChatRequest, ChatResult
 
 Reads = Literal["raw", "judgments", "statements"]        # the review text, its judgment lines, atomic statements
-Conditioning = Literal["none", "abstract", "abstract+assw"]
-Need = Literal["lm_logprobs", "llm_oracle", "llm_judge", "embedding", "nothing", "lm_readout", "llm_reviser", "review_quality"]
+# "paper": the paper's full text (PDF), cut to the judge's context at section boundaries (lm_examiner)
+Conditioning = Literal["none", "abstract", "abstract+assw", "paper"]
+Need = Literal["lm_logprobs", "llm_oracle", "llm_judge", "embedding", "nothing", "lm_readout", "llm_reviser",
+               "review_quality", "seq2seq"]
 
 Loglikelihood = Callable[[pl.DataFrame], pl.DataFrame]   # LOGLIK_REQUESTS -> LOGLIK_RESULTS, keyed by `key`
 Embed = Callable[[Sequence[str]], list[np.ndarray]]      # texts -> one (tokens x dim) matrix of unit vectors each
@@ -86,6 +88,9 @@ class Resources:
     # review_quality: the run's review-quality work (tasks/metrics/review_quality/work.py QualityWork): facts the
     # texts do not carry (ratings, decisions, paper texts) and the LLM of points, matching and questions
     quality: Any = field(default=None, compare=False, repr=False)
+    judge_method: Literal["auto", "generate"] = "auto"   # the judges' rating: readout where possible, or parse
+    judge_context_tokens: int = 8192            # the judges' context, for the paper text lm_examiner reads
+    seq2seq: Any = field(default=None, compare=False, repr=False)   # BARTScore's model (tasks/metrics/bartscore.py)
 
     def provides(self, need: Need) -> bool:
         readout = self.readout is not None and self.eval_lm is not None
@@ -96,7 +101,7 @@ class Resources:
                 "llm_oracle": oracle_readout if self.oracle == "readout" else llm,
                 "llm_judge": llm, "lm_readout": readout,
                 "llm_reviser": self.reviser is not None or self.llm is not None,
-                "review_quality": self.quality is not None}[need]
+                "review_quality": self.quality is not None, "seq2seq": self.seq2seq is not None}[need]
 
     def panel(self) -> tuple[ChatLM, ...]:
         """The models of the judging role (judges, the generation oracle): the panel, else `llm` alone."""
@@ -120,6 +125,10 @@ class Metric:
     description: str
     fn: FamilyFn = field(compare=False, repr=False)
     negatives: bool = False         # reads negative references (other papers' reviews) per pair
+
+
+NEED_HINTS = {"seq2seq": "a seq2seq model and none is installed: set [score] bartscore_model to a folder or id "
+                         "of one (e.g. facebook/bart-large-cnn)"}
 
 
 class MissingResource(RuntimeError):
@@ -165,7 +174,7 @@ def score_metrics(names: Sequence[str], candidates: pl.DataFrame, references: pl
 
 
 def _check_resources(metrics: Sequence[Metric], resources: Resources) -> None:
-    missing = [f"{m.name} needs {m.needs}" for m in metrics if not resources.provides(m.needs)]
+    missing = [f"{m.name} needs {NEED_HINTS.get(m.needs, m.needs)}" for m in metrics if not resources.provides(m.needs)]
     if missing:
         raise MissingResource(f"this run cannot score {'; '.join(missing)}")
 
@@ -179,7 +188,7 @@ def predictor(metric: str, eval_lm: str | None) -> str:
     if need == "llm_oracle" or (need == "lm_readout" and lm.startswith("readout:")):
         return lm
     prefix = {"lm_logprobs": "logprobs", "lm_readout": "readout", "llm_judge": "judge", "embedding": "embedding",
-              "llm_reviser": "reviser", "review_quality": "review_quality"}
+              "llm_reviser": "reviser", "review_quality": "review_quality", "seq2seq": "seq2seq"}
     return f"{prefix[need]}:{lm}" if need in prefix else "none"
 
 

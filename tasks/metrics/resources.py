@@ -9,9 +9,11 @@
 * the logit readout (`engine_readout`): ORACLE_REQUESTS -> ORACLE_RESULTS, P(Yes) and P(No) from the
   evaluation LM's next-token distribution (tasks/lm/readout.py), on the same model as the log-likelihoods.
 * a panel of logit-readout oracles (`readouts`, `[score] oracle_readouts`): each member's readout as above;
+* BARTScore's seq2seq model (`seq2seq`, `[score] bartscore_model`), loaded on first use;
 * the generation backend (`llm`) of the LLM judges and of the "generate" oracle: `tasks.lm.make_lm`
   on `[score.oracle]` (temperature 0 / greedy, batched, answers cached under the run's LLM cache),
-  built on its first call (`LazyLM`), so a run without judges needs no key for it.
+  built on its first call (`LazyLM`), so a run without judges needs no key for it; the judges read
+  their rating from its log-likelihoods where the backend has them (tasks/lm/readout.py).
 The log-likelihood resource is `memoized`: a request key already answered in this run is not asked again.
 Both load their model on first use, so building Resources costs nothing.
 """
@@ -28,7 +30,7 @@ import polars as pl
 from tasks.core.config import LLMConfig, ScoreConfig
 from tasks.core.schema import LOGLIK_RESULTS, with_truncated
 from tasks.lm import CachedLM, LoglikelihoodRequest, ModelSpec, embedder, eval_model, eval_spec
-from tasks.lm.types import Accept, ChatRequest, ChatResult
+from tasks.lm.types import Accept, ChatRequest, ChatResult, LoglikelihoodResult
 from tasks.metrics.llm_log import LLMLog
 from tasks.metrics.readout_panel import engine_answers, engine_readout, readout_members
 from tasks.metrics.registry import Loglikelihood, Resources
@@ -71,6 +73,10 @@ class LazyLM:
     def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None) -> list[ChatResult]:
         return self.lm.generate(requests, accept)
 
+    def loglikelihood(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
+        """The backend's log-likelihoods (the judges' rating readout); `Unsupported` where it has none."""
+        return self.lm.loglikelihood(requests)
+
 
 def memoized(loglikelihood: Loglikelihood) -> Loglikelihood:
     """`loglikelihood` asked only for keys it has not answered yet in this run: families that share
@@ -103,6 +109,7 @@ def build_resources(cfg: ScoreConfig, loglikelihood: Loglikelihood | None = None
     generation backend. Nothing is loaded until a metric asks. `spec` picks one of several evaluation
     LMs (tasks/metrics/eval_lms.py; default `eval_spec(cfg)`); `log` is shared when several are built;
     `quality` is the review-quality work (tasks/stages/score/quality_tables.py) when a metric needs it."""
+    from tasks.metrics.bartscore import Seq2SeqScorer
 
     spec = spec or eval_spec(cfg)
     return Resources(
@@ -119,4 +126,7 @@ def build_resources(cfg: ScoreConfig, loglikelihood: Loglikelihood | None = None
         judges=tuple(LazyLM(j, llm_cache) for j in cfg.judges) if llm_cache is not None else (),
         readouts=readout_members(cfg),
         quality=quality,
+        judge_method=cfg.judge_method,
+        judge_context_tokens=cfg.judge_context_tokens,
+        seq2seq=Seq2SeqScorer(cfg.bartscore_model) if cfg.bartscore_model else None,
     )

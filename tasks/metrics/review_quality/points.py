@@ -23,6 +23,7 @@ import hashlib
 import json
 import re
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,15 +155,16 @@ class FieldJob:
         return hashlib.sha256(json.dumps([PROMPT_VERSION, self.review_id, self.field, self.text]).encode()).hexdigest()[:24]
 
 
-def field_jobs(reviews: pl.DataFrame) -> list[FieldJob]:
+def field_jobs(reviews: pl.DataFrame, fields: Collection[str] | None = None) -> list[FieldJob]:
     """One job per non-empty strengths / weaknesses / questions field (or merged strengths and
     weaknesses, when a review has no separate ones) of each review (review_id, paper_id, source,
-    review_text)."""
+    review_text); only the `fields` named, when given (the merged field serves strengths and weaknesses)."""
     jobs = []
     for row in reviews.iter_rows(named=True):
         parts = sections(row["review_text"])
-        names = [n for n in POINT_FIELDS if n in parts]
-        if "strengths_and_weaknesses" in parts and not ({"strengths", "weaknesses"} & set(parts)):
+        names = [n for n in POINT_FIELDS if n in parts and (fields is None or n in fields)]
+        merged = fields is None or bool({"strengths", "weaknesses"} & set(fields))
+        if merged and "strengths_and_weaknesses" in parts and not ({"strengths", "weaknesses"} & set(parts)):
             names.insert(0, "strengths_and_weaknesses")
         jobs += [FieldJob(row["review_id"], row["paper_id"], row["source"], n, parts[n]) for n in names]
     return jobs
@@ -175,12 +177,14 @@ class PointsOutput:
     stats: Counter
 
 
-def extract_points(reviews: pl.DataFrame, llm: Any, system: str, max_tokens: int = MAX_TOKENS) -> PointsOutput:
-    """POINTS of every review (review_id, paper_id, source, review_text) through `llm` (a CachedLM)."""
+def extract_points(reviews: pl.DataFrame, llm: Any, system: str, max_tokens: int = MAX_TOKENS,
+                   fields: Collection[str] | None = None) -> PointsOutput:
+    """POINTS of every review (review_id, paper_id, source, review_text) through `llm` (a CachedLM);
+    only of the `fields` named, when given (the metrics asked for need no others)."""
     from tasks.lm.ask import ask_with_retry
     from tasks.lm.types import ChatRequest
 
-    jobs = field_jobs(reviews)
+    jobs = field_jobs(reviews, fields)
     stats: Counter = Counter(fields=len(jobs))
     by_key = {j.key: j for j in jobs}
 

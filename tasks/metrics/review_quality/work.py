@@ -145,7 +145,10 @@ class QualityWork:
         points = pl.DataFrame(schema=POINTS)
         needs_points = wanted - {"summary_coverage"}
         if needs_points:
-            got = extract_points(reviews, self.llm, load_prompt("points-v1"), self.settings.points_max_tokens)
+            # only the fields the metrics read: points_* / focus_kl_* of a field, question_score the questions
+            fields = {f for f in KL_FIELDS if any(m.endswith(f"_{f}") for m in needs_points)}
+            fields |= {"questions"} if "question_score" in needs_points else set()
+            got = extract_points(reviews, self.llm, load_prompt("points-v1"), self.settings.points_max_tokens, fields)
             points = got.points
             self.stats.update({f"points_{k}": v for k, v in got.stats.items()})
             self.tables["rejects"] = pl.DataFrame(got.rejects, schema={

@@ -69,7 +69,9 @@ def leaderboard_groups(board: pl.DataFrame) -> list[dict[str, Any]]:
         entries = rows(group.sort("rank", "model", nulls_last=True))
         confidence = next((r["confidence"] for r in entries if r["confidence"] is not None), None)
         groups.append({"metric": metric, "eval_lm": lm, "rows": entries, "slug": slug(f"{metric}-{lm}"),
-                       "level": f"{100 * confidence:.0f}%" if confidence else "CI"})
+                       "level": f"{100 * confidence:.0f}%" if confidence else "CI",
+                       "predictor": next((r.get("predictor") for r in entries if r.get("predictor")), None),
+                       "not_qualified": any(r.get("qualified") is False for r in entries)})
     return groups
 
 
@@ -98,6 +100,18 @@ def validation_matrix(validation: pl.DataFrame) -> list[dict[str, Any]]:
         matrices.append({"level": level or "judgments", "eval_lm": lm or "–", "metrics": metrics,
                          "strategies": strategies, "cells": cells, "fails": fails, "totals": totals})
     return matrices
+
+
+def quality_bundle(tables: dict[str, pl.DataFrame]) -> dict[str, Any]:
+    """The judges' exam (one row per model, role and test) and Beyond Rating's review quality per model
+    (points metrics, rating outcomes), with the number of atomic points per model and field."""
+    exam = tables["qualification"]
+    quality = tables["review_quality_models"]
+    points = tables["points"]
+    counts = (points.group_by("source", "field").len().sort("source", "field") if points.height else points)
+    return {"exam": rows(exam.sort("role", "model", "test")) if exam.height else [],
+            "quality": rows(quality.sort("metric", "model")) if quality.height else [],
+            "points": rows(counts) if counts.height else []}
 
 
 def run_groups(runs: pl.DataFrame) -> list[dict[str, Any]]:
@@ -151,6 +165,8 @@ def build_site(database: Path, out_dir: Path) -> SiteResult:
 
     runs = run_groups(tables["runs"])
     page("runs.html", out_dir / "runs.html", runs=runs)
+
+    page("quality.html", out_dir / "quality.html", **quality_bundle(tables))
 
     years: dict[str, list[dict[str, Any]]] = {}
     for paper in papers:

@@ -11,7 +11,7 @@ import re
 import polars as pl
 
 TABLES = ("papers", "reviews", "candidates", "judgments", "scores", "leaderboard", "validation",
-          "human_correlation", "exclusions", "runs")
+          "human_correlation", "exclusions", "runs", "qualification", "review_quality_models", "points")
 
 
 def clean(value: object) -> object:

@@ -11,7 +11,8 @@ point matcher (`[score.review_quality] matchers`, else its LLM; tasks/stages/qua
 its own on pairs of points). A model that fails a test fails its role. With `on_fail = "stop"` the
 stage stops the run; with "drop" the score and validate stages leave it out of its panel
 (`qualified_config`), and a role left with no qualified model stops the run here, since its metrics
-would have no judge.
+would have no judge; with "report" the model stays in its role, its rows say it failed, and the
+leaderboard marks the columns it produced "not qualified" (tasks/validate/board_notes.py).
 """
 
 from __future__ import annotations
@@ -205,6 +206,8 @@ def check(table: pl.DataFrame, seated: Sequence[Seat], on_fail: str) -> None:
         return
     lines = [f"{r['role']}:{r['model']} failed {r['test']} ({r['score']:.3f} vs threshold {r['threshold']:.3f}, n={r['n']})"
              for r in table.filter(~pl.col("passed")).iter_rows(named=True)]
+    if on_fail == "report":
+        return
     if on_fail == "stop":
         raise QualificationFailed("qualification failed ([qualify] on_fail = \"stop\"):\n  " + "\n  ".join(lines))
     for role in {s.role for s in seated}:
@@ -229,6 +232,8 @@ def qualified_config(cfg: Config, pipeline: str) -> Config:
     for seat in seated:
         if (seat.name, seat.role) not in examined:
             raise QualificationFailed(f"{seat.role}:{seat.name} was not examined: rerun the qualify stage")
+    if cfg.qualify.on_fail == "report":   # every model stays; the leaderboard marks the failed ones' columns
+        return cfg
     for role in sorted({s.role for s in seated}):
         mine = [s.name for s in seated if s.role == role]
         if set(mine) <= fails.get(role, set()):

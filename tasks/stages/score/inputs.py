@@ -21,7 +21,7 @@ from tasks.core.frames import (
     read_synopses,
     scoring_candidates,
 )
-from tasks.core.schema import REFERENCES, SCORING_CANDIDATES, SYNOPSES_WIDE
+from tasks.core.schema import REFERENCES, SCORING_CANDIDATES, SYNOPSES_WIDE, conform
 from tasks.metrics import Metric
 
 
@@ -52,4 +52,4 @@ def load_inputs(cfg: Config, pipeline: str, metrics: Sequence[Metric]) -> Scorin
 
         negatives = draw_negatives(candidates, references, cfg.score.negatives, cfg.score.negatives_seed,
                                    paper_groups(cfg, pipeline))
-    return ScoringInputs(references, candidates, synopses.cast(dict(SYNOPSES_WIDE)), negatives)
+    return ScoringInputs(references, candidates, conform(synopses, SYNOPSES_WIDE), negatives)

@@ -24,7 +24,10 @@ LEADERBOARD = pl.Schema({"metric": pl.String, "eval_lm": pl.String, "model": pl.
                          "n_papers": pl.Int64, "n_missing": pl.Int64, "n_excluded": pl.Int64,
                          "mean": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64,
                          "confidence": pl.Float64, "rank": pl.Int64, "reason": pl.String,
-                         "predictor": pl.String})   # the model behind the column (tasks.metrics.registry.predictor)
+                         "predictor": pl.String,    # the model behind the column (tasks.metrics.registry.predictor)
+                         # whether the judging models behind the column passed the exam (null: none), and what
+                         # its numbers rest on (tasks/validate/board_notes.py)
+                         "qualified": pl.Boolean, "note": pl.String})
 AGREEMENT = pl.Schema({"metric": pl.String, "eval_lm_a": pl.String, "eval_lm_b": pl.String, "n_models": pl.Int64,
                        "rho": pl.Float64, "p_value": pl.Float64, "reason": pl.String})
 

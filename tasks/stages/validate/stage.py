@@ -29,6 +29,7 @@ from tasks.metrics import Resources, candidate_scores, get
 from tasks.metrics.llm_log import LLMLog, write_llm_log
 from tasks.metrics.resources import build_resources
 from tasks.metrics.shards import ShardedLoglikelihood, ShardRunner, run_in_process
+from tasks.stages.validate.board_notes import annotate
 from tasks.stages.validate.eval_lms import validate_each_eval_lm
 from tasks.stages.validate.leaderboard import AGREEMENT, LEADERBOARD, agreement, leaderboard
 from tasks.stages.validate.reuse import ReusingLoglikelihood
@@ -165,6 +166,10 @@ def build_leaderboard(cfg: Config, pipeline: str) -> tuple[pl.DataFrame, pl.Data
     path = stage_dir(cfg, pipeline, "generate") / "exclusions.parquet"
     exclusions = pl.read_parquet(path) if path.is_file() else None
     board = leaderboard(scores, exclusions, cfg.validate.leaderboard_confidence)
+    pairs = stage_dir(cfg, pipeline, "score") / "scores.parquet"
+    exam = stage_dir(cfg, pipeline, "qualify") / "qualification.parquet"
+    board = annotate(board, pl.read_parquet(pairs) if pairs.is_file() else None,
+                     pl.read_parquet(exam) if exam.is_file() and "qualify" in cfg.pipelines[pipeline].stages else None)
     return board, agreement(board)
 
 

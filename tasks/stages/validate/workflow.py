@@ -28,7 +28,7 @@ import polars as pl
 from tasks.core import schema
 from tasks.core.config import ValidateConfig
 from tasks.core.frames import judgments_text
-from tasks.core.schema import REFERENCES, SCORING_CANDIDATES, SYNOPSES_WIDE
+from tasks.core.schema import REFERENCES, SCORING_CANDIDATES, SYNOPSES_WIDE, conform
 from tasks.metrics import Resources, check_names, get, higher_is_better
 from tasks.stages.validate.adversary import ADVERSARY, largest_inflation, run_adversary
 from tasks.stages.validate.llm_perturb import apply_llm_perturbation
@@ -45,7 +45,8 @@ from tasks.stages.validate.strategies import STRATEGIES, perturb_texts, strategy
 
 REVIEWS_IN = pl.Schema({"paper_id": pl.String, "review_id": pl.String, "review_text": pl.String,
                         "judgments": pl.String, "abstract": pl.String, "assw": pl.String,
-                        "quality": pl.Float64, "group": pl.String})
+                        "quality": pl.Float64, "group": pl.String,
+                        "assw_source": pl.String, "paper_text": pl.String})   # as in SYNOPSES_WIDE
 HUMAN_CORRELATION = pl.Schema({"metric": pl.String, "eval_lm": pl.String, "n": pl.Int64, "n_dropped": pl.Int64,
                                "rho": pl.Float64, "p_value": pl.Float64, "reason": pl.String})
 RAW_SUFFIX = "@raw"  # a deterministic strategy run again on the raw review when both levels run
@@ -204,14 +205,16 @@ def fill_judgments(frame: pl.DataFrame, id_col: str, preprocess: Preprocessor) -
 
 # ---------------------------------------------------------------- the workflow
 
-def paired_scores(scores: pl.DataFrame, perturbations: pl.DataFrame, metrics: Sequence[str]) -> pl.DataFrame:
+def paired_scores(scores: pl.DataFrame, perturbations: pl.DataFrame, metrics: Sequence[str],
+                  raw_reads_lines: bool = False) -> pl.DataFrame:
     """One row per (metric, perturbation): the candidate's original and perturbed score (NaN when missing).
 
-    `level` is "raw" for a metric that reads the raw review whatever the perturbation acted on; the
+    `level` is "raw" for a metric that reads the raw review whatever the perturbation acted on, unless
+    `raw_reads_lines` (the judgments level alone: such metrics read the judgment lines); the
     raw-level reruns of deterministic strategies (ids ending in RAW_SUFFIX) are left out for those
     metrics, since they repeat the same texts.
     """
-    raw_metrics = [m.name for m in get(list(dict.fromkeys(metrics))) if m.reads == "raw"]
+    raw_metrics = [] if raw_reads_lines else [m.name for m in get(list(dict.fromkeys(metrics))) if m.reads == "raw"]
     if "level" not in perturbations.columns:
         perturbations = perturbations.with_columns(level=pl.lit("raw"))
     grid = perturbations.select("paper_id", "review_id", "candidate", "strategy", "kind", "level").join(
@@ -322,10 +325,19 @@ def run_validation(
             "paper_id", "candidate", pl.col("strategy").alias("source"), "review_id", "review_text", "judgments"),
     ]).cast(dict(SCORING_CANDIDATES))
     references = frame.select(REFERENCES.names()).cast(dict(REFERENCES))
-    synopses = (frame.group_by("paper_id").agg(pl.col("abstract").drop_nulls().first(),
-                                               pl.col("assw").drop_nulls().first()).cast(dict(SYNOPSES_WIDE)))
+    # One level for the whole table unless both were asked for: with "judgments" alone, the metrics
+    # that read the raw review read the (perturbed) judgment lines in its place, as GEM's baselines did,
+    # so every row of the table comes from the same perturbation of the same text (the adversary edits the
+    # raw review: with it, raw-reading metrics keep the raw text and their rows say level "raw").
+    one_level = on_lines and "raw" not in levels and "adversary" not in strategies
+    if one_level:
+        cands = cands.with_columns(review_text=pl.col("judgments"))
+        references = references.with_columns(review_text=pl.col("judgments"))
+    synopses = conform(frame.group_by("paper_id").agg(
+        *(pl.col(c).drop_nulls().first() for c in SYNOPSES_WIDE.names() if c != "paper_id" and c in frame.columns)),
+        SYNOPSES_WIDE)
     scores = score_candidates(cands, references, synopses, metrics, resources, negatives, negatives_seed)
-    pairs = paired_scores(scores, perturbed, metrics)
+    pairs = paired_scores(scores, perturbed, metrics, raw_reads_lines=one_level)
     attacks = pl.DataFrame(schema=ADVERSARY)
     if "adversary" in strategies:
         originals = scores.filter(pl.col("source") == "human")
