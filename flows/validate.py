@@ -14,7 +14,7 @@ from tasks.validate.steps import build_leaderboard_task, validate_pipeline_task,
 def validate_flow(cfg: Config, pipeline: str) -> StageSummary:
     cfg = qualified_config(cfg, pipeline)   # the judges that passed the qualify stage, when it runs
     result = validate_pipeline_task(cfg, pipeline)
-    board, board_agreement = build_leaderboard_task(cfg, pipeline)
-    summary = write_outputs_task(cfg, pipeline, result, board, board_agreement)
+    boards = build_leaderboard_task(cfg, pipeline)
+    summary = write_outputs_task(cfg, pipeline, result, boards)
     print(f"validate {pipeline}: {summary.as_dict()}")
     return summary

@@ -1,8 +1,8 @@
 """What the score stage reads: curated human reviews, their judgments and the paper synopses.
 
 Human reviews are the references; as candidates they are scored leave-one-out. Generated
-candidates (the generate stage) are concatenated to `human_candidates(...)` in the
-SCORING_CANDIDATES schema. Frames: tasks/schema.py.
+candidates (the generate stage) and submitted ones (`grebench submit`) are concatenated to
+`human_candidates(...)` in the SCORING_CANDIDATES schema. Frames: tasks/schema.py.
 """
 
 from __future__ import annotations
@@ -116,8 +116,10 @@ def load_inputs(cfg: Config, pipeline: str, metrics: Sequence[Metric]) -> Scorin
         synopses = pl.DataFrame(schema=SYNOPSES_WIDE)
     references = reviews.join(judgments, on="review_id", how="left").select(REFERENCES.names()).cast(dict(REFERENCES))
     from tasks.generate import scoring_candidates  # generated reviews, once the generate stage ran
+    from tasks.submit.stage import submitted_candidates  # reviews from `grebench submit`
 
-    generated = scoring_candidates(cfg, pipeline).join(references.select("paper_id").unique(), on="paper_id", how="semi")
+    generated = pl.concat([scoring_candidates(cfg, pipeline), submitted_candidates(cfg, pipeline)]).join(
+        references.select("paper_id").unique(), on="paper_id", how="semi")
     candidates = pl.concat([human_candidates(references).cast(dict(SCORING_CANDIDATES)),
                             generated.cast(dict(SCORING_CANDIDATES))])
     negatives = None
