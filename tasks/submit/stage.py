@@ -15,9 +15,9 @@ so rows in = candidates + exclusions + rejects (the `submissions` table and its 
 The candidates are then preprocessed into judgments with the [preprocess] LLM, as generated
 reviews are, and written to
 
-    data/<pipeline>/submit/<name>/candidates.parquet           schema.GENERATED, backend "submitted"
-    data/<pipeline>/submit/<name>/candidate_judgments.parquet  schema.JUDGMENTS
-    data/<pipeline>/submit/<name>/exclusions.parquet           schema.EXCLUSIONS
+    data/<pipeline>/submit/<name>/submitted_candidates.parquet  schema.GENERATED, backend "submitted"
+    data/<pipeline>/submit/<name>/candidate_judgments.parquet   schema.JUDGMENTS
+    data/<pipeline>/submit/<name>/submitted_exclusions.parquet  schema.EXCLUSIONS
     data/<pipeline>/submit/<name>/rejects.parquet              schema.REJECTS (submit, preprocess)
     data/<pipeline>/submit/<name>/usage.parquet                schema.USAGE
     data/<pipeline>/submit/<name>/submission.parquet           SUBMISSIONS: one row, the counts
@@ -217,8 +217,8 @@ def write_submission(cfg: Config, pipeline: str, submission: Submission, judged:
     scratch = Path(tempfile.mkdtemp(dir=base, prefix=f".{submission.name}.", suffix=".partial"))
     usage = judged.usage.with_columns(purpose=pl.lit(f"submit:{submission.name}"))
     try:
-        frames = {"candidates": submission.candidates, "candidate_judgments": judged.judgments,
-                  "exclusions": submission.exclusions, "rejects": pl.concat([submission.rejects, judged.rejects]),
+        frames = {"submitted_candidates": submission.candidates, "candidate_judgments": judged.judgments,
+                  "submitted_exclusions": submission.exclusions, "rejects": pl.concat([submission.rejects, judged.rejects]),
                   "usage": usage, "submission": pl.DataFrame([submission.meta], schema=SUBMISSIONS)}
         for name, frame in frames.items():
             write_parquet(frame, scratch / f"{name}.parquet")
@@ -252,7 +252,7 @@ def submitted_names(cfg: Config, pipeline: str) -> list[str]:
 
 
 def submitted_exclusions(cfg: Config, pipeline: str) -> pl.DataFrame:
-    frames = [pl.read_parquet(f / "exclusions.parquet") for f in submission_folders(cfg, pipeline)]
+    frames = [pl.read_parquet(f / "submitted_exclusions.parquet") for f in submission_folders(cfg, pipeline)]
     return pl.concat([pl.DataFrame(schema=EXCLUSIONS), *(f.cast(dict(EXCLUSIONS)) for f in frames)])
 
 
@@ -263,7 +263,7 @@ def submitted_candidates(cfg: Config, pipeline: str) -> pl.DataFrame:
 
     frames = []
     for folder in submission_folders(cfg, pipeline):
-        reviews = pl.read_parquet(folder / "candidates.parquet", columns=["candidate_id", "paper_id", "model", "review"])
+        reviews = pl.read_parquet(folder / "submitted_candidates.parquet", columns=["candidate_id", "paper_id", "model", "review"])
         judgments = judgments_text(pl.read_parquet(folder / "candidate_judgments.parquet"))
         frames.append(reviews.join(judgments, left_on="candidate_id", right_on="review_id", how="left")
                       .select("paper_id", pl.col("candidate_id").alias("candidate"), pl.col("model").alias("source"),

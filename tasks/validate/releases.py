@@ -8,7 +8,8 @@ A release id hashes five parts (each also kept as its own hash, so a changelog c
 - prompts: the preprocessing LLM and every prompt file a metric or preprocessing reads
   (tasks/prompts/*.md, name and content; the candidates' own review prompts are left out);
 - evaluation LMs: the resolved keys of `[score] eval_lms` (model, dtype, quantization);
-- metric settings: `[score]` without the settings that change speed only (shards, workers, ...).
+- metric settings: the rest of `[score]`, without the settings that change speed only (shards,
+  workers, ...).
 
 The candidates are not part of it: adding a model, generated or submitted, keeps the release, so
 its scores are comparable with every other model's of the same release. Each leaderboard build
@@ -34,6 +35,7 @@ from tasks.layout import pipeline_dir, stage_dir, write_parquet
 PROMPTS = Path(__file__).resolve().parents[1] / "prompts"
 CANDIDATE_PROMPTS = "review-"       # tasks/prompts/review-*.md: what candidates are asked, not the benchmark
 SPEED_ONLY = ("token_budget", "shard_size", "task_runner", "workers", "runner_address", "gpu_concurrency")
+EVAL_LM_KEYS = ("eval_lm", "eval_lm_cuda", "dtype", "quantization", "eval_lms")   # the eval_lms part, resolved
 PARTS = ("papers", "references", "prompts", "eval_lms", "metrics")
 
 RELEASES = pl.Schema({
@@ -113,9 +115,10 @@ def prompt_files() -> dict[str, str]:
 
 
 def metric_settings(cfg: Config) -> dict[str, Any]:
-    """`[score]` as plain data without the settings that change speed only."""
+    """`[score]` as plain data without the settings that change speed only and the evaluation LM's
+    (hashed as the LMs this machine resolves them to)."""
     settings = cfg.score.model_dump(mode="json")
-    return {k: v for k, v in settings.items() if k not in SPEED_ONLY}
+    return {k: v for k, v in settings.items() if k not in SPEED_ONLY + EVAL_LM_KEYS}
 
 
 def release_of(cfg: Config, pipeline: str) -> Release:
@@ -201,8 +204,9 @@ def changelog(releases: pl.DataFrame) -> pl.DataFrame:
                 rows.append({**base, "what": what, "added": added, "removed": removed,
                              "detail": f"{len(added)} added, {len(removed)} removed"})
         if previous:
+            listed = {r["what"] for r in rows if r["release_id"] == current["release_id"]}
             for part in ("references", "metrics"):
-                if current[f"{part}_hash"] != previous[f"{part}_hash"]:
+                if current[f"{part}_hash"] != previous[f"{part}_hash"] and part not in listed:
                     label = "reference judgments" if part == "references" else "metric settings"
                     rows.append({**base, "what": f"{part}_hash", "added": [], "removed": [],
                                  "detail": f"{label} changed ({previous[f'{part}_hash']} -> {current[f'{part}_hash']})"})
