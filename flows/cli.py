@@ -20,6 +20,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from flows.cli_common import ConfigOption, config_path, fail, read_config  # noqa: E402
 from flows.cli_site import site  # noqa: E402
+from flows.cli_submit import export, submit  # noqa: E402
 from flows.cli_validate import report, validate  # noqa: E402
 from tasks.config import STAGES, ConfigError, check_paths, load_config  # noqa: E402
 
@@ -188,6 +189,8 @@ def query(
 app.command()(validate)
 app.command()(report)
 app.command()(site)
+app.command()(submit)   # submitted reviews -> a candidate on the leaderboard (docs/submit.md)
+app.command()(export)   # the benchmark's papers and review form for submitters
 
 if __name__ == "__main__":
     app()

@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 
 TABLES = ("papers", "reviews", "candidates", "judgments", "scores", "leaderboard", "validation",
-          "human_correlation", "exclusions", "runs")
+          "human_correlation", "exclusions", "runs", "comparisons", "releases", "release_changes", "submissions", "rejects")
 
 
 def read_tables(database: Path) -> dict[str, pl.DataFrame]:
