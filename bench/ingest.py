@@ -26,8 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tasks.config import Config, IngestConfig, VenueConfig, load_config  # noqa: E402
-from tasks.ingest import ingest_venue  # noqa: E402
+from tasks.core.config import Config, IngestConfig, VenueConfig, load_config  # noqa: E402
+from tasks.stages.ingest.fetch import ingest_venue  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 VENUES = {1: "ICLR.cc/2023/Conference", 2: "GREBench.cc/2025/Demo"}
@@ -119,9 +119,9 @@ def main() -> None:
 
     curate_s, curated = None, None
     try:
-        from tasks.curate import curate_venue
+        from tasks.stages.curate.rules import curate_venue
     except ImportError:
-        print("tasks.curate is not available: ingest only")
+        print("tasks.stages.curate.rules is not available: ingest only")
     else:
         start = time.perf_counter()
         curated = curate_venue(out, venue_id, cfg, work / "curate")

@@ -31,13 +31,13 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tasks.config import LLMConfig, QualifyConfig, ScoreConfig  # noqa: E402
+from tasks.core.config import LLMConfig, QualifyConfig, ScoreConfig  # noqa: E402
 from tasks.lm import ModelSpec  # noqa: E402
 from tasks.metrics.llm_log import LLMLog  # noqa: E402
-from tasks.qualify.exam import draw_exam  # noqa: E402
-from tasks.qualify.grade import grade  # noqa: E402
-from tasks.qualify.matcher import draw_match_exam, exam_units, match_scores  # noqa: E402
-from tasks.qualify.stage import Seat, examinee, llm_key, sit_exam  # noqa: E402
+from tasks.stages.qualify.exam import draw_exam  # noqa: E402
+from tasks.stages.qualify.grade import grade  # noqa: E402
+from tasks.stages.qualify.matcher import draw_match_exam, exam_units, match_scores  # noqa: E402
+from tasks.stages.qualify.stage import Seat, examinee, llm_key, sit_exam  # noqa: E402
 
 
 def summary_section(review: str) -> str:

@@ -44,13 +44,13 @@ def main() -> None:
         print(json.dumps({"skipped": True, "reason": f"{args.data} not found"}))
         return
 
-    from tasks.config import PreprocessConfig
+    from tasks.core.config import PreprocessConfig
     from tasks.lm import ModelSpec, local_lm
     from tasks.metrics import Resources
     from tasks.metrics.resources import EMBED_MODEL, engine_loglikelihood, token_embeddings
-    from tasks.validate.perturb import DETERMINISTIC, STRATEGIES
-    from tasks.validate.stage import llm_preprocessor
-    from tasks.validate.workflow import run_validation
+    from tasks.stages.validate.stage import llm_preprocessor
+    from tasks.stages.validate.strategies import DETERMINISTIC, STRATEGIES
+    from tasks.stages.validate.workflow import run_validation
 
     raw = pl.read_parquet(args.data)
     reviews = raw.select(

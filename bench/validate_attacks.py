@@ -22,8 +22,8 @@ from pathlib import Path
 import polars as pl
 
 from tasks.metrics import Resources
-from tasks.validate.perturb import DETERMINISTIC
-from tasks.validate.workflow import run_validation
+from tasks.stages.validate.strategies import DETERMINISTIC
+from tasks.stages.validate.workflow import run_validation
 
 
 def main() -> None:
@@ -57,9 +57,9 @@ def main() -> None:
     strategies = [*DETERMINISTIC, *(["adversary"] if args.adversary_steps else [])]
     preprocess = None
     if args.level == "raw":   # the embedded preprocessor, as the pipeline's default [preprocess] table
-        from tasks.config import PreprocessConfig
+        from tasks.core.config import PreprocessConfig
         from tasks.lm import make_lm
-        from tasks.validate.stage import llm_preprocessor
+        from tasks.stages.validate.stage import llm_preprocessor
 
         # every review (originals and references too) gets the same preprocessor's judgments
         reviews = reviews.with_columns(judgments=pl.lit(None, pl.String))

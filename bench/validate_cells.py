@@ -31,7 +31,7 @@ from pathlib import Path
 
 import polars as pl
 
-from tasks.config import LLMConfig, PreprocessConfig
+from tasks.core.config import LLMConfig, PreprocessConfig
 from tasks.lm import ModelSpec, make_lm
 from tasks.metrics import Resources, get
 from tasks.metrics.resources import (
@@ -43,8 +43,8 @@ from tasks.metrics.resources import (
     memoized,
     token_embeddings,
 )
-from tasks.validate.perturb import DETERMINISTIC
-from tasks.validate.workflow import run_validation
+from tasks.stages.validate.strategies import DETERMINISTIC
+from tasks.stages.validate.workflow import run_validation
 
 DEFAULT_METRICS = "gem,tvd_mi,tv_fvar_statement,llm_judge,bleu,rouge_l,bertscore"
 
@@ -116,7 +116,7 @@ def main() -> None:
     args.cache.mkdir(parents=True, exist_ok=True)
     preprocess = None
     if args.level == "raw":   # every review (originals and references too) gets the embedded preprocessor's judgments
-        from tasks.validate.stage import llm_preprocessor
+        from tasks.stages.validate.stage import llm_preprocessor
 
         reviews = reviews.with_columns(judgments=pl.lit(None, pl.String))
         pcfg = PreprocessConfig(max_tokens=args.max_tokens)

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from prefect import flow
 
-from tasks.config import Config
-from tasks.layout import cache_dir
+from tasks.core.config import Config
+from tasks.core.layout import cache_dir
+from tasks.core.summary import StageSummary
 from tasks.lm import make_lm
-from tasks.preprocess import make_synopses_task, preprocess_reviews_task, read_inputs_task, write_outputs_task
-from tasks.summary import StageSummary
+from tasks.stages.preprocess.judgments import (
+    make_synopses_task,
+    preprocess_reviews_task,
+    read_inputs_task,
+    write_outputs_task,
+)
 
 
 @flow(name="preprocess", log_prints=True)

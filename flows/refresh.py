@@ -13,8 +13,9 @@ from typing import Any
 from prefect import flow
 
 from flows.pipeline import pipeline_flow
-from tasks.config import Config, ScheduleConfig, load_config
-from tasks.summary import StageSummary
+from tasks.checks import load_checked_config
+from tasks.core.config import Config, ScheduleConfig
+from tasks.core.summary import StageSummary
 
 
 @flow(name="yearly-refresh", log_prints=True)
@@ -25,18 +26,18 @@ def refresh_flow(
     config_path: str = "pipelines.toml",
 ) -> dict[str, StageSummary]:
     """Run `pipeline` for `year` (default: the current year) on its venues, or on `venues`."""
-    from tasks.config import require_refresh_tables
+    from tasks.core.config import require_refresh_tables
 
     require_refresh_tables(config_path, pipeline, year or datetime.now(UTC).year, venues)  # before ingest
     year = year or datetime.now(UTC).year
     summary = pipeline_flow(pipeline=f"{pipeline}-{year}", config_path=config_path, venues=venues or None)
-    write_site(load_config(config_path))
+    write_site(load_checked_config(config_path))
     return summary
 
 
 def write_site(cfg: Config) -> None:
     """The refresh ends by rendering the static site from the results database (`grebench site`)."""
-    from tasks.site import build_site
+    from tasks.report.site import build_site
 
     if not cfg.database.is_file():
         print(f"no results database at {cfg.database}: the site is not written")

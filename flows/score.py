@@ -13,15 +13,15 @@ from pathlib import Path
 from prefect import flow, unmapped
 from prefect.futures import wait
 
-from tasks.config import Config, ScoreConfig
-from tasks.layout import cache_dir
+from tasks.core.config import Config, ScoreConfig
+from tasks.core.layout import cache_dir
+from tasks.core.summary import StageSummary
 from tasks.lm import ModelSpec
-from tasks.qualify.stage import qualified_config
-from tasks.review_quality.stage import quality_work, write_quality_tables
-from tasks.scoring.shards import CONCURRENCY_LIMIT, ShardRunner, ensure_concurrency_limit, make_task_runner
-from tasks.scoring.stage import score_inputs_each_eval_lm, sharded_loglikelihoods, shards_details
-from tasks.scoring.steps import read_inputs_task, score_shard_task, write_scores_task
-from tasks.summary import StageSummary
+from tasks.metrics.shards import CONCURRENCY_LIMIT, ShardRunner, ensure_concurrency_limit, make_task_runner
+from tasks.stages.qualify.stage import qualified_config
+from tasks.stages.score.quality_tables import quality_work, write_quality_tables
+from tasks.stages.score.stage import score_inputs_each_eval_lm, sharded_loglikelihoods, shards_details
+from tasks.stages.score.steps import read_inputs_task, score_shard_task, write_scores_task
 
 
 @flow(name="score-shards")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from prefect import flow
 
-from tasks.config import Config
-from tasks.qualify.stage import qualified_config
-from tasks.summary import StageSummary
-from tasks.validate.steps import build_leaderboard_task, validate_pipeline_task, write_outputs_task
+from tasks.core.config import Config
+from tasks.core.summary import StageSummary
+from tasks.stages.qualify.stage import qualified_config
+from tasks.stages.validate.steps import build_leaderboard_task, validate_pipeline_task, write_outputs_task
 
 
 @flow(name="validate", log_prints=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
-from tasks.schema import CURATED_PAPERS, CURATED_REVIEWS, conform
+from tasks.core.schema import CURATED_PAPERS, CURATED_REVIEWS, conform
 
 VENUE = "Test.cc/2024/Conference"
 # P0 is public before the submissions' declared cutoff (2024-03-01), the others after it
@@ -74,7 +74,7 @@ def human_review(paper: int, reviewer: int) -> str:
 
 
 def write_curated(cfg) -> None:
-    from tasks.layout import stage_dir
+    from tasks.core.layout import stage_dir
 
     n = len(TOPICS)
     papers = pl.DataFrame({

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.config import ConfigError, VenueConfig, load_config
+from tasks.core.config import ConfigError, VenueConfig, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 

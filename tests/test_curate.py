@@ -8,9 +8,17 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tasks.config import Config, CurateConfig, VenueConfig
-from tasks.curate import curate_frames, curate_venue, curate_venue_task, rating_lookup
-from tasks.schema import CURATED_PAPERS, CURATED_REVIEWS, CURATION_REPORT, PAPERS, REJECTS, REVIEWS, conform
+from tasks.core.config import Config, CurateConfig, VenueConfig
+from tasks.core.schema import (
+    CURATED_PAPERS,
+    CURATED_REVIEWS,
+    CURATION_REPORT,
+    PAPERS,
+    REJECTS,
+    REVIEWS,
+    conform,
+)
+from tasks.stages.curate.rules import curate_frames, curate_venue, curate_venue_task, rating_lookup
 
 VENUE = "Test.cc/2025/Conference"
 # A 1-10 form merged onto {1, 3, 5, 6, 8, 10} (the NeurIPS-style map of pipelines.toml).

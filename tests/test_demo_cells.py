@@ -13,8 +13,8 @@ import pytest
 from scoring_data import write_pipeline
 from test_eval_lms import write_generated
 
-from tasks.config import load_config
-from tasks.layout import stage_dir
+from tasks.core.config import load_config
+from tasks.core.layout import stage_dir
 
 DEMO_CELLS = {"gem", "tv_fvar_statement", "llm_judge"}
 
@@ -32,8 +32,8 @@ def test_score_validate_materialize_with_the_demo_cells(tmp_path, prefect_harnes
 
     from flows.score import score_flow
     from flows.validate import validate_flow
-    from tasks.materialize import build_database
-    from tasks.validate.report import read_tables, write_report
+    from tasks.report.validation import read_tables, write_report
+    from tasks.stages.materialize.build import build_database
 
     config = write_pipeline(tmp_path, n_papers=2, n_reviews=2, metrics=["gem", "tv_fvar_statement"],
                             baselines=["llm_judge"], negatives=1)

@@ -8,12 +8,12 @@ import numpy as np
 import polars as pl
 import pytest
 
+from tasks.core.schema import REFERENCES, SCORING_CANDIDATES
 from tasks.lm import embedder, load_model
 from tasks.lm.encoder import WINDOW
 from tasks.metrics import REGISTRY, Resources, score_metrics
 from tasks.metrics import classic as baselines
 from tasks.metrics import resources as lm
-from tasks.schema import REFERENCES, SCORING_CANDIDATES
 
 REFERENCE = "The proposed sampler is fast, but the experiments use only one random seed."
 CLOSE = "The sampler is fast, although the experiments rely on a single random seed."

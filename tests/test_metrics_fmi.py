@@ -8,17 +8,23 @@ import polars as pl
 import pytest
 from scoring_data import make_frames, write_pipeline
 
-import tasks.scoring.shards as shards_module
-from tasks.config import load_config
-from tasks.layout import stage_dir, write_parquet
+import tasks.metrics.shards as shards_module
+from tasks.core.config import load_config
+from tasks.core.layout import stage_dir, write_parquet
+from tasks.core.schema import REFERENCES, SCORES
 from tasks.metrics import REGISTRY, Resources, score_metrics
 from tasks.metrics.fmi import kl_direct, kl_fvar, tv_direct, tv_direct_marginal, tv_fvar
 from tasks.metrics.negatives import draw_negatives
+from tasks.metrics.prompts import NOT_AVAILABLE
 from tasks.metrics.resources import build_resources, memoized
-from tasks.schema import REFERENCES, SCORES
-from tasks.scoring.inputs import human_candidates, judgments_text, synopses_wide
-from tasks.scoring.prompts import NOT_AVAILABLE
-from tasks.scoring.stage import read_inputs, score_inputs, shard_details, sharded_loglikelihood, write_scores
+from tasks.stages.score.inputs import human_candidates, judgments_text, synopses_wide
+from tasks.stages.score.stage import (
+    read_inputs,
+    score_inputs,
+    shard_details,
+    sharded_loglikelihood,
+    write_scores,
+)
 
 CELLS = ["kl_fvar_token", "tv_direct_token", "tv_direct_marginal_token", "tv_fvar_token"]
 
@@ -199,7 +205,7 @@ def test_score_stage_draws_stores_and_scores_the_negatives(tmp_path, monkeypatch
 def test_validation_scores_the_cells_with_the_originals_negatives() -> None:
     from test_validate_workflow import DETERMINISTIC, fake_loglikelihood, make_reviews
 
-    from tasks.validate.workflow import run_validation
+    from tasks.stages.validate.workflow import run_validation
 
     out = run_validation(make_reviews(n_papers=4), strategies=DETERMINISTIC, metrics=["gem", "tv_fvar_token"],
                          resources=Resources("fake-lm", fake_loglikelihood), seed=1, negatives=2)

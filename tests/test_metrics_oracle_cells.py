@@ -10,15 +10,15 @@ import re
 import polars as pl
 import pytest
 
-from tasks.config import LLMConfig, ScoreConfig
+from tasks.core.config import LLMConfig, ScoreConfig
+from tasks.core.schema import REFERENCES, SCORES, SYNOPSES_WIDE, USAGE
 from tasks.lm import make_lm
 from tasks.metrics import REGISTRY, MissingResource, Resources, score_metrics
 from tasks.metrics.judge import judge_user, parse_rating
 from tasks.metrics.negatives import draw_negatives
 from tasks.metrics.oracle_cells import CELLS, cell_score
 from tasks.metrics.predictors import LOG_RATIOS, bins_from_probabilities, parse_bin, parse_critic
-from tasks.schema import REFERENCES, SCORES, SYNOPSES_WIDE, USAGE
-from tasks.scoring.inputs import human_candidates
+from tasks.stages.score.inputs import human_candidates
 from tasks.testing.anthropic_server import AnthropicServer, system_text, user_text
 
 LOG8 = math.log(8.0)
@@ -191,7 +191,7 @@ def test_config_chooses_the_oracle() -> None:
 
 
 def test_leaderboard_names_the_model_behind_each_column() -> None:
-    from tasks.validate.leaderboard import leaderboard
+    from tasks.stages.validate.leaderboard import leaderboard
 
     rows = [("gem", "smollm2-key"), ("tvd_mi", "generate:anthropic/claude-x"), ("tv_fvar_statement", "readout:lm"),
             ("llm_judge", "anthropic/claude-x"), ("bleu", "sacrebleu")]

@@ -8,11 +8,11 @@ import typing
 import polars as pl
 import pytest
 
-from tasks.config import ConfigError, ScoreConfig, ValidateConfig, load_config
+from tasks.core.config import ConfigError, ScoreConfig, ValidateConfig, load_config
+from tasks.core.schema import REFERENCES, SCORES, SCORING_CANDIDATES
 from tasks.metrics import REGISTRY, Metric, MissingResource, Resources, check_names, register, score_metrics
 from tasks.metrics.registry import Need
-from tasks.schema import REFERENCES, SCORES, SCORING_CANDIDATES
-from tasks.validate.leaderboard import leaderboard
+from tasks.stages.validate.leaderboard import leaderboard
 
 REFS = pl.DataFrame({"paper_id": ["p", "p"], "review_id": ["a", "b"], "review_text": ["One text.", "Another text."],
                      "judgments": ["The reviewer appreciates x.", "The reviewer criticizes y."]}, schema=REFERENCES)

@@ -8,10 +8,10 @@ import duckdb
 import pytest
 
 import flows.pipeline
-from flows.pipeline import pipeline_flow, select_stages
+from flows.pipeline import pipeline_flow
 from flows.refresh import refresh_flow
-from tasks.config import Config, ConfigError
-from tasks.summary import StageSummary
+from tasks.core.config import Config, ConfigError, select_stages
+from tasks.core.summary import StageSummary
 
 DEMO, LEGACY, REFRESH = "GREBench.cc/2025/Demo", "GREBench.cc/2023/Legacy", "GREBench.cc/2024/Refresh"
 PIPELINES = f"""

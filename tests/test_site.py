@@ -6,9 +6,9 @@ from html.parser import HTMLParser
 from site_data import IMG, PAPER_TITLE, SCRIPT, write_database
 from typer.testing import CliRunner
 
-from flows.cli import app
-from tasks.site import build_site
-from tasks.site.data import slug
+from flows.cli.main import app
+from tasks.report.site import build_site
+from tasks.report.site.data import slug
 
 
 class Scan(HTMLParser):

@@ -7,10 +7,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tasks.config import Config, CurateConfig, VenueConfig, load_config
-from tasks.curate import curate_venue
-from tasks.materialize import build_database
-from tasks.schema import PAPERS, REVIEWS, conform
+from tasks.core.config import Config, CurateConfig, VenueConfig, load_config
+from tasks.core.schema import PAPERS, REVIEWS, conform
+from tasks.stages.curate.rules import curate_venue
+from tasks.stages.materialize.build import build_database
 
 VENUE = "Test.cc/2025/Conference"
 LIMIT = "most rejected papers are private: the sample leans to accepted papers"

@@ -14,17 +14,16 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from tasks.config import load_config
-from tasks.submit.reviews_file import SubmissionFileError, read_rows
-from tasks.submit.stage import (
+from tasks.core.config import load_config
+from tasks.core.submitted import submitted_candidates, submitted_exclusions
+from tasks.stages.generate.submit import (
     SubmitError,
     build_submission,
     check_name,
     judge_submission,
-    submitted_candidates,
-    submitted_exclusions,
     write_submission,
 )
+from tasks.stages.generate.submitted_file import SubmissionFileError, read_rows
 from tasks.testing.anthropic_server import AnthropicServer
 from tests.submit_data import good_review, write_config, write_curated
 
@@ -136,10 +135,10 @@ def test_nothing_to_score_and_bad_names_are_refused(cfg, tmp_path):
 
 
 def test_submission_is_judged_written_read_by_scoring_and_reconciles_in_the_database(cfg, tmp_path, anthropic):
-    from tasks.materialize import build_database
     from tasks.metrics import get
-    from tasks.scoring.inputs import load_inputs
-    from tasks.site import build_site
+    from tasks.report.site import build_site
+    from tasks.stages.materialize.build import build_database
+    from tasks.stages.score.inputs import load_inputs
 
     assert check_name(cfg, "t", "agent", replace=False) is False
     submission = build_submission(cfg, "t", jsonl_with_bad_rows(tmp_path / "reviews.jsonl"), "agent", CUTOFF)
@@ -174,8 +173,8 @@ def test_submission_is_judged_written_read_by_scoring_and_reconciles_in_the_data
 
 
 def test_a_broken_reconciliation_fails_the_data_test(cfg, tmp_path, anthropic):
-    from tasks.layout import write_parquet
-    from tasks.materialize import DataTestError, build_database
+    from tasks.core.layout import write_parquet
+    from tasks.stages.materialize.build import DataTestError, build_database
 
     submission = build_submission(cfg, "t", jsonl_with_bad_rows(tmp_path / "reviews.jsonl"), "agent", CUTOFF)
     write_submission(cfg, "t", submission, judge_submission(submission, cfg))
@@ -187,7 +186,7 @@ def test_a_broken_reconciliation_fails_the_data_test(cfg, tmp_path, anthropic):
 
 
 def test_export_writes_papers_form_template_and_release(cfg, tmp_path):
-    from flows.cli import app
+    from flows.cli.main import app
 
     out = tmp_path / "export"
     result = CliRunner().invoke(app, ["export", "--out", str(out), "-c", str(cfg.root / "pipelines.toml")])
@@ -209,7 +208,7 @@ def test_export_writes_papers_form_template_and_release(cfg, tmp_path):
 
 
 def test_submit_cli_errors_are_one_line(cfg, tmp_path):
-    from flows.cli import app
+    from flows.cli.main import app
 
     config = str(cfg.root / "pipelines.toml")
     path = jsonl_with_bad_rows(tmp_path / "reviews.jsonl")

@@ -10,8 +10,8 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from flows.cli import app
-from tasks.config import load_config
+from flows.cli.main import app
+from tasks.core.config import load_config
 from tasks.testing.anthropic_server import AnthropicServer
 from tasks.testing.openai_server import OpenAIServer
 from tests.submit_data import OPENAI_CANDIDATE, good_review, write_config, write_curated

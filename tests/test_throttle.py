@@ -7,12 +7,12 @@ import threading
 
 import pytest
 
-from tasks.config import Config, IngestConfig
-from tasks.ingest import download_pdfs
-from tasks.openreview_client import make_client
+from tasks.core.config import Config, IngestConfig
+from tasks.stages.ingest.fetch import download_pdfs
+from tasks.stages.ingest.openreview_client import make_client
+from tasks.stages.ingest.throttle import RateLimit, Throttle
 from tasks.testing.openreview_server import serve_venues
 from tasks.testing.synthetic import make_venue
-from tasks.throttle import RateLimit, Throttle
 
 VENUE = "GREBench.cc/2025/Demo"
 

@@ -10,9 +10,9 @@ import pytest
 
 from tasks.metrics import REGISTRY, Metric, Resources, register
 from tasks.metrics.registry import reference_sets
-from tasks.validate import adversary as adv
-from tasks.validate.perturb import DETERMINISTIC, STRATEGIES
-from tasks.validate.workflow import run_validation
+from tasks.stages.validate import adversary as adv
+from tasks.stages.validate.strategies import DETERMINISTIC, STRATEGIES
+from tasks.stages.validate.workflow import run_validation
 from tests.test_validate_workflow import make_reviews
 
 REVIEW = "Summary:\nThe paper proposes a method. It is tested on two sets.\n\nWeaknesses:\nNo ablation."

@@ -9,8 +9,14 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tasks.validate.comparisons import CompareSettings, compare, resample_counts, sign_flip_p, with_ranks_and_ties
-from tasks.validate.leaderboard import leaderboard, per_paper
+from tasks.stages.validate.comparisons import (
+    CompareSettings,
+    compare,
+    resample_counts,
+    sign_flip_p,
+    with_ranks_and_ties,
+)
+from tasks.stages.validate.leaderboard import leaderboard, per_paper
 
 N_PAPERS = 30
 

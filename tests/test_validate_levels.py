@@ -5,11 +5,11 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from tasks import schema
+from tasks.core import schema
+from tasks.core.review_text import is_header, split_sentences
 from tasks.metrics import REGISTRY, Metric, Resources, register
 from tasks.metrics.registry import reference_sets
-from tasks.validate.perturb import is_header, split_sentences
-from tasks.validate.workflow import run_validation
+from tasks.stages.validate.workflow import run_validation
 from tests.test_validate_workflow import make_reviews
 
 CALLS: list[int] = []

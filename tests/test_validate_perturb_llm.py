@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from tasks.config import LLMConfig, load_config
+from tasks.core.config import LLMConfig, load_config
 from tasks.lm.anthropic_api import AnthropicLM
 from tasks.metrics import Resources
+from tasks.stages.validate.workflow import run_validation
 from tasks.testing.anthropic_server import AnthropicServer, user_text
-from tasks.validate.workflow import run_validation
 from tests.test_validate_workflow import make_reviews
 
 CFG = LLMConfig(backend="anthropic", model="claude-test", use_batches=False, max_retries=0, max_in_flight=1)

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import polars as pl
 
-from tasks.config import load_config
-from tasks.layout import stage_dir
-from tasks.schema import CURATED_PAPERS, CURATED_REVIEWS, JUDGMENTS, conform
-from tasks.validate.releases import changelog, read_releases, record_release, release_of
+from tasks.core.config import load_config
+from tasks.core.layout import stage_dir
+from tasks.core.schema import CURATED_PAPERS, CURATED_REVIEWS, JUDGMENTS, conform
+from tasks.stages.validate.releases import changelog, read_releases, record_release, release_of
 
 VENUE = "Test.cc/2025/Conference"
 CONFIG = """

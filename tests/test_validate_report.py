@@ -8,9 +8,9 @@ import duckdb
 import polars as pl
 import pytest
 
-from tasks.validate.leaderboard import leaderboard
-from tasks.validate.report import read_tables, write_report
-from tasks.validate.stats import validation_table
+from tasks.report.validation import read_tables, write_report
+from tasks.stages.validate.leaderboard import leaderboard
+from tasks.stages.validate.stats import validation_table
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

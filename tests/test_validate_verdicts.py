@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tasks.validate.stats import (
+from tasks.stages.validate.stats import (
     _smd_axis,
     correct,
     length_confound,
@@ -94,7 +94,7 @@ def test_workflow_writes_verdicts_and_length_confound_and_the_sql_accepts_them()
     import duckdb
 
     from tasks.metrics import Resources
-    from tasks.validate.workflow import run_validation
+    from tasks.stages.validate.workflow import run_validation
     from tests.test_validate_workflow import make_reviews
 
     result = run_validation(make_reviews(n_papers=4), strategies=["sentence_deletion", "meaningless_elongation"],
@@ -116,7 +116,7 @@ def test_workflow_writes_verdicts_and_length_confound_and_the_sql_accepts_them()
 
 
 def test_report_marks_inconclusive_cells_and_levels(tmp_path):
-    from tasks.validate.report import write_report
+    from tasks.report.validation import write_report
 
     rows = [{"metric": "gem", "strategy": "sentence_deletion", "kind": "degradation", "original": o, "perturbed": o - 1,
              "level": level} for level in ("raw", "judgments") for o in (1.0, 2.0, 4.0)]

@@ -15,16 +15,16 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tasks.config import PreprocessConfig
+from tasks.core.config import PreprocessConfig
 from tasks.lm.anthropic_api import AnthropicLM
 from tasks.metrics import Resources
 from tasks.metrics.classic import bleu
+from tasks.stages.validate.leaderboard import agreement, leaderboard
+from tasks.stages.validate.perturb import FILLER_JUDGMENTS
+from tasks.stages.validate.stage import llm_preprocessor
+from tasks.stages.validate.stats import mean_ci, paired_test, spearman
+from tasks.stages.validate.workflow import prepare, run_validation
 from tasks.testing.anthropic_server import AnthropicServer, system_text, user_text
-from tasks.validate.leaderboard import agreement, leaderboard
-from tasks.validate.perturb import FILLER_JUDGMENTS
-from tasks.validate.stage import llm_preprocessor
-from tasks.validate.stats import mean_ci, paired_test, spearman
-from tasks.validate.workflow import prepare, run_validation
 
 TOPICS = ("the clarity of the writing", "the size of the experiments", "the novelty of the idea",
           "the choice of baselines", "the theoretical analysis", "the ablation studies", "the code release",
@@ -233,8 +233,8 @@ def test_leaderboard_means_intervals_exclusions_and_agreement():
 @pytest.mark.slow
 def test_validate_flow_writes_tables_that_materialize(tmp_path, prefect_harness, embedded_lm):
     from flows.validate import validate_flow
-    from tasks.config import load_config
-    from tasks.materialize import build_database
+    from tasks.core.config import load_config
+    from tasks.stages.materialize.build import build_database
     from tests.scoring_data import write_pipeline
 
     config = write_pipeline(tmp_path, n_papers=3, n_reviews=3)

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tasks.config import LLMConfig, ScoreConfig
+from tasks.core.config import ConfigError, LLMConfig, ScoreConfig
 from tasks.lm.batching import batches, map_batches
 from tasks.lm.cache import CachedLM, LLMCache, request_key
 from tasks.lm.loading import ModelSpec, chat_ids, chat_spec, cuda_available, eval_spec, load_model
@@ -40,6 +41,28 @@ if TYPE_CHECKING:
     from tasks.lm.local import LocalLM
 
 
+# base_url schemes that name a server started in this process, e.g. "served:smollm2" for the offline
+# demo; tasks/testing/openai_server.py registers "served" (the layer above lm registers, lm never
+# imports it).
+_BASE_URL_SCHEMES: dict[str, Callable[[str], str]] = {}
+
+
+def register_base_url_scheme(scheme: str, resolve: Callable[[str], str]) -> None:
+    """`base_url = "<scheme>:<name>"` resolves to `resolve(name)` when a model is built."""
+    _BASE_URL_SCHEMES[scheme] = resolve
+
+
+def resolve_base_url(base_url: str | None) -> str | None:
+    """The configured base URL, or the URL a registered scheme resolves it to; http(s) URLs unchanged."""
+    scheme, sep, name = (base_url or "").partition(":")
+    if not sep or scheme in ("http", "https"):
+        return None
+    if scheme not in _BASE_URL_SCHEMES:
+        raise ConfigError(f"base_url {base_url!r}: unknown scheme {scheme!r} (an http(s) URL, or one of "
+                          f"{sorted(_BASE_URL_SCHEMES) or 'none registered'})")
+    return _BASE_URL_SCHEMES[scheme](name)
+
+
 def make_lm(cfg: LLMConfig, cache_dir: Path, base_url: str | None = None) -> CachedLM:
     """The configured backend behind the content-addressed answer cache under `cache_dir`."""
     cache = LLMCache(Path(cache_dir) / "llm.sqlite")
@@ -51,10 +74,8 @@ def make_lm(cfg: LLMConfig, cache_dir: Path, base_url: str | None = None) -> Cac
     elif cfg.backend == "openai":
         from tasks.lm.openai_api import OpenAILM
 
-        if base_url is None and (cfg.base_url or "").startswith("served:"):   # the offline demo
-            from tasks.testing.openai_server import serve_local_model
-
-            base_url = serve_local_model(cfg.base_url.removeprefix("served:"))
+        if base_url is None:
+            base_url = resolve_base_url(cfg.base_url)
         inner = OpenAILM(cfg, base_url=base_url, batch_store=cache)
     else:
         from tasks.lm.local import LocalLM
@@ -116,6 +137,8 @@ __all__ = [
     "load_model",
     "local_lm",
     "make_lm",
+    "register_base_url_scheme",
+    "resolve_base_url",
     "map_batches",
     "request_key",
 ]

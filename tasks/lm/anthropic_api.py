@@ -24,8 +24,8 @@ import numpy as np
 from anthropic.types import Message
 from anthropic.types.messages import MessageBatchResult
 
-from tasks.config import LLMConfig
-from tasks.errors import AuthenticationError
+from tasks.core.config import LLMConfig
+from tasks.core.errors import AuthenticationError
 from tasks.lm.api_common import batch_chunks, describe, transient
 from tasks.lm.types import (
     Accept,

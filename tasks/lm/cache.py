@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tasks.config import LLMConfig
+from tasks.core.config import LLMConfig
 from tasks.lm.types import (
     Accept,
     ChatRequest,

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+from tasks.core.progress import track
 from tasks.lm.batching import batches
 from tasks.lm.line_prefixes import LinePrefixConstraint
 from tasks.lm.loading import ModelSpec, Tokens, chat_ids, load_model
@@ -46,7 +47,6 @@ from tasks.lm.types import (
     Pooling,
     Unsupported,
 )
-from tasks.progress import track
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase

@@ -37,10 +37,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from tasks.core.progress import track
 from tasks.lm.batching import batches
 from tasks.lm.loading import Tokens, chat_ids, end_of_turn
 from tasks.lm.types import LoglikelihoodRequest, LoglikelihoodResult
-from tasks.progress import track
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase

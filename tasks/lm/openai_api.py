@@ -9,7 +9,7 @@ key; the key itself is never in config, logs or error messages), `temperature` (
 The SDK's own retries are off (`max_retries=0`) so the policy lives here and is tested, as in the
 Anthropic backend: 408 / 409 / 429 / 5xx and connection errors are retried with exponential
 back-off, waiting at least what Retry-After (or retry-after-ms) asks. 401 / 403 are fatal, as in
-the Anthropic backend: never retried, they raise `tasks.errors.AuthenticationError` with one line
+the Anthropic backend: never retried, they raise `tasks.core.errors.AuthenticationError` with one line
 (the key scrubbed), which the CLI prints without a traceback; a refusal is remembered, so no other
 request of this backend is sent. The missing key variable is an error when the backend is built. With `use_batches`
 bulk work goes through the Batch API: a JSON Lines file is uploaded, a batch created and polled,
@@ -36,8 +36,8 @@ from urllib.parse import urlsplit
 import numpy as np
 import openai
 
-from tasks.config import LLMConfig
-from tasks.errors import AuthenticationError
+from tasks.core.config import LLMConfig
+from tasks.core.errors import AuthenticationError
 from tasks.lm.anthropic_api import BatchStore
 from tasks.lm.api_common import batch_chunks, describe, transient
 from tasks.lm.types import (

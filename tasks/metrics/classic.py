@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from tasks.core.schema import SCORES
 from tasks.metrics.registry import Embed, Metric, Resources, reference_sets, register, usable
-from tasks.schema import SCORES
 
 Texts = Sequence[str | None]
 LIBRARIES = {"bleu": "sacrebleu", "rouge_l": "rouge-score"}   # written where a GEM row names its evaluation LM

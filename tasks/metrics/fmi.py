@@ -31,10 +31,10 @@ from collections.abc import Callable, Sequence
 
 import polars as pl
 
+from tasks.core.schema import LOGLIK_REQUESTS, LOGLIK_RESULTS, NEGATIVES, SCORES
 from tasks.metrics.gem import PAIRS, _synopsis, build_requests, request_key
+from tasks.metrics.prompts import system_prompt, user_prompt
 from tasks.metrics.registry import Metric, Resources, register, usable
-from tasks.schema import LOGLIK_REQUESTS, LOGLIK_RESULTS, NEGATIVES, SCORES
-from tasks.scoring.prompts import system_prompt, user_prompt
 
 # log r(x, y), [log r(x, y-_k) ...] -> the pair's score (OverflowError when a ratio is not representable)
 Estimator = Callable[[float, Sequence[float]], float]

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from tasks.core.schema import LOGLIK_REQUESTS, LOGLIK_RESULTS, SCORES
+from tasks.metrics.prompts import PROMPT_VERSION, render_synopsis, system_prompt, user_prompt
 from tasks.metrics.registry import Metric, Resources, reference_sets, register, usable
-from tasks.schema import LOGLIK_REQUESTS, LOGLIK_RESULTS, SCORES
-from tasks.scoring.prompts import PROMPT_VERSION, render_synopsis, system_prompt, user_prompt
 
 # One row per (candidate, reference, metric) with the keys of its two requests (null with a reason).
 PAIRS = pl.Schema({"paper_id": pl.String, "candidate": pl.String, "source": pl.String, "reference": pl.String,

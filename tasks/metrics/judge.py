@@ -24,9 +24,9 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from tasks.metrics.oracle_cells import load_prompt
+from tasks.core.prompts import load_prompt
+from tasks.core.schema import SCORES
 from tasks.metrics.registry import Metric, Resources, reference_sets, register, usable
-from tasks.schema import SCORES
 
 PROMPT_VERSIONS = {"llm_judge": "judge-reference-v1", "llm_judge_noref": "judge-free-v1"}
 MAX_ANSWER_TOKENS = 8   # "Score:" is prefilled: " 7", " 7.5" or " 7.5/10" and the end fit; more only pays for text

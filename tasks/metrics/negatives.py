@@ -17,8 +17,8 @@ from collections.abc import Mapping
 
 import polars as pl
 
+from tasks.core.schema import NEGATIVES
 from tasks.metrics.registry import Metric, reference_sets
-from tasks.schema import NEGATIVES
 
 
 def needs_negatives(metrics: list[Metric]) -> bool:

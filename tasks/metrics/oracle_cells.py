@@ -30,27 +30,22 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 import polars as pl
 
+from tasks.core.prompts import load_prompt
+from tasks.core.schema import SCORES
 from tasks.metrics import fmi
 from tasks.metrics.oracle import ORACLE_VERSION, question, statements
 from tasks.metrics.predictors import Kind, ask, oracle_key
 from tasks.metrics.registry import Metric, Resources, reference_sets, register, usable
-from tasks.schema import SCORES
 
-PROMPTS = Path(__file__).resolve().parents[1] / "prompts"
 SAME_PAPER_VERSION = "oracle-same-paper-v1"     # report-level critic
 SUPPORT_BINS_VERSION = "oracle-support-bins-v1"  # likelihood-style, both levels
 
 Level = Literal["report", "statement"]
 
-
-def load_prompt(version: str) -> str:
-    """The system prompt tasks/prompts/<version>.md."""
-    return (PROMPTS / f"{version}.md").read_text(encoding="utf-8").strip()
 
 
 def critic_question(level: Level, x: str, y: str) -> tuple[str, str, str]:

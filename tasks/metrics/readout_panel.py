@@ -11,7 +11,7 @@ one model in memory at a time (the local-LM cache keeps two; a third member relo
 
 The score rows name the panel in `eval_lm` ("readout:<key>+<key>"), which the leaderboard's
 predictor column shows; the qualify stage examines each member as its own oracle seat and drops the
-members that fail (`tasks.qualify.stage.qualified_config`).
+members that fail (`tasks.stages.qualify.stage.qualified_config`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from tasks.config import EvalLMConfig, ScoreConfig
+from tasks.core.config import EvalLMConfig, ScoreConfig
 from tasks.metrics.panel import mean_of_members
 from tasks.metrics.registry import ReadoutMember
 
@@ -38,7 +38,7 @@ def readout_entries(cfg: ScoreConfig) -> tuple[EvalLMConfig, ...]:
 def readout_specs(cfg: ScoreConfig) -> list[ModelSpec]:
     """The members' model specs, in config order; [] when no panel is configured. One model named
     twice is an error (as in eval_lms)."""
-    from tasks.scoring.eval_lms import eval_specs
+    from tasks.metrics.eval_lms import eval_specs
 
     entries = readout_entries(cfg)
     return eval_specs(cfg.model_copy(update={"eval_lms": entries})) if entries else []

@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import numpy as np
 import polars as pl
 
+from tasks.core.schema import SCORES, conform
 from tasks.metrics.llm_log import LLMLog
-from tasks.schema import SCORES, conform
 
 if TYPE_CHECKING:
-    from tasks.config import LLMConfig
+    from tasks.core.config import LLMConfig
     from tasks.lm.types import Accept, ChatRequest, ChatResult
 
 Reads = Literal["raw", "judgments", "statements"]        # the review text, its judgment lines, atomic statements

@@ -24,12 +24,12 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from tasks.config import LLMConfig, ScoreConfig
+from tasks.core.config import LLMConfig, ScoreConfig
+from tasks.core.schema import LOGLIK_RESULTS, ORACLE_RESULTS
 from tasks.lm import CachedLM, LoglikelihoodRequest, ModelSpec, embedder, eval_spec, local_lm
 from tasks.lm.types import Accept, ChatRequest, ChatResult
 from tasks.metrics.llm_log import LLMLog
 from tasks.metrics.registry import AnswerReadout, Loglikelihood, Resources
-from tasks.schema import LOGLIK_RESULTS, ORACLE_RESULTS
 
 EMBED_MODEL = "all-MiniLM-L6-v2"
 

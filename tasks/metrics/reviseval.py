@@ -27,11 +27,11 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
+from tasks.core.prompts import load_prompt
+from tasks.core.schema import SCORES
 from tasks.metrics.classic import bertscore, bleu, rouge_l
 from tasks.metrics.judge import RATING_PREFILL, parse_rating, synopsis_text
-from tasks.metrics.oracle_cells import load_prompt
 from tasks.metrics.registry import Metric, MissingResource, Resources, register, usable
-from tasks.schema import SCORES
 
 REVISE_VERSION = "reviseval-revise-v1"
 JUDGE_VERSION = "reviseval-judge-v1"

@@ -30,6 +30,7 @@ from email.policy import HTTP
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tasks.lm import register_base_url_scheme
 from tasks.testing.anthropic_server import Fault, count_tokens, heuristic_responder
 from tasks.testing.http import send
 from tasks.testing.local_http import LocalHTTPServer
@@ -312,3 +313,6 @@ def serve_local_model(model: str) -> str:
         if model not in _SERVED:
             _SERVED[model] = OpenAIServer(local_model_responder(model), polls_before_end=0).__enter__()
         return _SERVED[model].base_url
+
+
+register_base_url_scheme("served", serve_local_model)   # base_url = "served:smollm2" in pipelines.toml
