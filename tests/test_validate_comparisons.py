@@ -8,6 +8,7 @@ import math
 import numpy as np
 import polars as pl
 import pytest
+from scipy import stats
 
 from tasks.stages.validate.comparisons import (
     CompareSettings,
@@ -60,7 +61,7 @@ def test_a_model_better_on_every_paper_is_found_better_and_ranked_apart():
     strong_weak = pair(pairs, "strong", "weak")
     assert strong_weak["model_a"] == "strong"                      # pairs follow the board's order
     assert strong_weak["significant"] and strong_weak["better"] == "strong"
-    assert strong_weak["p_adjusted"] < 0.01 and 0.02 < strong_weak["mean_diff"] < 0.03
+    assert strong_weak["p_adjusted"] < 1e-6 and 0.02 < strong_weak["mean_diff"] < 0.03
     assert 0 < strong_weak["ci_low"] <= strong_weak["mean_diff"] <= strong_weak["ci_high"]
     ranks = {r["model"]: (r["rank_low"], r["rank_high"]) for r in board.iter_rows(named=True)}
     assert ranks["strong"] == (1, 1)                               # always first, whatever papers are drawn
@@ -114,7 +115,13 @@ def test_papers_a_model_lacks_are_left_out_of_its_pairs():
 
 
 def test_sign_flip_test_is_exact_for_few_papers_and_the_bootstrap_is_seeded():
-    assert sign_flip_p(np.ones(5), 2000, 0) == pytest.approx(2 / 2 ** 5)     # all 32 sign patterns
-    assert sign_flip_p(np.array([1.0, -1.0, 1.0, -1.0]), 2000, 0) == 1.0
+    assert sign_flip_p(np.ones(5)) == pytest.approx(2 / 2 ** 5)               # all 32 sign patterns
+    assert sign_flip_p(np.array([1.0, -1.0, 1.0, -1.0])) == 1.0
+    assert sign_flip_p(np.array([3.0, 1.0, 2.0])) == pytest.approx(2 / 8)    # only all-plus and all-minus reach 6
+    assert sign_flip_p(np.full(40, 0.5)) == pytest.approx(2 / 2 ** 40)       # beyond the exact range, still exact
+    rng = np.random.default_rng(1)
+    shifted, centred = rng.normal(0.5, 1.0, 60), rng.normal(0.0, 1.0, 60)
+    assert sign_flip_p(shifted) < 0.01 < sign_flip_p(centred)
+    assert sign_flip_p(shifted) == pytest.approx(stats.ttest_1samp(shifted, 0.0).pvalue, rel=1e-9)
     assert np.array_equal(resample_counts(7, 50, 3), resample_counts(7, 50, 3))
     assert (resample_counts(7, 50, 3).sum(axis=1) == 7).all()

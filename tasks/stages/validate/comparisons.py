@@ -7,8 +7,10 @@ the leaderboard; papers the contamination guard kept from either model are left 
 
 - `mean_diff`: the mean paired difference, model_a - model_b, in the metric's units;
 - `ci_low`, `ci_high`: its percentile bootstrap interval (papers resampled with replacement);
-- `p_value`: a two-sided sign-flip permutation test of the mean difference (exact while 2^n is
-  at most the number of resamples, Monte Carlo beyond), then `p_adjusted` corrected across the
+- `p_value`: a two-sided sign-flip permutation test of the mean difference, exact (every sign
+  pattern) for up to 16 shared papers, the one-sample t-test on the differences beyond (its
+  large-sample equivalent; a Monte Carlo permutation p-value would floor at 1 / resamples, which a
+  correction over many pairs multiplies past any alpha), then `p_adjusted` corrected across the
   board's pairs (Holm by default, or Benjamini-Hochberg);
 - `significant`: p_adjusted < alpha; `better`: the model the metric prefers when significant.
 
@@ -29,11 +31,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
-from scipy import stats
+from scipy import special
 
 from tasks.metrics import higher_is_better
 from tasks.stages.validate.stats import adjust_p_values
 
+EXACT_UP_TO = 16                  # papers up to which the sign-flip test enumerates every sign pattern
 COMPARISONS = pl.Schema({
     "metric": pl.String, "eval_lm": pl.String, "model_a": pl.String, "model_b": pl.String,
     "n_papers": pl.Int64, "mean_diff": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64,
@@ -49,7 +52,7 @@ class CompareSettings:
     confidence: float = 0.90      # of the bootstrap intervals (mean difference, rank)
     alpha: float = 0.05           # a corrected p-value below it makes a difference significant
     correction: str = "holm"      # across the pairs of one board: holm, bh, bonferroni or none
-    resamples: int = 2000         # bootstrap replicates, and permutations of the sign-flip test
+    resamples: int = 2000         # bootstrap replicates over papers
     seed: int = 0
 
 
@@ -110,12 +113,22 @@ def rank_intervals(board: Board, counts: np.ndarray, up: bool, confidence: float
             for m, lo, hi in zip(models, low, high, strict=True)]
 
 
-def sign_flip_p(diff: np.ndarray, resamples: int, seed: int) -> float:
-    """Two-sided p-value of a sign-flip permutation test of mean(diff) = 0."""
-    result = stats.permutation_test((diff,), lambda x, axis: np.mean(x, axis=axis), vectorized=True,
-                                    permutation_type="samples", n_resamples=max(resamples, 1),
-                                    alternative="two-sided", rng=np.random.default_rng(seed))
-    return float(min(1.0, result.pvalue))
+def sign_flip_p(diff: np.ndarray) -> float:
+    """Two-sided p-value of mean(diff) = 0: the exact sign-flip permutation test (all 2^n sign
+    patterns) for up to EXACT_UP_TO papers, the one-sample t-test, its large-sample equivalent, beyond;
+    differences that are all equal and not zero give the exact test's 2 / 2^n."""
+    n = diff.size
+    if not np.any(diff):
+        return 1.0
+    if n <= EXACT_UP_TO:
+        signs = ((np.arange(2 ** n)[:, None] >> np.arange(n)) & 1) * 2.0 - 1.0
+        observed = abs(float(diff.sum()))
+        flipped = np.abs(signs @ diff)
+        return float(np.mean(flipped >= observed - 1e-9 * max(1.0, observed)))
+    if np.all(diff == diff[0]):
+        return float(2.0 ** (1 - n))
+    t = float(diff.mean()) / (float(diff.std(ddof=1)) / math.sqrt(n))
+    return float(min(1.0, 2.0 * special.stdtr(n - 1, -abs(t))))   # scipy.stats.ttest_1samp, without its overhead
 
 
 def compare_pair(board: Board, a: int, b: int, counts: np.ndarray, settings: CompareSettings) -> dict[str, object]:
@@ -136,7 +149,7 @@ def compare_pair(board: Board, a: int, b: int, counts: np.ndarray, settings: Com
     low, high = np.quantile(replicate, [tail, 1.0 - tail]) if replicate.size else (math.nan, math.nan)
     reason = "identical scores on every shared paper" if not np.any(diff) else None
     return {**row, "mean_diff": float(diff.mean()), "ci_low": float(low), "ci_high": float(high),
-            "p_value": sign_flip_p(diff, settings.resamples, settings.seed), "reason": reason}
+            "p_value": sign_flip_p(diff), "reason": reason}
 
 
 def compare_board(board: Board, settings: CompareSettings, order: Sequence[str] | None = None
