@@ -79,6 +79,7 @@ def test_every_row_lands_once_with_its_reason(cfg, tmp_path):
                      "agent#7": "duplicate_row", "agent#8": "wrong_type", "agent#9": "bad_json",
                      "agent#10": "bad_rating", "agent#11": "bad_encoding"}
     assert set(submission.rejects["stage"]) == {"submit"}
+    assert "42 is not on the common scale" in submission.rejects.filter(pl.col("rule") == "bad_rating")["detail"][0]
     p3 = submission.candidates.filter(pl.col("paper_id") == "P3").row(0, named=True)
     assert (p3["rating_answer"], p3["confidence_answer"], p3["backend"], p3["sections"]) == ("6", "4", "submitted", 4)
     assert submission.candidates.filter(pl.col("paper_id") == "P2")["model_id"][0].startswith("agent v2")
@@ -150,6 +151,12 @@ def test_submission_is_judged_written_read_by_scoring_and_reconciles_in_the_data
         check_name(cfg, "t", "agent", replace=False)
     assert check_name(cfg, "t", "agent", replace=True) is True
 
+    from tasks.metrics.review_quality.fields import parse_rating
+    from tasks.stages.score.quality_tables import load_facts
+
+    answers = load_facts(cfg, "t").answers()                 # rating_mae / accept_accuracy read these
+    assert parse_rating(answers["agent/P3"], cfg.curate.common_scale) == (6.0, None)
+    assert answers["agent/P1"] is None
     candidates = submitted_candidates(cfg, "t")
     assert candidates["candidate"].to_list() == ["agent/P1", "agent/P2", "agent/P3"]
     assert set(candidates["source"]) == {"agent"} and candidates["judgments"].null_count() == 0

@@ -82,7 +82,7 @@ Reviews are scored against the human reviews of the same paper, judgment by judg
 |---|---|---|
 | paper_id | yes | an id from papers.jsonl |
 | review | yes | the review text (UTF-8, at most {cfg.generate.max_review_chars} characters) |
-| rating | no | an overall rating on the common scale ({scale}) |
+| rating | no | an overall rating, one of the common scale's values ({scale}) |
 | confidence | no | the reviewer's confidence, {low:g} to {high:g} |
 | model | no | your system's name, version and settings (free text) |
 

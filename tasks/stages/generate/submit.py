@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import re
 import shutil
 import tempfile
@@ -120,8 +121,8 @@ def check_rows(read: ReadRows, papers: pl.DataFrame, cfg: Config) -> tuple[list[
             rule, detail = "empty_review", "the review has no text"
         elif len(text) > cfg.generate.max_review_chars:
             rule, detail = "review_too_long", f"{len(text)} characters; at most {cfg.generate.max_review_chars}"
-        elif row["rating"] is not None and not min(scale) <= row["rating"] <= max(scale):
-            rule, detail = "bad_rating", f"rating {row['rating']:g} is off the common scale {list(scale)}"
+        elif row["rating"] is not None and not any(math.isclose(row["rating"], v) for v in scale):
+            rule, detail = "bad_rating", f"rating {row['rating']:g} is not on the common scale {list(scale)}"
         elif row["confidence"] is not None and not confidence[0] <= row["confidence"] <= confidence[1]:
             rule, detail = "bad_confidence", f"confidence {row['confidence']:g} is outside {list(confidence)}"
         if rule:

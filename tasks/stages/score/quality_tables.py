@@ -55,10 +55,13 @@ def load_facts(cfg: Config, pipeline: str) -> ReviewFacts:
     reviews, papers, pdf_texts = read_inputs(cfg, pipeline)
     humans = reviews.select("review_id", "paper_id", pl.col("rating").cast(pl.Float64),
                             pl.lit(None, pl.String).alias("rating_answer"))
-    generated = cfg.data_dir / pipeline / "generate" / "candidates.parquet"
+    from tasks.core.submitted import submission_folders   # submitted ratings are candidates' answers too
+
+    generated = [cfg.data_dir / pipeline / "generate" / "candidates.parquet",
+                 *(f / "submitted_candidates.parquet" for f in submission_folders(cfg, pipeline))]
     frames = [humans]
-    if generated.is_file():
-        gen = pl.read_parquet(generated)
+    for path in (p for p in generated if p.is_file()):
+        gen = pl.read_parquet(path)
         answer = pl.col("rating_answer") if "rating_answer" in gen.columns else pl.lit(None, pl.String)
         frames.append(gen.select(pl.col("candidate_id").alias("review_id"), "paper_id",
                                  pl.lit(None, pl.Float64).alias("rating"), answer.cast(pl.String).alias("rating_answer")))
