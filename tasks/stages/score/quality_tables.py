@@ -19,6 +19,7 @@ import polars as pl
 
 from tasks.core.config import Config
 from tasks.core.layout import stage_dir, write_parquet
+from tasks.core.submitted import submission_folders
 from tasks.metrics.review_quality.work import (
     PAPER_FACTS,
     REVIEW_FACTS,
@@ -55,9 +56,7 @@ def load_facts(cfg: Config, pipeline: str) -> ReviewFacts:
     reviews, papers, pdf_texts = read_inputs(cfg, pipeline)
     humans = reviews.select("review_id", "paper_id", pl.col("rating").cast(pl.Float64),
                             pl.lit(None, pl.String).alias("rating_answer"))
-    from tasks.core.submitted import submission_folders   # submitted ratings are candidates' answers too
-
-    generated = [cfg.data_dir / pipeline / "generate" / "candidates.parquet",
+    generated = [cfg.data_dir / pipeline / "generate" / "candidates.parquet",   # submitted ratings count too
                  *(f / "submitted_candidates.parquet" for f in submission_folders(cfg, pipeline))]
     frames = [humans]
     for path in (p for p in generated if p.is_file()):
