@@ -43,8 +43,8 @@ import polars as pl  # noqa: E402
 
 from tasks.core.config import PreprocessConfig  # noqa: E402
 from tasks.lm import CachedLM, LLMCache, chat_spec  # noqa: E402
-from tasks.stages.preprocess.checks import STANCES, parse_judgments  # noqa: E402
-from tasks.stages.preprocess.judgments import preprocess_reviews  # noqa: E402
+from tasks.metrics.judgment_checks import STANCES, parse_judgments  # noqa: E402
+from tasks.metrics.judgments import preprocess_reviews  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "iclr2023_dev.parquet"
 

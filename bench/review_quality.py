@@ -38,6 +38,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import polars as pl  # noqa: E402
 
 from tasks.core.config import LLMConfig  # noqa: E402
+from tasks.core.frames import human_candidates  # noqa: E402
 from tasks.core.schema import REFERENCES, SYNOPSES_WIDE  # noqa: E402
 from tasks.lm import make_lm  # noqa: E402
 from tasks.metrics import Resources, score_metrics  # noqa: E402
@@ -50,7 +51,6 @@ from tasks.metrics.review_quality.work import (  # noqa: E402
     QualityWork,
     ReviewFacts,
 )
-from tasks.stages.score.inputs import human_candidates  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "iclr2023_dev.parquet"
 TITLES = {"summary of the paper": "Summary", "strength and weaknesses": "Strengths and Weaknesses"}

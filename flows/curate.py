@@ -7,7 +7,7 @@ from prefect import flow
 from tasks.core.config import Config
 from tasks.core.layout import stage_dir
 from tasks.core.summary import StageSummary
-from tasks.stages.curate.rules import curate_venue_task
+from tasks.stages.curate.steps import curate_venue_task
 
 
 @flow(name="curate", log_prints=True)

@@ -7,7 +7,7 @@ from prefect import flow
 
 from tasks.core.config import Config
 from tasks.core.summary import StageSummary
-from tasks.stages.generate.reviews import (
+from tasks.stages.generate.steps import (
     judge_reviews_task,
     read_generate_inputs_task,
     review_papers_task,

@@ -7,8 +7,7 @@ from prefect import flow
 from tasks.core.config import Config
 from tasks.core.layout import stage_dir
 from tasks.core.summary import StageSummary
-from tasks.stages.ingest.fetch import ingest_venue_task
-from tasks.stages.ingest.sources import venue_source
+from tasks.stages.ingest.steps import ingest_venue_task, venue_source
 
 
 @flow(name="ingest", log_prints=True)

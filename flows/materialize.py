@@ -6,7 +6,7 @@ from prefect import flow
 
 from tasks.core.config import Config
 from tasks.core.summary import StageSummary
-from tasks.stages.materialize.build import materialize_task
+from tasks.stages.materialize.steps import materialize_task
 
 
 @flow(name="materialize", log_prints=True)

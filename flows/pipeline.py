@@ -1,6 +1,6 @@
 """Run a named pipeline from pipelines.toml: its stages, in order, as Prefect subflows.
 
-Every run leaves a record (tasks/runs.py): one row per stage with its duration, rows in / out,
+Every run leaves a record (tasks/core/runs.py): one row per stage with its duration, rows in / out,
 LLM calls, tokens and cost, written as the run goes so a crashed run still shows how far it got.
 """
 
@@ -17,7 +17,7 @@ from tasks.checks import load_checked_config
 from tasks.core.config import STAGES, Config, select_stages
 from tasks.core.runs import StageRecord, code_version, config_hash, now, write_run
 from tasks.core.summary import StageSummary
-from tasks.stages.materialize.build import update_tables
+from tasks.stages.materialize.steps import update_tables
 
 # Each stage is a flow `<module>:<function>(cfg: Config, pipeline: str) -> StageSummary`, imported
 # only when the pipeline runs it (the score stage pulls in torch).
@@ -27,6 +27,16 @@ STAGE_FLOWS = {stage: f"flows.{stage}:{stage}_flow" for stage in STAGES}
 def stage_flow(stage: str) -> Callable[[Config, str], StageSummary]:
     module_name, _, name = STAGE_FLOWS[stage].partition(":")
     return getattr(importlib.import_module(module_name), name)
+
+
+def stage_config(cfg: Config, pipeline: str, stage: str) -> Config:
+    """The config a stage runs on: after the qualify stage, score and validate see only the judges,
+    readout oracles and matchers that passed the exam (tasks/stages/qualify/stage.py)."""
+    if stage in ("score", "validate"):
+        from tasks.stages.qualify.steps import qualified_config
+
+        return qualified_config(cfg, pipeline)
+    return cfg
 
 
 @flow(name="grebench-pipeline", log_prints=True)
@@ -47,7 +57,7 @@ def pipeline_flow(
             record = StageRecord(stage, position, now())
             records.append(record)
             try:
-                summary[stage] = stage_flow(stage)(cfg, pipeline)
+                summary[stage] = stage_flow(stage)(stage_config(cfg, pipeline, stage), pipeline)
             except BaseException as error:
                 record.finish(None, error)
                 raise

@@ -3,7 +3,7 @@
 The log-likelihoods of the lm_logprobs metrics (GEM) go through Parquet shards, one Prefect task
 per shard (`.map`) on the configured task runner, behind the evaluation-LM concurrency limit;
 finished shards are skipped, so a crashed run resumes. With several evaluation LMs
-(`[score] eval_lms`) those metrics are scored once per evaluation LM (tasks/scoring/eval_lms.py).
+(`[score] eval_lms`) those metrics are scored once per evaluation LM (tasks/metrics/eval_lms.py).
 """
 
 from __future__ import annotations
@@ -16,12 +16,21 @@ from prefect.futures import wait
 from tasks.core.config import Config, ScoreConfig
 from tasks.core.layout import cache_dir
 from tasks.core.summary import StageSummary
-from tasks.lm import ModelSpec
-from tasks.metrics.shards import CONCURRENCY_LIMIT, ShardRunner, ensure_concurrency_limit, make_task_runner
-from tasks.stages.qualify.stage import qualified_config
-from tasks.stages.score.quality_tables import quality_work, write_quality_tables
-from tasks.stages.score.stage import score_inputs_each_eval_lm, sharded_loglikelihoods, shards_details
-from tasks.stages.score.steps import read_inputs_task, score_shard_task, write_scores_task
+from tasks.stages.score.steps import (
+    CONCURRENCY_LIMIT,
+    ModelSpec,
+    ShardRunner,
+    ensure_concurrency_limit,
+    make_task_runner,
+    quality_work,
+    read_inputs_task,
+    score_inputs_each_eval_lm,
+    score_shard_task,
+    sharded_loglikelihoods,
+    shards_details,
+    write_quality_tables,
+    write_scores_task,
+)
 
 
 @flow(name="score-shards")
@@ -41,7 +50,6 @@ def fan_out(cfg: ScoreConfig) -> ShardRunner:
 
 @flow(name="score", log_prints=True)
 def score_flow(cfg: Config, pipeline: str) -> StageSummary:
-    cfg = qualified_config(cfg, pipeline)   # the judges that passed the qualify stage, when it runs
     inputs = read_inputs_task(cfg, pipeline)
     ensure_concurrency_limit(CONCURRENCY_LIMIT, cfg.score.gpu_concurrency)
     shards = sharded_loglikelihoods(cfg, pipeline, run=fan_out(cfg.score))   # one per evaluation LM

@@ -6,13 +6,11 @@ from prefect import flow
 
 from tasks.core.config import Config
 from tasks.core.summary import StageSummary
-from tasks.stages.qualify.stage import qualified_config
 from tasks.stages.validate.steps import build_leaderboard_task, validate_pipeline_task, write_outputs_task
 
 
 @flow(name="validate", log_prints=True)
 def validate_flow(cfg: Config, pipeline: str) -> StageSummary:
-    cfg = qualified_config(cfg, pipeline)   # the judges that passed the qualify stage, when it runs
     result = validate_pipeline_task(cfg, pipeline)
     boards = build_leaderboard_task(cfg, pipeline)
     summary = write_outputs_task(cfg, pipeline, result, boards)

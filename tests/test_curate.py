@@ -18,7 +18,8 @@ from tasks.core.schema import (
     REVIEWS,
     conform,
 )
-from tasks.stages.curate.rules import curate_frames, curate_venue, curate_venue_task, rating_lookup
+from tasks.stages.curate.rules import curate_frames, curate_venue, rating_lookup
+from tasks.stages.curate.steps import curate_venue_task
 
 VENUE = "Test.cc/2025/Conference"
 # A 1-10 form merged onto {1, 3, 5, 6, 8, 10} (the NeurIPS-style map of pipelines.toml).

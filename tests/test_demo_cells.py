@@ -32,7 +32,7 @@ def test_score_validate_materialize_with_the_demo_cells(tmp_path, prefect_harnes
 
     from flows.score import score_flow
     from flows.validate import validate_flow
-    from tasks.report.validation import read_tables, write_report
+    from tasks.report.validation import TABLES, read_tables, write_report
     from tasks.stages.materialize.build import build_database
 
     config = write_pipeline(tmp_path, n_papers=2, n_reviews=2, metrics=["gem", "tv_fvar_statement"],
@@ -71,5 +71,5 @@ def test_score_validate_materialize_with_the_demo_cells(tmp_path, prefect_harnes
         assert sorted(failures) == sorted((m, 1, 1) for m in DEMO_CELLS)
         usage = con.execute("SELECT stage, sum(requests) FROM llm_usage GROUP BY ALL ORDER BY 1").fetchall()
         assert [s for s, _ in usage] == ["score", "validate"] and all(n > 0 for _, n in usage)
-    text = write_report(read_tables(cfg.database), tmp_path / "report")["summary"].read_text()
+    text = write_report(read_tables(cfg.database, TABLES), tmp_path / "report")["summary"].read_text()
     assert "### Failures per metric" in text and "| tv_fvar_statement |" in text

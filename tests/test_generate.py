@@ -303,7 +303,7 @@ def write_curated(root: Path) -> None:
 def test_generate_flow_writes_outputs_preprocesses_and_reruns_without_calls(prefect_harness, tmp_path, monkeypatch):
     from flows.generate import generate_flow
     from tasks.core.config import load_config
-    from tasks.stages.generate.reviews import scoring_candidates
+    from tasks.core.frames import scoring_candidates
     from tasks.stages.materialize.build import build_database
 
     candidates = "".join(CANDIDATE.format(*c) for c in CANDIDATES)

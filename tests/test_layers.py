@@ -94,3 +94,17 @@ def test_no_circle_between_folders():
     for start in sorted(graph):
         if start not in state:
             assert (circle := visit(start, [])) is None, " -> ".join(circle)
+
+
+def test_a_stage_flow_imports_only_its_stage_steps_and_core():
+    from tasks.core.config import STAGES
+
+    strays = []
+    for stage in STAGES:
+        path = ROOT / "flows" / f"{stage}.py"
+        allowed = {f"tasks.stages.{stage}.steps"}
+        for name in imports(path):
+            if name.startswith("tasks.") and not name.startswith("tasks.core") and \
+                    not any(name == a or name.startswith(a + ".") for a in allowed):
+                strays.append(f"flows/{stage}.py imports {name}")
+    assert strays == [], "\n".join(sorted(strays))

@@ -67,7 +67,7 @@ def test_fast_decoder_answers_byte_for_byte_like_generate(embedded_lm, monkeypat
     from tasks.core.config import PreprocessConfig
     from tasks.lm import ChatRequest, chat_spec
     from tasks.lm.local import LocalLM
-    from tasks.stages.preprocess.judgments import LINE_PREFIXES
+    from tasks.metrics.judgments import LINE_PREFIXES
 
     system = "You rewrite peer reviews as short judgments."
     reviews = ["The paper is well written. The experiments are too small to support the claims.",

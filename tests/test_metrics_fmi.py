@@ -9,7 +9,8 @@ import pytest
 from scoring_data import make_frames, write_pipeline
 
 import tasks.metrics.shards as shards_module
-from tasks.core.config import load_config
+from tasks.core.config import ValidateConfig, load_config
+from tasks.core.frames import human_candidates, judgments_text, synopses_wide
 from tasks.core.layout import stage_dir, write_parquet
 from tasks.core.schema import REFERENCES, SCORES
 from tasks.metrics import REGISTRY, Resources, score_metrics
@@ -17,7 +18,6 @@ from tasks.metrics.fmi import kl_direct, kl_fvar, tv_direct, tv_direct_marginal,
 from tasks.metrics.negatives import draw_negatives
 from tasks.metrics.prompts import NOT_AVAILABLE
 from tasks.metrics.resources import build_resources, memoized
-from tasks.stages.score.inputs import human_candidates, judgments_text, synopses_wide
 from tasks.stages.score.stage import (
     read_inputs,
     score_inputs,
@@ -207,8 +207,7 @@ def test_validation_scores_the_cells_with_the_originals_negatives() -> None:
 
     from tasks.stages.validate.workflow import run_validation
 
-    out = run_validation(make_reviews(n_papers=4), strategies=DETERMINISTIC, metrics=["gem", "tv_fvar_token"],
-                         resources=Resources("fake-lm", fake_loglikelihood), seed=1, negatives=2)
+    out = run_validation(make_reviews(n_papers=4), ValidateConfig(strategies=DETERMINISTIC, metrics=["gem", "tv_fvar_token"], seed=1, min_pairs=2), resources=Resources("fake-lm", fake_loglikelihood), negatives=2)
     assert set(out.validation["metric"]) == {"gem", "tv_fvar_token"}
     fmi = out.scores.filter(pl.col("metric") == "tv_fvar_token")
     assert fmi["score"].is_nan().sum() == 0 and fmi["score"].is_between(-1, 1).all()

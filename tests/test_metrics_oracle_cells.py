@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 
 from tasks.core.config import LLMConfig, ScoreConfig
+from tasks.core.frames import human_candidates
 from tasks.core.schema import REFERENCES, SCORES, SYNOPSES_WIDE, USAGE
 from tasks.lm import make_lm
 from tasks.metrics import REGISTRY, MissingResource, Resources, score_metrics
@@ -18,7 +19,6 @@ from tasks.metrics.judge import judge_user, parse_rating
 from tasks.metrics.negatives import draw_negatives
 from tasks.metrics.oracle_cells import CELLS, cell_score
 from tasks.metrics.predictors import LOG_RATIOS, bins_from_probabilities, parse_bin, parse_critic
-from tasks.stages.score.inputs import human_candidates
 from tasks.testing.anthropic_server import AnthropicServer, system_text, user_text
 
 LOG8 = math.log(8.0)

@@ -12,8 +12,8 @@ from tasks.core.config import PreprocessConfig
 from tasks.core.errors import EmptyOutputError
 from tasks.core.layout import stage_dir
 from tasks.lm import TransientLLMError, make_lm
-from tasks.stages.preprocess.checks import STANCES, parse_assw, parse_judgments
-from tasks.stages.preprocess.judgments import make_synopses, preprocess_reviews, render, review_text
+from tasks.metrics.judgment_checks import STANCES, parse_assw, parse_judgments
+from tasks.metrics.judgments import make_synopses, preprocess_reviews, render, review_text
 from tasks.testing.anthropic_server import AnthropicServer, user_text
 
 LINE = re.compile(rf"^The reviewer ({'|'.join(STANCES)}) \S.*[.!?]$")

@@ -133,10 +133,10 @@ def test_the_oracle_cells_with_a_panel_average_and_name_it() -> None:
     """Two members with rule-based readouts through the registry: tvd_mi (linear in the critic) is the
     members' mean, a member with no mass on Yes / No leaves the question to the other, and the score rows
     name the panel."""
+    from tasks.core.frames import human_candidates
     from tasks.core.schema import REFERENCES, SYNOPSES_WIDE
     from tasks.metrics import score_metrics
     from tasks.metrics.negatives import draw_negatives
-    from tasks.stages.score.inputs import human_candidates
 
     refs = pl.DataFrame([{"paper_id": f"p{p}", "review_id": f"p{p}-r{r}", "review_text": f"Review {r} of {p}.",
                           "judgments": f"The reviewer questions the {TOPICS[p]} claim {r}."}

@@ -11,7 +11,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tasks.core.config import LLMConfig
+from tasks.core.config import LLMConfig, ValidateConfig
+from tasks.core.frames import human_candidates
 from tasks.core.schema import REFERENCES, SCORING_CANDIDATES, SYNOPSES_WIDE
 from tasks.lm import make_lm
 from tasks.metrics import REGISTRY, MissingResource, Resources, score_metrics
@@ -25,7 +26,6 @@ from tasks.metrics.review_quality.work import (
     QualityWork,
     ReviewFacts,
 )
-from tasks.stages.score.inputs import human_candidates
 from tasks.testing.anthropic_server import AnthropicServer, system_text, user_text
 
 KEYWORDS = ("novel", "baseline", "writing", "threshold", "proof", "momentum")
@@ -332,10 +332,8 @@ def test_validation_perturbs_the_text_and_rescores_review_quality(tmp_path, monk
     cfg = LLMConfig(backend="anthropic", model="claude-test", use_batches=False, max_retries=0)
     with AnthropicServer(responder) as server:
         work = QualityWork(QualitySettings(match_top_k=10), facts, make_lm(cfg, tmp_path, base_url=server.url))
-        result = run_validation(reviews, strategies=["sentence_deletion"], metrics=["points_recall_weaknesses",
-                                                                                    "rating_mae"],
-                                resources=Resources("lm", embed=bag_of_words, quality=work), candidates="all",
-                                min_pairs=2, bootstrap_resamples=50)
+        result = run_validation(reviews, ValidateConfig(strategies=["sentence_deletion"], metrics=["points_recall_weaknesses",
+                                                                                    "rating_mae"], candidates="all", min_pairs=2, bootstrap_resamples=50), resources=Resources("lm", embed=bag_of_words, quality=work))
     table = {m: row for m, row in zip(result.validation["metric"], result.validation.iter_rows(named=True), strict=True)}
     assert set(table) == {"points_recall_weaknesses", "rating_mae"}
     # a reviewer's rating does not move when the text is cut: the rating outcome cannot detect the degradation

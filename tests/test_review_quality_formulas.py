@@ -1,5 +1,5 @@
-"""Beyond Rating's formulas on hand-worked points and matches (tasks/review_quality/formulas.py),
-and the fields of a rendered review (tasks/review_quality/fields.py)."""
+"""Beyond Rating's formulas on hand-worked points and matches (tasks/metrics/review_quality/formulas.py),
+and the fields of a rendered review (tasks/metrics/review_quality/fields.py)."""
 
 from __future__ import annotations
 

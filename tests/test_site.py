@@ -7,8 +7,8 @@ from site_data import IMG, PAPER_TITLE, SCRIPT, write_database
 from typer.testing import CliRunner
 
 from flows.cli.main import app
+from tasks.core.layout import slug
 from tasks.report.site import build_site
-from tasks.report.site.data import slug
 
 
 class Scan(HTMLParser):

@@ -6,6 +6,7 @@ import polars as pl
 import pytest
 
 from tasks.core import schema
+from tasks.core.config import ValidateConfig
 from tasks.core.review_text import is_header, split_sentences
 from tasks.metrics import REGISTRY, Metric, Resources, register
 from tasks.metrics.registry import reference_sets
@@ -46,9 +47,7 @@ def line_count():
 
 def _run(levels, metric):
     CALLS.clear()
-    return run_validation(make_reviews(n_papers=4, lines=4), strategies=["sentence_deletion", "format_headers"],
-                          metrics=[metric, "bleu"], resources=Resources(), preprocess=rule_preprocessor,
-                          levels=levels, bootstrap_resamples=0)
+    return run_validation(make_reviews(n_papers=4, lines=4), ValidateConfig(strategies=["sentence_deletion", "format_headers"], metrics=[metric, "bleu"], level=levels, bootstrap_resamples=0, min_pairs=2), resources=Resources(), preprocess=rule_preprocessor)
 
 
 def test_judgment_level_needs_no_preprocessing(line_count):
@@ -78,6 +77,5 @@ def test_both_levels_in_one_run(line_count):
                     ("bleu", "sentence_deletion", "raw"), ("bleu", "format_headers", "raw")]
     assert result.perturbations.height == 16 and CALLS == [8]
     assert result.pairs.filter(metric="bleu").height == 8  # the raw reruns are not tested twice for bleu
-    with pytest.raises(ValueError, match="levels"):
-        run_validation(make_reviews(n_papers=2), strategies=["sentence_deletion"], metrics=["bleu"],
-                       resources=Resources(), levels=("tokens",))
+    with pytest.raises(ValueError, match="'raw' or 'judgments'"):   # the config refuses an unknown level
+        ValidateConfig(strategies=["sentence_deletion"], metrics=["bleu"], level=("tokens",))

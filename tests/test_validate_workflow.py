@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tasks.core.config import PreprocessConfig
+from tasks.core.config import PreprocessConfig, ValidateConfig
 from tasks.lm.anthropic_api import AnthropicLM
 from tasks.metrics import Resources
 from tasks.metrics.classic import bleu
@@ -76,8 +76,7 @@ def resources():
 
 @pytest.fixture(scope="module")
 def result(resources):
-    return run_validation(make_reviews(), strategies=DETERMINISTIC, metrics=["gem", "bleu", "rouge_l", "bertscore"],
-                          resources=resources, seed=1)
+    return run_validation(make_reviews(), ValidateConfig(strategies=DETERMINISTIC, metrics=["gem", "bleu", "rouge_l", "bertscore"], seed=1, min_pairs=2), resources=resources)
 
 
 @pytest.mark.slow
@@ -142,8 +141,7 @@ def test_human_correlation_scores_every_review(result):
 
 def test_single_paper_records_failed_replacement():
     reviews = make_reviews(n_papers=1)
-    out = run_validation(reviews, strategies=["random_replacement", "sentence_deletion"], metrics=["rouge_l"],
-                         resources=Resources(), candidates="all")
+    out = run_validation(reviews, ValidateConfig(strategies=["random_replacement", "sentence_deletion"], metrics=["rouge_l"], candidates="all", min_pairs=2), resources=Resources())
     failed = out.perturbations.filter(pl.col("strategy") == "random_replacement")
     assert failed["review_text"].is_null().all() and failed["error"].str.contains("another paper").all()
     row = out.validation.filter(pl.col("strategy") == "random_replacement").row(0, named=True)
@@ -165,12 +163,11 @@ def test_bad_rows_are_rejected_and_bad_input_raises():
     with pytest.raises(ValueError, match="lack column"):
         prepare(reviews.drop("review_text"))
     with pytest.raises(ValueError, match="unknown metric"):
-        run_validation(reviews, strategies=DETERMINISTIC, metrics=["nope"], resources=Resources())
+        run_validation(reviews, ValidateConfig(strategies=DETERMINISTIC, metrics=["nope"], min_pairs=2), resources=Resources())
     with pytest.raises(ValueError, match="unknown strategy"):
-        run_validation(reviews, strategies=["shuffle"], metrics=["bleu"], resources=Resources())
+        run_validation(reviews, ValidateConfig(strategies=["shuffle"], metrics=["bleu"], min_pairs=2), resources=Resources())
     with pytest.raises(ValueError, match="need judgments"):
-        run_validation(reviews.drop("judgments"), strategies=DETERMINISTIC, metrics=["gem"],
-                       resources=Resources())
+        run_validation(reviews.drop("judgments"), ValidateConfig(strategies=DETERMINISTIC, metrics=["gem"], min_pairs=2), resources=Resources())
 
 
 def _responder(params: dict[str, Any]) -> str:
@@ -187,9 +184,7 @@ def test_llm_strategy_is_rewritten_then_preprocessed(resources, monkeypatch):
                            max_in_flight=1)
     with AnthropicServer(_responder) as server:
         backend = AnthropicLM(cfg, base_url=server.url, sleep=lambda _: None)
-        out = run_validation(make_reviews(n_papers=3, lines=3), strategies=["rephrase"], metrics=["gem"],
-                             resources=resources, backend=backend,
-                             preprocess=llm_preprocessor(backend, cfg))
+        out = run_validation(make_reviews(n_papers=3, lines=3), ValidateConfig(strategies=["rephrase"], metrics=["gem"], min_pairs=2), resources=resources, backend=backend, preprocess=llm_preprocessor(backend, cfg))
     rewritten = out.perturbations
     assert rewritten.height == 3 and rewritten["error"].is_null().all()
     assert rewritten["review_text"].str.starts_with("Summary Of The Paper:\nA rewritten summary.").all()

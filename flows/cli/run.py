@@ -14,7 +14,7 @@ from tasks.core.config import CONFIGURED_STAGES, Config
 from tasks.core.layout import slug
 from tasks.core.summary import StageSummary
 
-# Stages that write per venue; the others write data/<pipeline>/<stage>/ (tasks/layout.py).
+# Stages that write per venue; the others write data/<pipeline>/<stage>/ (tasks/core/layout.py).
 PER_VENUE = ("ingest", "curate")
 OUTPUT_STAGES = CONFIGURED_STAGES   # the stages that write Parquet outputs (materialize writes the database)
 

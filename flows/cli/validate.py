@@ -66,13 +66,14 @@ def validate(
     from tasks.metrics.resources import build_resources, engine_loglikelihood
     from tasks.stages.validate.reviews_file import ReviewsFileError, load_reviews_file
     from tasks.stages.validate.stage import validate_reviews
-    from tasks.stages.validate.strategies import STRATEGIES
+    from tasks.stages.validate.strategies import check_strategies
 
     cfg = read_config(config)
     chosen = tuple(s.strip() for s in strategies.split(",") if s.strip()) if strategies else cfg.validate.strategies
-    unknown = [s for s in chosen if s not in STRATEGIES]
-    if unknown or not chosen:
-        fail(f"--strategies: unknown strategy {unknown} (known: {', '.join(STRATEGIES)})")
+    try:
+        check_strategies(chosen)
+    except ValueError as error:
+        fail(f"--strategies: {error}")
     metrics = tuple(metric) if metric else cfg.validate.metrics
     try:
         check_names(metrics)

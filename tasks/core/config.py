@@ -55,7 +55,7 @@ class IngestConfig(Frozen):
     pdfs_per_hour: float = Field(0, ge=0)                   # guests
     logged_in_requests_per_minute: float = Field(0, ge=0)   # when OPENREVIEW_USERNAME is set
     logged_in_pdfs_per_hour: float = Field(0, ge=0)
-    # revision histories (tasks/versions.py): the PDF the reviewers saw, first and final reviews
+    # revision histories (tasks/stages/ingest/versions.py): the PDF the reviewers saw, first and final reviews
     versions: bool = True
 
 
@@ -143,7 +143,7 @@ class CandidateConfig(LLMConfig):
 
 
 class GenerateConfig(Frozen):
-    """Candidate review generation (tasks/generate.py) and its contamination guard."""
+    """Candidate review generation (tasks/stages/generate/reviews.py) and its contamination guard."""
 
     chars_per_token: float = Field(3.5, gt=0)  # anthropic: context estimate (no local tokenizer)
     candidates: tuple[CandidateConfig, ...] = ()
@@ -171,7 +171,7 @@ class EvalLMConfig(Frozen):
 
 class ReviewQualityConfig(Frozen):
     """`[score.review_quality]`: Beyond Rating's review-quality metrics and the rating outcomes
-    (tasks/review_quality, tasks/metrics/review_quality.py)."""
+    (tasks/review_quality, tasks/metrics/review_quality/entries.py)."""
 
     # The LLM that splits reviews into atomic points, matches points and checks questions (any
     # backend's keys); unset: the [preprocess] backend
@@ -220,7 +220,7 @@ class ScoreConfig(Frozen):
     # references of other papers of the same venue, drawn with `negatives_seed`
     negatives: int = Field(4, ge=1)
     negatives_seed: int = 0
-    # Several evaluation LMs in one run (tasks/scoring/eval_lms.py): each a model name or a table with
+    # Several evaluation LMs in one run (tasks/metrics/eval_lms.py): each a model name or a table with
     # the keys above (eval_lm, eval_lm_cuda, dtype, quantization); empty: the single eval_lm above
     eval_lms: tuple[EvalLMConfig, ...] = ()
     # The LLM oracle of the oracle cells (tasks/metrics/oracle_cells.py): "readout" reads the evaluation
@@ -355,7 +355,7 @@ class VenueConfig(Frozen):
     api: Literal["auto", "v1", "v2"] = "auto"
     rating_map: dict[str, float] | None = None
     source_limits: tuple[str, ...] = ()   # what the source cannot give; stated in the curation report
-    # the venue's review-form field -> a review column (tasks/forms.py), e.g. ICML's
+    # the venue's review-form field -> a review column (tasks/stages/ingest/forms.py), e.g. ICML's
     # { overall_recommendation = "rating" }; "ignore" drops a field. A new form is config, not code.
     form: dict[str, str] = {}
 

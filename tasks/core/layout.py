@@ -9,27 +9,26 @@
     data/<pipeline>/validate/              validation, leaderboard, ... .parquet
     data/<pipeline>/submit/<name>/         one folder per `grebench submit` (tasks/core/submitted.py)
     data/<pipeline>/releases/<id>.parquet  one row per release (tasks/stages/validate/releases.py)
-    data/<pipeline>/runs/<run_id>.parquet  the run records (tasks/runs.py)
+    data/<pipeline>/runs/<run_id>.parquet  the run records (tasks/core/runs.py)
     data/cache/llm/                        content-addressed LLM answers
     data/grebench.duckdb                   the results database (paths.database)
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import tempfile
 from pathlib import Path
 
 import polars as pl
 
 from tasks.core.config import Config
+from tasks.core.locks import write_atomic
 
 
-def slug(venue_id: str) -> str:
-    """A file-system-safe name for a venue id: "ICLR.cc/2023/Conference" -> "ICLR.cc_2023_Conference"."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", venue_id).strip("_")
+def slug(identifier: str) -> str:
+    """The one file-system-safe name for an id (a venue, a paper, a candidate): runs of other characters
+    become "_", no leading dot: "ICLR.cc/2023/Conference" -> "ICLR.cc_2023_Conference"."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", identifier).strip("_").lstrip(".") or "_"
 
 
 def pipeline_dir(cfg: Config, pipeline: str) -> Path:
@@ -58,18 +57,8 @@ def cache_dir(cfg: Config, kind: str) -> Path:
 
 def write_parquet(frame: pl.DataFrame, path: Path) -> Path:
     """Write `frame` to `path` atomically: a reader sees the old file or the new one, never half of
-    one (a scratch file in the same folder, then a rename). The one Parquet writer of the stages."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, scratch = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
-    os.close(fd)
-    try:
-        frame.write_parquet(scratch)
-        os.replace(scratch, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(scratch)
-    return path
+    one (tasks/core/locks.py `write_atomic`). The one Parquet writer of the stages."""
+    return write_atomic(Path(path), frame.write_parquet)
 
 
 def write_stage_frames(cfg: Config, pipeline: str, stage: str, frames: dict[str, pl.DataFrame]) -> dict[str, str]:

@@ -93,6 +93,11 @@ def write_atomic(path: Path, write: Callable[[Path], object]) -> Path:
     return path
 
 
+def write_bytes_atomic(path: Path, data: bytes) -> Path:
+    """`data` as the whole of `path`, swapped in atomically (see `write_atomic`)."""
+    return write_atomic(Path(path), lambda scratch: scratch.write_bytes(data))
+
+
 # ---- DuckDB databases -------------------------------------------------------------------------
 
 def wal_path(database: Path) -> Path:

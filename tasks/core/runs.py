@@ -2,7 +2,7 @@
 
 A record is one row per stage with the run's identity repeated (run id, pipeline, config hash,
 code version), the stage's start, end and duration, rows in / out, LLM calls, tokens and cost.
-Figures come from the StageSummary each stage flow returns (tasks/summary.py).
+Figures come from the StageSummary each stage flow returns (tasks/core/summary.py).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ PAPERS = pl.Schema(
         "created_at": pl.Datetime("ms", "UTC"),
         "first_public_at": pl.Datetime("ms", "UTC"),  # earliest public date (contamination guard)
         "pdf_url": pl.String,
-        # the PDF version kept (tasks/versions.py): the one the reviewers saw, not a later revision
+        # the PDF version kept (tasks/stages/ingest/versions.py): the one the reviewers saw, not a later revision
         "pdf_version": pl.String,         # edit id (v2) / reference id (v1); null without a history
         "pdf_date": pl.Datetime("ms", "UTC"),
         "pdf_versions": pl.Int32,         # distinct PDF versions in the submission's history
@@ -55,7 +55,7 @@ REVIEWS = pl.Schema(
         "other_sections": pl.String,      # remaining text fields, "## Name\n\ntext" blocks
         "review_text": pl.String,         # the whole review rendered as markdown sections
         "created_at": pl.Datetime("ms", "UTC"),
-        # The columns above hold the review's first version, these its final one (tasks/versions.py).
+        # The columns above hold the review's first version, these its final one (tasks/stages/ingest/versions.py).
         "rating_raw_final": pl.String,
         "rating_final": pl.Float64,       # on the venue's own scale
         "confidence_raw_final": pl.String,
@@ -224,7 +224,7 @@ GENERATED = pl.Schema(
     }
 )
 
-# Papers the contamination guard kept from a candidate (tasks/contamination.py).
+# Papers the contamination guard kept from a candidate (tasks/stages/generate/contamination.py).
 EXCLUSIONS = pl.Schema(
     {
         "paper_id": pl.String,

@@ -15,6 +15,7 @@ from pathlib import Path
 import polars as pl
 
 from tasks.core.config import Config
+from tasks.core.frames import judgments_text
 from tasks.core.layout import pipeline_dir
 from tasks.core.schema import EXCLUSIONS, SCORING_CANDIDATES
 
@@ -51,9 +52,7 @@ def submitted_candidates(cfg: Config, pipeline: str) -> pl.DataFrame:
     for folder in submission_folders(cfg, pipeline):
         reviews = pl.read_parquet(folder / "submitted_candidates.parquet",
                                   columns=["candidate_id", "paper_id", "model", "review"])
-        judgments = (pl.read_parquet(folder / "candidate_judgments.parquet").sort("review_id", "position")
-                     .group_by("review_id", maintain_order=True)
-                     .agg(pl.col("text").str.strip_chars().str.join("\n").alias("judgments")))
+        judgments = judgments_text(pl.read_parquet(folder / "candidate_judgments.parquet"))
         frames.append(reviews.join(judgments, left_on="candidate_id", right_on="review_id", how="left")
                       .select("paper_id", pl.col("candidate_id").alias("candidate"), pl.col("model").alias("source"),
                               pl.lit(None, pl.String).alias("review_id"), pl.col("review").alias("review_text"),

@@ -9,7 +9,10 @@ figures, gaps, file paths) for the CLI's JSON output. Summaries of parts of a st
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import polars as pl
 
 
 @dataclass(frozen=True)
@@ -39,3 +42,13 @@ class StageSummary:
             "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
             "cost_usd": round(self.cost_usd, 6), **self.details,
         }
+
+
+def llm_figures(usage: pl.DataFrame) -> dict[str, Any]:
+    """The StageSummary LLM fields from a USAGE frame: calls made (cache hits excluded), tokens, cost."""
+    return {
+        "llm_calls": int((usage["requests"] - usage["cached"]).sum()),
+        "input_tokens": int(usage["input_tokens"].sum()),
+        "output_tokens": int(usage["output_tokens"].sum()),
+        "cost_usd": float(usage["cost_usd"].sum()),
+    }

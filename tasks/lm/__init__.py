@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from tasks.core.config import ConfigError, LLMConfig, ScoreConfig
 from tasks.lm.batching import batches, map_batches
 from tasks.lm.cache import CachedLM, LLMCache, request_key
-from tasks.lm.loading import ModelSpec, chat_ids, chat_spec, cuda_available, eval_spec, load_model
+from tasks.lm.loading import ModelSpec, chat_ids, chat_spec, cuda_available, eval_spec, eval_specs, load_model
 from tasks.lm.types import (
     ChatRequest,
     ChatResult,
@@ -134,6 +134,7 @@ __all__ = [
     "embedder",
     "eval_lm",
     "eval_spec",
+    "eval_specs",
     "load_model",
     "local_lm",
     "make_lm",

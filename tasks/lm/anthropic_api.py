@@ -26,7 +26,7 @@ from anthropic.types.messages import MessageBatchResult
 
 from tasks.core.config import LLMConfig
 from tasks.core.errors import AuthenticationError
-from tasks.lm.api_common import batch_chunks, describe, transient
+from tasks.lm.api_common import batch_chunks, describe, retryable_api_error
 from tasks.lm.types import (
     Accept,
     ChatRequest,
@@ -247,7 +247,7 @@ class AnthropicLM:
 
 
 def _transient(error: Exception) -> bool:
-    return transient(error, anthropic.APIStatusError, anthropic.APIConnectionError, RETRY_STATUSES)
+    return retryable_api_error(error, anthropic.APIStatusError, anthropic.APIConnectionError, RETRY_STATUSES)
 
 
 def _chunks(indices: list[int], requests: Sequence[ChatRequest]) -> Iterator[list[int]]:

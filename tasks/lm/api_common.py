@@ -15,7 +15,7 @@ def describe(error: Exception) -> str:
     return f"{prefix}{type(error).__name__}: {error}"
 
 
-def transient(error: Exception, status_error: type[Exception], connection_error: type[Exception],
+def retryable_api_error(error: Exception, status_error: type[Exception], connection_error: type[Exception],
               retry_statuses: Collection[int]) -> bool:
     """Whether a client library's error is worth retrying: a listed status, any 5xx, or a lost connection."""
     if isinstance(error, status_error):

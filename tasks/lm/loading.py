@@ -74,10 +74,24 @@ def chat_spec(cfg: LLMConfig) -> ModelSpec:
 
 
 def eval_spec(cfg: ScoreConfig) -> ModelSpec:
-    """The evaluation LM: `eval_lm_cuda` on CUDA, `eval_lm` elsewhere; dtype and quantization as
+    """The evaluation LM (the one place a spec is resolved from the config; `eval_specs` for several): `eval_lm_cuda` on CUDA, `eval_lm` elsewhere; dtype and quantization as
     configured ("auto": NF4 on CUDA, float32 on CPU, by `ModelSpec.resolved`)."""
     name = cfg.eval_lm_cuda if cuda_available() else cfg.eval_lm
     return ModelSpec(name=name, dtype=cfg.dtype, quantization=cfg.quantization)
+
+
+def eval_specs(cfg: ScoreConfig) -> list[ModelSpec]:
+    """The evaluation LMs of a run, in config order; two entries that resolve to one model are an error."""
+    if not cfg.eval_lms:
+        return [eval_spec(cfg)]
+    cuda = cuda_available()
+    specs = [ModelSpec(name=(e.eval_lm_cuda or e.eval_lm) if cuda else e.eval_lm, dtype=e.dtype,
+                       quantization=e.quantization) for e in cfg.eval_lms]
+    keys = [s.resolved().key for s in specs]
+    repeated = sorted({k for k in keys if keys.count(k) > 1})
+    if repeated:
+        raise ValueError(f"[score] eval_lms names one evaluation LM twice on this machine: {repeated}")
+    return specs
 
 
 def cuda_available() -> bool:

@@ -204,7 +204,7 @@ class LoglikelihoodEngine:
             chunks = batches(cluster, lambda p, h=head_len: len(p) - 1 - h, self.token_budget,
                              key=lambda p: (-(len(p) + max(map(len, groups[p]))), p))
             plan += [(cluster, head_len, chunk_ids) for chunk_ids in chunks]
-        # A progress bar on a terminal, progress lines with an ETA in a log (tasks/progress.py).
+        # A progress bar on a terminal, progress lines with an ETA in a log (tasks/core/progress.py).
         for cluster, head_len, chunk_ids in track(plan, "scoring", "batch"):
             head = self._head(cluster[0][:head_len])   # a cluster's chunks follow each other: its head is reused
             chunk = [cluster[i] for i in chunk_ids]

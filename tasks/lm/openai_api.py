@@ -39,7 +39,7 @@ import openai
 from tasks.core.config import LLMConfig
 from tasks.core.errors import AuthenticationError
 from tasks.lm.anthropic_api import BatchStore
-from tasks.lm.api_common import batch_chunks, describe, transient
+from tasks.lm.api_common import batch_chunks, describe, retryable_api_error
 from tasks.lm.types import (
     Accept,
     ChatRequest,
@@ -308,7 +308,7 @@ def _retry_after(error: openai.APIStatusError) -> float | None:
 
 
 def _transient(error: Exception) -> bool:
-    return transient(error, openai.APIStatusError, openai.APIConnectionError, RETRY_STATUSES)
+    return retryable_api_error(error, openai.APIStatusError, openai.APIConnectionError, RETRY_STATUSES)
 
 
 def _chunks(indices: list[int], requests: Sequence[ChatRequest]) -> Iterator[list[int]]:

@@ -19,27 +19,11 @@ from collections.abc import Callable, Sequence
 
 import polars as pl
 
-from tasks.core.config import ScoreConfig
 from tasks.core.schema import SCORES
-from tasks.lm import ModelSpec, eval_spec
-from tasks.lm.loading import cuda_available
+from tasks.lm import ModelSpec
 from tasks.metrics import Resources, get, score_metrics
 
 EVAL_LM_NEEDS = frozenset({"lm_logprobs", "lm_readout"})
-
-
-def eval_specs(cfg: ScoreConfig) -> list[ModelSpec]:
-    """The evaluation LMs of a run, in config order; two entries that resolve to one model are an error."""
-    if not cfg.eval_lms:
-        return [eval_spec(cfg)]
-    cuda = cuda_available()
-    specs = [ModelSpec(name=(e.eval_lm_cuda or e.eval_lm) if cuda else e.eval_lm, dtype=e.dtype,
-                       quantization=e.quantization) for e in cfg.eval_lms]
-    keys = [s.resolved().key for s in specs]
-    repeated = sorted({k for k in keys if keys.count(k) > 1})
-    if repeated:
-        raise ValueError(f"[score] eval_lms names one evaluation LM twice on this machine: {repeated}")
-    return specs
 
 
 def eval_lm_metrics(names: Sequence[str]) -> tuple[str, ...]:

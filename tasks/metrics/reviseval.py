@@ -57,6 +57,7 @@ def content_key(*parts: str) -> str:
 
 def revise(resources: Resources, asks: dict[str, str]) -> dict[str, str | None]:
     """key -> the reviser's revision of each user turn (None: the call failed or the answer is blank)."""
+    from tasks.lm.ask import raise_if_transient
     from tasks.lm.types import ChatRequest
 
     reviser = resources.reviser or resources.llm
@@ -70,6 +71,7 @@ def revise(resources: Resources, asks: dict[str, str]) -> dict[str, str | None]:
     texts = {k: (r.text.strip() if r.error is None and usable(r.text) else None) for k, r in zip(keys, results, strict=True)}
     resources.log.record("reviser:reviseval", reviser.name, reviser.model, reviser.cfg, keys, results,
                          [None if texts[k] is None else float(len(texts[k].split())) for k in keys])
+    raise_if_transient(results)
     return texts
 
 

@@ -1,4 +1,4 @@
-"""The review-quality part of `grebench report` (tasks/validate/report.py): two figures and a section.
+"""The review-quality part of `grebench report` (tasks/report/validation.py): two figures and a section.
 
     focus.png           the eight-category focus of strengths, weaknesses and questions: the share of
                         points per category, humans next to each candidate model (Beyond Rating fig. 4)
@@ -18,6 +18,7 @@ from pathlib import Path
 import polars as pl
 
 from tasks.metrics.review_quality.formulas import CATEGORIES
+from tasks.report.common import markdown_table, pyplot
 
 TABLES = ("focus_categories", "review_quality_models", "rating_relation")
 FIELDS = ("strengths", "weaknesses", "questions")
@@ -25,9 +26,7 @@ FIELDS = ("strengths", "weaknesses", "questions")
 
 def plot_focus(focus: pl.DataFrame, path: Path) -> Path:
     """One panel per field: grouped bars of category shares, one bar per model (humans first)."""
-    from tasks.report.validation import _pyplot
-
-    plt = _pyplot()
+    plt = pyplot()
     fields = [f for f in FIELDS if f in set(focus["field"])]
     fig, axes = plt.subplots(len(fields), 1, figsize=(9, 3.2 * len(fields)), squeeze=False)
     for ax, name in zip(axes.flat, fields, strict=True):
@@ -49,9 +48,7 @@ def plot_focus(focus: pl.DataFrame, path: Path) -> Path:
 
 def plot_relation(models: pl.DataFrame, relation: pl.DataFrame, path: Path) -> Path:
     """One scatter per metric: candidate models' means against their rating MAE, r in the title."""
-    from tasks.report.validation import _pyplot
-
-    plt = _pyplot()
+    plt = pyplot()
     cand = models.filter(~pl.col("is_human"))
     mae = dict(cand.filter(pl.col("metric") == "rating_mae").select("model", "mean").iter_rows())
     r = dict(relation.select("metric", "pearson_r").iter_rows()) if relation.height else {}
@@ -90,8 +87,6 @@ def figures(frames: Mapping[str, pl.DataFrame], out: Path) -> dict[str, Path]:
 
 
 def markdown(frames: Mapping[str, pl.DataFrame]) -> list[str]:
-    from tasks.report.validation import markdown_table
-
     models, relation = frames.get("review_quality_models", pl.DataFrame()), frames.get("rating_relation", pl.DataFrame())
     if not models.height:
         return []

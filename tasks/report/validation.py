@@ -7,7 +7,7 @@ database, or frames handed in) and writes into `out_dir`:
                       baseline as a grey line and band (like the GEM paper's figure 5)
     validation.png    metric x strategy heat map of the SMD, each cell marked pass / FAIL / inconclusive
     report.md         the same numbers as tables, the metrics that fail any test and, per metric, the
-                      degradations and manipulations it fails with counts (tasks/validate/failures.py)
+                      degradations and manipulations it fails with counts (tasks/stages/validate/failures.py)
 """
 
 from __future__ import annotations
@@ -18,42 +18,16 @@ from pathlib import Path
 
 import polars as pl
 
+from tasks.report.common import finite, markdown_table, pyplot, read_tables
 from tasks.stages.validate.failures import failures_markdown
 
 TABLES = ("leaderboard", "validation", "human_correlation", "length_confound",
-          "focus_categories", "review_quality_models", "rating_relation")   # the last three: tasks/review_quality/report.py
-
-
-def read_tables(database: Path) -> dict[str, pl.DataFrame]:
-    """The report's tables from a DuckDB file; a table the pipeline has not built yet is empty."""
-    import duckdb
-
-    if not Path(database).is_file():
-        raise FileNotFoundError(f"no results database at {database}: run `grebench run demo` first")
-    frames: dict[str, pl.DataFrame] = {}
-    with duckdb.connect(str(database), read_only=True) as con:
-        present = {row[0] for row in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-        for name in TABLES:
-            frames[name] = con.sql(f'SELECT * FROM "{name}"').pl() if name in present else pl.DataFrame()
-    return frames
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _finite(value: object) -> bool:
-    return isinstance(value, int | float) and math.isfinite(value)
+          "focus_categories", "review_quality_models", "rating_relation")   # the last three: tasks/report/review_quality.py
 
 
 def plot_leaderboard(board: pl.DataFrame, path: Path) -> Path:
     """One panel per (metric, eval_lm): models sorted by mean with CI bars, the human baseline as a band."""
-    plt = _pyplot()
+    plt = pyplot()
     groups = [] if board.is_empty() else list(board.sort("metric", "eval_lm").group_by("metric", "eval_lm",
                                                                                         maintain_order=True))
     cols = max(1, min(2, len(groups)))
@@ -69,17 +43,17 @@ def plot_leaderboard(board: pl.DataFrame, path: Path) -> Path:
         x = list(range(models.height))
         if models.height:
             means = models["mean"].to_list()
-            low = [m - lo if _finite(lo) else 0 for m, lo in zip(means, models["ci_low"].to_list(), strict=True)]
-            high = [hi - m if _finite(hi) else 0 for m, hi in zip(means, models["ci_high"].to_list(), strict=True)]
+            low = [m - lo if finite(lo) else 0 for m, lo in zip(means, models["ci_low"].to_list(), strict=True)]
+            high = [hi - m if finite(hi) else 0 for m, hi in zip(means, models["ci_high"].to_list(), strict=True)]
             ax.errorbar(x, means, yerr=[low, high], fmt="o", capsize=4, color="tab:blue", label="model (CI)")
             ax.set_xticks(x, models["model"].to_list(), rotation=30, ha="right", fontsize=8)
         else:
             ax.set_xticks([])
             ax.text(0.5, 0.9, "no model candidates yet", ha="center", transform=ax.transAxes, fontsize=8)
-        if human.height and _finite(human["mean"][0]):
+        if human.height and finite(human["mean"][0]):
             h = human.row(0, named=True)
             ax.axhline(h["mean"], color="grey", lw=1.5, label=f"human baseline (n={h['n_papers']})")
-            if _finite(h["ci_low"]) and _finite(h["ci_high"]):
+            if finite(h["ci_low"]) and finite(h["ci_high"]):
                 ax.axhspan(h["ci_low"], h["ci_high"], color="grey", alpha=0.25, lw=0)
         conf = group["confidence"].drop_nulls()
         level = f"{100 * conf[0]:.0f}% CI" if conf.len() else "CI"
@@ -120,7 +94,7 @@ def _run_line(validation: pl.DataFrame) -> str:
 
 def plot_validation(validation: pl.DataFrame, path: Path) -> Path:
     """Metric x strategy heat map of the SMD (diverging colours around 0), each cell marked pass / FAIL."""
-    plt = _pyplot()
+    plt = pyplot()
     import numpy as np
 
     if validation.height and "level" in validation.columns and validation["level"].drop_nulls().n_unique() > 1:
@@ -133,10 +107,10 @@ def plot_validation(validation: pl.DataFrame, path: Path) -> Path:
     for row in validation.iter_rows(named=True):
         i, j = metrics.index(row["metric"]), strategies.index(row["strategy"])
         smd = row["smd"]
-        grid[i, j] = smd if _finite(smd) else np.nan
+        grid[i, j] = smd if finite(smd) else np.nan
         verdict = _verdict_label(row)
         n = f" n={row['n']}" if row.get("n") is not None else ""
-        labels[(i, j)] = f"{smd:+.2f}\n{verdict}{n}" if _finite(smd) else f"{verdict}{n}"
+        labels[(i, j)] = f"{smd:+.2f}\n{verdict}{n}" if finite(smd) else f"{verdict}{n}"
     fig, ax = plt.subplots(figsize=(1.6 * max(3, len(strategies)) + 2, 0.6 * max(3, len(metrics)) + 1.5))
     bound = float(np.nanmax(np.abs(grid))) if np.isfinite(grid).any() else 1.0
     image = ax.imshow(np.ma.masked_invalid(grid), cmap="coolwarm", vmin=-bound, vmax=bound, aspect="auto")
@@ -154,21 +128,6 @@ def plot_validation(validation: pl.DataFrame, path: Path) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
-
-
-def _fmt(value: object) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return "nan" if math.isnan(value) else f"{value:.3g}" if abs(value) < 1e-3 and value else f"{value:.3f}"
-    return str(value)
-
-
-def markdown_table(frame: pl.DataFrame, columns: list[str]) -> str:
-    cols = [c for c in columns if c in frame.columns]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(_fmt(row[c]) for c in cols) + " |" for row in frame.iter_rows(named=True)]
-    return "\n".join(lines)
 
 
 def markdown(frames: Mapping[str, pl.DataFrame], figures: Mapping[str, Path]) -> str:
@@ -204,7 +163,7 @@ def markdown(frames: Mapping[str, pl.DataFrame], figures: Mapping[str, Path]) ->
 
 def write_report(source: Path | str | Mapping[str, pl.DataFrame], out_dir: Path | str) -> dict[str, Path]:
     """Write leaderboard.png, validation.png and report.md into `out_dir`; their paths by name."""
-    frames = read_tables(Path(source)) if isinstance(source, str | Path) else dict(source)
+    frames = read_tables(Path(source), TABLES) if isinstance(source, str | Path) else dict(source)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     empty = pl.DataFrame()

@@ -4,7 +4,7 @@ Every metric is one row per (candidate, paper) with no reference (like `llm_judg
 references enter inside the metric (Max-Recall over the paper's reviewers, the mean human rating),
 and a human candidate is compared with the paper's other reviews (leave-one-out), which gives the
 human baseline. The work (points, matching, question checks, chunks) is done once per call for
-every metric named, by `Resources.quality` (tasks/review_quality/work.py); its tables go to the
+every metric named, by `Resources.quality` (tasks/metrics/review_quality/work.py); its tables go to the
 score stage's folder. `eval_lm` names the LLM behind the points (`<backend>/<model>`; the points_*
 metrics add `|matcher:<backend>/<model>` when `[score.review_quality] matchers` sets the matcher
 apart), or the common scale for the rating outcomes.

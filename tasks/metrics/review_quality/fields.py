@@ -1,9 +1,9 @@
 """A review's fields, from the markdown sections every review is rendered in.
 
-Human reviews are rendered by the ingest normalisation (tasks/forms.py) as "## Summary",
+Human reviews are rendered by the ingest normalisation (tasks/stages/ingest/forms.py) as "## Summary",
 "## Strengths", ... blocks; generated reviews by the generate stage in the same shape. A form that
 merges strengths and weaknesses has one "## Strengths and Weaknesses" block, kept as the field
-`strengths_and_weaknesses` (the point extractor splits it, tasks/review_quality/points.py).
+`strengths_and_weaknesses` (the point extractor splits it, tasks/metrics/review_quality/points.py).
 
 A candidate written with a fields prompt (tasks/prompts/review-fields-v1.md) also answers
 `<rating>` and `<confidence>`; the generate stage keeps them apart from the review text

@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from tasks.lm.ask import raise_if_transient
+
 PROMPT_VERSION = "point-match-v1"
 MAX_TOKENS = 3
 
@@ -108,6 +110,7 @@ def match_points(candidate_points: pl.DataFrame, human_points: pl.DataFrame, pai
     requests = [ChatRequest(system, match_user(*asks[k]), MAX_TOKENS, custom_id=k, line_prefixes=("Yes", "No"))
                 for k in keys]
     results = llm.generate(requests) if requests else []
+    raise_if_transient(results)   # retried by the stage, never recorded as unanswered
     answers = {k: parse_yes_no(r.text) if r.ok else None for k, r in zip(keys, results, strict=True)}
     for row in rows:
         key = row.pop("_key")

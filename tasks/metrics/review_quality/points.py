@@ -23,7 +23,6 @@ import hashlib
 import json
 import re
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -178,25 +177,22 @@ class PointsOutput:
 
 def extract_points(reviews: pl.DataFrame, llm: Any, system: str, max_tokens: int = MAX_TOKENS) -> PointsOutput:
     """POINTS of every review (review_id, paper_id, source, review_text) through `llm` (a CachedLM)."""
+    from tasks.lm.ask import ask_with_retry
     from tasks.lm.types import ChatRequest
 
     jobs = field_jobs(reviews)
     stats: Counter = Counter(fields=len(jobs))
+    by_key = {j.key: j for j in jobs}
 
-    def ask(todo: Sequence[FieldJob], strict: bool) -> dict[str, Any]:
-        requests = [ChatRequest(system, user_turn(j.field, j.text, strict), max_tokens, custom_id=j.key,
-                                line_prefixes=line_format(j.field)[1]) for j in todo]
-        results = llm.generate(requests, accept=None) if requests else []
-        return {j.key: r for j, r in zip(todo, results, strict=True)}
-
-    answers = ask(jobs, strict=False)
-    parsed = {k: parse_points(r.text, j.field) if r.ok else Parsed() for j in jobs for k, r in [(j.key, answers[j.key])]}
-    again = [j for j in jobs if not parsed[j.key].points]
-    if again:
-        stats["retried"] += len(again)
-        answers.update(ask(again, strict=True))
-        parsed.update({j.key: parse_points(answers[j.key].text, j.field) if answers[j.key].ok else Parsed()
-                       for j in again})
+    def request(key: str, strict: bool) -> ChatRequest:
+        job = by_key[key]
+        return ChatRequest(system, user_turn(job.field, job.text, strict), max_tokens, custom_id=key,
+                           line_prefixes=line_format(job.field)[1])
+    asked = ask_with_retry(list(by_key), request, llm, lambda key, r: parse_points(r.text, by_key[key].field),
+                           lambda got: bool(got.points))
+    stats["retried"] += asked.retried
+    answers = {key: asked.last(key)[0] for key in by_key}
+    parsed = {key: asked.last(key)[1] or Parsed() for key in by_key}
     rows, rejects = [], []
     for job in jobs:
         got, result = parsed[job.key], answers[job.key]

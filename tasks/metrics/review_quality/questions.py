@@ -3,7 +3,7 @@
 Chunks: the paper text (the PDF text curation kept, else the abstract) cut into windows of
 `chunk_tokens` whitespace-separated words overlapping by `chunk_overlap` (the paper's 512 / 128
 tokens, counted in words here so that no tokenizer is tied to the chunking). Each chunk and each
-text is embedded by the mean of its MiniLM token vectors (tasks/review_quality/matching.py).
+text is embedded by the mean of its MiniLM token vectors (tasks/metrics/review_quality/matching.py).
 
 Question checks: for a question point of kind Explain, the LLM is asked whether the `top_k` chunks
 most similar to the question contain what the question asks to explain (conf = Yes); for a
@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from tasks.lm.ask import raise_if_transient
 from tasks.metrics.review_quality.formulas import question_value
 from tasks.metrics.review_quality.matching import mean_vectors, parse_yes_no
 
@@ -111,6 +112,7 @@ def check_questions(points: pl.DataFrame, chunked: dict[str, PaperChunks],
     keys = sorted(asks)
     results = llm.generate([ChatRequest(system, asks[k_], MAX_TOKENS, custom_id=k_, line_prefixes=("Yes", "No"))
                             for k_ in keys]) if keys else []
+    raise_if_transient(results)   # retried by the stage, never recorded as unanswered
     answers = {k_: parse_yes_no(r.text) if r.ok else None for k_, r in zip(keys, results, strict=True)}
     rows, stats = [], Counter(questions=questions.height, asked=len(keys))
     for row, mode, key in plans:

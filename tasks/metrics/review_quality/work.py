@@ -1,4 +1,4 @@
-"""The review-quality work of one run: what the metric family (tasks/metrics/review_quality.py)
+"""The review-quality work of one run: what the metric family (tasks/metrics/review_quality/entries.py)
 asks for, computed once per call over every candidate, with the tables it leaves behind.
 
 `ReviewFacts` are what the texts do not carry: the human reviews' ratings on the common scale,
@@ -42,7 +42,7 @@ PAPER_FACTS = pl.Schema({"paper_id": pl.String, "decision": pl.String, "text": p
 
 @dataclass(frozen=True)
 class QualitySettings:
-    """The `[score.review_quality]` keys the work reads (tasks/config.py ReviewQualityConfig)."""
+    """The `[score.review_quality]` keys the work reads (tasks/core/config.py ReviewQualityConfig)."""
 
     match_top_k: int = 3
     kl_alpha: float = 1.0
@@ -79,7 +79,7 @@ class QualityWork:
     def evaluate(self, names: Sequence[str], candidates: pl.DataFrame, references: pl.DataFrame,
                  synopses: pl.DataFrame, embed: Callable[[Sequence[str]], list[np.ndarray]] | None,
                  log: Any = None) -> dict[tuple[str, str], fm.Scored]:
-        """(candidate, metric) -> (value, reason) for the metrics `names` (tasks/metrics/review_quality.py)."""
+        """(candidate, metric) -> (value, reason) for the metrics `names` (tasks/metrics/review_quality/entries.py)."""
         from tasks.metrics.registry import reference_sets
 
         wanted = set(names)

@@ -24,8 +24,10 @@ from typing import Any
 import jinja2
 import polars as pl
 
+from tasks.core.layout import slug
+from tasks.report.common import read_tables
 from tasks.report.site.charts import leaderboard_chart, to_svg
-from tasks.report.site.data import paper_bundle, read_tables, rows, site_papers, slug, year_of
+from tasks.report.site.data import TABLES, paper_bundle, rows, site_papers, year_of
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -137,7 +139,7 @@ def submission_context(tables: dict[str, pl.DataFrame]) -> dict[str, Any]:
 
 def build_site(database: Path, out_dir: Path) -> SiteResult:
     """Write the whole site into out_dir (overwriting the pages it writes) and say what was written."""
-    tables = read_tables(database)
+    tables = read_tables(database, TABLES)
     env = environment()
     out_dir = Path(out_dir)
     (out_dir / "papers").mkdir(parents=True, exist_ok=True)

@@ -7,29 +7,11 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 
 import polars as pl
 
 TABLES = ("papers", "reviews", "candidates", "judgments", "scores", "leaderboard", "validation",
           "human_correlation", "exclusions", "runs", "comparisons", "releases", "release_changes", "submissions", "rejects")
-
-
-def read_tables(database: Path) -> dict[str, pl.DataFrame]:
-    import duckdb
-
-    if not Path(database).is_file():
-        raise FileNotFoundError(f"no results database at {database}: run `grebench run demo` first")
-    with duckdb.connect(str(database), read_only=True) as con:
-        present = {row[0] for row in con.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()}
-        return {name: con.sql(f'SELECT * FROM "{name}"').pl() if name in present else pl.DataFrame()
-                for name in TABLES}
-
-
-def slug(identifier: str) -> str:
-    """A file name for an id (OpenReview ids, `model/paper` candidate ids): safe characters only."""
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", identifier).lstrip(".") or "_"
 
 
 def clean(value: object) -> object:

@@ -20,10 +20,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import polars as pl
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from tasks.core.config import Config, ConfigError
+from tasks.core.frames import pick_version
 from tasks.core.locks import locked, scratch_path
 from tasks.core.schema import (
     CURATED_PAPERS,
@@ -37,7 +36,6 @@ from tasks.core.schema import (
     empty,
 )
 from tasks.core.summary import StageSummary
-from tasks.stages.ingest.versions import pick_version
 
 VARIANCE_TOLERANCE = 1e-9  # floating-point slack so a variance of exactly the threshold is kept
 OUTPUTS = ("papers", "reviews", "rejects", "curation_report")
@@ -263,9 +261,5 @@ def curate_venue(ingest_dir: Path, venue_id: str, cfg: Config, out_dir: Path) ->
         review_version=cfg.curate.review_version,
         reviews_edited=int(reviews["edited_after_rebuttal"].fill_null(False).sum()),
     )
-
-
-# ---- Prefect tasks ----
-curate_venue_task = task(curate_venue, name="curate-venue", cache_policy=NO_CACHE)
 
 

@@ -1,6 +1,6 @@
 """Cutting a paper's text to a token budget at a section boundary.
 
-The PDF text (tasks/pdf.py) has one paragraph per line and each heading on its own line: "3
+The PDF text (tasks/stages/ingest/pdf.py) has one paragraph per line and each heading on its own line: "3
 Method", "4.2 Ablations", "B. Proofs", or a bare known title such as "Introduction". A paper that
 does not fit is cut just before the last heading that still leaves the kept part within budget.
 When even the first section is too long, the cut falls back to the last paragraph (line) break

@@ -1,11 +1,11 @@
 """Candidate reviews: every configured candidate LLM reviews every benchmark paper it may see.
 
 For each candidate (`[[generate.candidates]]`) and each benchmark paper that passes the
-contamination guard (tasks/contamination.py), the paper's PDF text (the title and abstract when
+contamination guard (tasks/stages/generate/contamination.py), the paper's PDF text (the title and abstract when
 there is none; `text_source` says which) goes to the model with the versioned review prompt
 (tasks/prompts/<prompt_version>.md), which asks for <summary>, <strengths>, <weaknesses> and
 <questions> parts. A paper too long for the candidate's context is cut at a section heading
-(tasks/paper_fit.py) and the cut is recorded. Local models count tokens with their tokenizer;
+(tasks/stages/generate/paper_fit.py) and the cut is recorded. Local models count tokens with their tokenizer;
 Anthropic models estimate them as characters / `generate.chars_per_token`.
 
 The answer's tagged parts become one markdown review ("## Summary", "## Strengths", ...). An
@@ -36,20 +36,17 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import polars as pl
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from tasks.core import schema
 from tasks.core.config import CandidateConfig, Config, ConfigError
+from tasks.core.frames import read_curated
 from tasks.core.layout import cache_dir, write_stage_frames
-from tasks.core.retry import llm_task
 from tasks.core.schema import EXCLUSIONS, GENERATED, USAGE
-from tasks.core.summary import StageSummary
+from tasks.core.summary import StageSummary, llm_figures
 from tasks.lm import (
     ChatRequest,
     ChatResult,
     LanguageModel,
-    TransientLLMError,
     Usage,
     chat_ids,
     chat_spec,
@@ -57,16 +54,11 @@ from tasks.lm import (
     load_model,
     make_lm,
 )
+from tasks.lm.ask import Asked, ask_with_retry, failure
+from tasks.metrics.judgments import PreprocessOutput, load_prompt, preprocess_reviews
 from tasks.metrics.review_quality.fields import answer_scores
 from tasks.stages.generate.contamination import guard
 from tasks.stages.generate.paper_fit import Counter, Fit, estimate_counter, fit_text
-from tasks.stages.preprocess.judgments import (
-    PreprocessOutput,
-    llm_figures,
-    load_prompt,
-    preprocess_reviews,
-    read_inputs,
-)
 
 log = logging.getLogger(__name__)
 
@@ -228,12 +220,11 @@ def generate_reviews(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, candi
                                       f"paper after the prompt and max_tokens {candidate.max_tokens}"})
         else:
             jobs.append(Job(cid, row["paper_id"], row.get("venue_id"), source, len(text), fit))
-    attempts, every = _ask(jobs, backend, system, prefill, candidate)
+    asked = _ask(jobs, backend, system, prefill, candidate)
     rows = []
     for job in jobs:
-        tries = attempts[job.candidate_id]
-        final = tries[-1]
-        parsed = parse_review(final.text) if final.ok else None
+        tries = [result for result, _ in asked.attempts[job.candidate_id]]
+        final, parsed = asked.last(job.candidate_id)
         where = {"entity": "candidate_review", "entity_id": job.candidate_id, "paper_id": job.paper_id,
                  "venue_id": job.venue_id}
         if parsed is None or not parsed.usable:
@@ -253,49 +244,26 @@ def generate_reviews(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, candi
         })
     frame = pl.DataFrame(rows, schema=GENERATED)
     stats = {"papers": papers.height, "reviews": frame.height, "rejected": papers.height - frame.height,
-             "retried": sum(len(t) > 1 for t in attempts.values()), "truncated": int(frame["truncated"].sum())}
-    return GenerateOutput(frame, _rejects(rejects), usage_frame(candidate, backend, every), stats)
+             "retried": asked.retried, "truncated": int(frame["truncated"].sum())}
+    return GenerateOutput(frame, _rejects(rejects), usage_frame(candidate, backend, asked.every), stats)
 
 
 def _ask(jobs: Sequence[Job], backend: LanguageModel, system: str, prefill: str,
-         candidate: CandidateConfig) -> tuple[dict[str, list[ChatResult]], list[ChatResult]]:
-    """Every attempt per job (at most two), and all results (for usage). Local models get chunks
-    of `batch_size` so answers reach the cache as they come; a batch API gets everything at once."""
-    attempts: dict[str, list[ChatResult]] = {job.candidate_id: [] for job in jobs}
-    every: list[ChatResult] = []
-    todo = list(jobs)
-    for strict in (False, True):
-        if not todo:
-            break
-        size = candidate.batch_size if backend.name == "local" else len(todo)
-        for start in range(0, len(todo), size):
-            chunk = todo[start : start + size]
-            requests = [ChatRequest(system, job.user(strict), candidate.max_tokens, job.candidate_id, prefill)
-                        for job in chunk]
-            results = backend.generate(requests)
-            every.extend(results)
-            for job, result in zip(chunk, results, strict=True):
-                attempts[job.candidate_id].append(result)
-            log.info("generate %s: %d/%d papers answered%s", candidate.name, min(start + size, len(todo)),
-                     len(todo), " (retry)" if strict else "")
-        transient = [r.error for r in every if r.error and r.retryable]
-        if transient:
-            raise TransientLLMError(f"{len(transient)} LLM requests failed transiently; last: {transient[-1]}")
-        todo = [job for job in todo if not _usable(attempts[job.candidate_id][-1])]
-    return attempts, every
+         candidate: CandidateConfig) -> Asked:
+    """Every job through the one ask-and-retry loop (tasks/lm/ask.py). Local models get chunks of
+    `batch_size` so answers reach the cache as they come; a batch API gets everything at once."""
+    by_id = {job.candidate_id: job for job in jobs}
 
-
-def _usable(result: ChatResult) -> bool:
-    return result.ok and parse_review(result.text).usable
+    def request(key: str, strict: bool) -> ChatRequest:
+        return ChatRequest(system, by_id[key].user(strict), candidate.max_tokens, key, prefill)
+    return ask_with_retry(list(by_id), request, backend, lambda _key, r: parse_review(r.text), lambda p: p.usable,
+                          chunk_size=candidate.batch_size if backend.name == "local" else None,
+                          label=f"generate {candidate.name}")
 
 
 def _failure(result: ChatResult) -> dict[str, str]:
-    if result.error:
-        return {"rule": "llm_error", "detail": result.error[:500]}
-    if not result.text.strip():
-        return {"rule": "empty_answer", "detail": "the model answered nothing, twice"}
-    return {"rule": "unusable_answer",
-            "detail": f"no tagged part with text, twice; the answer began: {result.text.strip()[:300]!r}"}
+    rule, detail = failure(result, "no tagged part with text")
+    return {"rule": rule, "detail": detail}
 
 
 def usage_frame(candidate: CandidateConfig, backend: LanguageModel, results: Sequence[ChatResult]) -> pl.DataFrame:
@@ -313,7 +281,7 @@ def read_generate_inputs(cfg: Config, pipeline: str) -> tuple[pl.DataFrame, pl.D
     """The pipeline's benchmark papers (in_benchmark) and their PDF texts."""
     if not cfg.generate.candidates:
         raise ConfigError("generate.candidates: no candidate models configured (add [[generate.candidates]])")
-    _, papers, pdf_texts = read_inputs(cfg, pipeline)
+    _, papers, pdf_texts = read_curated(cfg, pipeline)
     return papers.sort("venue_id", "paper_id"), pdf_texts
 
 
@@ -372,33 +340,3 @@ def write_generate_outputs(cfg: Config, pipeline: str, papers: pl.DataFrame, run
         "llm_cached": int(usage["cached"].sum()),
     }
     return StageSummary(papers.height * len(runs), candidates.height, **llm_figures(usage), details=details)
-
-
-def scoring_candidates(cfg: Config, pipeline: str) -> pl.DataFrame:
-    """Generated reviews as score-stage candidates (tasks.core.schema.SCORING_CANDIDATES): candidate =
-    candidate_id, source = the model's name, review_id null (no human review is left out), and the
-    judgments from candidate_judgments. Empty when the generate stage has not run."""
-    from tasks.core.schema import SCORING_CANDIDATES
-    from tasks.stages.score.inputs import judgments_text
-
-    folder = cfg.data_dir / pipeline / "generate"
-    if not (folder / "candidates.parquet").is_file():
-        return pl.DataFrame(schema=SCORING_CANDIDATES)
-    generated = pl.read_parquet(folder / "candidates.parquet", columns=["candidate_id", "paper_id", "model", "review"])
-    path = folder / "candidate_judgments.parquet"
-    judgments = judgments_text(pl.read_parquet(path)) if path.is_file() else pl.DataFrame(
-        schema={"review_id": pl.String, "judgments": pl.String})
-    return (
-        generated.join(judgments, left_on="candidate_id", right_on="review_id", how="left")
-        .select("paper_id", pl.col("candidate_id").alias("candidate"), pl.col("model").alias("source"),
-                pl.lit(None, pl.String).alias("review_id"), pl.col("review").alias("review_text"), "judgments")
-        .cast(dict(SCORING_CANDIDATES))
-        .sort("paper_id", "candidate")
-    )
-
-
-# ---- Prefect tasks ----
-read_generate_inputs_task = task(read_generate_inputs, name="read-generate-inputs", cache_policy=NO_CACHE)
-review_papers_task = llm_task(review_papers, name="generate-reviews", task_run_name="generate-{candidate.name}")
-judge_reviews_task = llm_task(judge_reviews, name="judge-candidate-reviews")
-write_generate_outputs_task = task(write_generate_outputs, name="write-generate-outputs", cache_policy=NO_CACHE)

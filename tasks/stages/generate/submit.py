@@ -46,14 +46,15 @@ import polars as pl
 from tasks.core import schema
 from tasks.core.config import Config
 from tasks.core.errors import GrebenchError
+from tasks.core.frames import read_curated
 from tasks.core.layout import cache_dir, write_parquet
 from tasks.core.schema import EXCLUSIONS, GENERATED
 from tasks.core.submitted import submit_dir
-from tasks.core.summary import StageSummary
+from tasks.core.summary import StageSummary, llm_figures
+from tasks.metrics.judgments import PreprocessOutput, preprocess_reviews
 from tasks.stages.generate.contamination import guard
 from tasks.stages.generate.reviews import as_reviews, parse_review
 from tasks.stages.generate.submitted_file import ReadRows, read_rows
-from tasks.stages.preprocess.judgments import PreprocessOutput, llm_figures, preprocess_reviews, read_inputs
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 RESERVED = ("human",)
@@ -95,7 +96,7 @@ def check_name(cfg: Config, pipeline: str, name: str, replace: bool) -> bool:
 def benchmark(cfg: Config, pipeline: str) -> pl.DataFrame:
     """The benchmark papers a submission may review (the curate stage's sample)."""
     try:
-        _, papers, _ = read_inputs(cfg, pipeline)
+        _, papers, _ = read_curated(cfg, pipeline)
     except FileNotFoundError as error:
         raise SubmitError(f"pipeline {pipeline!r} has no benchmark papers yet ({error}); run its curate stage first") \
             from None

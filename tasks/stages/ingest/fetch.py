@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -24,19 +22,17 @@ from typing import Any
 
 import polars as pl
 import requests
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from tasks.core.config import Config, IngestConfig
 from tasks.core.errors import SourceError
 from tasks.core.layout import raw_dir, slug, write_parquet
-from tasks.core.locks import locked
+from tasks.core.locks import locked, write_bytes_atomic
 from tasks.core.progress import progress
-from tasks.core.retry import transient
 from tasks.core.schema import PAPERS, REJECTS, REVIEWS, conform, empty
 from tasks.core.summary import StageSummary
 from tasks.stages.ingest.forms import normalise_submission, reject, value
 from tasks.stages.ingest.openreview_client import make_client
+from tasks.stages.ingest.raw_cache import read_cached
 from tasks.stages.ingest.throttle import Throttle
 from tasks.stages.ingest.versions import apply_versions, download_source, without_history
 
@@ -64,7 +60,7 @@ class IngestResult:
     pages_cached: int = 0
     pages_rejected: int = 0
     pdfs: int = 0                  # PDFs on disk for active papers
-    histories_fetched: int = 0     # revision histories read from the API / the raw cache (tasks/versions.py)
+    histories_fetched: int = 0     # revision histories read from the API / the raw cache (tasks/stages/ingest/versions.py)
     histories_cached: int = 0
     reviews_edited: int = 0        # reviews whose rating, confidence or text changed after posting
     pdfs_revised: int = 0          # papers with more than one PDF version
@@ -89,41 +85,6 @@ def note_json(note: Any) -> dict[str, Any]:
 
 def _strip(reply: Any) -> Any:
     return {k: v for k, v in reply.items() if k not in IDENTITY_KEYS} if isinstance(reply, dict) else reply
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def read_cached(path: Path, root: Path, problem: Callable[[Any], str | None]) -> Any | None:
-    """The JSON in cache file `path`, or None when there is none or it is unusable.
-
-    An unusable entry (empty, truncated, binary, the wrong shape: `problem(content)` names what is
-    wrong) is moved to `<root>/quarantine/` for inspection, with one line of log, so the caller
-    fetches it again instead of failing on every rerun.
-    """
-    if not path.exists():
-        return None
-    try:
-        content = json.loads(path.read_bytes().decode("utf-8", "surrogatepass"))
-        why = problem(content)
-    except (ValueError, UnicodeDecodeError) as error:   # JSONDecodeError is a ValueError
-        content, why = None, f"{type(error).__name__}: {error}"
-    if why is None:
-        return content
-    aside = root / "quarantine" / f"{path.relative_to(root).as_posix().replace('/', '__')}.{int(time.time())}"
-    aside.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(path, aside)
-    log.warning("bad cache entry %s quarantined as %s (%s); fetching it again", path, aside, why[:200])
-    return None
 
 
 def _page_problem(offset: int) -> Callable[[Any], str | None]:
@@ -191,7 +152,7 @@ class _Pager:
                     offset += step
                     continue
                 page = {"invitation": invitation, "offset": offset, "limit": limit, "count": total, "notes": notes}
-                write_atomic(path, json.dumps(page, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+                write_bytes_atomic(path, json.dumps(page, ensure_ascii=False).encode("utf-8", "surrogatepass"))
                 self.result.pages_fetched += 1
             if offset == 0:
                 count = page["count"] if page["count"] is not None else float("inf")
@@ -214,7 +175,7 @@ def _submission_invitations(client: Any, api_version: int, venue_id: str, folder
     if content is None:
         group = client.get_group(venue_id)
         content = {k: v for k, v in (group.content or {}).items() if k.endswith(("_id", "_name"))}
-        write_atomic(path, json.dumps(content).encode())
+        write_bytes_atomic(path, json.dumps(content).encode())
     name = value(content, "submission_name")
     return [value(content, "submission_id") or f"{venue_id}/-/{name or 'Submission'}"]
 
@@ -234,7 +195,7 @@ def collect_venue(client: Any, venue_id: str, api_version: int, cfg: IngestConfi
                   pdf_base: str, result: IngestResult, form: Mapping[str, str] | None = None
                   ) -> tuple[pl.DataFrame, pl.DataFrame, list[dict]]:
     """(papers, reviews, reject rows) of a venue, page by page, deduplicated; `form` is the venue
-    table's field mapping (tasks/forms.py)."""
+    table's field mapping (tasks/stages/ingest/forms.py)."""
     rejects: list[dict[str, Any]] = []
     pager = _Pager(client, cfg, folder, venue_id, result, rejects)
     seen_papers: set[str] = set()
@@ -316,9 +277,9 @@ def download_pdfs(client: Any, paper_ids: list[str], pdf_dir: Path, cfg: IngestC
                         return None, _remember(marker, reject("pdf", paper_id, paper_id, venue_id, "pdf_too_large",
                                                               f"body exceeds {cfg.pdf_max_bytes} bytes"))
                     chunks.append(chunk)
-            write_atomic(path, b"".join(chunks))   # then its note: a kill in between costs a refetch, no more
+            write_bytes_atomic(path, b"".join(chunks))   # then its note: a kill in between costs a refetch, no more
             if version is not None:
-                write_atomic(noted, version.encode())
+                write_bytes_atomic(noted, version.encode())
             else:
                 noted.unlink(missing_ok=True)
             return paper_id, None
@@ -334,7 +295,7 @@ def download_pdfs(client: Any, paper_ids: list[str], pdf_dir: Path, cfg: IngestC
 
 
 def _remember(marker: Path, row: dict[str, Any]) -> dict[str, Any]:
-    write_atomic(marker, json.dumps(row).encode())
+    write_bytes_atomic(marker, json.dumps(row).encode())
     return row
 
 
@@ -373,7 +334,7 @@ def _ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None
     if settings.versions:
         papers, reviews, choices, stats = apply_versions(client, api_version, venue_id, papers, reviews, folder,
                                                          settings.pdf_workers, cfg.venue(venue_id).form, settings.pdf)
-        # a PDF already on disk is the latest unless its `.version` says otherwise (tasks/versions.py)
+        # a PDF already on disk is the latest unless its `.version` says otherwise (tasks/stages/ingest/versions.py)
         sources = {pid: (*download_source(client, api_version, pid, c), None if c.latest else c.version)
                    for pid, c in choices.items()}
         result.histories_fetched, result.histories_cached = stats.histories_fetched, stats.histories_cached
@@ -405,7 +366,4 @@ def _ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None
     return result
 
 
-# ---- Prefect tasks ----
 # A retry after a 429 / 5xx / timeout resumes from the cached pages.
-ingest_venue_task = task(ingest_venue, name="ingest-venue", retries=2, retry_delay_seconds=[30, 120],
-                         retry_condition_fn=transient, cache_policy=NO_CACHE)

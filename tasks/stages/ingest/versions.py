@@ -39,14 +39,14 @@ from typing import Any
 import openreview
 import polars as pl
 
+from tasks.core.frames import FINAL_COLUMNS, SECTION_COLUMNS
+from tasks.core.locks import write_bytes_atomic
 from tasks.core.progress import progress
 from tasks.core.schema import PAPERS, REVIEWS, conform
 from tasks.stages.ingest.forms import normalise_review, value
+from tasks.stages.ingest.raw_cache import read_cached
 
 log = logging.getLogger(__name__)
-FINAL_COLUMNS = ("rating_raw", "rating", "confidence_raw", "confidence", "review_text")
-SECTION_COLUMNS = ("summary", "strengths", "weaknesses", "strengths_and_weaknesses", "questions", "limitations",
-                   "other_sections", "soundness", "presentation", "contribution")
 PRIVATE_CONTENT = ("authors", "authorids")
 
 
@@ -100,7 +100,6 @@ def fetch_history(client: Any, api_version: int, note_id: str, folder: Path) -> 
     `history/` to ask again, e.g. once logged in); rate limits and server errors surface after the
     client's retries, so a rerun resumes from the cache.
     """
-    from tasks.stages.ingest.fetch import read_cached, write_atomic  # ingest imports this module
 
     path = folder / "history" / f"{note_id}.json"
     cached = read_cached(path, folder, _history_problem)
@@ -119,7 +118,7 @@ def fetch_history(client: Any, api_version: int, note_id: str, folder: Path) -> 
         log.warning("no revision history for %s (%s)", note_id, status)
         versions = []
     versions.sort(key=lambda v: (v.get("tcdate") or v.get("cdate") or 0, v["id"]))
-    write_atomic(path, json.dumps({"note_id": note_id, "versions": versions}, ensure_ascii=False)
+    write_bytes_atomic(path, json.dumps({"note_id": note_id, "versions": versions}, ensure_ascii=False)
                  .encode("utf-8", "surrogatepass"))
     return versions, False
 
@@ -239,20 +238,6 @@ def without_history(reviews: pl.DataFrame) -> pl.DataFrame:
     """Reviews whose history was not read: the final columns are the note as served, the flag null."""
     return reviews.with_columns(*(pl.col(c).alias(f"{c}_final") for c in FINAL_COLUMNS),
                                 edited_after_rebuttal=pl.lit(None, pl.Boolean))
-
-
-def pick_version(reviews: pl.DataFrame, which: str) -> pl.DataFrame:
-    """Reviews with rating .. review_text of the `which` ("first" | "final") version, named in
-    `review_version`. For "final", an edited review's text sections and sub-scores (first version
-    only) become null; a review without a final version read keeps what it has."""
-    if which == "first":
-        return reviews.with_columns(review_version=pl.lit("first"))
-    edited = pl.col("edited_after_rebuttal").fill_null(False)
-    return reviews.with_columns(
-        *(pl.coalesce(f"{c}_final", c).alias(c) for c in FINAL_COLUMNS),
-        *(pl.when(edited).then(None).otherwise(pl.col(c)).alias(c) for c in SECTION_COLUMNS),
-        review_version=pl.lit("final"),
-    )
 
 
 def revision_url(api_version: int, version: str, base: str = "https://openreview.net") -> str:

@@ -12,7 +12,7 @@ A staging file whose source has no files is skipped, and so is everything that r
 table, so the database holds exactly what the pipeline has produced so far. The database is built
 in a scratch file unique to the process, under a lock, and swapped in only after the data tests
 pass: readers never see half a build, a second build waits for the first, a crash leaves nothing
-that blocks the next run (tasks/locks.py), and rebuilding is idempotent.
+that blocks the next run (tasks/core/locks.py), and rebuilding is idempotent.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
-from prefect import task
 
 from tasks.core.config import Config
 from tasks.core.errors import DataTestError
@@ -87,7 +86,7 @@ def build_database(cfg: Config, pipeline: str, sql_dir: Path = SQL_DIR) -> Build
     """(Re)build `cfg.database` from the pipeline's Parquet outputs; run the data tests.
 
     The build runs in a scratch file unique to this process, under the database's lock, and is
-    swapped in only once every data test has passed (tasks/locks.py).
+    swapped in only once every data test has passed (tasks/core/locks.py).
     """
     base = pipeline_dir(cfg, pipeline)
     target = cfg.database
@@ -201,5 +200,3 @@ def run_data_tests(
     return failures
 
 
-# ---- Prefect tasks ----
-materialize_task = task(build_database, name="materialize", task_run_name="materialize-{pipeline}")

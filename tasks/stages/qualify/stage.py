@@ -7,7 +7,7 @@ Roles (from the metrics `[score]` and `[validate]` name): `judge` when a metric 
 (the `[score] judges` panel, else `[score.oracle]`); `oracle` when a metric needs the LLM oracle
 (each member of the readout panel `[score] oracle_readouts`, else the first evaluation LM's readout;
 with `oracle_predictor = "generate"` the judge models); `matcher` when a points_* metric needs the
-point matcher (`[score.review_quality] matchers`, else its LLM; tasks/qualify/matcher.py, an exam of
+point matcher (`[score.review_quality] matchers`, else its LLM; tasks/stages/qualify/matcher.py, an exam of
 its own on pairs of points). A model that fails a test fails its role. With `on_fail = "stop"` the
 stage stops the run; with "drop" the score and validate stages leave it out of its panel
 (`qualified_config`), and a role left with no qualified model stops the run here, since its metrics
@@ -58,7 +58,7 @@ def judge_models(score: ScoreConfig) -> tuple[LLMConfig, ...]:
 
 def seats(cfg: Config) -> list[Seat]:
     """Every model in a judging role of this run's metrics."""
-    from tasks.metrics.eval_lms import eval_specs
+    from tasks.lm import eval_specs
     from tasks.metrics.readout_panel import readout_specs
     from tasks.metrics.review_quality.matching import MATCH_METRICS, matcher_llms
 
@@ -83,7 +83,8 @@ def examinee(seat: Seat, score: ScoreConfig, llm_cache: Path, log: LLMLog) -> Ex
     """The readout where the model's probabilities are at hand (the evaluation LM, a local backend);
     a stated confidence for an API backend. A matcher seat answers the matcher's questions."""
     from tasks.lm import chat_spec
-    from tasks.metrics.resources import LazyLM, engine_answers
+    from tasks.metrics.readout_panel import engine_answers
+    from tasks.metrics.resources import LazyLM
     from tasks.stages.qualify.matcher import ReadoutMatcher, StatedMatcher
 
     readout, stated = (ReadoutMatcher, StatedMatcher) if seat.role == "matcher" else (ReadoutExaminee, StatedExaminee)
@@ -118,8 +119,8 @@ def sit_exam(questions: Sequence, seated: Sequence[Seat], make: Callable[[Seat],
 def exam_inputs(cfg: Config, pipeline: str) -> tuple[pl.DataFrame, dict[str, str], dict[str, str]]:
     """The curated reviews (with their judgment lines once preprocessed), each paper's synopsis text
     (preprocess synopses, else the abstract) and its venue."""
+    from tasks.core.frames import curated_reviews, judgments_text, paper_groups, synopses_wide
     from tasks.metrics.judge import synopsis_text
-    from tasks.stages.score.inputs import curated_reviews, judgments_text, paper_groups, synopses_wide
 
     reviews = curated_reviews(cfg, pipeline)
     judged = stage_dir(cfg, pipeline, "preprocess") / "judgments.parquet"   # for the statement questions

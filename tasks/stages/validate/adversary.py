@@ -252,7 +252,7 @@ def run_adversary(
     """
     from tasks.core.schema import SCORING_CANDIDATES
     from tasks.metrics import get
-    from tasks.stages.validate.workflow import PERTURBATIONS, SEPARATOR, score_candidates
+    from tasks.stages.validate.rescore import PERTURBATIONS, SEPARATOR, score_candidates
 
     pair_rows: list[dict[str, Any]] = []
     perturbation_rows: list[dict[str, Any]] = []

@@ -1,5 +1,5 @@
 """Per metric: the degradations and manipulations it fails, with counts (the Scoring Rules paper's
-tables 4 and 5), from a validation table (tasks/validate/stats.py `validation_table` rows).
+tables 4 and 5), from a validation table (tasks/stages/validate/stats.py `validation_table` rows).
 
 A degradation fails when the score does not drop significantly, a manipulation when it rises
 significantly (`passed` false); tests without a verdict (`passed` null: fewer pairs than

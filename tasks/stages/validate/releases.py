@@ -32,7 +32,7 @@ import polars as pl
 from tasks.core.config import Config
 from tasks.core.layout import pipeline_dir, stage_dir, write_parquet
 from tasks.core.prompts import PROMPTS
-from tasks.metrics.eval_lms import eval_specs
+from tasks.lm import eval_specs
 
 CANDIDATE_PROMPTS = "review-"       # tasks/prompts/review-*.md: what candidates are asked, not the benchmark
 SPEED_ONLY = ("token_budget", "shard_size", "task_runner", "workers", "runner_address", "gpu_concurrency")

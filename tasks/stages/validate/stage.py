@@ -23,6 +23,7 @@ from typing import Any
 import polars as pl
 
 from tasks.core.config import Config, PreprocessConfig
+from tasks.core.frames import read_judgments, read_synopses
 from tasks.core.layout import cache_dir, stage_dir, write_parquet
 from tasks.core.summary import StageSummary
 from tasks.lm import ModelSpec, eval_spec
@@ -30,7 +31,6 @@ from tasks.metrics import Resources, candidate_scores, get
 from tasks.metrics.llm_log import LLMLog, write_llm_log
 from tasks.metrics.resources import build_resources
 from tasks.metrics.shards import ShardedLoglikelihood
-from tasks.stages.score.inputs import read_judgments, read_synopses
 from tasks.stages.validate.comparisons import COMPARISONS, CompareSettings, compare, with_ranks_and_ties
 from tasks.stages.validate.eval_lms import validate_each_eval_lm
 from tasks.stages.validate.leaderboard import AGREEMENT, LEADERBOARD, agreement, leaderboard, per_paper
@@ -42,7 +42,7 @@ from tasks.stages.validate.workflow import Preprocessor, ValidationResult, run_v
 
 def llm_preprocessor(backend: Any, cfg: PreprocessConfig) -> Preprocessor:
     """Reviews -> (judgment lines, rejects) with the preprocessing stage's prompt and checks."""
-    from tasks.stages.preprocess.judgments import preprocess_reviews
+    from tasks.metrics.judgments import preprocess_reviews
 
     def run(reviews: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         out = preprocess_reviews(reviews, backend, cfg)
@@ -101,26 +101,20 @@ def validate_reviews(cfg: Config, reviews: pl.DataFrame, resources: Resources,
                 raise ValueError("strategy rephrase_second needs a [validate.rephrase_llm] table")
             backends["rephrase_second"] = make_lm(v.rephrase_llm, cache_dir(cfg, "llm"))
             perturbers["rephrase_second"] = f"{v.rephrase_llm.backend}:{v.rephrase_llm.model}"
-    return run_validation(
-        reviews, strategies=strategies, metrics=metrics, resources=resources, backend=backend, preprocess=preprocess,
-        correction=v.correction, alpha=v.alpha, max_papers=v.max_papers, candidates=v.candidates, seed=v.seed,
-        negatives=cfg.score.negatives, negatives_seed=cfg.score.negatives_seed,
-        min_pairs=v.min_pairs, correction_scope=v.correction_scope, bootstrap_resamples=v.bootstrap_resamples,
-        adversary_steps=v.adversary_steps, adversary_patience=v.adversary_patience, levels=v.level,
-        backends=backends, perturbers=perturbers,
-    )
+    settings = v.model_copy(update={"metrics": tuple(metrics), "strategies": tuple(strategies)})
+    return run_validation(reviews, settings, resources, backend=backend, preprocess=preprocess,
+                          negatives=cfg.score.negatives, negatives_seed=cfg.score.negatives_seed,
+                          backends=backends, perturbers=perturbers)
 
 
 def validate_pipeline(cfg: Config, pipeline: str) -> ValidationResult:
     """The workflow on the pipeline's curated reviews, once per evaluation LM of `[score] eval_lms`
-    (tasks/validate/eval_lms.py); log-likelihoods the score stage already has are reused, the rest
-    scored as resumable shards (tasks/validate/reuse.py). The judges' / oracle's calls go to
+    (tasks/stages/validate/eval_lms.py); log-likelihoods the score stage already has are reused, the rest
+    scored as resumable shards (tasks/stages/validate/reuse.py). The judges' / oracle's calls go to
     validate/usage.parquet."""
     used: list[ReusingLoglikelihood] = []
     log = LLMLog()
-    from tasks.stages.score.quality_tables import (
-        quality_work,  # None unless a review-quality metric is validated
-    )
+    from tasks.metrics.review_quality.setup import quality_work
 
     quality = quality_work(cfg, pipeline, cache_dir(cfg, "llm"), cfg.validate.metrics)
 
@@ -138,7 +132,7 @@ def validate_pipeline(cfg: Config, pipeline: str) -> ValidationResult:
 def validation_loglikelihood(cfg: Config, pipeline: str, spec: ModelSpec | None = None) -> ReusingLoglikelihood:
     """Validation's log-likelihoods under `spec` (default: the first evaluation LM): the score stage's
     answers where it has them (same request key), the rest scored as resumable shards under the
-    validate folder (tasks/validate/reuse.py)."""
+    validate folder (tasks/stages/validate/reuse.py)."""
     shards = ShardedLoglikelihood(stage_dir(cfg, pipeline, "validate"), spec or eval_spec(cfg.score),
                                   cfg.score.token_budget, cfg.score.shard_size)
     return ReusingLoglikelihood(shards, stage_dir(cfg, pipeline, "score"))

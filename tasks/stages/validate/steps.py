@@ -1,4 +1,4 @@
-"""The validate stage's Prefect tasks (the plain functions are in tasks/validate/stage.py)."""
+"""The validate stage's Prefect tasks (the plain functions are in tasks/stages/validate/stage.py)."""
 
 from __future__ import annotations
 

@@ -26,15 +26,16 @@ import numpy as np
 import polars as pl
 
 from tasks.core import schema
+from tasks.core.config import ValidateConfig
+from tasks.core.frames import judgments_text
 from tasks.core.schema import REFERENCES, SCORING_CANDIDATES, SYNOPSES_WIDE
-from tasks.metrics import Resources, candidate_scores, check_names, get, higher_is_better, score_metrics
-from tasks.stages.score.inputs import judgments_text
+from tasks.metrics import Resources, check_names, get, higher_is_better
 from tasks.stages.validate.adversary import ADVERSARY, largest_inflation, run_adversary
 from tasks.stages.validate.llm_perturb import apply_llm_perturbation
 from tasks.stages.validate.perturb import random_replacement
+from tasks.stages.validate.rescore import PERTURBATIONS, SEPARATOR, score_candidates
 from tasks.stages.validate.stats import (
     LENGTH_CONFOUND,
-    Correction,
     length_confound,
     spearman,
     validation_table,
@@ -45,12 +46,8 @@ from tasks.stages.validate.strategies import STRATEGIES, perturb_texts, strategy
 REVIEWS_IN = pl.Schema({"paper_id": pl.String, "review_id": pl.String, "review_text": pl.String,
                         "judgments": pl.String, "abstract": pl.String, "assw": pl.String,
                         "quality": pl.Float64, "group": pl.String})
-PERTURBATIONS = pl.Schema({"paper_id": pl.String, "review_id": pl.String, "candidate": pl.String,
-                           "strategy": pl.String, "kind": pl.String, "review_text": pl.String,
-                           "judgments": pl.String, "error": pl.String, "level": pl.String})
 HUMAN_CORRELATION = pl.Schema({"metric": pl.String, "eval_lm": pl.String, "n": pl.Int64, "n_dropped": pl.Int64,
                                "rho": pl.Float64, "p_value": pl.Float64, "reason": pl.String})
-SEPARATOR = "~"   # perturbed candidate id: <review_id>~<strategy>
 RAW_SUFFIX = "@raw"  # a deterministic strategy run again on the raw review when both levels run
 Level = Literal["raw", "judgments"]
 
@@ -205,21 +202,6 @@ def fill_judgments(frame: pl.DataFrame, id_col: str, preprocess: Preprocessor) -
     return filled, rejects.with_columns(stage=pl.lit("validate"))
 
 
-# ---------------------------------------------------------------- scoring
-
-def score_candidates(candidates: pl.DataFrame, references: pl.DataFrame, synopses: pl.DataFrame,
-                     metrics: Sequence[str], resources: Resources, negatives: int = 4,
-                     negatives_seed: int = 0) -> pl.DataFrame:
-    """Candidate scores (tasks.metrics.candidate_scores) of every metric named; a perturbed candidate gets
-    the negative references of its original (tasks/metrics/negatives.py) when a metric reads them."""
-    drawn = None
-    if any(m.negatives for m in get(list(metrics))):
-        from tasks.metrics.negatives import draw_negatives
-
-        drawn = draw_negatives(candidates, references, negatives, negatives_seed)
-    return candidate_scores(score_metrics(metrics, candidates, references, synopses, resources, negatives=drawn))
-
-
 # ---------------------------------------------------------------- the workflow
 
 def paired_scores(scores: pl.DataFrame, perturbations: pl.DataFrame, metrics: Sequence[str]) -> pl.DataFrame:
@@ -265,36 +247,25 @@ def human_correlation(scores: pl.DataFrame, reviews: pl.DataFrame, metrics: Sequ
 
 def run_validation(
     reviews: pl.DataFrame,
-    *,
-    strategies: Sequence[str],
-    metrics: Sequence[str],
+    settings: ValidateConfig,
     resources: Resources,
+    *,
     backend: Any = None,
     preprocess: Preprocessor | None = None,
-    correction: Correction = "none",
-    alpha: float = 0.05,
-    max_papers: int = 100,
-    candidates: Literal["one", "all"] = "one",
-    seed: int = 0,
     negatives: int = 4,
     negatives_seed: int = 0,
-    min_pairs: int = 2,
-    correction_scope: Literal["metric", "table"] = "metric",
-    bootstrap_resamples: int = 2000,
-    adversary_steps: int = 4,
-    adversary_patience: int = 2,
-    levels: Sequence[Level] = ("judgments",),
     backends: Mapping[str, Any] | None = None,
     perturbers: Mapping[str, str] | None = None,
 ) -> ValidationResult:
     """The whole workflow on REVIEWS_IN-like rows; see the module docstring.
 
+    `settings` is the `[validate]` table (strategies, metrics, sample, tests, levels);
     `resources` serve the metrics (tasks/metrics/resources.py); `backend` serves the LLM
     strategies; `preprocess` turns reviews without judgments into judgments (needed when a judgment
     metric is asked for and the reviews, or LLM-perturbed ones, carry none). `min_pairs`,
     `correction_scope` ("metric" or the whole "table") and `bootstrap_resamples` shape the tests
-    (tasks/validate/stats.py). The "adversary" strategy searches `adversary_steps` steps per
-    candidate and metric (tasks/validate/adversary.py) after the other strategies are scored.
+    (tasks/stages/validate/stats.py). The "adversary" strategy searches `adversary_steps` steps per
+    candidate and metric (tasks/stages/validate/adversary.py) after the other strategies are scored.
 
     `levels` (GEM section 4 perturbs the raw review, then preprocesses it): "judgments" lets the
     deterministic strategies act on the judgment lines when the reviews carry them (cheap, no LLM);
@@ -303,8 +274,11 @@ def run_validation(
 
     `backends` overrides `backend` per strategy; `perturbers` names what perturbed each strategy
     (an LLM's model, by default "rules" for the deterministic ones and "search" for the adversary),
-    written into the table with the evaluation LM and the seed.
+    written into the table with the evaluation LM and the seed. `negatives` / `negatives_seed` are
+    the score stage's negative references (`[score]`), for the metrics that read them.
     """
+    v = settings
+    strategies, metrics, levels, seed = tuple(v.strategies), tuple(v.metrics), tuple(v.level), v.seed
     check_names(metrics)
     for name in strategies:
         strategy(name)
@@ -312,7 +286,7 @@ def run_validation(
     if frame.is_empty():
         raise ValueError("no usable reviews (every row was rejected: " +
                          ", ".join(sorted(set(rejects["rule"].to_list()))) + ")")
-    frame = sample(frame, max_papers, candidates, seed)
+    frame = sample(frame, v.max_papers, v.candidates, seed)
     has_lines = frame["judgments"].is_not_null().any()
     needs_lines = any(m.reads == "judgments" for m in get(metrics))
     more_rejects = [rejects]
@@ -321,9 +295,6 @@ def run_validation(
             raise ValueError("judgment metrics need judgments: give reviews with judgments or an LLM to preprocess")
         frame, found = fill_judgments(frame, "review_id", preprocess)
         more_rejects.append(found)
-    unknown_levels = set(levels) - {"raw", "judgments"}
-    if unknown_levels or not levels:
-        raise ValueError(f"levels must be among 'raw', 'judgments'; got {list(levels)}")
     plain = [s for s in strategies if s != "adversary"]
     on_lines = bool(has_lines and needs_lines and "judgments" in levels)
     perturbed = perturb_candidates(frame, plain, judgment_lines=on_lines, backend=backend, seed=seed,
@@ -360,13 +331,13 @@ def run_validation(
         originals = scores.filter(pl.col("source") == "human")
         adv_pairs, adv_perturbed, attacks = run_adversary(
             frame.filter("is_candidate"), originals, references, synopses, metrics, resources,
-            steps=adversary_steps, patience=adversary_patience, seed=seed, negatives=negatives,
+            steps=v.adversary_steps, patience=v.adversary_patience, seed=seed, negatives=negatives,
             negatives_seed=negatives_seed)
         pairs = pl.concat([pairs, adv_pairs.select(pairs.columns)])
         perturbed = pl.concat([perturbed, adv_perturbed])
-    table = validation_table(pairs, correction=correction, alpha=alpha, min_pairs=min_pairs,
-                             family=("metric",) if correction_scope == "metric" else (),
-                             n_resamples=bootstrap_resamples, seed=seed)
+    table = validation_table(pairs, correction=v.correction, alpha=v.alpha, min_pairs=v.min_pairs,
+                             family=("metric",) if v.correction_scope == "metric" else (),
+                             n_resamples=v.bootstrap_resamples, seed=seed)
     order = {m: i for i, m in enumerate(metrics)} | {s: i for i, s in enumerate(strategies)}
     table = table.sort(pl.col("metric").replace_strict(order, return_dtype=pl.Int64),
                        pl.col("strategy").replace_strict(order, return_dtype=pl.Int64), "level")

@@ -1,7 +1,7 @@
 """Preprocess reviews into atomic judgments and papers into synopses (GEM section 3.2, C.1, C.4).
 
 Each review goes to the LLM once with the versioned judgments prompt; the answer is checked and
-repaired line by line (`tasks.stages.preprocess.checks`). An answer that fails (an error, or no usable
+repaired line by line (`tasks.metrics.judgment_checks`). An answer that fails (an error, or no usable
 line) is asked once more with a stricter reminder (a different request, so a different cache
 key); if that fails too the review is recorded in rejects with the reason. Dropped lines are
 recorded in rejects as well, so every line the LLM wrote is accounted for. Requests that still
@@ -16,19 +16,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from tasks.core import schema
-from tasks.core.config import Config, PreprocessConfig
+from tasks.core.config import PreprocessConfig
 from tasks.core.errors import EmptyOutputError
-from tasks.core.layout import stage_dir, write_stage_frames
 from tasks.core.prompts import load_prompt
-from tasks.core.retry import llm_task
 from tasks.core.schema import JUDGMENTS, SYNOPSES, USAGE
-from tasks.core.summary import StageSummary
-from tasks.lm import ChatRequest, ChatResult, LanguageModel, TransientLLMError, Usage
-from tasks.stages.preprocess.checks import (
+from tasks.lm import ChatRequest, ChatResult, LanguageModel, Usage
+from tasks.lm.ask import Asked, ask_with_retry, failure
+from tasks.metrics.judgment_checks import (
     STANCES,
     ParsedJudgments,
     ParsedSynopsis,
@@ -95,44 +91,22 @@ class _Job:
 
 
 def _ask(jobs: list[_Job], backend: LanguageModel, system: str, tag: str, max_tokens: int,
-         parse: Callable[[ChatResult], Any]) -> tuple[dict[str, tuple[ChatResult, Any]], list[ChatResult], int]:
-    """Answers per entity id, after at most one stricter retry; also every result (for usage)."""
+         parse: Callable[[ChatResult], Any]) -> Asked:
+    """Every job asked through the one ask-and-retry loop (tasks/lm/ask.py)."""
     # A small local model keeps to the format far better when its answer is started for it.
     local = getattr(backend, "name", "") == "local"
     prefill, prefixes = (PREFILL[tag], LINE_PREFIXES[tag]) if local else ("", ())
-    answers: dict[str, tuple[ChatResult, Any]] = {}
-    every: list[ChatResult] = []
-    todo = jobs
-    retries = 0
-    for strict in (False, True):
-        if not todo:
-            break
-        requests = [ChatRequest(system, render(tag, job.text, strict), max_tokens, job.entity_id, prefill,
-                                line_prefixes=prefixes) for job in todo]
-        # Every answer is cached, unusable ones too: decoding is deterministic, so the stricter retry
-        # is a request of its own, and a rerun replays both from the cache without an LLM call.
-        results = backend.generate(requests)
-        every.extend(results)
-        transient = [r.error for r in results if r.error and r.retryable]
-        if transient:
-            raise TransientLLMError(f"{len(transient)} LLM requests failed transiently; last: {transient[-1]}")
-        failed = []
-        for job, result in zip(todo, results, strict=True):
-            parsed = parse(result) if result.ok else None
-            answers[job.entity_id] = (result, parsed)
-            if parsed is None or not parsed.usable:
-                failed.append(job)
-        retries += len(failed) if not strict else 0
-        todo = failed
-    return answers, every, retries
+    by_id = {job.entity_id: job for job in jobs}
+
+    def request(key: str, strict: bool) -> ChatRequest:
+        return ChatRequest(system, render(tag, by_id[key].text, strict), max_tokens, key, prefill,
+                           line_prefixes=prefixes)
+    return ask_with_retry(list(by_id), request, backend, lambda _key, result: parse(result),
+                          lambda parsed: parsed.usable)
 
 
-def _failure(result: ChatResult, parsed: Any) -> tuple[str, str]:
-    if result.error:
-        return "llm_error", result.error[:500]
-    if not result.text.strip():
-        return "empty_answer", "the model answered nothing, twice"
-    return "unusable_answer", f"no line in the expected format, twice; answer began: {result.text.strip()[:300]!r}"
+def _failure(result: ChatResult) -> tuple[str, str]:
+    return failure(result, "no line in the expected format")
 
 
 def _parse_judgments(result: ChatResult) -> ParsedJudgments:
@@ -156,15 +130,15 @@ def preprocess_reviews(reviews: pl.DataFrame, backend: LanguageModel, cfg: Prepr
         else:
             jobs.append(_Job(row["review_id"], text, **where))
     system = load_prompt(cfg.prompt_version)
-    answers, every, retries = _ask(jobs, backend, system, "review", cfg.max_tokens, _parse_judgments)
+    asked = _ask(jobs, backend, system, "review", cfg.max_tokens, _parse_judgments)
     rows: list[dict[str, Any]] = []
-    stats = {"reviews_in": reviews.height, "retried": retries, "lines_kept": 0, "lines_repaired": 0,
+    stats = {"reviews_in": reviews.height, "retried": asked.retried, "lines_kept": 0, "lines_repaired": 0,
              "lines_dropped": 0}
     for job in jobs:
-        result, parsed = answers[job.entity_id]
+        result, parsed = asked.last(job.entity_id)
         where = {"paper_id": job.paper_id, "venue_id": job.venue_id}
         if parsed is None or not parsed.usable:
-            rule, detail = _failure(result, parsed)
+            rule, detail = _failure(result)
             rejects.append({"entity": "review", "entity_id": job.entity_id, "rule": rule, "detail": detail, **where})
             continue
         for position, (stance, line) in enumerate(parsed.lines):
@@ -183,7 +157,7 @@ def preprocess_reviews(reviews: pl.DataFrame, backend: LanguageModel, cfg: Prepr
         first = next(r for r in rejects if r["entity"] == "review" and r["rule"] != "empty_review")
         raise EmptyOutputError(f"preprocess: all {len(jobs)} reviews failed, no judgments (first: {first['rule']}: "
                                f"{first['detail'][:200]}); set preprocess.allow_empty = true to accept that")
-    return PreprocessOutput(judgments, _rejects(rejects), usage_frame("judgments", every, backend, cfg), stats)
+    return PreprocessOutput(judgments, _rejects(rejects), usage_frame("judgments", asked.every, backend, cfg), stats)
 
 
 def make_synopses(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, backend: LanguageModel,
@@ -215,17 +189,17 @@ def make_synopses(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, backend:
             continue
         jobs.append(_Job(f"{pid}/assw", text, source=source, **where))
     system = load_prompt(cfg.synopsis_prompt_version)
-    answers, every, _ = _ask(jobs, backend, system, "paper", cfg.max_tokens, _parse_assw)
+    asked = _ask(jobs, backend, system, "paper", cfg.max_tokens, _parse_assw)
     for job in jobs:
-        result, parsed = answers[job.entity_id]
+        result, parsed = asked.last(job.entity_id)
         if parsed is None or not parsed.usable:
-            rule, detail = _failure(result, parsed)
+            rule, detail = _failure(result)
             rejects.append({"entity": "synopsis", "entity_id": job.entity_id, "rule": rule, "detail": detail,
                             "paper_id": job.paper_id, "venue_id": job.venue_id})
             continue
         rows.append({"paper_id": job.paper_id, "kind": "assw", "text": parsed.render(), "source": job.source,
                      "model": result.model or backend.model})
-    return Synopses(pl.DataFrame(rows, schema=SYNOPSES), _rejects(rejects), usage_frame("synopses", every, backend, cfg))
+    return Synopses(pl.DataFrame(rows, schema=SYNOPSES), _rejects(rejects), usage_frame("synopses", asked.every, backend, cfg))
 
 
 def usage_frame(purpose: str, results: Sequence[ChatResult], backend: LanguageModel, cfg: PreprocessConfig) -> pl.DataFrame:
@@ -237,58 +211,3 @@ def _rejects(rows: list[dict[str, Any]]) -> pl.DataFrame:
     return schema.rejects([{"stage": "preprocess", **row} for row in rows])
 
 
-# ---- reading and writing the stage's files ------------------------------------------------------
-def read_inputs(cfg: Config, pipeline: str) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame | None]:
-    """Curated reviews and papers of the pipeline's benchmark sample, and their PDF texts if ingested."""
-    reviews, papers, texts = [], [], []
-    for venue in cfg.pipelines[pipeline].venues:
-        curated = stage_dir(cfg, pipeline, "curate", venue)
-        for name, bucket in (("reviews", reviews), ("papers", papers)):
-            path = curated / f"{name}.parquet"
-            if not path.is_file():
-                raise FileNotFoundError(f"{path} is missing: run the curate stage for {venue} first")
-            bucket.append(pl.read_parquet(path))
-        pdf = stage_dir(cfg, pipeline, "ingest", venue) / "pdf_texts.parquet"
-        if pdf.is_file():
-            texts.append(pl.read_parquet(pdf))
-    all_papers = pl.concat(papers, how="diagonal_relaxed")
-    if "in_benchmark" in all_papers.columns:  # only the benchmark sample is preprocessed
-        all_papers = all_papers.filter(pl.col("in_benchmark").fill_null(False))
-    all_reviews = pl.concat(reviews, how="diagonal_relaxed")
-    all_reviews = all_reviews.filter(pl.col("paper_id").is_in(all_papers["paper_id"].implode()))
-    pdf_texts = pl.concat(texts, how="diagonal_relaxed") if texts else None
-    if pdf_texts is not None:
-        pdf_texts = pdf_texts.filter(pl.col("paper_id").is_in(all_papers["paper_id"].implode()))
-    return all_reviews, all_papers, pdf_texts
-
-
-def llm_figures(usage: pl.DataFrame) -> dict[str, Any]:
-    """The StageSummary LLM fields from a USAGE frame: calls made (cache hits excluded), tokens, cost."""
-    return {
-        "llm_calls": int((usage["requests"] - usage["cached"]).sum()),
-        "input_tokens": int(usage["input_tokens"].sum()),
-        "output_tokens": int(usage["output_tokens"].sum()),
-        "cost_usd": float(usage["cost_usd"].sum()),
-    }
-
-
-def write_outputs(cfg: Config, pipeline: str, judged: PreprocessOutput, synopses: Synopses) -> StageSummary:
-    """Each frame to preprocess/<name>.parquet, replaced atomically (a rerun overwrites); the summary."""
-    usage = pl.concat([judged.usage, synopses.usage])
-    rejects = pl.concat([judged.rejects, synopses.rejects])
-    write_stage_frames(cfg, pipeline, "preprocess", {
-        "judgments": judged.judgments,
-        "synopses": synopses.synopses,
-        "rejects": rejects,
-        "usage": usage,
-    })
-    details = {**judged.stats, "synopses": synopses.synopses.height, "rejects": rejects.height,
-               "llm_requests": int(usage["requests"].sum()), "llm_cached": int(usage["cached"].sum())}
-    return StageSummary(judged.stats["reviews_in"], judged.judgments.height, **llm_figures(usage), details=details)
-
-
-# ---- Prefect tasks ----
-preprocess_reviews_task = llm_task(preprocess_reviews, name="preprocess-reviews")
-make_synopses_task = llm_task(make_synopses, name="make-synopses")
-read_inputs_task = task(read_inputs, name="read-preprocess-inputs", cache_policy=NO_CACHE)
-write_outputs_task = task(write_outputs, name="write-preprocess-outputs", cache_policy=NO_CACHE)
