@@ -54,6 +54,9 @@ def test_submit_scores_replaces_only_when_asked_and_rescoring_never_generates(pr
         assert board == {"agent": "submitted", "gen-model": "generated", "human": "human"}
         assert query(cfg, "select n_papers, n_excluded from leaderboard where model = 'agent'") == [(3, 1)]
         assert query(cfg, "select count(*) from comparisons where 'agent' in (model_a, model_b)") == [(2,)]
+        # three shared papers: the exact sign-flip test cannot go below 2/8, so every neighbour is tied
+        assert query(cfg, "select bool_and(not significant) from comparisons") == [(True,)]
+        assert query(cfg, "select len(tied_with) > 0 from leaderboard where model = 'agent'") == [(True,)]
         release = query(cfg, "select distinct release_id from leaderboard")
         assert len(release) == 1 and query(cfg, "select release_id, models from releases") == [
             (release[0][0], ["agent", "gen-model", "human"])]
@@ -62,6 +65,7 @@ def test_submit_scores_replaces_only_when_asked_and_rescoring_never_generates(pr
         assert site.exit_code == 0, site.output
         page = (cfg.data_dir / "site" / "leaderboard.html").read_text()
         assert 'class="model submitted"' in page and '<span class="badge">submitted</span>' in page
+        assert "<th>rank interval</th>" in page and "<th>tied with</th>" in page
         submissions = (cfg.data_dir / "site" / "submissions.html").read_text()
         assert "duplicate_row" in submissions and "review_too_long" in submissions
         assert release[0][0] in (cfg.data_dir / "site" / "releases.html").read_text()
