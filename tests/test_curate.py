@@ -24,7 +24,7 @@ from tasks.stages.curate.steps import curate_venue_task
 VENUE = "Test.cc/2025/Conference"
 # A 1-10 form merged onto {1, 3, 5, 6, 8, 10} (the NeurIPS-style map of pipelines.toml).
 TEN_POINT = {"1": 1, "2": 1, "3": 3, "4": 5, "5": 5, "6": 6, "7": 8, "8": 8, "9": 10, "10": 10}
-OUTPUTS = ("papers", "reviews", "rejects", "curation_report")
+OUTPUTS = ("papers", "reviews", "rejects", "curation_report", "version_coverage")
 
 
 def config(rating_map: dict | None = TEN_POINT, **curate) -> Config:

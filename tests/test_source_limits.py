@@ -41,6 +41,9 @@ def test_curate_writes_the_venues_source_limits_and_materialize_shows_them(tmp_p
     assert (base / "curate" / "source_limits.parquet").exists() == bool(limits)
     built = build_database(cfg, "t")
     assert built.tables.get("source_limits", 0) == len(limits)
+    with duckdb.connect(str(cfg.database), read_only=True) as con:   # beside it, what the history allowed
+        assert con.execute("select entity, \"case\", ingested, kept from version_coverage").fetchall() == [
+            ("paper", "no history read", 1, 1), ("review", "no history read", 3, 3)]
     if limits:
         with duckdb.connect(str(cfg.database), read_only=True) as con:
             assert con.execute('select venue_id, "limit" from source_limits').fetchall() == [(VENUE, LIMIT)]

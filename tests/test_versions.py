@@ -19,7 +19,7 @@ from tasks.core.layout import raw_dir
 from tasks.stages.curate.rules import curate_frames
 from tasks.stages.ingest.fetch import ingest_venue
 from tasks.stages.ingest.forms import parse_score
-from tasks.stages.ingest.versions import choose_pdf
+from tasks.stages.ingest.versions import HIDDEN_PDF, REVIEW_HIDDEN, choose_pdf
 from tasks.testing.openreview_server import Fault, serve_venues
 from tasks.testing.synthetic import make_venue, revise_pdf
 
@@ -273,7 +273,9 @@ def test_histories_the_api_refuses_leave_the_note_as_served(venues, server, tmp_
     paper = next(p for p in venue.papers if p.paper_id == venue.revised["pdfs"][0])
     assert (tmp_path / "out" / "pdfs" / f"{paper.paper_id}.pdf").read_bytes() == paper.current_pdf
     papers = pl.read_parquet(tmp_path / "out" / "papers.parquet")
-    assert papers["pdf_version"].null_count() == papers.height
+    active = papers.filter((pl.col("status") == "active") & pl.col("pdf_url").is_not_null())
+    assert set(active["pdf_version"]) == {HIDDEN_PDF} and row["review_history"] == REVIEW_HIDDEN   # v2: said, not guessed
+    assert papers.height - active.height == papers["pdf_version"].null_count() > 0
 
 
 def test_revisions_leave_the_rest_of_the_synthetic_venue_unchanged():

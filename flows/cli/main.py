@@ -88,23 +88,36 @@ def pipelines(config: ConfigOption = None) -> None:
 @app.command()
 def schedule(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the deployment, register nothing")] = False,
+    on: Annotated[str | None, typer.Option("--on", help="plan as if today were this date (YYYY-MM-DD)")] = None,
     config: ConfigOption = None,
 ) -> None:
     """Register the yearly refresh as a Prefect deployment with its cron schedule, and serve it."""
-    from flows.refresh import build_deployment, next_runs
+    from datetime import UTC, date, datetime
+
+    from flows.refresh import build_deployment, describe_plan, next_runs
+    from tasks.core.venue_facts import FactsError
 
     path = config_path(config)
     try:
+        day = date.fromisoformat(on) if on else datetime.now(UTC).date()
+    except ValueError:
+        fail(f"--on {on!r}: not a date (give YYYY-MM-DD)")
+    try:
         cfg = load_checked_config(path)
         deployment = build_deployment(cfg, str(path.resolve()))
-    except ConfigError as error:
+        plan = cfg.schedule
+        runs = next_runs(plan.cron, plan.timezone, start=datetime(day.year, day.month, day.day, tzinfo=UTC)
+                         if on else None)
+        cycles = describe_plan(cfg, day, runs)
+    except (ConfigError, FactsError) as error:
         fail(str(error))
-    plan = cfg.schedule
     typer.echo(f"deployment: {deployment.flow_name}/{deployment.name}")
     typer.echo(f"entrypoint: {deployment.entrypoint}")
     typer.echo(f"parameters: {json.dumps(deployment.parameters)}")
     typer.echo(f"cron:       {plan.cron} ({plan.timezone})")
-    typer.echo("next runs:  " + ", ".join(t.isoformat() for t in next_runs(plan.cron, plan.timezone)))
+    typer.echo("next runs:  " + ", ".join(t.isoformat() for t in runs))
+    for line in cycles:
+        typer.echo(line)
     if dry_run:
         typer.echo("dry run: nothing registered")
         return
@@ -178,6 +191,10 @@ app.command()(report)
 app.command()(site)
 app.command()(submit)   # submitted reviews -> a candidate on the leaderboard (docs/submit.md)
 app.command()(export)   # the benchmark's papers and review form for submitters
+
+from flows.cli.venues import venues  # noqa: E402 - `grebench venues`: a year's venues and their facts
+
+app.command()(venues)
 
 if __name__ == "__main__":
     app()

@@ -53,10 +53,15 @@ class IngestConfig(Frozen):
     # pacing of the real API (a local / synthetic server is not paced); 0: no limit
     requests_per_minute: float = Field(0, ge=0)             # guests
     pdfs_per_hour: float = Field(0, ge=0)                   # guests
-    logged_in_requests_per_minute: float = Field(0, ge=0)   # when OPENREVIEW_USERNAME is set
+    logged_in_requests_per_minute: float = Field(0, ge=0)   # when OPENREVIEW_TOKEN or _USERNAME is set
     logged_in_pdfs_per_hour: float = Field(0, ge=0)
+    edits_per_minute: float = Field(0, ge=0)   # revision histories (/notes/edits, /references), on top
+    max_rate_wait_seconds: float = Field(3900, ge=0)   # longest wait for a 429's reset time, else it surfaces
     # revision histories (tasks/stages/ingest/versions.py): the PDF the reviewers saw, first and final reviews
     versions: bool = True
+    # false: a venue whose facts (tasks/core/venue_families.toml) say its edit history is hidden is not
+    # asked for it (thousands of paced requests that would return nothing); true: ask anyway
+    probe_hidden_histories: bool = False
 
 
 class CurateConfig(Frozen):

@@ -27,7 +27,8 @@ PAPERS = pl.Schema(
         "first_public_at": pl.Datetime("ms", "UTC"),  # earliest public date (contamination guard)
         "pdf_url": pl.String,
         # the PDF version kept (tasks/stages/ingest/versions.py): the one the reviewers saw, not a later revision
-        "pdf_version": pl.String,         # edit id (v2) / reference id (v1); null without a history
+        "pdf_version": pl.String,         # edit id (v2) / reference id (v1); null without a history;
+                                          # "latest, history not public": a v2 history outsiders cannot read
         "pdf_date": pl.Datetime("ms", "UTC"),
         "pdf_versions": pl.Int32,         # distinct PDF versions in the submission's history
     }
@@ -63,6 +64,9 @@ REVIEWS = pl.Schema(
         "review_text_final": pl.String,
         "edited_after_rebuttal": pl.Boolean,  # rating, confidence or text changed; null: no history read
         "final_at": pl.Datetime("ms", "UTC"),  # when the review was last modified
+        # which versions the source gave (tasks/stages/ingest/versions.py): "first and final" | "one version" |
+        # "final, history not public"; null: histories not read
+        "review_history": pl.String,
     }
 )
 
@@ -112,6 +116,17 @@ CURATION_REPORT = pl.Schema(
 # What a venue's source cannot give (the venue table's `source_limits`), one row per statement,
 # beside the curation report (curate/source_limits.parquet; only for venues that state some).
 SOURCE_LIMITS = pl.Schema({"venue_id": pl.String, "limit": pl.String})
+
+# Values of `pdf_version` / `review_history` that say what a hidden (API v2) edit history allowed
+# (tasks/stages/ingest/versions.py).
+HIDDEN_PDF = "latest, history not public"       # pdf_version of a paper whose v2 history is hidden
+REVIEW_READ, REVIEW_ONE, REVIEW_HIDDEN = "first and final", "one version", "final, history not public"
+
+# Per venue, entity (paper | review) and case of the versions the source gave (tasks/stages/ingest/versions.py:
+# "the version the reviewers saw", "latest, history not public", "first and final", ...), how many
+# rows were ingested and kept by curation (curate/version_coverage.parquet).
+VERSION_COVERAGE = pl.Schema({"venue_id": pl.String, "entity": pl.String, "case": pl.String,
+                              "ingested": pl.Int64, "kept": pl.Int64})
 
 
 def empty(schema: pl.Schema) -> pl.DataFrame:

@@ -28,17 +28,20 @@ from tasks.core.schema import (
     CURATED_PAPERS,
     CURATED_REVIEWS,
     CURATION_REPORT,
+    HIDDEN_PDF,
     PAPERS,
     REJECTS,
+    REVIEW_HIDDEN,
     REVIEWS,
     SOURCE_LIMITS,
+    VERSION_COVERAGE,
     conform,
     empty,
 )
 from tasks.core.summary import StageSummary
 
 VARIANCE_TOLERANCE = 1e-9  # floating-point slack so a variance of exactly the threshold is kept
-OUTPUTS = ("papers", "reviews", "rejects", "curation_report")
+OUTPUTS = ("papers", "reviews", "rejects", "curation_report", "version_coverage")
 
 
 @dataclass(frozen=True)
@@ -50,9 +53,10 @@ class CurateResult:
     reviews_kept: int
     sampled: int
     out_dir: str
-    source_limits: tuple[str, ...] = ()   # what the source cannot give (the venue table says)
+    source_limits: tuple[str, ...] = ()   # what the source cannot give (venue table, venue facts, the data)
     review_version: str = "first"         # which version of an edited review was kept (curate.review_version)
     reviews_edited: int = 0               # kept reviews edited after the rebuttal
+    versions: dict[str, int] = field(default_factory=dict)   # "<entity>: <case>" -> kept rows (version_coverage)
 
     def summary(self) -> StageSummary:
         """Reviews in, reviews kept; the venue's figures in the details."""
@@ -242,7 +246,9 @@ def curate_venue(ingest_dir: Path, venue_id: str, cfg: Config, out_dir: Path) ->
     papers, reviews, rejects, report = curate_frames(papers_in, reviews_in, venue_id, cfg)
     out_dir.mkdir(parents=True, exist_ok=True)
     frames = {"papers": papers, "reviews": reviews, "rejects": rejects, "curation_report": report}
-    limits = cfg.venue(venue_id).source_limits
+    coverage = version_coverage(papers_in, reviews_in, papers, reviews, venue_id)
+    frames["version_coverage"] = coverage
+    limits = source_limits(cfg, venue_id, papers_in, reviews_in)
     if limits:   # what the source cannot give, beside the report (table source_limits)
         frames["source_limits"] = pl.DataFrame({"venue_id": [venue_id] * len(limits), "limit": list(limits)},
                                                schema=SOURCE_LIMITS)
@@ -260,6 +266,48 @@ def curate_venue(ingest_dir: Path, venue_id: str, cfg: Config, out_dir: Path) ->
         source_limits=tuple(limits),
         review_version=cfg.curate.review_version,
         reviews_edited=int(reviews["edited_after_rebuttal"].fill_null(False).sum()),
+        versions={f"{e}: {c}": k for e, c, k in coverage.select("entity", "case", "kept").iter_rows()},
     )
+
+
+def _pdf_case() -> pl.Expr:
+    version = pl.col("pdf_version")
+    return (pl.when(version == HIDDEN_PDF).then(pl.lit(HIDDEN_PDF))
+            .when(version.is_null()).then(pl.lit("no history read"))
+            .when(pl.col("pdf_versions") > 1).then(pl.lit("the version the reviewers saw"))
+            .otherwise(pl.lit("one version")))
+
+
+def version_coverage(papers_in: pl.DataFrame, reviews_in: pl.DataFrame, papers: pl.DataFrame,
+                     reviews: pl.DataFrame, venue_id: str) -> pl.DataFrame:
+    """How many papers (by the PDF version kept) and reviews (by the versions the source gave) fall
+    in each case, ingested and kept: the curation report's account of what the history allowed."""
+    def count(frame: pl.DataFrame, case: pl.Expr, name: str) -> pl.DataFrame:
+        return frame.select(case.alias("case")).group_by("case").len(name=name)
+
+    parts = []
+    for entity, before, after, case in (
+            ("paper", papers_in, papers, _pdf_case()),
+            ("review", reviews_in, reviews, pl.col("review_history").fill_null("no history read"))):
+        both = count(before, case, "ingested").join(count(after, case, "kept"), on="case", how="left")
+        parts.append(both.with_columns(entity=pl.lit(entity), kept=pl.col("kept").fill_null(0)))
+    out = pl.concat(parts).with_columns(venue_id=pl.lit(venue_id))
+    return conform(out.select("venue_id", "entity", "case", "ingested", "kept").sort("entity", "case"),
+                   VERSION_COVERAGE)
+
+
+def source_limits(cfg: Config, venue_id: str, papers: pl.DataFrame, reviews: pl.DataFrame) -> tuple[str, ...]:
+    """What the source cannot give: the venue table's statements, the venue facts' (tasks/core/venue_facts.py)
+    and what the ingested data shows (a hidden edit history), each once."""
+    from tasks.core.venue_facts import facts_limits
+
+    found = []
+    hidden_papers = papers.filter(pl.col("pdf_version") == HIDDEN_PDF).height
+    hidden_reviews = reviews.filter(pl.col("review_history") == REVIEW_HIDDEN).height
+    if hidden_papers or hidden_reviews:
+        found.append(f"edit history not public for {hidden_papers} of {papers.height} papers and {hidden_reviews} "
+                     f"of {reviews.height} reviews: their latest PDF and final review are kept, not the versions "
+                     "the reviewers saw")
+    return tuple(dict.fromkeys((*cfg.venue(venue_id).source_limits, *facts_limits(venue_id), *found)))
 
 

@@ -30,6 +30,7 @@ from tasks.core.locks import locked, write_bytes_atomic
 from tasks.core.progress import progress
 from tasks.core.schema import PAPERS, REJECTS, REVIEWS, conform, empty
 from tasks.core.summary import StageSummary
+from tasks.core.venue_facts import history_hidden
 from tasks.stages.ingest.forms import normalise_submission, reject, value
 from tasks.stages.ingest.openreview_client import make_client
 from tasks.stages.ingest.raw_cache import read_cached
@@ -64,6 +65,8 @@ class IngestResult:
     histories_cached: int = 0
     reviews_edited: int = 0        # reviews whose rating, confidence or text changed after posting
     pdfs_revised: int = 0          # papers with more than one PDF version
+    pdfs_hidden: int = 0           # v2 papers whose history is not public: latest PDF kept
+    reviews_hidden: int = 0        # v2 reviews whose history is not public: final version kept
     pdf_texts: int | None = None   # None when the PDF step did not run
     rejects_by_rule: dict[str, int] = field(default_factory=dict)
 
@@ -129,6 +132,15 @@ class _Pager:
     rejects: list[dict[str, Any]]
 
     def pages(self, invitation: str) -> Iterator[list[dict[str, Any]]]:
+        """The invitation's pages in order; a paced run shows them as progress with an ETA."""
+        bars: list[Any] = []   # the bar, once the first page tells the count
+        try:
+            yield from self._pages(invitation, bars)
+        finally:
+            for bar in bars:
+                bar.close()
+
+    def _pages(self, invitation: str, bars: list[Any]) -> Iterator[list[dict[str, Any]]]:
         limit = self.cfg.page_size
         folder = self.folder / f"{slug(invitation)}__{DETAILS}__limit{limit}"
         offset, step, count = 0, None, None
@@ -157,6 +169,10 @@ class _Pager:
             if offset == 0:
                 count = page["count"] if page["count"] is not None else float("inf")
                 step = len(page["notes"]) or limit
+                if count != float("inf"):
+                    bars.append(progress(max(1, -(-int(count) // step)), f"pages of {invitation}", "page"))
+            for bar in bars:
+                bar.update(1)
             yield page["notes"]
             if not page["notes"]:
                 return
@@ -332,13 +348,16 @@ def _ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None
     frames = [pl.DataFrame(reject_rows, schema=REJECTS) if reject_rows else empty(REJECTS)]
     sources = {}
     if settings.versions:
+        hidden = not settings.probe_hidden_histories and history_hidden(venue_id)   # facts: no request can help
         papers, reviews, choices, stats = apply_versions(client, api_version, venue_id, papers, reviews, folder,
-                                                         settings.pdf_workers, cfg.venue(venue_id).form, settings.pdf)
+                                                         settings.pdf_workers, cfg.venue(venue_id).form, settings.pdf,
+                                                         hidden)
         # a PDF already on disk is the latest unless its `.version` says otherwise (tasks/stages/ingest/versions.py)
         sources = {pid: (*download_source(client, api_version, pid, c), None if c.latest else c.version)
                    for pid, c in choices.items()}
         result.histories_fetched, result.histories_cached = stats.histories_fetched, stats.histories_cached
         result.reviews_edited, result.pdfs_revised = stats.reviews_edited, stats.pdfs_revised
+        result.pdfs_hidden, result.reviews_hidden = stats.pdfs_hidden, stats.reviews_hidden
     else:
         reviews = without_history(reviews)
     if settings.pdf:

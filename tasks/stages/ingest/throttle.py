@@ -1,10 +1,12 @@
-"""Polite request pacing for the OpenReview API: requests per minute and PDFs per hour.
+"""Polite request pacing for the OpenReview API, per endpoint: requests, histories and PDFs.
 
-OpenReview limits guests to roughly 20 API requests a minute and a few dozen PDFs an hour (higher
-when logged in). `RateLimit` spaces calls evenly, `period / rate` apart, across all threads that
-share it, so the PDF workers together stay under the limit instead of each one hitting 429 and
-backing off. A rate of 0 means no limit. `Throttle` holds the two limits of one client: every
-request takes an API slot, a PDF download (endpoint /pdf or /attachment) also takes a PDF slot.
+OpenReview limits each endpoint on its own (docs/openreview.md): API requests per window, the
+revision histories (`/notes/edits`) far tighter, PDFs a few dozen an hour. `RateLimit` spaces
+calls evenly, `period / rate` apart, across all threads that share it, so the workers together
+stay under the limit instead of each one hitting 429 and backing off. A rate of 0 means no limit.
+`Throttle` holds the limits of one client: every request takes an API slot, a history request
+(`/notes/edits`, `/references`) also an edits slot, a PDF download (endpoint /pdf or /attachment)
+also a PDF slot.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from tasks.core.config import IngestConfig
 
 log = logging.getLogger(__name__)
 PDF_ENDPOINTS = ("pdf", "attachment")   # the last path segment of a file download
+EDIT_ENDPOINTS = ("edits", "references")   # revision histories (v2 / v1)
 
 
 @dataclass
@@ -59,18 +62,23 @@ class Throttle:
 
     api: RateLimit
     pdfs: RateLimit
+    edits: RateLimit = field(default_factory=lambda: RateLimit(0, 60.0, "history request"))
 
     @classmethod
     def from_config(cls, cfg: IngestConfig, logged_in: bool | None = None) -> Throttle:
-        """Guest limits, or the logged-in ones when OPENREVIEW_USERNAME is set."""
+        """Guest limits, or the logged-in ones when OPENREVIEW_TOKEN or _USERNAME is set."""
         if logged_in is None:
-            logged_in = bool(os.environ.get("OPENREVIEW_USERNAME"))
+            logged_in = bool(os.environ.get("OPENREVIEW_TOKEN") or os.environ.get("OPENREVIEW_USERNAME"))
         per_minute = cfg.logged_in_requests_per_minute if logged_in else cfg.requests_per_minute
         per_hour = cfg.logged_in_pdfs_per_hour if logged_in else cfg.pdfs_per_hour
-        return cls(RateLimit(per_minute, 60.0, "API request"), RateLimit(per_hour, 3600.0, "PDF"))
+        return cls(RateLimit(per_minute, 60.0, "API request"), RateLimit(per_hour, 3600.0, "PDF"),
+                   RateLimit(cfg.edits_per_minute, 60.0, "history request"))
 
     def before(self, path: str) -> None:
         """Wait for the slots a request to `path` needs."""
-        if path.split("?")[0].rstrip("/").rsplit("/", 1)[-1] in PDF_ENDPOINTS:
+        segments = path.split("?")[0].rstrip("/").rsplit("/", 2)
+        if segments[-1] in PDF_ENDPOINTS:
             self.pdfs.acquire()
+        elif segments[-1] in EDIT_ENDPOINTS:
+            self.edits.acquire()
         self.api.acquire()

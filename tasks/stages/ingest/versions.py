@@ -21,6 +21,17 @@ pages (temp file + rename; an unreadable entry is quarantined and fetched again)
   (modification date = creation date) needs no request. Without a history (versions off, or the
   API shows none) both are the note as served and the flag is null (unknown).
 
+Hidden histories (API v2): OpenReview shows outsiders only part of a v2 venue's edits (since late
+2025 the Submission / Revision edits and the review edits are readable by the venue's chairs and
+authors only; an accepted paper shows its Camera_Ready_Revision edits), and a superseded PDF is
+not served. A v2 history is taken as readable when it holds the note's creation (an edit dated
+no later than the note's creation date, `CREATION_SLACK_MS` allowed); otherwise nothing is
+guessed from the part that shows: the paper keeps its latest PDF with `pdf_version` =
+"latest, history not public" (`HIDDEN_PDF`), and the review keeps the note as served, with
+`review_history` = "final, history not public" and `edited_after_rebuttal` null. `review_history`
+says for every review which case holds: "first and final" (history read), "one version" (never
+modified after posting), "final, history not public", or null (histories not read).
+
 Limit: the history does not say when reviews were released to the authors, so an edit made before
 the release (e.g. a typo fixed on the day) also counts as an edit; `final_at` and the review's
 `created_at` let a user tell them apart.
@@ -42,12 +53,13 @@ import polars as pl
 from tasks.core.frames import FINAL_COLUMNS, SECTION_COLUMNS
 from tasks.core.locks import write_bytes_atomic
 from tasks.core.progress import progress
-from tasks.core.schema import PAPERS, REVIEWS, conform
+from tasks.core.schema import HIDDEN_PDF, PAPERS, REVIEW_HIDDEN, REVIEW_ONE, REVIEW_READ, REVIEWS, conform
 from tasks.stages.ingest.forms import normalise_review, value
 from tasks.stages.ingest.raw_cache import read_cached
 
 log = logging.getLogger(__name__)
 PRIVATE_CONTENT = ("authors", "authorids")
+CREATION_SLACK_MS = 60_000
 
 
 @dataclass
@@ -68,6 +80,8 @@ class VersionStats:
     histories_cached: int = 0
     reviews_edited: int = 0
     pdfs_revised: int = 0
+    pdfs_hidden: int = 0            # papers whose v2 history is not public (latest PDF kept)
+    reviews_hidden: int = 0         # reviews whose v2 history is not public (final version kept)
 
 
 def _history_problem(content: Any) -> str | None:
@@ -123,6 +137,15 @@ def fetch_history(client: Any, api_version: int, note_id: str, folder: Path) -> 
     return versions, False
 
 
+def readable(versions: list[dict[str, Any]], created: int | None) -> bool:
+    """Does a v2 history hold the note's creation (see the module docstring)?"""
+    dates = [v.get("tcdate") or v.get("cdate") for v in versions]
+    dates = [d for d in dates if d is not None]
+    if not dates:
+        return False
+    return created is None or min(dates) <= created + CREATION_SLACK_MS
+
+
 def states(versions: list[dict[str, Any]]) -> list[tuple[str, int | None, dict[str, Any]]]:
     """(version id, date, whole content) after each version that changed the content, oldest first."""
     out: list[tuple[str, int | None, dict[str, Any]]] = []
@@ -160,7 +183,8 @@ def review_row(final: dict[str, Any], versions: list[dict[str, Any]], venue_id: 
                form: Mapping[str, str] | None, stats: VersionStats | None = None) -> dict[str, Any]:
     """The REVIEWS row of a review whose final row is `final`: the first version in the main
     columns, the final one in the *_final columns."""
-    row = {**final, **{f"{c}_final": final.get(c) for c in FINAL_COLUMNS}, "edited_after_rebuttal": None}
+    row = {**final, **{f"{c}_final": final.get(c) for c in FINAL_COLUMNS}, "edited_after_rebuttal": None,
+           "review_history": REVIEW_READ}
     found = states(versions)
     if not found:
         return row
@@ -183,10 +207,14 @@ def _modified(row: dict[str, Any]) -> bool:
 
 
 def apply_versions(client: Any, api_version: int, venue_id: str, papers: pl.DataFrame, reviews: pl.DataFrame,
-                   folder: Path, workers: int, form: Mapping[str, str] | None, want_pdfs: bool
+                   folder: Path, workers: int, form: Mapping[str, str] | None, want_pdfs: bool,
+                   known_hidden: bool = False
                    ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, PdfChoice], VersionStats]:
     """(papers, reviews, PDF choice per paper, stats) with the histories of active papers (when
-    `want_pdfs`) and of their reviews modified after posting applied (PAPERS / REVIEWS frames)."""
+    `want_pdfs`) and of their reviews modified after posting applied (PAPERS / REVIEWS frames).
+
+    `known_hidden` (a v2 venue whose facts say outsiders cannot read its edit history): no history
+    is requested, and every note that would have needed one is recorded as hidden."""
     stats = VersionStats()
     active = papers.filter(pl.col("status") == "active")
     active_ids = set(active["paper_id"].to_list())
@@ -195,6 +223,9 @@ def apply_versions(client: Any, api_version: int, venue_id: str, papers: pl.Data
     todo_papers = active.filter(pl.col("pdf_url").is_not_null())["paper_id"].to_list() if want_pdfs else []
     ids = todo_papers + [r["review_id"] for r in rows if r["paper_id"] in active_ids and _modified(r)]
     histories: dict[str, list[dict[str, Any]]] = {}
+    if known_hidden and api_version == 2:
+        log.info("%s: edit history not public (venue facts); %d histories not requested", venue_id, len(ids))
+        histories, ids = dict.fromkeys(ids, []), []
     with ThreadPoolExecutor(workers) as pool, progress(len(ids), f"histories of {venue_id}", "note") as bar:
         for note_id, (versions, cached) in zip(ids, pool.map(
                 lambda note_id: fetch_history(client, api_version, note_id, folder), ids), strict=True):
@@ -202,19 +233,33 @@ def apply_versions(client: Any, api_version: int, venue_id: str, papers: pl.Data
             stats.histories_cached += cached
             stats.histories_fetched += not cached
             bar.update(1)
+    hidden: set[str] = set()
+    if api_version == 2:   # what an outsider cannot read is recorded, never guessed from the rest
+        created = {r["review_id"]: r["created_at"] for r in rows}
+        created.update({p: _ms(c) for p, c in zip(active["paper_id"], active["created_at"], strict=True)})
+        hidden = {i for i, versions in histories.items() if not readable(versions, created.get(i))}
     out_rows = []
     for row in rows:
-        if row["review_id"] in histories:
+        final = {**row, **{f"{c}_final": row.get(c) for c in FINAL_COLUMNS}}
+        if row["review_id"] in hidden:
+            out_rows.append({**final, "edited_after_rebuttal": None, "review_history": REVIEW_HIDDEN})
+            stats.reviews_hidden += 1
+        elif row["review_id"] in histories:
             out_rows.append(review_row(row, histories[row["review_id"]], venue_id, form, stats))
         else:   # never modified after posting (active paper): one version; other papers: not read
-            flag = False if row["paper_id"] in active_ids else None
-            out_rows.append({**row, **{f"{c}_final": row.get(c) for c in FINAL_COLUMNS}, "edited_after_rebuttal": flag})
+            active_paper = row["paper_id"] in active_ids
+            out_rows.append({**final, "edited_after_rebuttal": False if active_paper else None,
+                             "review_history": REVIEW_ONE if active_paper else None})
     first_review: dict[str, int] = {}
     for row in rows:
         if row["created_at"] is not None:
             first_review[row["paper_id"]] = min(first_review.get(row["paper_id"], row["created_at"]), row["created_at"])
     choices = {}
+    hidden_papers = [p for p in todo_papers if p in hidden]
+    stats.pdfs_hidden = len(hidden_papers)
     for paper_id in todo_papers:
+        if paper_id in hidden:
+            continue
         choice = choose_pdf(histories[paper_id], first_review.get(paper_id))
         if choice is not None:
             choices[paper_id] = choice
@@ -224,7 +269,8 @@ def apply_versions(client: Any, api_version: int, venue_id: str, papers: pl.Data
         return pl.col("paper_id").replace_strict(values, default=default, return_dtype=dtype)
 
     papers = papers.with_columns(
-        pdf_version=per_paper({k: c.version for k, c in choices.items()}, pl.String),
+        pdf_version=per_paper({**{k: c.version for k, c in choices.items()}, **dict.fromkeys(hidden_papers, HIDDEN_PDF)},
+                              pl.String),
         pdf_date=pl.from_epoch(per_paper({k: c.date for k, c in choices.items()}, pl.Int64), time_unit="ms")
         .dt.replace_time_zone("UTC"),
         pdf_versions=per_paper({k: c.versions for k, c in choices.items()}, pl.Int32),
@@ -237,7 +283,8 @@ def apply_versions(client: Any, api_version: int, venue_id: str, papers: pl.Data
 def without_history(reviews: pl.DataFrame) -> pl.DataFrame:
     """Reviews whose history was not read: the final columns are the note as served, the flag null."""
     return reviews.with_columns(*(pl.col(c).alias(f"{c}_final") for c in FINAL_COLUMNS),
-                                edited_after_rebuttal=pl.lit(None, pl.Boolean))
+                                edited_after_rebuttal=pl.lit(None, pl.Boolean),
+                                review_history=pl.lit(None, pl.String))
 
 
 def revision_url(api_version: int, version: str, base: str = "https://openreview.net") -> str:
