@@ -194,15 +194,20 @@ def test_a_broken_reconciliation_fails_the_data_test(cfg, tmp_path, anthropic):
 
 def test_export_writes_papers_form_template_and_release(cfg, tmp_path):
     from flows.cli.main import app
+    from tasks.core.layout import stage_dir
+    from tests.submit_data import VENUE
 
+    pl.DataFrame({"paper_id": ["P2"], "text": ["1 Introduction\nGraph pooling, in full."]}).write_parquet(
+        stage_dir(cfg, "t", "ingest", VENUE) / "pdf_texts.parquet")
     out = tmp_path / "export"
     result = CliRunner().invoke(app, ["export", "--out", str(out), "-c", str(cfg.root / "pipelines.toml")])
     assert result.exit_code == 0, result.output
-    assert "4 papers (0 with their PDF text), release" in result.output
+    assert "4 papers (1 with their PDF text), release" in result.output
     papers = [json.loads(line) for line in (out / "papers.jsonl").read_text().splitlines()]
     assert [p["paper_id"] for p in papers] == ["P0", "P1", "P2", "P3"]
     assert papers[1]["title"] == "On graph pooling" and papers[1]["pdf_url"] == "/pdf?id=P1"
     assert papers[1]["text"] is None and papers[1]["text_source"] == "none"
+    assert papers[2]["text"].startswith("1 Introduction") and papers[2]["text_source"] == "pdf_text"
     template = (out / "submission_template.csv").read_text().splitlines()
     assert template[0] == "paper_id,review,rating,confidence,model" and len(template) == 5
     release = json.loads((out / "release.json").read_text())
