@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 import typing
+from pathlib import Path
 
 import polars as pl
 import pytest
 
-from tasks.core.config import ConfigError, ScoreConfig, ValidateConfig, load_config
+from tasks.core.config import ConfigError, ScoreConfig, load_config
 from tasks.core.schema import REFERENCES, SCORES, SCORING_CANDIDATES
 from tasks.metrics import REGISTRY, Metric, MissingResource, Resources, check_names, register, score_metrics
 from tasks.metrics.registry import Need
@@ -87,18 +88,32 @@ def test_leaderboard_ranks_by_the_metric_direction(monkeypatch):
 
 
 def test_config_checks_metric_names_against_the_registry(tmp_path, monkeypatch):
+    from tasks.checks import check_config, load_checked_config
+
     assert ScoreConfig(metrics=("gem",), baselines=("bertscore", "gem")).all_metrics == ("gem", "bertscore")
-    assert ValidateConfig(metrics=("bleu", "gem_s_assw")).metrics == ("bleu", "gem_s_assw")
-    with pytest.raises(ValueError, match="unknown metric"):
-        ScoreConfig(metrics=("gem", "gem_xl"))
-    with pytest.raises(ValueError, match="unknown metric"):
-        ScoreConfig(baselines=("meteor",))
-    with pytest.raises(ValueError, match="unknown metric"):
-        ValidateConfig(metrics=())
+    cfg = load_config(Path(__file__).resolve().parents[1] / "pipelines.toml")
+
+    def with_(stage: str, **values):
+        return cfg.model_copy(update={stage: getattr(cfg, stage).model_copy(update=values)})
+    assert check_config(with_("validate", metrics=("bleu", "gem_s_assw")), pipelines=False)
+    with pytest.raises(ConfigError, match=r"score.metrics: unknown metric.*gem_xl"):
+        check_config(with_("score", metrics=("gem", "gem_xl")), pipelines=False)
+    with pytest.raises(ConfigError, match=r"score.baselines: unknown metric.*meteor"):
+        check_config(with_("score", baselines=("meteor",)), pipelines=False)
+    with pytest.raises(ConfigError, match=r"validate.metrics: unknown metric"):
+        check_config(with_("validate", metrics=()), pipelines=False)
+    with pytest.raises(ConfigError, match=r"validate.strategies: unknown strategy \['shuffle'\]"):
+        check_config(with_("validate", strategies=("shuffle",)), pipelines=False)
     monkeypatch.setitem(REGISTRY, "new_metric", Metric("new_metric", "raw", "none", "nothing", True, "x",
                                                        REGISTRY["bleu"].fn))
-    assert ValidateConfig(metrics=("new_metric",)).metrics == ("new_metric",)   # registered is enough
+    assert check_config(with_("validate", metrics=("new_metric",)), pipelines=False)   # registered is enough
+    bad = tmp_path / "pipelines.toml"   # a pipeline's override is checked too, and named with the file
+    bad.write_text(Path(__file__).resolve().parents[1].joinpath("pipelines.toml").read_text()
+                   + '\n[pipelines.extra]\nvenues = ["X/2025/Conf"]\nstages = ["score"]\n'
+                     '[pipelines.extra.score]\nmetrics = ["gem_xl"]\n')
+    with pytest.raises(ConfigError, match=r"pipelines.toml: pipelines.extra.score.metrics: unknown metric"):
+        load_checked_config(bad)
     config = tmp_path / "pipelines.toml"
     config.write_text('[validate]\nmetrics = ["gem", "bleuu"]\n')
     with pytest.raises(ConfigError, match="bleuu"):
-        load_config(config)
+        load_checked_config(config)
