@@ -8,44 +8,23 @@ finished shards are skipped, so a crashed run resumes. With several evaluation L
 
 from __future__ import annotations
 
-from pathlib import Path
+from prefect import flow
 
-from prefect import flow, unmapped
-from prefect.futures import wait
-
-from tasks.core.config import Config, ScoreConfig
+from tasks.core.config import Config
 from tasks.core.layout import cache_dir
 from tasks.core.summary import StageSummary
 from tasks.stages.score.steps import (
     CONCURRENCY_LIMIT,
-    ModelSpec,
-    ShardRunner,
     ensure_concurrency_limit,
-    make_task_runner,
+    fan_out,
     quality_work,
     read_inputs_task,
     score_inputs_each_eval_lm,
-    score_shard_task,
     sharded_loglikelihoods,
     shards_details,
     write_quality_tables,
     write_scores_task,
 )
-
-
-@flow(name="score-shards")
-def score_shards_flow(requests_dir: Path, results_dir: Path, shards: list[str], spec: ModelSpec,
-                      token_budget: int) -> list[dict]:
-    """One task per shard, on whatever task runner this flow was given."""
-    futures = score_shard_task.map(unmapped(requests_dir), unmapped(results_dir), shards, unmapped(spec),
-                                   unmapped(token_budget))
-    wait(futures)
-    return futures.result()
-
-
-def fan_out(cfg: ScoreConfig) -> ShardRunner:
-    """Run shards through `score_shards_flow` on the configured task runner."""
-    return score_shards_flow.with_options(task_runner=make_task_runner(cfg))
 
 
 @flow(name="score", log_prints=True)

@@ -334,6 +334,9 @@ def test_a_paced_run_spaces_pdfs_as_configured_and_shows_progress_with_an_eta(se
     result = ingest_venue(V2, cfg, tmp_path / "out")                  # the real-API path: paced from [ingest]
     pdfs = sorted(r.at for r in server.log if r.endpoint == "pdf")
     assert len(pdfs) == result.pdfs > 5
-    assert min(b - a for a, b in zip(pdfs, pdfs[1:], strict=False)) >= 0.18
+    # the throttle spaces the sends; arrival times at the server jitter with the machine's load, so
+    # the pace is checked over the whole run, and no two PDFs may arrive as a burst
+    assert pdfs[-1] - pdfs[0] >= 0.19 * (len(pdfs) - 1)
+    assert min(b - a for a, b in zip(pdfs, pdfs[1:], strict=False)) >= 0.1
     progress = [line for line in capsys.readouterr().err.splitlines() if line.startswith(f"PDFs of {V2}")]
     assert progress and all("<" in line and "pdf/s]" in line for line in progress)   # elapsed < ETA

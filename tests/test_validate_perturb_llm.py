@@ -37,7 +37,8 @@ def test_each_rephraser_rewrites_with_its_own_model(monkeypatch):
     with AnthropicServer(responder) as server:
         first = AnthropicLM(CFG.model_copy(update={"model": "first"}), base_url=server.url, sleep=lambda _: None)
         second = AnthropicLM(CFG.model_copy(update={"model": "second"}), base_url=server.url, sleep=lambda _: None)
-        result = run_validation(make_reviews(n_papers=3), ValidateConfig(strategies=["rephrase", "rephrase_second"], metrics=["bleu"], bootstrap_resamples=0, min_pairs=2), resources=Resources(), backend=first, backends={"rephrase_second": second}, perturbers={"rephrase": "anthropic:first", "rephrase_second": "anthropic:second"})
+        result = run_validation(make_reviews(n_papers=3), ValidateConfig(strategies=["rephrase", "rephrase_second"], metrics=["bleu"], bootstrap_resamples=0, min_pairs=2,
+                                                                   rephrase_llm=CFG.model_copy(update={"model": "second"})), resources=Resources(), backend=first, backends={"rephrase_second": second}, perturbers={"rephrase": "anthropic:first", "rephrase_second": "anthropic:second"})
     texts = {s: t for s, t in result.perturbations.select("strategy", "review_text").rows()}
     assert texts["rephrase"].startswith("[first] ") and texts["rephrase_second"].startswith("[second] ")
     assert dict(result.validation.select("strategy", "perturber").rows()) == {

@@ -122,6 +122,11 @@ class LLMConfig(Frozen):
     temperature: float | Literal["default"] = 0.0  # "default": not sent (models that accept only theirs)
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     continue_final_message: bool = False  # vLLM / SGLang: the answer's start is sent and continued
+    # "completions": log-likelihoods too, through /v1/completions with echoed prompt log-probabilities
+    # (vLLM, SGLang; tasks/lm/completions.py); "chat": Chat Completions only
+    api: Literal["chat", "completions"] = "chat"
+    tokenizer: str | None = None          # completions: the served model's tokenizer (a local path, a model
+                                          # id or "smollm2"); None: `model` ("served:<m>": <m>)
 
 
 class PreprocessConfig(LLMConfig):
@@ -240,6 +245,9 @@ class ScoreConfig(Frozen):
     # the oracle cells read each local LM listed (a model name or a table with the keys of eval_lms) and
     # average their values; "eval_lms": the evaluation LMs of eval_lms; empty: the first evaluation LM alone
     oracle_readouts: tuple[EvalLMConfig, ...] | Literal["eval_lms"] = ()
+    # The evaluation LM behind an OpenAI-compatible completions server (vLLM, SGLang; docs/engines.md):
+    # backend = "openai", api = "completions"; set, it replaces eval_lm / eval_lm_cuda
+    eval_server: LLMConfig | None = None
     # RevisEval (tasks/metrics/reviseval.py): the LLM that revises each candidate; None: [score.oracle]
     reviser: LLMConfig | None = None
     # Beyond Rating's review-quality metrics and the rating outcomes (points_*, focus_kl_*, rating_mae, ...)
@@ -251,6 +259,20 @@ class ScoreConfig(Frozen):
         if isinstance(value, (list, tuple)):
             return tuple({"eval_lm": v} if isinstance(v, str) else v for v in value)
         return value
+
+    @field_validator("eval_server")
+    @classmethod
+    def _a_completions_server(cls, value: LLMConfig | None) -> LLMConfig | None:
+        if value is not None and (value.backend != "openai" or value.api != "completions"):
+            raise ValueError('an evaluation LM server needs backend = "openai" and api = "completions"')
+        return value
+
+    @model_validator(mode="after")
+    def _one_kind_of_evaluation_lm(self) -> ScoreConfig:
+        if self.eval_server is not None and self.eval_lms:
+            raise ValueError("eval_server and eval_lms cannot be combined: name one served evaluation LM, "
+                             "or local ones in eval_lms")
+        return self
 
     @property
     def all_metrics(self) -> tuple[str, ...]:

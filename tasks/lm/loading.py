@@ -43,9 +43,14 @@ class ModelSpec:
     quantization: str = "none"   # none | nf4 | auto
     device: str = "auto"         # auto | cpu | cuda
     kind: Literal["causal", "encoder"] = "causal"
+    # An OpenAI-compatible completions server holding the weights (tasks/lm/completions.py); then
+    # device, dtype and quantization are the server's business and stay unresolved
+    server: LLMConfig | None = None
 
     def resolved(self) -> ModelSpec:
-        """Replace every "auto" by what this machine will actually use."""
+        """Replace every "auto" by what this machine will actually use (a served model: itself)."""
+        if self.server is not None:
+            return self
         device = self.device if self.device != "auto" else ("cuda" if cuda_available() else "cpu")
         dtype = self.dtype
         if dtype == "auto":
@@ -59,7 +64,18 @@ class ModelSpec:
 
     @property
     def key(self) -> str:
+        if self.server is not None:
+            return f"{self.name}|completions|{served_where(self.server)}"
         return f"{self.name}|{self.dtype}|{self.quantization}"
+
+
+def served_where(cfg: LLMConfig) -> str:
+    """Where an OpenAI-compatible server runs, without the port: its host, or "served:<model>" (the
+    local test server, which may come back on another port serving the same model)."""
+    from urllib.parse import urlsplit
+
+    base = cfg.base_url or "https://api.openai.com/v1"
+    return base if base.startswith("served:") else (urlsplit(base).hostname or base)
 
 
 ENCODER_SPEC = ModelSpec(MINILM, dtype="float32", kind="encoder")
@@ -74,8 +90,11 @@ def chat_spec(cfg: LLMConfig) -> ModelSpec:
 
 
 def eval_spec(cfg: ScoreConfig) -> ModelSpec:
-    """The evaluation LM (the one place a spec is resolved from the config; `eval_specs` for several): `eval_lm_cuda` on CUDA, `eval_lm` elsewhere; dtype and quantization as
-    configured ("auto": NF4 on CUDA, float32 on CPU, by `ModelSpec.resolved`)."""
+    """The evaluation LM (the one place a spec is resolved from the config; `eval_specs` for several):
+    the `eval_server` when one is configured; else `eval_lm_cuda` on CUDA, `eval_lm` elsewhere, dtype
+    and quantization as configured ("auto": NF4 on CUDA, float32 on CPU, by `ModelSpec.resolved`)."""
+    if cfg.eval_server is not None:
+        return ModelSpec(name=cfg.eval_server.model, server=cfg.eval_server)
     name = cfg.eval_lm_cuda if cuda_available() else cfg.eval_lm
     return ModelSpec(name=name, dtype=cfg.dtype, quantization=cfg.quantization)
 

@@ -95,6 +95,10 @@ class LocalLM:
         return chat_ids(self._loaded()[1], request.system, request.user, request.prefill)
 
     @property
+    def tokenizer(self) -> PreTrainedTokenizerBase:
+        return self._loaded()[1]
+
+    @property
     def engine(self) -> LoglikelihoodEngine:
         """The log-likelihood engine on this model (built once; it keeps its prefix caches)."""
         with self._engine_lock:

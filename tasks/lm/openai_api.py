@@ -15,8 +15,8 @@ request of this backend is sent. The missing key variable is an error when the b
 bulk work goes through the Batch API: a JSON Lines file is uploaded, a batch created and polled,
 its output and error files downloaded, and items that failed transiently resubmitted. Usage comes
 from the response (`prompt_tokens_details.cached_tokens` as prompt-cache reads); cost uses the
-configured prices (the Batch API bills half). An API model offers neither log-likelihoods of a
-given text nor embeddings here: those raise `Unsupported`.
+configured prices (the Batch API bills half). Chat Completions give no log-likelihoods of a given
+text (`api = "completions"` does: tasks/lm/completions.py) and no embeddings: those raise `Unsupported`.
 """
 
 from __future__ import annotations
@@ -113,7 +113,8 @@ class OpenAILM:
 
     def loglikelihood(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
         raise Unsupported(f"{self.model}: Chat Completions return log-probabilities of sampled tokens only, "
-                          "not of a given text; score with a local model (score.eval_lm)")
+                          "not of a given text; serve the model with a completions endpoint (api = "
+                          "\"completions\", [score.eval_server]) or score with a local model (score.eval_lm)")
 
     def embed(self, texts: Sequence[str], pooling: Pooling = "tokens") -> list[np.ndarray]:
         raise Unsupported(f"{self.model}: this backend does not embed (pooled API embeddings have no "

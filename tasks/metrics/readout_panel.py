@@ -17,6 +17,7 @@ members that fail (`tasks.stages.qualify.stage.qualified_config`).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -24,7 +25,7 @@ import polars as pl
 
 from tasks.core.config import EvalLMConfig, ScoreConfig
 from tasks.core.schema import ORACLE_RESULTS
-from tasks.lm import local_lm
+from tasks.lm import eval_model
 from tasks.metrics.panel import mean_of_members
 from tasks.metrics.registry import AnswerReadout, ReadoutMember
 
@@ -71,23 +72,25 @@ def average(members: Sequence[ReadoutMember], read: Callable[[ReadoutMember], li
     return [mean_of_members([v[i] for v in per_member]) for i in range(sizes.pop())]
 
 
-def engine_readout(spec: ModelSpec, token_budget: int = 4096, answers: tuple[str, str] = ("Yes", "No")):
-    """ORACLE_REQUESTS -> ORACLE_RESULTS: P(Yes), P(No) read from the local evaluation LM's next-token
-    distribution (tasks/lm/readout.py), in this process."""
+def engine_readout(spec: ModelSpec, token_budget: int = 4096, answers: tuple[str, str] = ("Yes", "No"),
+                   cache_dir: Path | None = None):
+    """ORACLE_REQUESTS -> ORACLE_RESULTS: P(Yes), P(No) read from the evaluation LM's next-token
+    distribution (tasks/lm/readout.py): local weights in this process, or its completions server
+    (answers cached under `cache_dir` when given)."""
     def read(requests: pl.DataFrame) -> pl.DataFrame:
         from tasks.lm.readout import answer_probabilities
 
-        probs = answer_probabilities(local_lm(spec, token_budget), list(requests.select("system", "user").iter_rows()),
-                                     answers)
+        probs = answer_probabilities(eval_model(spec, token_budget, cache_dir),
+                                     list(requests.select("system", "user").iter_rows()), answers)
         return pl.DataFrame({"key": requests["key"], "p_yes": probs[:, 0], "p_no": probs[:, 1]}, schema=ORACLE_RESULTS)
     return read
 
 
-def engine_answers(spec: ModelSpec, token_budget: int = 4096) -> AnswerReadout:
-    """(prompts, answers) -> the local evaluation LM's probabilities of each answer's first token
-    after each prompt (tasks/lm/readout.py), in this process: the oracle's support bins."""
+def engine_answers(spec: ModelSpec, token_budget: int = 4096, cache_dir: Path | None = None) -> AnswerReadout:
+    """(prompts, answers) -> the evaluation LM's probabilities of each answer's first token after each
+    prompt (tasks/lm/readout.py), locally or through its completions server: the oracle's support bins."""
     def read(prompts: Sequence[tuple[str, str]], answers: Sequence[str]) -> np.ndarray:
         from tasks.lm.readout import answer_probabilities
 
-        return answer_probabilities(local_lm(spec, token_budget), list(prompts), answers)
+        return answer_probabilities(eval_model(spec, token_budget, cache_dir), list(prompts), answers)
     return read

