@@ -12,7 +12,7 @@ from tasks.stages.validate.steps import build_leaderboard_task, validate_pipelin
 @flow(name="validate", log_prints=True)
 def validate_flow(cfg: Config, pipeline: str) -> StageSummary:
     result = validate_pipeline_task(cfg, pipeline, fan_out=True)   # rescoring: one task per shard
-    board, board_agreement = build_leaderboard_task(cfg, pipeline)
-    summary = write_outputs_task(cfg, pipeline, result, board, board_agreement)
+    boards = build_leaderboard_task(cfg, pipeline)
+    summary = write_outputs_task(cfg, pipeline, result, boards)
     print(f"validate {pipeline}: {summary.as_dict()}")
     return summary

@@ -108,7 +108,8 @@ def test_two_eval_lms_score_apart_resume_and_give_two_boards_that_are_compared(t
     rerun = write_scores(cfg, "t", score_inputs_each_eval_lm(cfg, read_inputs(cfg, "t"), again)[0], shards_details(again))
     assert rerun.details["shards_skipped"] == summary.details["shards"] and rerun.details["shards_scored"] == 0
 
-    board, agree = build_leaderboard(cfg, "t")
+    boards = build_leaderboard(cfg, "t")
+    board, agree = boards.leaderboard, boards.agreement
     assert sorted(board.filter(metric="gem").group_by("eval_lm").len().rows()) == [(BF16, 3), (F32, 3)]
     assert board.filter(metric="bleu")["eval_lm"].unique().to_list() == ["sacrebleu"]
     assert agree.select("metric", "eval_lm_a", "eval_lm_b", "n_models").rows() == [("gem", BF16, F32, 3)]

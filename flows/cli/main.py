@@ -27,6 +27,7 @@ from flows.cli.query import (  # noqa: E402, F401 - check_read_only: part of the
     query,
 )
 from flows.cli.site import site  # noqa: E402
+from flows.cli.submit import export, submit  # noqa: E402
 from flows.cli.validate import report, validate  # noqa: E402
 from tasks.checks import load_checked_config  # noqa: E402
 from tasks.core.config import ConfigError, check_paths, select_stages  # noqa: E402
@@ -132,6 +133,8 @@ app.command()(query)
 app.command()(validate)
 app.command()(report)
 app.command()(site)
+app.command()(submit)   # submitted reviews -> a candidate on the leaderboard (docs/submit.md)
+app.command()(export)   # the benchmark's papers and review form for submitters
 
 from flows.cli.venues import venues  # noqa: E402 - `grebench venues`: a year's venues and their facts
 

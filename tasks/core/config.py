@@ -201,6 +201,8 @@ class GenerateConfig(Frozen):
 
     chars_per_token: float = Field(3.5, gt=0)  # anthropic: context estimate (no local tokenizer)
     candidates: tuple[CandidateConfig, ...] = ()
+    # `grebench submit` (tasks/stages/generate/submit.py): a submitted review longer than this is rejected (review_too_long)
+    max_review_chars: int = Field(60000, ge=100)
 
     @field_validator("candidates")
     @classmethod
@@ -358,6 +360,11 @@ class ValidateConfig(Frozen):
     perturb_llm: LLMConfig | None = None
     # The second rephraser: the "rephrase_second" strategy runs the rephrase prompt on this LLM.
     rephrase_llm: LLMConfig | None = None
+    # Paired comparisons of the leaderboard's models (tasks/stages/validate/comparisons.py): a sign-flip
+    # test per pair, corrected across a board's pairs; bootstrap intervals at leaderboard_confidence
+    compare_correction: Literal["none", "holm", "bonferroni", "bh"] = "holm"
+    compare_alpha: float = Field(0.05, gt=0, lt=1)
+    compare_resamples: int = Field(2000, ge=100)   # bootstrap replicates over papers
 
     @model_validator(mode="after")
     def _second_rephraser_configured(self) -> ValidateConfig:

@@ -7,6 +7,8 @@
     data/<pipeline>/generate/              candidates, exclusions, candidate_judgments, rejects, usage .parquet
     data/<pipeline>/score/                 requests/ and results/ shards, scores.parquet
     data/<pipeline>/validate/              validation, leaderboard, ... .parquet
+    data/<pipeline>/submit/<name>/         one folder per `grebench submit` (tasks/core/submitted.py)
+    data/<pipeline>/releases/<id>.parquet  one row per release (tasks/stages/validate/releases.py)
     data/<pipeline>/runs/<run_id>.parquet  the run records (tasks/core/runs.py)
     data/cache/llm/                        content-addressed LLM answers
     data/<pipeline>/grebench.duckdb        the results database of each pipeline (paths.database)

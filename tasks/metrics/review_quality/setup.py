@@ -1,7 +1,7 @@
 """The review-quality work of a run, built from the config and the pipeline's frames.
 
-The facts the metric family reads (curated ratings, decisions and paper texts, the generated
-candidates' rating answers) and its settings; the score and validate stages both build it here.
+The facts the metric family reads (curated ratings, decisions and paper texts, the generated and
+submitted candidates' rating answers) and its settings; the score and validate stages both build it here.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import polars as pl
 
 from tasks.core.config import Config
 from tasks.core.frames import read_curated
+from tasks.core.submitted import submission_folders
 from tasks.metrics.review_quality.work import (
     PAPER_FACTS,
     REVIEW_FACTS,
@@ -44,10 +45,11 @@ def load_facts(cfg: Config, pipeline: str) -> ReviewFacts:
     reviews, papers, pdf_texts = read_curated(cfg, pipeline)
     humans = reviews.select("review_id", "paper_id", pl.col("rating").cast(pl.Float64),
                             pl.lit(None, pl.String).alias("rating_answer"))
-    generated = cfg.data_dir / pipeline / "generate" / "candidates.parquet"
+    generated = [cfg.data_dir / pipeline / "generate" / "candidates.parquet",   # submitted ratings count too
+                 *(f / "submitted_candidates.parquet" for f in submission_folders(cfg, pipeline))]
     frames = [humans]
-    if generated.is_file():
-        gen = pl.read_parquet(generated)
+    for path in (p for p in generated if p.is_file()):
+        gen = pl.read_parquet(path)
         answer = pl.col("rating_answer") if "rating_answer" in gen.columns else pl.lit(None, pl.String)
         frames.append(gen.select(pl.col("candidate_id").alias("review_id"), "paper_id",
                                  pl.lit(None, pl.Float64).alias("rating"), answer.cast(pl.String).alias("rating_answer")))

@@ -5,6 +5,8 @@
     validation.html     pass / fail per metric and strategy (SMD, CI and p on hover), human correlation
     papers/<id>.html    title, abstract, human reviews and their judgments, candidates, per-pair scores
     runs.html           every pipeline run, stage by stage
+    releases.html       the releases, newest first, each with what changed since the one before
+    submissions.html    submitted candidates (`grebench submit`): counts and rejected rows by reason
     charts/*.svg        the leaderboard charts (static SVG, shown with <img>)
 
 Every text from OpenReview or a model goes through Jinja2's autoescaping: a review holding
@@ -129,6 +131,26 @@ def run_groups(runs: pl.DataFrame) -> list[dict[str, Any]]:
     return list(reversed(out))      # newest first
 
 
+def release_context(tables: dict[str, pl.DataFrame]) -> dict[str, Any]:
+    """The releases newest first and each one's changelog rows."""
+    changes: dict[str, list[dict[str, Any]]] = {}
+    for row in rows(tables["release_changes"]):
+        changes.setdefault(str(row["release_id"]), []).append(row)
+    return {"releases": rows(tables["releases"].sort("created_at", "release_id", descending=True)),
+            "changelog": changes}
+
+
+def submission_context(tables: dict[str, pl.DataFrame]) -> dict[str, Any]:
+    """The submissions and, per submission, its rejected rows grouped by rule."""
+    rejects = tables["rejects"]
+    by_name: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    if rejects.height:
+        for row in rows(rejects.filter(pl.col("stage") == "submit").sort("rule", "entity_id")):
+            name = str(row["entity_id"]).rsplit("#", 1)[0]
+            by_name.setdefault(name, {}).setdefault(str(row["rule"]), []).append(row)
+    return {"submissions": rows(tables["submissions"].sort("name")), "rejects": by_name}
+
+
 def build_site(database: Path, out_dir: Path) -> SiteResult:
     """Write the whole site into out_dir (overwriting the pages it writes) and say what was written."""
     tables = read_tables(database, TABLES)
@@ -140,7 +162,8 @@ def build_site(database: Path, out_dir: Path) -> SiteResult:
     from tasks.core.locks import built_for
 
     common = {"generated_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "database": Path(database).name,
-              "pipeline": built_for(Path(database)) or "unknown"}
+              "pipeline": built_for(Path(database)) or "unknown",
+              "has_releases": tables["releases"].height > 0, "has_submissions": tables["submissions"].height > 0}
 
     def page(template: str, path: Path, root: str = "", **context: Any) -> None:
         path.write_text(env.get_template(template).render(root=root, **common, **context), encoding="utf-8")
@@ -153,7 +176,13 @@ def build_site(database: Path, out_dir: Path) -> SiteResult:
         chart.write_text(to_svg(leaderboard_chart(group["rows"], title)), encoding="utf-8")
         result.charts.append(chart)
         group["chart"] = f"charts/{chart.name}"
-    page("leaderboard.html", out_dir / "leaderboard.html", groups=groups)
+    board = tables["leaderboard"]
+    release_ids = sorted(set(board["release_id"].drop_nulls().to_list())) if "release_id" in board.columns else []
+    page("leaderboard.html", out_dir / "leaderboard.html", groups=groups, releases=release_ids)
+    if common["has_releases"]:
+        page("releases.html", out_dir / "releases.html", **release_context(tables))
+    if common["has_submissions"]:
+        page("submissions.html", out_dir / "submissions.html", **submission_context(tables))
 
     page("validation.html", out_dir / "validation.html", matrices=validation_matrix(tables["validation"]),
          correlation=rows(tables["human_correlation"]))

@@ -11,7 +11,8 @@ import re
 import polars as pl
 
 TABLES = ("papers", "reviews", "candidates", "judgments", "scores", "leaderboard", "validation",
-          "human_correlation", "exclusions", "runs", "qualification", "review_quality_models", "points")
+          "human_correlation", "exclusions", "runs", "qualification", "review_quality_models", "points",
+          "comparisons", "releases", "release_changes", "submissions", "rejects")
 
 
 def clean(value: object) -> object:

@@ -4,7 +4,8 @@ Layers run in order: `sql/staging/` (one file per Parquet source, read with boun
 `sql/marts/` (the tables people query), then `sql/tests/` (data tests: a query that returns rows
 has found a problem). Each file says what it needs in header comments:
 
-    -- source: <glob under data/<pipeline>/>      staging files: the Parquet files they read
+    -- source: <glob under data/<pipeline>/> ...  staging files: the Parquet files they read (globs
+                                                  separated by spaces)
     -- requires: <table>, <table>                 marts and tests: tables that must exist
 
 A staging file whose source has no files is skipped, and so is everything that requires its
@@ -83,7 +84,7 @@ class BuildResult:
 
 def read_sql_file(path: Path) -> SqlFile:
     text = path.read_text(encoding="utf-8")
-    source = re.search(r"^--\s*source:\s*(\S+)", text, re.MULTILINE)
+    source = re.search(r"^--\s*source:\s*(\S.*?)\s*$", text, re.MULTILINE)
     requires = re.search(r"^--\s*requires:\s*(.+)$", text, re.MULTILINE)
     names = tuple(n.strip() for n in requires.group(1).split(",")) if requires else ()
     return SqlFile(path, text, source.group(1) if source else None, names)
@@ -158,7 +159,8 @@ def _run_layers(
             if only is not None and sql.table not in only:
                 continue
             if sql.source:
-                files = sorted(str(p) for p in base.glob(sql.source)   # never a hidden scratch file / folder
+                files = sorted(str(p) for pattern in sql.source.split() for p in base.glob(pattern)
+                               # never a hidden scratch file / folder
                                if not any(part.startswith(".") for part in p.relative_to(base).parts))
                 if not files:
                     result.skipped.append(sql.table)

@@ -1,8 +1,8 @@
 """What the score stage reads: curated human reviews, their judgments and the paper synopses.
 
 Human reviews are the references; as candidates they are scored leave-one-out. Generated
-candidates (the generate stage) are concatenated to `human_candidates(...)` in the
-SCORING_CANDIDATES schema. Frames: tasks/core/schema.py.
+candidates (the generate stage) and submitted ones (`grebench submit`, tasks/core/submitted.py) are
+concatenated to `human_candidates(...)` in the SCORING_CANDIDATES schema. Frames: tasks/core/schema.py.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from tasks.core.frames import (
     scoring_candidates,
 )
 from tasks.core.schema import REFERENCES, SCORING_CANDIDATES, SYNOPSES_WIDE, conform
+from tasks.core.submitted import submitted_candidates
 from tasks.metrics import Metric
 
 
@@ -34,7 +35,7 @@ class ScoringInputs:
 
 
 def load_inputs(cfg: Config, pipeline: str, metrics: Sequence[Metric]) -> ScoringInputs:
-    """References, human and generated candidates and synopses for the metrics given."""
+    """References, human, generated and submitted candidates and synopses for the metrics given."""
     reviews = curated_reviews(cfg, pipeline)
     judgments = read_judgments(cfg, pipeline, metrics)
     if judgments is None:
@@ -43,7 +44,8 @@ def load_inputs(cfg: Config, pipeline: str, metrics: Sequence[Metric]) -> Scorin
     if synopses is None:
         synopses = pl.DataFrame(schema=SYNOPSES_WIDE)
     references = reviews.join(judgments, on="review_id", how="left").select(REFERENCES.names()).cast(dict(REFERENCES))
-    generated = scoring_candidates(cfg, pipeline).join(references.select("paper_id").unique(), on="paper_id", how="semi")
+    generated = pl.concat([scoring_candidates(cfg, pipeline), submitted_candidates(cfg, pipeline)]).join(
+        references.select("paper_id").unique(), on="paper_id", how="semi")
     candidates = pl.concat([human_candidates(references).cast(dict(SCORING_CANDIDATES)),
                             generated.cast(dict(SCORING_CANDIDATES))])
     negatives = None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Collection
 
 import polars as pl
 
@@ -27,28 +28,34 @@ LEADERBOARD = pl.Schema({"metric": pl.String, "eval_lm": pl.String, "model": pl.
                          "predictor": pl.String,    # the model behind the column (tasks.metrics.registry.predictor)
                          # whether the judging models behind the column passed the exam (null: none), and what
                          # its numbers rest on (tasks/validate/board_notes.py)
-                         "qualified": pl.Boolean, "note": pl.String})
+                         "qualified": pl.Boolean, "note": pl.String,
+                         "kind": pl.String})        # human | generated | submitted (`grebench submit`)
 AGREEMENT = pl.Schema({"metric": pl.String, "eval_lm_a": pl.String, "eval_lm_b": pl.String, "n_models": pl.Int64,
                        "rho": pl.Float64, "p_value": pl.Float64, "reason": pl.String})
 
 
-def per_paper(candidate_scores: pl.DataFrame) -> pl.DataFrame:
-    """metric, eval_lm, model, paper_id, score: each model's mean over its candidates on a paper (NaN if none scored)."""
+def per_paper(candidate_scores: pl.DataFrame, exclusions: pl.DataFrame | None = None) -> pl.DataFrame:
+    """metric, eval_lm, model, paper_id, score: each model's mean over its candidates on a paper (NaN if none
+    scored); without the (model, paper) pairs of `exclusions`, when given."""
     valid = pl.col("score").is_not_null() & pl.col("score").is_not_nan()
-    return (candidate_scores.rename({"source": "model"})
-            .group_by("metric", "eval_lm", "model", "paper_id")
-            .agg(pl.col("score").filter(valid).mean().fill_null(math.nan))
-            .sort("metric", "eval_lm", "model", "paper_id"))
+    papers = (candidate_scores.rename({"source": "model"})
+              .group_by("metric", "eval_lm", "model", "paper_id")
+              .agg(pl.col("score").filter(valid).mean().fill_null(math.nan))
+              .sort("metric", "eval_lm", "model", "paper_id"))
+    if exclusions is not None and exclusions.height:
+        excluded = exclusions.select(pl.col("model").cast(pl.String), pl.col("paper_id").cast(pl.String)).unique()
+        papers = papers.join(excluded, on=["model", "paper_id"], how="anti")
+    return papers
 
 
 def leaderboard(candidate_scores: pl.DataFrame, exclusions: pl.DataFrame | None = None,
-                confidence: float = 0.90) -> pl.DataFrame:
+                confidence: float = 0.90, submitted: Collection[str] = ()) -> pl.DataFrame:
     """LEADERBOARD rows from candidate scores (paper_id, candidate, source, metric, eval_lm, score).
 
     `exclusions` (paper_id, model, ...) counts the papers a model was kept away from; their scores,
     if any, are left out. Ranks are 1 for the best mean within (metric, eval_lm), the human baseline
     included; "best" is the highest mean, or the lowest for a metric registered with
-    higher_is_better=False.
+    higher_is_better=False. `kind` is "submitted" for the models named in `submitted`.
     """
     papers = per_paper(candidate_scores)
     excluded = pl.DataFrame(schema={"model": pl.String, "paper_id": pl.String})
@@ -62,7 +69,8 @@ def leaderboard(candidate_scores: pl.DataFrame, exclusions: pl.DataFrame | None 
         rows.append({"metric": metric, "eval_lm": lm, "model": model, "is_human": model == HUMAN,
                      "n_papers": ci.n, "n_missing": ci.n_dropped, "n_excluded": n_excluded.get(model, 0),
                      "mean": ci.mean, "ci_low": ci.ci_low, "ci_high": ci.ci_high, "confidence": confidence,
-                     "rank": None, "reason": ci.reason, "predictor": predictor(metric, lm)})
+                     "rank": None, "reason": ci.reason, "predictor": predictor(metric, lm),
+                     "kind": HUMAN if model == HUMAN else "submitted" if model in submitted else "generated"})
     if not rows:
         return pl.DataFrame(schema=LEADERBOARD)
     board = pl.DataFrame(rows, schema=LEADERBOARD)

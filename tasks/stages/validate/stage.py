@@ -6,6 +6,8 @@
     validate/adversary.parquet              per metric x candidate: the adversary's best score and its edits
     validate/leaderboard.parquet            per metric x eval LM x model: mean over papers, 90% CI
     validate/leaderboard_agreement.parquet  per metric: rho between the boards of two evaluation LMs
+    validate/comparisons.parquet            per board and pair of models: paired difference, interval, p
+    validate/release_changes.parquet        the changelog of the pipeline's releases (releases/<id>.parquet)
     validate/perturbations.parquet          every perturbed candidate (text, judgments, error)
     validate/pairs.parquet                  original and perturbed score of every tested candidate
     validate/rejects.parquet                failed perturbations and preprocessing, unusable reviews
@@ -16,6 +18,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
@@ -30,8 +33,10 @@ from tasks.metrics.llm_log import LLMLog, write_llm_log
 from tasks.metrics.resources import build_resources
 from tasks.metrics.shards import ShardedLoglikelihood, ShardRunner, run_in_process
 from tasks.stages.validate.board_notes import annotate
+from tasks.stages.validate.comparisons import COMPARISONS, CompareSettings, compare, with_ranks_and_ties
 from tasks.stages.validate.eval_lms import validate_each_eval_lm
-from tasks.stages.validate.leaderboard import AGREEMENT, LEADERBOARD, agreement, leaderboard
+from tasks.stages.validate.leaderboard import AGREEMENT, LEADERBOARD, agreement, leaderboard, per_paper
+from tasks.stages.validate.releases import Release, changelog, read_releases, record_release, release_of
 from tasks.stages.validate.reuse import ReusingLoglikelihood
 from tasks.stages.validate.strategies import strategy
 from tasks.stages.validate.workflow import Preprocessor, ValidationResult, run_validation
@@ -158,35 +163,71 @@ def read_candidate_scores(cfg: Config, pipeline: str) -> pl.DataFrame | None:
     return None
 
 
-def build_leaderboard(cfg: Config, pipeline: str) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(leaderboard, agreement) from the score stage's outputs and the generate stage's exclusions."""
+@dataclass
+class BoardTables:
+    """The leaderboard and what is published with it (tasks/validate/comparisons.py, releases.py)."""
+
+    leaderboard: pl.DataFrame       # LEADERBOARD + rank_low, rank_high, tied_with, release_id
+    agreement: pl.DataFrame         # AGREEMENT
+    comparisons: pl.DataFrame       # COMPARISONS
+    release: Release | None = None  # None before the score stage has run
+
+
+def read_exclusions(cfg: Config, pipeline: str) -> pl.DataFrame | None:
+    """The contamination guard's exclusions of the generated and the submitted candidates."""
+    from tasks.core.submitted import submitted_exclusions
+
+    path = stage_dir(cfg, pipeline, "generate") / "exclusions.parquet"
+    frames = [pl.read_parquet(path)] if path.is_file() else []
+    submitted = submitted_exclusions(cfg, pipeline)
+    frames += [submitted] if submitted.height else []
+    return pl.concat(frames, how="diagonal_relaxed") if frames else None
+
+
+def build_leaderboard(cfg: Config, pipeline: str) -> BoardTables:
+    """The leaderboard (with rank intervals, ties and the release id), the agreement of evaluation LMs
+    and the paired comparisons, from the score stage's outputs and the guard's exclusions."""
+    from tasks.core.submitted import submitted_names
+
     scores = read_candidate_scores(cfg, pipeline)
     if scores is None:
-        return pl.DataFrame(schema=LEADERBOARD), pl.DataFrame(schema=AGREEMENT)
-    path = stage_dir(cfg, pipeline, "generate") / "exclusions.parquet"
-    exclusions = pl.read_parquet(path) if path.is_file() else None
-    board = leaderboard(scores, exclusions, cfg.validate.leaderboard_confidence)
+        return BoardTables(pl.DataFrame(schema=LEADERBOARD), pl.DataFrame(schema=AGREEMENT),
+                           pl.DataFrame(schema=COMPARISONS))
+    exclusions = read_exclusions(cfg, pipeline)
+    v = cfg.validate
+    board = leaderboard(scores, exclusions, v.leaderboard_confidence, submitted_names(cfg, pipeline))
     pairs = stage_dir(cfg, pipeline, "score") / "scores.parquet"
     exam = stage_dir(cfg, pipeline, "qualify") / "qualification.parquet"
     board = annotate(board, pl.read_parquet(pairs) if pairs.is_file() else None,
                      pl.read_parquet(exam) if exam.is_file() and "qualify" in cfg.pipelines[pipeline].stages else None)
-    return board, agreement(board)
+    settings = CompareSettings(v.leaderboard_confidence, v.compare_alpha, v.compare_correction, v.compare_resamples,
+                               v.seed)
+    comparisons, ranks = compare(per_paper(scores, exclusions), settings, board.select("metric", "eval_lm", "model",
+                                                                                       "rank"))
+    release = release_of(cfg, pipeline)
+    board = with_ranks_and_ties(board, comparisons, ranks).with_columns(release_id=pl.lit(release.release_id))
+    return BoardTables(board, agreement(board), comparisons, release)
 
 
-def write_outputs(cfg: Config, pipeline: str, result: ValidationResult, board: pl.DataFrame,
-                  board_agreement: pl.DataFrame) -> StageSummary:
-    """Write the validate stage's tables; rows in: candidate x strategy pairs tested, rows out: validation rows."""
+def write_outputs(cfg: Config, pipeline: str, result: ValidationResult, boards: BoardTables) -> StageSummary:
+    """Write the validate stage's tables and record the release; rows in: candidate x strategy pairs
+    tested, rows out: validation rows."""
+    board = boards.leaderboard
     frames = {
         "validation": result.validation,
         "human_correlation": result.human_correlation,
         "length_confound": result.length_confound,
         "adversary": result.adversary,
         "leaderboard": board,
-        "leaderboard_agreement": board_agreement,
+        "leaderboard_agreement": boards.agreement,
+        "comparisons": boards.comparisons,
         "perturbations": result.perturbations,
         "pairs": result.pairs,
         "rejects": result.rejects,
     }
+    if boards.release is not None:
+        record_release(cfg, pipeline, boards.release, sorted(set(board["model"].to_list())))
+        frames["release_changes"] = changelog(read_releases(cfg, pipeline))
     folder = stage_dir(cfg, pipeline, "validate")
     for name, frame in frames.items():
         write_parquet(frame, folder / f"{name}.parquet")
@@ -211,6 +252,8 @@ def write_outputs(cfg: Config, pipeline: str, result: ValidationResult, board: p
             "tests_inconclusive": int(result.validation["passed"].is_null().sum()),
             "failing": [f"{m}/{s}" for m, s in failing.select("metric", "strategy").iter_rows()],
             "leaderboard_rows": board.height,
+            "comparisons": boards.comparisons.height,
+            "release_id": boards.release.release_id if boards.release else None,
             "rejects": result.rejects.height,
         },
     )
