@@ -86,8 +86,8 @@ def validation_under(dtype: str, reviews: pl.DataFrame, papers: int, seed: int, 
     from tasks.lm import ModelSpec, local_lm
     from tasks.metrics import Resources
     from tasks.metrics.resources import EMBED_MODEL, engine_loglikelihood, token_embeddings
-    from tasks.validate.perturb import DETERMINISTIC
-    from tasks.validate.workflow import run_validation
+    from tasks.stages.validate.strategies import DETERMINISTIC
+    from tasks.stages.validate.workflow import run_validation
 
     spec = ModelSpec(dtype=dtype)
     engine = local_lm(spec, token_budget).engine
@@ -161,10 +161,11 @@ def scores_and_verdicts(args: argparse.Namespace, emulate: bool) -> dict[str, ob
 
 
 def generation(args: argparse.Namespace, emulate: bool) -> dict[str, object]:
-    from tasks.config import PreprocessConfig
+    from tasks.core.config import PreprocessConfig
+    from tasks.core.prompts import load_prompt
     from tasks.lm import ChatRequest, ModelSpec
     from tasks.lm.local import LocalLM
-    from tasks.preprocess import LINE_PREFIXES, PREFILL, load_prompt, render
+    from tasks.metrics.judgments import LINE_PREFIXES, PREFILL, render
 
     cfg = PreprocessConfig(max_tokens=args.max_tokens)
     raw = pl.read_parquet(args.data).sample(args.generate, seed=args.seed)

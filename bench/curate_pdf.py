@@ -24,8 +24,8 @@ import pymupdf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tasks.config import Config, CurateConfig, VenueConfig  # noqa: E402
-from tasks.schema import PAPERS, REVIEWS, conform  # noqa: E402
+from tasks.core.config import Config, CurateConfig, VenueConfig  # noqa: E402
+from tasks.core.schema import PAPERS, REVIEWS, conform  # noqa: E402
 
 VENUE = "Bench.cc/2025/Conference"
 TEN_POINT = {"1": 1, "2": 1, "3": 3, "4": 5, "5": 5, "6": 6, "7": 8, "8": 8, "9": 10, "10": 10}
@@ -59,7 +59,7 @@ def ingest_frames(n_papers: int, seed: int = 0) -> tuple[pl.DataFrame, pl.DataFr
 
 
 def bench_curate(n_papers: int) -> dict:
-    from tasks.curate import curate_frames, curate_venue
+    from tasks.stages.curate.rules import curate_frames, curate_venue
 
     cfg = Config(venues={VENUE: VenueConfig(rating_map=TEN_POINT)}, curate=CurateConfig(sample_size=1000))
     papers, reviews = ingest_frames(n_papers)
@@ -69,7 +69,7 @@ def bench_curate(n_papers: int) -> dict:
         papers.write_parquet(ingest_dir / "papers.parquet")
         reviews.write_parquet(ingest_dir / "reviews.parquet")
         t = time.perf_counter()
-        import tasks.expectations as expectations
+        import tasks.stages.curate.expectations as expectations
         expectations._context()
         ge_setup = time.perf_counter() - t
         t = time.perf_counter()
@@ -107,7 +107,7 @@ def make_pdf(pages: int, rng: random.Random) -> bytes:
 
 
 def bench_pdf(n_pdfs: int, pages: int) -> dict:
-    from tasks.pdf import extract_pdfs
+    from tasks.stages.ingest.pdf import extract_pdfs
 
     rng = random.Random(0)
     with tempfile.TemporaryDirectory() as tmp:

@@ -38,14 +38,14 @@ def old_engine_class(revision: str):
 
 def readout_requests(pipeline: str):
     """The oracle questions the score stage asks for tv_fvar_statement, each with its two answers."""
-    from tasks.config import load_config
-    from tasks.layout import stage_dir
+    from tasks.core.config import load_config
+    from tasks.core.layout import stage_dir
+    from tasks.core.schema import ORACLE_RESULTS
     from tasks.lm import LoglikelihoodRequest
     from tasks.metrics import get
     from tasks.metrics.oracle_cells import oracle_family
     from tasks.metrics.resources import build_resources
-    from tasks.schema import ORACLE_RESULTS
-    from tasks.scoring.inputs import load_inputs
+    from tasks.stages.score.inputs import load_inputs
 
     cfg = load_config(Path("pipelines.toml")).for_pipeline(pipeline)
     metrics = get(["tv_fvar_statement"])

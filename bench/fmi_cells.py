@@ -18,12 +18,12 @@ import time
 
 import polars as pl
 
-from tasks.config import ScoreConfig
+from tasks.core.config import ScoreConfig
+from tasks.core.frames import human_candidates
+from tasks.core.schema import REFERENCES
 from tasks.metrics import get, score_metrics
 from tasks.metrics.negatives import draw_negatives
 from tasks.metrics.resources import build_resources
-from tasks.schema import REFERENCES
-from tasks.scoring.inputs import human_candidates
 
 FAMILIES = {"gem": ["gem"], "fmi_token": ["kl_fvar_token", "tv_direct_token", "tv_direct_marginal_token",
                                           "tv_fvar_token"], "statement_oracle": ["tv_fvar_statement"]}

@@ -28,10 +28,10 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tasks.config import load_config  # noqa: E402
-from tasks.generate import generate_reviews  # noqa: E402
+from tasks.core.config import load_config  # noqa: E402
 from tasks.lm import make_lm  # noqa: E402
-from tasks.pdf import extract_text  # noqa: E402
+from tasks.stages.generate.reviews import generate_reviews  # noqa: E402
+from tasks.stages.ingest.pdf import extract_text  # noqa: E402
 from tasks.testing.synthetic import make_venue  # noqa: E402
 
 

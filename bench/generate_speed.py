@@ -37,10 +37,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import polars as pl  # noqa: E402
 
-from tasks.config import PreprocessConfig  # noqa: E402
+from tasks.core.config import PreprocessConfig  # noqa: E402
+from tasks.core.prompts import load_prompt  # noqa: E402
 from tasks.lm import ChatRequest, chat_spec  # noqa: E402
 from tasks.lm.local import LocalLM, generation_threads  # noqa: E402
-from tasks.preprocess import LINE_PREFIXES, PREFILL, load_prompt, render  # noqa: E402
+from tasks.metrics.judgments import LINE_PREFIXES, PREFILL, render  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "iclr2023_dev.parquet"
 
@@ -60,8 +61,8 @@ def judgment_requests(n: int, max_tokens: int, seed: int) -> list[ChatRequest]:
 
 def review_requests(n: int, seed: int) -> list[ChatRequest]:
     from bench.generate import synthetic_papers
-    from tasks.config import load_config
-    from tasks.generate import LOCAL_PREFILL, fit_paper, make_meter, paper_text, render_user
+    from tasks.core.config import load_config
+    from tasks.stages.generate.reviews import LOCAL_PREFILL, fit_paper, make_meter, paper_text, render_user
 
     candidate = load_config(ROOT / "pipelines.toml").for_pipeline("demo").generate.candidates[0]
     papers, texts = synthetic_papers(n)

@@ -7,7 +7,7 @@ ingesting process alone: wall time, peak resident memory (getrusage), and a cPro
 where ingest time goes (our parsing vs the openreview client / HTTP / JSON decoding vs polars and
 disk; taken in a separate profiled run, since cProfile slows Python code more than C code). A
 second ingest from the raw page cache is timed too. `--versions` also reads the revision
-histories (tasks/versions.py: one request per edited review; papers' histories come with the PDF
+histories (tasks/stages/ingest/versions.py: one request per edited review; papers' histories come with the PDF
 step, which the bench leaves off). The last line printed is JSON.
 """
 
@@ -26,20 +26,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tasks.config import Config, IngestConfig, VenueConfig, load_config  # noqa: E402
-from tasks.ingest import ingest_venue  # noqa: E402
+from tasks.core.config import Config, IngestConfig, VenueConfig, load_config  # noqa: E402
+from tasks.stages.ingest.fetch import ingest_venue  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 VENUES = {1: "ICLR.cc/2023/Conference", 2: "GREBench.cc/2025/Demo"}
 STEPS = (   # (label, (file suffix, function)) measured by cumulative profiled time
-    ("our parsing: normalise notes into rows (tasks/forms)", ("tasks/forms.py", "normalise_submission")),
-    ("our parsing: rows to polars frames", ("tasks/ingest.py", "_frame")),
-    ("our parsing: strip identity from client notes", ("tasks/ingest.py", "note_json")),
+    ("our parsing: normalise notes into rows (ingest/forms)", ("tasks/stages/ingest/forms.py", "normalise_submission")),
+    ("our parsing: rows to polars frames", ("tasks/stages/ingest/fetch.py", "_frame")),
+    ("our parsing: strip identity from client notes", ("tasks/stages/ingest/fetch.py", "note_json")),
     ("client + HTTP + JSON decode (openreview get_notes)", ("openreview/api/client.py", "get_notes")),
     ("client + HTTP + JSON decode (openreview get_notes, v1)", ("openreview/openreview.py", "get_notes")),
-    ("raw page cache: atomic file writes", ("tasks/ingest.py", "write_atomic")),
+    ("raw page cache: atomic file writes", ("tasks/core/locks.py", "write_atomic")),
     ("raw page cache: JSON encode", ("json/__init__.py", "dumps")),
-    ("Parquet writes", ("tasks/ingest.py", "_write_parquet")),
+    ("Parquet writes", ("tasks/core/layout.py", "write_parquet")),
 )
 
 
@@ -119,9 +119,9 @@ def main() -> None:
 
     curate_s, curated = None, None
     try:
-        from tasks.curate import curate_venue
+        from tasks.stages.curate.rules import curate_venue
     except ImportError:
-        print("tasks.curate is not available: ingest only")
+        print("tasks.stages.curate.rules is not available: ingest only")
     else:
         start = time.perf_counter()
         curated = curate_venue(out, venue_id, cfg, work / "curate")

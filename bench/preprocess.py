@@ -41,10 +41,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-from tasks.config import PreprocessConfig  # noqa: E402
+from tasks.core.config import PreprocessConfig  # noqa: E402
 from tasks.lm import CachedLM, LLMCache, chat_spec  # noqa: E402
-from tasks.preprocess import preprocess_reviews  # noqa: E402
-from tasks.preprocess_checks import STANCES, parse_judgments  # noqa: E402
+from tasks.metrics.judgment_checks import STANCES, parse_judgments  # noqa: E402
+from tasks.metrics.judgments import preprocess_reviews  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "iclr2023_dev.parquet"
 

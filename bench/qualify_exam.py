@@ -10,7 +10,7 @@ Reads ../shared/data/iclr2023_dev.parquet (three reviews per paper, no abstracts
 reviews are reviewers 1 and 2; the synopsis shown is the "Summary Of The Paper" section of
 reviewer 3 (the data has no abstracts); every paper is of the same venue; the statements of the
 consistency test are the GPT-4o judgment lines shipped with the data. The matcher's pairs are the
-sentences of reviewers 1 and 2 (the data has no atomic points; tasks/qualify/matcher.py). The panel's
+sentences of reviewers 1 and 2 (the data has no atomic points; tasks/stages/qualify/matcher.py). The panel's
 members (`name` or `name:dtype`) each sit the judges' exam as oracle seats, read by logits, and are
 graded against their mean. A lone model's "mean" thresholds are its own scores, so it passes
 consistency / pertinence only above chance. Prints the table, then one JSON line.
@@ -31,13 +31,13 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tasks.config import LLMConfig, QualifyConfig, ScoreConfig  # noqa: E402
+from tasks.core.config import LLMConfig, QualifyConfig, ScoreConfig  # noqa: E402
 from tasks.lm import ModelSpec  # noqa: E402
 from tasks.metrics.llm_log import LLMLog  # noqa: E402
-from tasks.qualify.exam import draw_exam  # noqa: E402
-from tasks.qualify.grade import grade  # noqa: E402
-from tasks.qualify.matcher import draw_match_exam, exam_units, match_scores  # noqa: E402
-from tasks.qualify.stage import Seat, examinee, llm_key, sit_exam  # noqa: E402
+from tasks.stages.qualify.exam import draw_exam  # noqa: E402
+from tasks.stages.qualify.grade import grade  # noqa: E402
+from tasks.stages.qualify.matcher import draw_match_exam, exam_units, match_scores  # noqa: E402
+from tasks.stages.qualify.stage import Seat, examinee, llm_key, sit_exam  # noqa: E402
 
 
 def summary_section(review: str) -> str:

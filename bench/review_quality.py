@@ -37,14 +37,20 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import polars as pl  # noqa: E402
 
-from tasks.config import LLMConfig  # noqa: E402
+from tasks.core.config import LLMConfig  # noqa: E402
+from tasks.core.frames import human_candidates  # noqa: E402
+from tasks.core.schema import REFERENCES, SYNOPSES_WIDE  # noqa: E402
 from tasks.lm import make_lm  # noqa: E402
 from tasks.metrics import Resources, score_metrics  # noqa: E402
 from tasks.metrics.resources import token_embeddings  # noqa: E402
-from tasks.review_quality.formulas import CATEGORIES  # noqa: E402
-from tasks.review_quality.work import PAPER_FACTS, REVIEW_FACTS, QualitySettings, QualityWork, ReviewFacts  # noqa: E402
-from tasks.schema import REFERENCES, SYNOPSES_WIDE  # noqa: E402
-from tasks.scoring.inputs import human_candidates  # noqa: E402
+from tasks.metrics.review_quality.formulas import CATEGORIES  # noqa: E402
+from tasks.metrics.review_quality.work import (  # noqa: E402
+    PAPER_FACTS,
+    REVIEW_FACTS,
+    QualitySettings,
+    QualityWork,
+    ReviewFacts,
+)
 
 DATA = ROOT.parent / "shared" / "data" / "iclr2023_dev.parquet"
 TITLES = {"summary of the paper": "Summary", "strength and weaknesses": "Strengths and Weaknesses"}

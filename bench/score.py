@@ -50,13 +50,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import polars as pl  # noqa: E402
 import torch  # noqa: E402
 
+from tasks.core.schema import REFERENCES  # noqa: E402
+from tasks.core.schema import SCORING_CANDIDATES as CANDIDATES  # noqa: E402
 from tasks.lm import LoglikelihoodRequest, ModelSpec, load_model  # noqa: E402
 from tasks.lm.loading import fast_dtype  # noqa: E402
 from tasks.lm.loglikelihood import LoglikelihoodEngine, reference_score  # noqa: E402
 from tasks.metrics import get  # noqa: E402
 from tasks.metrics.gem import build_requests  # noqa: E402
-from tasks.schema import REFERENCES  # noqa: E402
-from tasks.schema import SCORING_CANDIDATES as CANDIDATES  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "iclr2023_dev.parquet"
 

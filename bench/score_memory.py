@@ -66,7 +66,7 @@ def main() -> None:
 
     from tasks.lm import LoglikelihoodRequest, ModelSpec, load_model
     from tasks.lm.loglikelihood import LoglikelihoodEngine
-    from tasks.scoring.prompts import NOT_AVAILABLE, system_prompt, user_prompt
+    from tasks.metrics.prompts import NOT_AVAILABLE, system_prompt, user_prompt
 
     before = _rss_mib()
     data = pl.read_parquet(args.data)

@@ -32,8 +32,8 @@ import duckdb
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tasks.locks import locked, recover_database, wal_path  # noqa: E402
-from tasks.sandbox import connect_sandboxed  # noqa: E402
+from tasks.core.locks import locked, recover_database, wal_path  # noqa: E402
+from tasks.core.sandbox import connect_sandboxed  # noqa: E402
 
 IGNORED = {"runs", "_build", "llm_usage"}   # runs grows by one record per run; _build is a timestamp
 
@@ -72,7 +72,7 @@ def make_project(folder: Path, papers: int) -> Path:
 
 def start(config: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "GREBENCH_LOCK_TIMEOUT": "120"}
-    return subprocess.Popen([sys.executable, "-m", "flows.cli", "run", "soak", "-c", str(config)],
+    return subprocess.Popen([sys.executable, "-m", "flows.cli.main", "run", "soak", "-c", str(config)],
                             cwd=config.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
 

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import polars as pl
 
+from tasks.core.config import ValidateConfig  # noqa: E402
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -44,13 +46,13 @@ def main() -> None:
         print(json.dumps({"skipped": True, "reason": f"{args.data} not found"}))
         return
 
-    from tasks.config import PreprocessConfig
+    from tasks.core.config import PreprocessConfig
     from tasks.lm import ModelSpec, local_lm
     from tasks.metrics import Resources
     from tasks.metrics.resources import EMBED_MODEL, engine_loglikelihood, token_embeddings
-    from tasks.validate.perturb import DETERMINISTIC, STRATEGIES
-    from tasks.validate.stage import llm_preprocessor
-    from tasks.validate.workflow import run_validation
+    from tasks.stages.validate.stage import llm_preprocessor
+    from tasks.stages.validate.strategies import DETERMINISTIC, STRATEGIES
+    from tasks.stages.validate.workflow import run_validation
 
     raw = pl.read_parquet(args.data)
     reviews = raw.select(
@@ -75,9 +77,7 @@ def main() -> None:
     t0 = time.perf_counter()
     resources = Resources(spec.resolved().key, engine_loglikelihood(spec, args.token_budget), token_embeddings,
                           EMBED_MODEL)
-    result = run_validation(reviews, strategies=strategies, metrics=metrics, resources=resources,
-                            backend=backend, preprocess=preprocess,
-                            max_papers=args.papers, candidates="one", seed=args.seed)
+    result = run_validation(reviews, ValidateConfig(strategies=strategies, metrics=metrics, max_papers=args.papers, candidates="one", seed=args.seed, min_pairs=2), resources=resources, backend=backend, preprocess=preprocess)
     seconds = time.perf_counter() - t0
     figures.update(result.stats)
     figures["validate_s"] = round(seconds, 1)

@@ -21,9 +21,10 @@ from pathlib import Path
 
 import polars as pl
 
+from tasks.core.config import ValidateConfig  # noqa: E402
 from tasks.metrics import Resources
-from tasks.validate.perturb import DETERMINISTIC
-from tasks.validate.workflow import run_validation
+from tasks.stages.validate.strategies import DETERMINISTIC
+from tasks.stages.validate.workflow import run_validation
 
 
 def main() -> None:
@@ -57,9 +58,9 @@ def main() -> None:
     strategies = [*DETERMINISTIC, *(["adversary"] if args.adversary_steps else [])]
     preprocess = None
     if args.level == "raw":   # the embedded preprocessor, as the pipeline's default [preprocess] table
-        from tasks.config import PreprocessConfig
+        from tasks.core.config import PreprocessConfig
         from tasks.lm import make_lm
-        from tasks.validate.stage import llm_preprocessor
+        from tasks.stages.validate.stage import llm_preprocessor
 
         # every review (originals and references too) gets the same preprocessor's judgments
         reviews = reviews.with_columns(judgments=pl.lit(None, pl.String))
@@ -67,9 +68,7 @@ def main() -> None:
         args.cache.mkdir(parents=True, exist_ok=True)
         preprocess = llm_preprocessor(make_lm(pcfg, args.cache), pcfg)
     t0 = time.perf_counter()
-    result = run_validation(reviews, strategies=strategies, metrics=metrics, resources=resources,
-                            max_papers=args.papers, min_pairs=args.min_pairs, adversary_steps=args.adversary_steps,
-                            preprocess=preprocess, levels=(args.level,))
+    result = run_validation(reviews, ValidateConfig(strategies=strategies, metrics=metrics, max_papers=args.papers, min_pairs=args.min_pairs, adversary_steps=args.adversary_steps, level=(args.level,)), resources=resources, preprocess=preprocess)
     wall = time.perf_counter() - t0
     with pl.Config(tbl_rows=200, tbl_cols=20, tbl_width_chars=200, fmt_str_lengths=40):
         print(result.validation.select("metric", "strategy", "kind", "level", "n", "mean_change", "smd", "ci_low",

@@ -19,8 +19,8 @@ import polars as pl
 from tasks.lm import embedder, load_model
 from tasks.metrics.classic import bertscore, bleu, rouge_l
 from tasks.metrics.resources import token_embeddings
-from tasks.validate.perturb import DETERMINISTIC, STRATEGIES, perturb_texts
-from tasks.validate.stats import paired_test
+from tasks.stages.validate.stats import paired_test
+from tasks.stages.validate.strategies import DETERMINISTIC, STRATEGIES, perturb_texts
 
 
 def main() -> None:

@@ -6,8 +6,8 @@ shared ICLR 2023 dev file, with each metric's wall time and language-model reque
         [--strategies sentence_deletion,...] [--level judgments|raw] [--cache data/cache/llm]
 
 One seeded candidate review per paper, the paper's other reviews as references (the validation
-workflow's own sample, tasks/validate/workflow.py), every strategy that runs offline (the
-deterministic ones, tasks/validate/perturb.py DETERMINISTIC) unless `--strategies` names others. The
+workflow's own sample, tasks/stages/validate/workflow.py), every strategy that runs offline (the
+deterministic ones, tasks/stages/validate/perturb.py DETERMINISTIC) unless `--strategies` names others. The
 evaluation LM is the embedded SmolLM2; the oracle cells read its logits (`readout`), the judge
 generates with it through the local backend (greedy, answers cached under `--cache`). The file's
 `judgments_reference` column gives each review's judgment lines; `--level raw` drops them, perturbs
@@ -31,20 +31,17 @@ from pathlib import Path
 
 import polars as pl
 
-from tasks.config import LLMConfig, PreprocessConfig
+from tasks.core.config import (
+    LLMConfig,
+    PreprocessConfig,
+    ValidateConfig,  # noqa: E402
+)
 from tasks.lm import ModelSpec, make_lm
 from tasks.metrics import Resources, get
-from tasks.metrics.resources import (
-    EMBED_MODEL,
-    LazyLM,
-    engine_answers,
-    engine_loglikelihood,
-    engine_readout,
-    memoized,
-    token_embeddings,
-)
-from tasks.validate.perturb import DETERMINISTIC
-from tasks.validate.workflow import run_validation
+from tasks.metrics.readout_panel import engine_answers, engine_readout
+from tasks.metrics.resources import EMBED_MODEL, LazyLM, engine_loglikelihood, memoized, token_embeddings
+from tasks.stages.validate.strategies import DETERMINISTIC
+from tasks.stages.validate.workflow import run_validation
 
 DEFAULT_METRICS = "gem,tvd_mi,tv_fvar_statement,llm_judge,bleu,rouge_l,bertscore"
 
@@ -116,7 +113,7 @@ def main() -> None:
     args.cache.mkdir(parents=True, exist_ok=True)
     preprocess = None
     if args.level == "raw":   # every review (originals and references too) gets the embedded preprocessor's judgments
-        from tasks.validate.stage import llm_preprocessor
+        from tasks.stages.validate.stage import llm_preprocessor
 
         reviews = reviews.with_columns(judgments=pl.lit(None, pl.String))
         pcfg = PreprocessConfig(max_tokens=args.max_tokens)
@@ -128,9 +125,7 @@ def main() -> None:
     for metric in metrics:
         counted.counts.clear()
         t0 = time.perf_counter()
-        result = run_validation(reviews, strategies=strategies, metrics=[metric], resources=counted.resources(),
-                                max_papers=args.papers, min_pairs=args.min_pairs, negatives=args.negatives,
-                                preprocess=preprocess, levels=(args.level,))
+        result = run_validation(reviews, ValidateConfig(strategies=strategies, metrics=[metric], max_papers=args.papers, min_pairs=args.min_pairs, level=(args.level,)), resources=counted.resources(), negatives=args.negatives, preprocess=preprocess)
         wall = time.perf_counter() - t0
         pairs = 2 * result.stats["scored_candidates"]   # three reviews a paper: two references per candidate
         tables.append(result.validation)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from prefect import flow
 
-from tasks.config import Config
-from tasks.curate import curate_venue_task
-from tasks.layout import stage_dir
-from tasks.summary import StageSummary
+from tasks.core.config import Config
+from tasks.core.layout import stage_dir
+from tasks.core.summary import StageSummary
+from tasks.stages.curate.steps import curate_venue_task
 
 
 @flow(name="curate", log_prints=True)

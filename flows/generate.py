@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from prefect import flow
 
-from tasks.config import Config
-from tasks.generate import (
+from tasks.core.config import Config
+from tasks.core.summary import StageSummary
+from tasks.stages.generate.steps import (
     judge_reviews_task,
     read_generate_inputs_task,
     review_papers_task,
     write_generate_outputs_task,
 )
-from tasks.summary import StageSummary
 
 
 @flow(name="generate", log_prints=True)

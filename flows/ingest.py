@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from prefect import flow
 
-from tasks.config import Config
-from tasks.ingest import ingest_venue_task
-from tasks.layout import stage_dir
-from tasks.sources import venue_source
-from tasks.summary import StageSummary
+from tasks.core.config import Config
+from tasks.core.layout import stage_dir
+from tasks.core.summary import StageSummary
+from tasks.stages.ingest.steps import ingest_venue_task, venue_source
 
 
 @flow(name="ingest", log_prints=True)

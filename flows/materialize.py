@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from prefect import flow
 
-from tasks.config import Config
-from tasks.materialize import materialize_task
-from tasks.summary import StageSummary
+from tasks.core.config import Config
+from tasks.core.summary import StageSummary
+from tasks.stages.materialize.steps import materialize_task
 
 
 @flow(name="materialize", log_prints=True)

@@ -1,6 +1,6 @@
 """Run a named pipeline from pipelines.toml: its stages, in order, as Prefect subflows.
 
-Every run leaves a record (tasks/runs.py): one row per stage with its duration, rows in / out,
+Every run leaves a record (tasks/core/runs.py): one row per stage with its duration, rows in / out,
 LLM calls, tokens and cost, written as the run goes so a crashed run still shows how far it got.
 """
 
@@ -8,28 +8,20 @@ from __future__ import annotations
 
 import importlib
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from prefect import flow
 from prefect.runtime import flow_run
 
-from tasks.config import STAGES, Config, ConfigError, load_config
-from tasks.materialize import update_tables
-from tasks.runs import StageRecord, code_version, config_hash, now, write_run
-from tasks.summary import StageSummary
+from tasks.checks import load_checked_config
+from tasks.core.config import STAGES, Config, select_stages
+from tasks.core.runs import StageRecord, code_version, config_hash, now, write_run
+from tasks.core.summary import StageSummary
+from tasks.stages.materialize.steps import update_tables
 
 # Each stage is a flow `<module>:<function>(cfg: Config, pipeline: str) -> StageSummary`, imported
 # only when the pipeline runs it (the score stage pulls in torch).
-STAGE_FLOWS = {
-    "ingest": "flows.ingest:ingest_flow",
-    "curate": "flows.curate:curate_flow",
-    "preprocess": "flows.preprocess:preprocess_flow",
-    "generate": "flows.generate:generate_flow",
-    "qualify": "flows.qualify:qualify_flow",
-    "score": "flows.score:score_flow",
-    "validate": "flows.validate:validate_flow",
-    "materialize": "flows.materialize:materialize_flow",
-}
+STAGE_FLOWS = {stage: f"flows.{stage}:{stage}_flow" for stage in STAGES}
 
 
 def stage_flow(stage: str) -> Callable[[Config, str], StageSummary]:
@@ -37,14 +29,14 @@ def stage_flow(stage: str) -> Callable[[Config, str], StageSummary]:
     return getattr(importlib.import_module(module_name), name)
 
 
-def select_stages(configured: Sequence[str], chosen: Sequence[str] | None) -> list[str]:
-    """The configured stages, or the chosen subset of them, always in pipeline order."""
-    if not chosen:
-        return list(configured)
-    unknown = [s for s in chosen if s not in STAGES]
-    if unknown:
-        raise ConfigError(f"--stages: unknown stage(s) {unknown} (stages: {', '.join(STAGES)})")
-    return [s for s in STAGES if s in chosen]
+def stage_config(cfg: Config, pipeline: str, stage: str) -> Config:
+    """The config a stage runs on: after the qualify stage, score and validate see only the judges,
+    readout oracles and matchers that passed the exam (tasks/stages/qualify/stage.py)."""
+    if stage in ("score", "validate"):
+        from tasks.stages.qualify.steps import qualified_config
+
+        return qualified_config(cfg, pipeline)
+    return cfg
 
 
 @flow(name="grebench-pipeline", log_prints=True)
@@ -55,7 +47,7 @@ def pipeline_flow(
     venues: list[str] | None = None,
 ) -> dict[str, StageSummary]:
     """Resolve the config once (pipeline overrides, `venues`, the refresh year) and run the stages on it."""
-    cfg = load_config(config_path).for_pipeline(pipeline, venues)
+    cfg = load_checked_config(config_path).for_pipeline(pipeline, venues)
     chosen = select_stages(cfg.pipelines[pipeline].stages, stages)
     identity = (str(flow_run.id or uuid.uuid4()), config_hash(cfg, pipeline), code_version())
     records: list[StageRecord] = []
@@ -65,7 +57,7 @@ def pipeline_flow(
             record = StageRecord(stage, position, now())
             records.append(record)
             try:
-                summary[stage] = stage_flow(stage)(cfg, pipeline)
+                summary[stage] = stage_flow(stage)(stage_config(cfg, pipeline, stage), pipeline)
             except BaseException as error:
                 record.finish(None, error)
                 raise

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 from prefect import flow
 
-from tasks.config import Config
-from tasks.layout import cache_dir
-from tasks.lm import make_lm
-from tasks.preprocess import make_synopses_task, preprocess_reviews_task, read_inputs_task, write_outputs_task
-from tasks.summary import StageSummary
+from tasks.core.config import Config
+from tasks.core.summary import StageSummary
+from tasks.stages.preprocess.steps import (
+    make_synopses_task,
+    preprocess_lm,
+    preprocess_reviews_task,
+    read_inputs_task,
+    write_outputs_task,
+)
 
 
 @flow(name="preprocess", log_prints=True)
 def preprocess_flow(cfg: Config, pipeline: str) -> StageSummary:
     reviews, papers, pdf_texts = read_inputs_task(cfg, pipeline)
-    backend = make_lm(cfg.preprocess, cache_dir(cfg, "llm"))
+    backend = preprocess_lm(cfg)
     judged = preprocess_reviews_task(reviews, backend, cfg.preprocess)
     synopses = make_synopses_task(papers, pdf_texts, backend, cfg.preprocess)
     summary = write_outputs_task(cfg, pipeline, judged, synopses)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from prefect import flow
 
-from tasks.config import Config
-from tasks.qualify.steps import qualify_task
-from tasks.summary import StageSummary
+from tasks.core.config import Config
+from tasks.core.summary import StageSummary
+from tasks.stages.qualify.steps import qualify_task
 
 
 @flow(name="qualify", log_prints=True)

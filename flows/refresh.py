@@ -3,18 +3,24 @@
 Each stage skips work already done (cached raw pages, finished shards, cached LLM answers), so a
 rerun or a resumed run only does what is missing. `grebench schedule` registers this flow as a
 Prefect deployment with a yearly cron schedule.
+
+Which cycle a run pulls: without an explicit year each `{year}` venue template takes the freshest
+cycle of its venue family whose reviews are public on the run's date (tasks/core/venue_facts.py): the
+run of 15 December 2025 pulls ICLR.cc/2026/Conference (reviews public since November 2025) and
+NeurIPS.cc/2025/Conference. An explicit `year` fills every template with that year.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from prefect import flow
 
 from flows.pipeline import pipeline_flow
-from tasks.config import Config, ScheduleConfig, load_config
-from tasks.summary import StageSummary
+from tasks.checks import load_checked_config
+from tasks.core.config import Config, ScheduleConfig
+from tasks.core.summary import StageSummary
 
 
 @flow(name="yearly-refresh", log_prints=True)
@@ -23,26 +29,67 @@ def refresh_flow(
     venues: list[str] | None = None,
     pipeline: str = "refresh",
     config_path: str = "pipelines.toml",
+    on: str | None = None,
 ) -> dict[str, StageSummary]:
-    """Run `pipeline` for `year` (default: the current year) on its venues, or on `venues`."""
-    from tasks.config import require_refresh_tables
+    """Run `pipeline` on its venues (or on `venues`): for `year` when given, else each venue family's
+    freshest public cycle on the date `on` (ISO date; default: today)."""
+    from tasks.core.config import require_refresh_tables
 
-    require_refresh_tables(config_path, pipeline, year or datetime.now(UTC).year, venues)  # before ingest
-    year = year or datetime.now(UTC).year
+    day = date.fromisoformat(on) if on else datetime.now(UTC).date()
+    if year is None and not venues:
+        venues = planned_venues(load_checked_config(config_path), pipeline, day)
+    year = year or day.year
+    require_refresh_tables(config_path, pipeline, year, venues)  # before ingest
     summary = pipeline_flow(pipeline=f"{pipeline}-{year}", config_path=config_path, venues=venues or None)
-    write_site(load_config(config_path))
+    write_site(load_checked_config(config_path), f"{pipeline}-{year}")
     return summary
 
 
-def write_site(cfg: Config) -> None:
-    """The refresh ends by rendering the static site from the results database (`grebench site`)."""
-    from tasks.site import build_site
+def write_site(cfg: Config, pipeline: str) -> None:
+    """The refresh ends by rendering the static site from its results database (`grebench site`)."""
+    from tasks.report.site import build_site
 
-    if not cfg.database.is_file():
-        print(f"no results database at {cfg.database}: the site is not written")
+    database = cfg.database_for(pipeline)
+    if not database.is_file():
+        print(f"no results database at {database}: the site is not written")
         return
-    site = build_site(cfg.database, cfg.data_dir / "site")
+    site = build_site(database, database.parent / "site" if cfg.per_pipeline_database else cfg.data_dir / "site")
     print(f"site: {len(site.pages)} pages in {site.out_dir}, open {site.index.resolve().as_uri()}")
+
+
+def planned_venues(cfg: Config, pipeline: str, on: date) -> list[str]:
+    """The venue ids a refresh of `pipeline` on `on` pulls (tasks/core/venue_facts.py: freshest public cycle)."""
+    from tasks.core.config import ConfigError
+    from tasks.core.venue_facts import FactsError, plan
+
+    if pipeline not in cfg.pipelines:
+        raise ConfigError(f"unknown pipeline {pipeline!r} (known: {', '.join(sorted(cfg.pipelines)) or 'none'})")
+    try:
+        return [p.venue_id for p in plan(cfg.pipelines[pipeline].venues, on)]
+    except FactsError as error:
+        raise ConfigError(f"pipelines.{pipeline}.venues: {error}") from None
+
+
+def describe_plan(cfg: Config, on: date, runs: list[datetime]) -> list[str]:
+    """Lines saying which venue ids a run on `on` and each of the next `runs` would pull, and the
+    venue tables those runs still lack."""
+    from tasks.core.venue_facts import plan
+
+    schedule = cfg.schedule
+    templates = schedule.venues or cfg.pipelines[schedule.pipeline].venues
+    lines, missing = [], []
+    for k, (label, day) in enumerate(((f"a run on {on.isoformat()}", on),
+                                      *((f"the run of {t.isoformat()}", t.date()) for t in runs))):
+        planned = plan(templates, day)
+        shown = [p.venue_id + (f" (reviews public since {p.public_since.isoformat()})" if p.public_since else "")
+                 for p in planned]
+        lines.append(f"{label} pulls: {', '.join(shown)}")
+        if k < 2:   # now and the next run: the tables to add before it
+            missing += [p.venue_id for p in planned if p.venue_id not in cfg.venues and p.venue_id not in missing]
+    if missing:
+        lines.append("venue tables to add before those runs (a run stops before ingest without them): "
+                     + ", ".join(f'[venues."{v}"]' for v in missing))
+    return lines
 
 
 def deployment_parameters(schedule: ScheduleConfig, config_path: str) -> dict[str, Any]:
@@ -65,10 +112,12 @@ def build_deployment(cfg: Config, config_path: str) -> Any:
     )
 
 
-def next_runs(cron: str, timezone: str, count: int = 3) -> list[datetime]:
+def next_runs(cron: str, timezone: str, count: int = 3, start: datetime | None = None) -> list[datetime]:
+    """The next `count` times `cron` fires after `start` (default: now)."""
     from zoneinfo import ZoneInfo
 
     from cronsim import CronSim
 
-    it = CronSim(cron, datetime.now(ZoneInfo(timezone)))
+    zone = ZoneInfo(timezone)
+    it = CronSim(cron, start.astimezone(zone) if start else datetime.now(zone))
     return [next(it) for _ in range(count)]

@@ -3,45 +3,32 @@
 The log-likelihoods of the lm_logprobs metrics (GEM) go through Parquet shards, one Prefect task
 per shard (`.map`) on the configured task runner, behind the evaluation-LM concurrency limit;
 finished shards are skipped, so a crashed run resumes. With several evaluation LMs
-(`[score] eval_lms`) those metrics are scored once per evaluation LM (tasks/scoring/eval_lms.py).
+(`[score] eval_lms`) those metrics are scored once per evaluation LM (tasks/metrics/eval_lms.py).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from prefect import flow
 
-from prefect import flow, unmapped
-from prefect.futures import wait
-
-from tasks.config import Config, ScoreConfig
-from tasks.layout import cache_dir
-from tasks.lm import ModelSpec
-from tasks.qualify.stage import qualified_config
-from tasks.review_quality.stage import quality_work, write_quality_tables
-from tasks.scoring.shards import CONCURRENCY_LIMIT, ShardRunner, ensure_concurrency_limit, make_task_runner
-from tasks.scoring.stage import score_inputs_each_eval_lm, sharded_loglikelihoods, shards_details
-from tasks.scoring.steps import read_inputs_task, score_shard_task, write_scores_task
-from tasks.summary import StageSummary
-
-
-@flow(name="score-shards")
-def score_shards_flow(requests_dir: Path, results_dir: Path, shards: list[str], spec: ModelSpec,
-                      token_budget: int) -> list[dict]:
-    """One task per shard, on whatever task runner this flow was given."""
-    futures = score_shard_task.map(unmapped(requests_dir), unmapped(results_dir), shards, unmapped(spec),
-                                   unmapped(token_budget))
-    wait(futures)
-    return futures.result()
-
-
-def fan_out(cfg: ScoreConfig) -> ShardRunner:
-    """Run shards through `score_shards_flow` on the configured task runner."""
-    return score_shards_flow.with_options(task_runner=make_task_runner(cfg))
+from tasks.core.config import Config
+from tasks.core.layout import cache_dir
+from tasks.core.summary import StageSummary
+from tasks.stages.score.steps import (
+    CONCURRENCY_LIMIT,
+    ensure_concurrency_limit,
+    fan_out,
+    quality_work,
+    read_inputs_task,
+    score_inputs_each_eval_lm,
+    sharded_loglikelihoods,
+    shards_details,
+    write_quality_tables,
+    write_scores_task,
+)
 
 
 @flow(name="score", log_prints=True)
 def score_flow(cfg: Config, pipeline: str) -> StageSummary:
-    cfg = qualified_config(cfg, pipeline)   # the judges that passed the qualify stage, when it runs
     inputs = read_inputs_task(cfg, pipeline)
     ensure_concurrency_limit(CONCURRENCY_LIMIT, cfg.score.gpu_concurrency)
     shards = sharded_loglikelihoods(cfg, pipeline, run=fan_out(cfg.score))   # one per evaluation LM

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from prefect import flow
 
-from tasks.config import Config
-from tasks.qualify.stage import qualified_config
-from tasks.summary import StageSummary
-from tasks.validate.steps import build_leaderboard_task, validate_pipeline_task, write_outputs_task
+from tasks.core.config import Config
+from tasks.core.summary import StageSummary
+from tasks.stages.validate.steps import build_leaderboard_task, validate_pipeline_task, write_outputs_task
 
 
 @flow(name="validate", log_prints=True)
 def validate_flow(cfg: Config, pipeline: str) -> StageSummary:
-    cfg = qualified_config(cfg, pipeline)   # the judges that passed the qualify stage, when it runs
-    result = validate_pipeline_task(cfg, pipeline)
-    board, board_agreement = build_leaderboard_task(cfg, pipeline)
-    summary = write_outputs_task(cfg, pipeline, result, board, board_agreement)
+    result = validate_pipeline_task(cfg, pipeline, fan_out=True)   # rescoring: one task per shard
+    boards = build_leaderboard_task(cfg, pipeline)
+    summary = write_outputs_task(cfg, pipeline, result, boards)
     print(f"validate {pipeline}: {summary.as_dict()}")
     return summary

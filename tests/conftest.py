@@ -66,7 +66,7 @@ def exam_pipeline(project_config: Callable[[str], Path]) -> Callable[..., object
     """The resolved config of an `exam` pipeline (curate -> qualify -> score on the synthetic venue)
     scoring gem and `baselines`; `score` and `qualify` are extra lines of those tables, `tables` extra
     TOML tables (judges, matchers) after them."""
-    from tasks.config import load_config
+    from tasks.core.config import load_config
 
     def make(baselines: list[str], items: int, score: str = "", qualify: str = "", tables: str = "") -> object:
         quoted = ", ".join(f'"{b}"' for b in baselines)

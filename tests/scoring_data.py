@@ -7,7 +7,7 @@ from pathlib import Path
 
 import polars as pl
 
-from tasks.layout import slug
+from tasks.core.layout import slug
 
 VENUE = "Scoring.cc/2025/Test"
 TOPICS = (

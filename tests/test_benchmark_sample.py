@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import polars as pl
 
-from tasks.config import load_config
-from tasks.layout import slug
-from tasks.scoring.inputs import curated_reviews
-from tasks.validate.stage import read_reviews
+from tasks.core.config import load_config
+from tasks.core.frames import curated_reviews
+from tasks.core.layout import slug
+from tasks.stages.validate.stage import read_reviews
 from tests.scoring_data import VENUE, write_pipeline
 
 

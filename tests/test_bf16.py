@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tasks.config import LLMConfig, PreprocessConfig, ScoreConfig
+from tasks.core.config import LLMConfig, PreprocessConfig, ScoreConfig
 from tasks.lm import ChatRequest, ModelSpec, chat_spec, eval_spec, request_key
 from tasks.lm.loading import cpu_has_bf16, cuda_available
 from tests.test_lm_drafts import PIECES, prompts

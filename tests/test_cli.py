@@ -4,7 +4,7 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from flows.cli import app, check_read_only
+from flows.cli.main import app, check_read_only
 
 runner = CliRunner()
 

@@ -8,9 +8,9 @@ import pytest
 from typer.testing import CliRunner
 
 import flows.pipeline
-from flows.cli import app
-from flows.cli_run import stage_table
-from tasks.summary import StageSummary
+from flows.cli.main import app
+from flows.cli.run import stage_table
+from tasks.core.summary import StageSummary
 
 PIPELINES = """
 [pipelines.demo]

@@ -10,7 +10,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from flows.cli_validate import JSON_KEYS, report, validate
+from flows.cli.validate import JSON_KEYS, report, validate
 from tests.test_validate_workflow import make_reviews
 
 app = typer.Typer(pretty_exceptions_enable=False)

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.config import ConfigError, VenueConfig, load_config
+from tasks.core.config import ConfigError, VenueConfig, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,7 +24,7 @@ def test_project_config_loads_and_every_pipeline_merges():
         merged = cfg.for_pipeline(name)
         assert merged.pipelines[name].stages
     assert cfg.for_pipeline("demo").curate.sample_size == 2
-    assert cfg.database == ROOT / "data" / "grebench.duckdb"
+    assert cfg.for_pipeline("demo").database == ROOT / "data" / "demo" / "grebench.duckdb"   # one per pipeline
 
 
 @pytest.mark.parametrize(

@@ -8,14 +8,23 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tasks.config import Config, CurateConfig, VenueConfig
-from tasks.curate import curate_frames, curate_venue, curate_venue_task, rating_lookup
-from tasks.schema import CURATED_PAPERS, CURATED_REVIEWS, CURATION_REPORT, PAPERS, REJECTS, REVIEWS, conform
+from tasks.core.config import Config, CurateConfig, VenueConfig
+from tasks.core.schema import (
+    CURATED_PAPERS,
+    CURATED_REVIEWS,
+    CURATION_REPORT,
+    PAPERS,
+    REJECTS,
+    REVIEWS,
+    conform,
+)
+from tasks.stages.curate.rules import curate_frames, curate_venue, rating_lookup
+from tasks.stages.curate.steps import curate_venue_task
 
 VENUE = "Test.cc/2025/Conference"
 # A 1-10 form merged onto {1, 3, 5, 6, 8, 10} (the NeurIPS-style map of pipelines.toml).
 TEN_POINT = {"1": 1, "2": 1, "3": 3, "4": 5, "5": 5, "6": 6, "7": 8, "8": 8, "9": 10, "10": 10}
-OUTPUTS = ("papers", "reviews", "rejects", "curation_report")
+OUTPUTS = ("papers", "reviews", "rejects", "curation_report", "version_coverage")
 
 
 def config(rating_map: dict | None = TEN_POINT, **curate) -> Config:

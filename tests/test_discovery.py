@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import polars as pl
 
-from tasks.config import Config, IngestConfig
-from tasks.ingest import ingest_venue
+from tasks.core.config import Config, IngestConfig
+from tasks.stages.ingest.fetch import ingest_venue
 from tasks.testing.openreview_server import serve_venues
 from tasks.testing.synthetic import make_venue
 

@@ -10,19 +10,20 @@ import polars as pl
 import pytest
 from scoring_data import write_pipeline
 
-import tasks.scoring.shards as shards_module
-from tasks.config import ScoreConfig, load_config
-from tasks.layout import stage_dir, write_parquet
-from tasks.scoring.eval_lms import eval_lm_metrics, eval_specs, metrics_per_eval_lm
-from tasks.scoring.inputs import judgments_text
-from tasks.scoring.stage import (
+import tasks.metrics.shards as shards_module
+from tasks.core.config import ScoreConfig, load_config
+from tasks.core.frames import judgments_text
+from tasks.core.layout import stage_dir, write_parquet
+from tasks.lm.loading import eval_specs
+from tasks.metrics.eval_lms import eval_lm_metrics, metrics_per_eval_lm
+from tasks.stages.score.stage import (
     read_inputs,
     score_inputs_each_eval_lm,
     sharded_loglikelihoods,
     shards_details,
     write_scores,
 )
-from tasks.validate.stage import build_leaderboard
+from tasks.stages.validate.stage import build_leaderboard
 
 F32, BF16 = "smollm2|float32|none", "smollm2|bfloat16|none"
 TWO_LMS = '["smollm2", { eval_lm = "smollm2", dtype = "bfloat16" }]'
@@ -107,7 +108,8 @@ def test_two_eval_lms_score_apart_resume_and_give_two_boards_that_are_compared(t
     rerun = write_scores(cfg, "t", score_inputs_each_eval_lm(cfg, read_inputs(cfg, "t"), again)[0], shards_details(again))
     assert rerun.details["shards_skipped"] == summary.details["shards"] and rerun.details["shards_scored"] == 0
 
-    board, agree = build_leaderboard(cfg, "t")
+    boards = build_leaderboard(cfg, "t")
+    board, agree = boards.leaderboard, boards.agreement
     assert sorted(board.filter(metric="gem").group_by("eval_lm").len().rows()) == [(BF16, 3), (F32, 3)]
     assert board.filter(metric="bleu")["eval_lm"].unique().to_list() == ["sacrebleu"]
     assert agree.select("metric", "eval_lm_a", "eval_lm_b", "n_models").rows() == [("gem", BF16, F32, 3)]
@@ -115,7 +117,7 @@ def test_two_eval_lms_score_apart_resume_and_give_two_boards_that_are_compared(t
 
 
 def test_validation_runs_once_per_eval_lm_and_tags_its_rows(tmp_path, monkeypatch) -> None:
-    from tasks.validate.stage import validate_pipeline
+    from tasks.stages.validate.stage import validate_pipeline
 
     config = write_pipeline(tmp_path, n_papers=3, n_reviews=3, metrics=["gem"], eval_lms=Toml(TWO_LMS))
     with config.open("a") as f:
@@ -145,7 +147,7 @@ def test_two_real_eval_lms_and_raw_level_validation_end_to_end(tmp_path, prefect
 
     from flows.score import score_flow
     from flows.validate import validate_flow
-    from tasks.materialize import build_database
+    from tasks.stages.materialize.build import build_database
 
     config = write_pipeline(tmp_path, n_papers=2, n_reviews=3, metrics=["gem"], eval_lms=Toml(TWO_LMS))
     with config.open("a") as f:

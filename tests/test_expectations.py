@@ -9,11 +9,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-import tasks.expectations as expectations
-from tasks.config import Config, CurateConfig
-from tasks.curate import curate_venue
-from tasks.expectations import CurationValidationError, validate_curated
-from tasks.schema import PAPERS, REVIEWS, conform
+import tasks.stages.curate.expectations as expectations
+from tasks.core.config import Config, CurateConfig
+from tasks.core.schema import PAPERS, REVIEWS, conform
+from tasks.stages.curate.expectations import CurationValidationError, validate_curated
+from tasks.stages.curate.rules import curate_venue
 
 VENUE = "Test.cc/2024/Conference"   # no venue entry: identity map on the common scale
 CFG = Config(curate=CurateConfig(sample_size=2))

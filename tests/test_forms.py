@@ -5,8 +5,14 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from tasks.forms import clean_text, normalise_review, normalise_submission, paper_status, parse_score
-from tasks.schema import PAPERS, REVIEWS, conform
+from tasks.core.schema import PAPERS, REVIEWS, conform
+from tasks.stages.ingest.forms import (
+    clean_text,
+    normalise_review,
+    normalise_submission,
+    paper_status,
+    parse_score,
+)
 
 VENUE = "ICLR.cc/2023/Conference"
 V1_REVIEW = {
@@ -141,3 +147,12 @@ def test_paper_status():
     reply = {"invitation": "V/Paper1/-/Desk_Reject"}
     assert paper_status({"invitation": "V/-/Blind_Submission", "content": {}}, [reply]) == "desk_rejected"
     assert paper_status({"invitation": "V/-/Blind_Submission", "content": {"venueid": "V"}}, []) == "active"
+
+
+def test_the_form_vocabulary_is_the_review_columns_of_the_schema():
+    from tasks.core.schema import FORM_COLUMNS, REVIEW_SECTION_COLUMNS
+    from tasks.stages.ingest.forms import SCORE_ALIASES, SCORE_COLUMNS, SECTION_ALIASES, SECTION_TITLES
+
+    assert set(SCORE_ALIASES.values()) == SCORE_COLUMNS
+    assert set(SECTION_ALIASES.values()) <= set(REVIEW_SECTION_COLUMNS) == set(SECTION_TITLES)
+    assert SCORE_COLUMNS | set(SECTION_TITLES) | {"ignore"} == FORM_COLUMNS

@@ -11,12 +11,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tasks.config import CandidateConfig, ConfigError, GenerateConfig
-from tasks.contamination import guard
-from tasks.generate import REMINDER, generate_reviews, make_meter, parse_review
+from tasks.core.config import CandidateConfig, ConfigError, GenerateConfig
+from tasks.core.paper_fit import estimate_counter, fit_text, is_heading, section_starts
+from tasks.core.schema import CURATED_PAPERS, CURATED_REVIEWS, EXCLUSIONS, GENERATED, conform
 from tasks.lm import TransientLLMError, make_lm
-from tasks.paper_fit import estimate_counter, fit_text, is_heading, section_starts
-from tasks.schema import CURATED_PAPERS, CURATED_REVIEWS, EXCLUSIONS, GENERATED, conform
+from tasks.stages.generate.contamination import guard
+from tasks.stages.generate.reviews import REMINDER, generate_reviews, make_meter, parse_review
 from tasks.testing.anthropic_server import AnthropicServer, heuristic_responder, system_text, user_text
 
 KEY = "fake-test-key-generate-0a1b2c3d"
@@ -281,8 +281,8 @@ poll_seconds = 0.01
 
 
 def write_curated(root: Path) -> None:
-    from tasks.config import load_config
-    from tasks.layout import stage_dir
+    from tasks.core.config import load_config
+    from tasks.core.layout import stage_dir
 
     cfg = load_config(root / "pipelines.toml").for_pipeline("t")
     venue = "Test.cc/2024/Conference"
@@ -302,9 +302,9 @@ def write_curated(root: Path) -> None:
 @pytest.mark.slow
 def test_generate_flow_writes_outputs_preprocesses_and_reruns_without_calls(prefect_harness, tmp_path, monkeypatch):
     from flows.generate import generate_flow
-    from tasks.config import load_config
-    from tasks.generate import scoring_candidates
-    from tasks.materialize import build_database
+    from tasks.core.config import load_config
+    from tasks.core.frames import scoring_candidates
+    from tasks.stages.materialize.build import build_database
 
     candidates = "".join(CANDIDATE.format(*c) for c in CANDIDATES)
     (tmp_path / "pipelines.toml").write_text(CONFIG.format(candidates=candidates))
@@ -346,8 +346,8 @@ def test_generate_flow_writes_outputs_preprocesses_and_reruns_without_calls(pref
 
 
 def test_generate_needs_candidates(tmp_path):
-    from tasks.config import load_config
-    from tasks.generate import read_generate_inputs
+    from tasks.core.config import load_config
+    from tasks.stages.generate.reviews import read_generate_inputs
 
     (tmp_path / "pipelines.toml").write_text(
         '[pipelines.t]\nvenues = ["Test.cc/2024/Conference"]\nstages = ["generate"]\n')
@@ -400,8 +400,8 @@ def openai_tagged_review(body: dict) -> str:
 def test_an_openai_candidate_added_in_config_gets_its_rows(prefect_harness, tmp_path, monkeypatch, batches):
     """The issue's "done when": a [[generate.candidates]] entry with backend = "openai" and a base URL."""
     from flows.generate import generate_flow
-    from tasks.config import load_config
-    from tasks.materialize import build_database
+    from tasks.core.config import load_config
+    from tasks.stages.materialize.build import build_database
     from tasks.testing.openai_server import OpenAIServer
 
     monkeypatch.setenv("GREBENCH_TEST_OPENAI_KEY", "sk-test-generate")

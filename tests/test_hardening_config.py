@@ -7,7 +7,7 @@ import os
 import pytest
 from typer.testing import CliRunner
 
-from flows.cli import app
+from flows.cli.main import app
 
 runner = CliRunner()
 PIPELINE = "[pipelines.p]\nvenues = ['V/2025/C']\nstages = ['ingest', 'curate', 'materialize']\n"

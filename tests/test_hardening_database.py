@@ -14,9 +14,9 @@ import pytest
 from test_materialize import make_config, write_outputs
 from typer.testing import CliRunner
 
-from flows.cli import app
-from tasks.locks import LockTimeout, locked, wal_path
-from tasks.materialize import build_database, update_tables
+from flows.cli.main import app
+from tasks.core.locks import LockTimeout, locked, wal_path
+from tasks.stages.materialize.build import build_database, update_tables
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -82,8 +82,8 @@ def test_scratch_files_of_a_killed_build_do_not_block_the_next(built):
 BUILD_AND_DIE = """
 import sys, time
 from pathlib import Path
-from tasks.config import load_config
-from tasks.materialize import build_database
+from tasks.core.config import load_config
+from tasks.stages.materialize.build import build_database
 cfg = load_config(sys.argv[1])
 while True:
     build_database(cfg, 't')
@@ -104,8 +104,8 @@ def test_kill_9_in_the_middle_of_builds_never_loses_the_database(built):
 
 CONCURRENT = """
 import sys
-from tasks.config import load_config
-from tasks.materialize import build_database
+from tasks.core.config import load_config
+from tasks.stages.materialize.build import build_database
 cfg = load_config(sys.argv[1])
 for _ in range(int(sys.argv[2])):
     result = build_database(cfg, 't')
@@ -127,7 +127,7 @@ def test_concurrent_builds_each_swap_in_a_whole_tested_database(built):
 HOLD = """
 import sys, time
 from pathlib import Path
-from tasks.locks import locked
+from tasks.core.locks import locked
 with locked(Path(sys.argv[1])):
     print('held', flush=True)
     time.sleep(30)

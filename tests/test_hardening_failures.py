@@ -10,11 +10,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tasks import schema
-from tasks.config import PreprocessConfig
-from tasks.errors import AuthenticationError, EmptyOutputError
+from tasks.core import schema
+from tasks.core.config import PreprocessConfig
+from tasks.core.errors import AuthenticationError, EmptyOutputError
 from tasks.lm.anthropic_api import AnthropicLM
-from tasks.preprocess import preprocess_reviews
+from tasks.metrics.judgments import preprocess_reviews
 from tasks.testing.anthropic_server import AnthropicServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,7 +78,7 @@ def test_cli_run_with_a_refused_key_exits_non_zero_with_one_error_line(tmp_path)
     )
     with AnthropicServer(reject_key=KEY) as server:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": server.url}
-        done = subprocess.run([sys.executable, "-m", "flows.cli", "run", "p", "-c", str(tmp_path / "pipelines.toml")],
+        done = subprocess.run([sys.executable, "-m", "flows.cli.main", "run", "p", "-c", str(tmp_path / "pipelines.toml")],
                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stderr[-3000:]
     [line] = [line for line in done.stderr.splitlines() if line.startswith("error:")]

@@ -10,10 +10,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tasks.config import Config, IngestConfig
-from tasks.errors import SourceError
-from tasks.ingest import ingest_venue
-from tasks.layout import raw_dir
+from tasks.core.config import Config, IngestConfig
+from tasks.core.errors import SourceError
+from tasks.core.layout import raw_dir
+from tasks.stages.ingest.fetch import ingest_venue
 from tasks.testing.openreview_server import Fault, serve_venues
 from tasks.testing.synthetic import make_venue
 
@@ -54,7 +54,7 @@ def test_bad_raw_page_is_quarantined_refetched_and_named_in_one_line(server, tmp
     page = sorted(raw_dir(cfg, VENUE, 2).rglob("offset_00000005.json"))[0]
     page.write_bytes(DAMAGE[damage](page.read_bytes()))
     server.clear()
-    with caplog.at_level(logging.WARNING, logger="tasks.ingest"):
+    with caplog.at_level(logging.WARNING, logger="tasks.stages.ingest.fetch"):
         again = ingest_venue(VENUE, cfg, tmp_path / "out", server.v2_url)
     assert (again.pages_fetched, again.pages_cached) == (1, first.pages_fetched - 1)
     assert _papers(tmp_path / "out").equals(reference)
@@ -70,7 +70,7 @@ def test_bad_group_json_is_quarantined_and_refetched(server, tmp_path, damage, c
     ingest_venue(VENUE, cfg, tmp_path / "out", server.v2_url)
     group = raw_dir(cfg, VENUE, 2) / "group.json"
     group.write_bytes(DAMAGE[damage](group.read_bytes()))
-    with caplog.at_level(logging.WARNING, logger="tasks.ingest"):
+    with caplog.at_level(logging.WARNING, logger="tasks.stages.ingest.fetch"):
         ingest_venue(VENUE, cfg, tmp_path / "out", server.v2_url)
     assert any(str(group) in r.getMessage() for r in caplog.records)
     assert group.is_file() and (raw_dir(cfg, VENUE, 2) / "quarantine").is_dir()
@@ -90,8 +90,8 @@ def test_persistently_malformed_first_page_is_an_error(server, tmp_path):
 SCRIPT = """
 import sys
 from pathlib import Path
-from tasks.config import Config, IngestConfig
-from tasks.ingest import ingest_venue
+from tasks.core.config import Config, IngestConfig
+from tasks.stages.ingest.fetch import ingest_venue
 root = Path(sys.argv[1])
 cfg = Config(root=root, ingest=IngestConfig(page_size=5, pdf=True, pdf_workers=2, timeout_seconds=10))
 r = ingest_venue('GREBench.cc/2025/Demo', cfg, root / 'out', sys.argv[2])

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 from test_cli_validate import config, invoke, review_file  # noqa: F401 - the fixture is used by name
 
-from tasks.progress import progress, scorer_with_progress
+from tasks.core.progress import progress, scorer_with_progress
 
 ETA = re.compile(r"(\d+)/(\d+) \[[0-9:]+<[0-9:?]+")   # done/total [elapsed<remaining
 

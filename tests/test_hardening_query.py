@@ -10,7 +10,7 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from flows.cli import app
+from flows.cli.main import app
 
 runner = CliRunner()
 

@@ -14,11 +14,11 @@ import pytest
 import requests
 from polars.testing import assert_frame_equal
 
-from tasks.config import Config, IngestConfig
-from tasks.ingest import ingest_venue
-from tasks.layout import raw_dir
-from tasks.openreview_client import is_transient
-from tasks.schema import PAPERS, REJECTS, REVIEWS
+from tasks.core.config import Config, IngestConfig
+from tasks.core.layout import raw_dir
+from tasks.core.schema import PAPERS, REJECTS, REVIEWS
+from tasks.stages.ingest.fetch import ingest_venue
+from tasks.stages.ingest.openreview_client import is_transient
 from tasks.testing.openreview_server import Fault, serve_venues
 from tasks.testing.synthetic import make_venue
 
@@ -165,8 +165,8 @@ def test_crash_after_some_pages_resumes_without_duplicates(server, reference, tm
 
 def test_killed_process_resumes_without_duplicates_or_gaps(server, reference, tmp_path):
     script = (
-        "import sys; from pathlib import Path; from tasks.config import Config, IngestConfig;"
-        "from tasks.ingest import ingest_venue;"
+        "import sys; from pathlib import Path; from tasks.core.config import Config, IngestConfig;"
+        "from tasks.stages.ingest.fetch import ingest_venue;"
         "cfg = Config(root=Path(sys.argv[1]), ingest=IngestConfig(page_size=5, pdf=False));"
         "ingest_venue('GREBench.cc/2025/Demo', cfg, Path(sys.argv[1]) / 'out', sys.argv[2])"
     )

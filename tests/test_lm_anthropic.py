@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from tasks.config import LLMConfig
-from tasks.errors import AuthenticationError
+from tasks.core.config import LLMConfig
+from tasks.core.errors import AuthenticationError
 from tasks.lm import ChatRequest, Usage, cost_usd
 from tasks.lm.anthropic_api import AnthropicLM
 from tasks.testing.anthropic_server import AnthropicServer, heuristic_responder

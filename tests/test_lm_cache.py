@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from tasks.config import LLMConfig
+from tasks.core.config import LLMConfig
 from tasks.lm import CachedLM, ChatRequest, ChatResult, LLMCache, make_lm, request_key
 from tasks.lm.anthropic_api import AnthropicLM
 from tasks.testing.anthropic_server import AnthropicServer

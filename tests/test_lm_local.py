@@ -7,7 +7,8 @@ import re
 import polars as pl
 import pytest
 
-from tasks.config import PreprocessConfig
+from tasks.core.config import PreprocessConfig
+from tasks.core.prompts import load_prompt
 from tasks.lm import (
     CachedLM,
     ChatRequest,
@@ -21,8 +22,8 @@ from tasks.lm.line_prefixes import LinePrefixConstraint, token_strings
 from tasks.lm.loading import chat_spec, cuda_available
 from tasks.lm.local import LocalLM, generation_threads
 from tasks.lm.loglikelihood import encode_request
-from tasks.preprocess import LINE_PREFIXES, load_prompt, preprocess_reviews, render
-from tasks.preprocess_checks import STANCES
+from tasks.metrics.judgment_checks import STANCES
+from tasks.metrics.judgments import LINE_PREFIXES, preprocess_reviews, render
 
 pytestmark = pytest.mark.slow
 LINE = re.compile(rf"^The reviewer ({'|'.join(STANCES)}) \S.*[.!?]$")

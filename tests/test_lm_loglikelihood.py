@@ -8,14 +8,14 @@ import polars as pl
 import pytest
 from scoring_data import make_frames
 
+from tasks.core.frames import human_candidates, judgments_text, synopses_wide
+from tasks.core.schema import REFERENCES
 from tasks.lm import LoglikelihoodRequest, ModelSpec
 from tasks.lm.loading import end_of_turn
 from tasks.lm.local import LocalLM
 from tasks.lm.loglikelihood import LoglikelihoodEngine, encode_request, reference_score
 from tasks.metrics import get
 from tasks.metrics.gem import build_requests
-from tasks.schema import REFERENCES
-from tasks.scoring.inputs import human_candidates, judgments_text, synopses_wide
 
 GEM = ["gem_raw", "gem", "gem_s_abstract", "gem_s_assw"]
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from tasks.config import CandidateConfig, LLMConfig
-from tasks.errors import AuthenticationError
+from tasks.core.config import CandidateConfig, LLMConfig
+from tasks.core.errors import AuthenticationError
 from tasks.lm import ChatRequest, Unsupported, Usage, cost_usd, make_lm
 from tasks.lm.openai_api import OpenAILM
 from tasks.testing.anthropic_server import heuristic_responder

@@ -4,9 +4,9 @@ import duckdb
 import polars as pl
 import pytest
 
-from tasks import schema
-from tasks.config import load_config
-from tasks.materialize import DataTestError, build_database
+from tasks.core import schema
+from tasks.core.config import load_config
+from tasks.stages.materialize.build import DataTestError, build_database
 
 VENUE = "Test.cc/2025/Conference"
 

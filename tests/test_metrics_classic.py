@@ -1,4 +1,5 @@
-"""The classic family: BLEU, ROUGE-L and the MiniLM BERTScore-style F1 on small generated texts."""
+"""The classic family: BLEU, ROUGE-L and the two MiniLM BERTScores (GEM's sentence matching, BERTScore's
+token matching) on small generated texts."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ import numpy as np
 import polars as pl
 import pytest
 
+from tasks.core.schema import REFERENCES, SCORING_CANDIDATES
 from tasks.lm import embedder, load_model
 from tasks.lm.encoder import WINDOW
 from tasks.metrics import REGISTRY, Resources, score_metrics
 from tasks.metrics import classic as baselines
 from tasks.metrics import resources as lm
-from tasks.schema import REFERENCES, SCORING_CANDIDATES
 
 REFERENCE = "The proposed sampler is fast, but the experiments use only one random seed."
 CLOSE = "The sampler is fast, although the experiments rely on a single random seed."
@@ -27,9 +28,11 @@ def minilm():
 
 
 def pair_fn(name):
-    """The metric's pair function: texts -> scores (bertscore on MiniLM)."""
-    if name == "bertscore":
+    """The metric's pair function: texts -> scores (the BERTScores on MiniLM)."""
+    if name == "bertscore_tokens_minilm":
         return lambda c, r: baselines.bertscore(c, r, lm.token_embeddings)
+    if name == "bertscore_minilm":
+        return lambda c, r: baselines.bertscore_sentences_prf(c, r, lm.token_embeddings)[:, 2]
     return getattr(baselines, name)
 
 
@@ -54,7 +57,7 @@ def test_library_values():
     assert baselines.rouge_l([CLOSE], [REFERENCE])[0] == pytest.approx(expected_rouge.fmeasure)
 
 
-@pytest.mark.parametrize("name", ["bleu", "rouge_l", "bertscore"])
+@pytest.mark.parametrize("name", ["bleu", "rouge_l", "bertscore_minilm", "bertscore_tokens_minilm"])
 def test_missing_text_gives_nan_and_lengths_must_match(name):
     fn = pair_fn(name)
     scores = fn([None, "  ", CLOSE], [REFERENCE, REFERENCE, ""])
@@ -117,7 +120,7 @@ def test_family_scores_leave_one_out_pairs_with_gaps_and_the_embedder_named():
         calls.append(list(texts))
         return [np.array([[1.0, 0.0] if len(w) % 2 else [0.0, 1.0] for w in t.split()]) for t in texts]
 
-    scores = score_metrics(["bleu", "bertscore"], candidates, references, pl.DataFrame(),
+    scores = score_metrics(["bleu", "bertscore_tokens_minilm"], candidates, references, pl.DataFrame(),
                            Resources(embed=embed, embed_model="fake"))
     assert scores.filter(pl.col("metric") == "bleu")[["candidate", "reference"]].rows() == [
         ("r1", "r2"), ("r2", "r1"), ("q1", None)]
@@ -125,5 +128,27 @@ def test_family_scores_leave_one_out_pairs_with_gaps_and_the_embedder_named():
     assert bleu["score"] == pytest.approx(baselines.bleu([REFERENCE], [CLOSE])[0]) and bleu["eval_lm"] == "sacrebleu"
     lonely = scores.filter(pl.col("candidate") == "q1")
     assert lonely["reason"].to_list() == ["no_reference"] * 2 and lonely["score"].is_nan().all()
-    assert set(scores.filter(pl.col("metric") == "bertscore")["eval_lm"]) == {"fake"} and len(calls) == 1
+    assert set(scores.filter(pl.col("metric") == "bertscore_tokens_minilm")["eval_lm"]) == {"fake"} and len(calls) == 1
     assert scores["logp_conditional"].is_null().all()
+
+
+def test_gem_bertscore_matches_sentences_greedily():
+    """bertscore_minilm (GEM appendix D.3): sentences are embedded one by one (the mean of their token
+    vectors) and matched greedily; with a fake embedder the value is worked out by hand."""
+    vectors = {"alpha": [1.0, 0.0], "beta": [0.0, 1.0], "gamma": [0.6, 0.8]}
+
+    def embed(texts):                      # one vector per word; a sentence's vector is their normalised mean
+        return [np.array([vectors[w.strip(".").lower()] for w in t.split()]) for t in texts]
+
+    cand, ref = "Alpha. Beta beta.", "Gamma.\n- Alpha alpha."
+    assert baselines.sentences(cand) == ["Alpha.", "Beta beta."] and baselines.sentences(ref) == ["Gamma.", "Alpha alpha."]
+    p, r, f = baselines.bertscore_sentences_prf([cand], [ref], embed)[0]
+    # candidate sentences (1,0), (0,1) vs reference (0.6,0.8), (1,0): precision mean(1, 0.8), recall mean(0.8, 1)
+    assert (p, r) == (pytest.approx(0.9), pytest.approx(0.9)) and f == pytest.approx(0.9)
+    assert REGISTRY["bertscore_minilm"].needs == "embedding" and "sentence" in REGISTRY["bertscore_minilm"].description
+
+
+@pytest.mark.slow
+def test_gem_bertscore_ranks_identical_close_unrelated(minilm):
+    scores = baselines.bertscore_sentences_prf([REFERENCE, CLOSE, UNRELATED], [REFERENCE] * 3, lm.token_embeddings)[:, 2]
+    assert scores[0] == pytest.approx(1.0, abs=1e-5) and scores[0] > scores[1] > scores[2]

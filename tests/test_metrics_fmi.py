@@ -8,17 +8,23 @@ import polars as pl
 import pytest
 from scoring_data import make_frames, write_pipeline
 
-import tasks.scoring.shards as shards_module
-from tasks.config import load_config
-from tasks.layout import stage_dir, write_parquet
+import tasks.metrics.shards as shards_module
+from tasks.core.config import ValidateConfig, load_config
+from tasks.core.frames import human_candidates, judgments_text, synopses_wide
+from tasks.core.layout import stage_dir, write_parquet
+from tasks.core.schema import REFERENCES, SCORES
 from tasks.metrics import REGISTRY, Resources, score_metrics
 from tasks.metrics.fmi import kl_direct, kl_fvar, tv_direct, tv_direct_marginal, tv_fvar
 from tasks.metrics.negatives import draw_negatives
+from tasks.metrics.prompts import NOT_AVAILABLE
 from tasks.metrics.resources import build_resources, memoized
-from tasks.schema import REFERENCES, SCORES
-from tasks.scoring.inputs import human_candidates, judgments_text, synopses_wide
-from tasks.scoring.prompts import NOT_AVAILABLE
-from tasks.scoring.stage import read_inputs, score_inputs, shard_details, sharded_loglikelihood, write_scores
+from tasks.stages.score.stage import (
+    read_inputs,
+    score_inputs,
+    shard_details,
+    sharded_loglikelihood,
+    write_scores,
+)
 
 CELLS = ["kl_fvar_token", "tv_direct_token", "tv_direct_marginal_token", "tv_fvar_token"]
 
@@ -41,9 +47,9 @@ def test_hand_worked_values() -> None:
     negs = [-1.0, 0.5]
     assert kl_direct(2.0, negs) == 2.0
     assert kl_fvar(2.0, negs) == pytest.approx(1 + 2 - (math.exp(-1) + math.exp(0.5)) / 2)   # = 1.9917...
-    assert tv_direct(2.0, negs) == pytest.approx(0.5 * (1 - math.exp(-2)))                  # = 0.4323...
-    assert tv_direct(-2.0, negs) == pytest.approx(0.5 * (math.exp(2) - 1))                  # r < 1: same formula
-    assert tv_direct_marginal(2.0, negs) == pytest.approx((0.5 * (1 - math.exp(-1)) + 0.5 * (math.exp(0.5) - 1)) / 2)
+    assert tv_direct(2.0, negs) == pytest.approx(1 - math.exp(-2))                          # (1 - 1/r)+ = 0.8647...
+    assert tv_direct(-2.0, negs) == 0.0                                                     # r < 1: no agreement
+    assert tv_direct_marginal(2.0, negs) == pytest.approx(((1 - math.exp(-1)) + 0.0) / 2)   # (1 - r(x, y-))+ averaged
     assert tv_fvar(2.0, negs) == pytest.approx(0.5 - (-0.5 + 0.5) / 2)                      # = 0.5
 
 
@@ -60,8 +66,24 @@ def test_tv_signs_and_bounds() -> None:
     for log_r in (-5.0, -0.1, 0.1, 5.0):
         assert -1.0 <= tv_fvar(log_r, [0.3, -0.3, 2.0]) <= 1.0
         assert tv_direct(log_r, []) >= 0.0
-    assert tv_direct(5.0, []) < 0.5 and tv_direct(50.0, []) == pytest.approx(0.5)     # r > 1: below 1/2
+    assert tv_direct(5.0, []) < 1.0 and tv_direct(50.0, []) == pytest.approx(1.0)     # bounded by 1
     assert tv_direct(0.1, []) < tv_direct(1.0, [])                                    # grows with r above 1
+    for log_r in (-800.0, -5.0, 0.3, 800.0):                                          # bounded: never overflows
+        assert 0.0 <= tv_direct(log_r, []) < 1.0 + 1e-12 and 0.0 <= tv_direct_marginal(0.0, [log_r]) <= 1.0
+
+
+def test_direct_tv_ranks_agreement_above_contradiction() -> None:
+    """The pointwise term 1/2 |1 - 1/r| scored log r = -3 (a review that makes the reference e^3 times
+    less likely) 9.5 and log r = +3 only 0.48; the oriented cells rank the agreeing candidate first."""
+    agrees, contradicts = 3.0, -3.0
+    assert tv_direct(agrees, []) > tv_direct(contradicts, [])
+    assert 0.5 * abs(1 - math.exp(-contradicts)) > 0.5 * abs(1 - math.exp(-agrees))   # the old term: the reverse
+    # against other papers' reviews: fitting them (large r(x, y-)) lowers the marginal cell
+    assert tv_direct_marginal(0.0, [-3.0]) > tv_direct_marginal(0.0, [3.0])
+    # kl_fvar's mean of the r(x, y-) is computed in log space: one huge term does not overflow it
+    assert kl_fvar(0.0, [700.0, 0.0]) == pytest.approx(1 - (math.exp(700.0) + 1) / 2)
+    with pytest.raises(OverflowError):
+        kl_fvar(0.0, [800.0, 0.0])
     with pytest.raises(ValueError, match="negative"):
         tv_fvar(1.0, [])
 
@@ -132,8 +154,8 @@ def test_one_pass_scores_every_cell_and_leaves_gem_unchanged() -> None:
     # positives: a conditional per pair, a marginal per reference; negatives: a conditional per (candidate, negative)
     distinct_negs = negatives.select("candidate", "negative").unique().height
     assert asked[0] == pairs + 9 + distinct_negs
-    expected = {"kl_fvar_token": 1 + 2 - math.exp(-1), "tv_direct_token": 0.5 * (1 - math.exp(-2)),
-                "tv_direct_marginal_token": 0.5 * (1 - math.exp(-1)), "tv_fvar_token": 1.0}
+    expected = {"kl_fvar_token": 1 + 2 - math.exp(-1), "tv_direct_token": 1 - math.exp(-2),
+                "tv_direct_marginal_token": 1 - math.exp(-1), "tv_fvar_token": 1.0}
     for metric, value in expected.items():
         got = scores.filter(pl.col("metric") == metric)
         assert got.height == pairs and got["score"].to_list() == pytest.approx([value] * pairs)
@@ -199,10 +221,9 @@ def test_score_stage_draws_stores_and_scores_the_negatives(tmp_path, monkeypatch
 def test_validation_scores_the_cells_with_the_originals_negatives() -> None:
     from test_validate_workflow import DETERMINISTIC, fake_loglikelihood, make_reviews
 
-    from tasks.validate.workflow import run_validation
+    from tasks.stages.validate.workflow import run_validation
 
-    out = run_validation(make_reviews(n_papers=4), strategies=DETERMINISTIC, metrics=["gem", "tv_fvar_token"],
-                         resources=Resources("fake-lm", fake_loglikelihood), seed=1, negatives=2)
+    out = run_validation(make_reviews(n_papers=4), ValidateConfig(strategies=DETERMINISTIC, metrics=["gem", "tv_fvar_token"], seed=1, min_pairs=2), resources=Resources("fake-lm", fake_loglikelihood), negatives=2)
     assert set(out.validation["metric"]) == {"gem", "tv_fvar_token"}
     fmi = out.scores.filter(pl.col("metric") == "tv_fvar_token")
     assert fmi["score"].is_nan().sum() == 0 and fmi["score"].is_between(-1, 1).all()

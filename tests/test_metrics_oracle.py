@@ -5,11 +5,11 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
+from tasks.core.frames import human_candidates
+from tasks.core.schema import REFERENCES, SCORES, SYNOPSES_WIDE
 from tasks.metrics import REGISTRY, MissingResource, Resources, score_metrics
 from tasks.metrics.negatives import draw_negatives
 from tasks.metrics.oracle import local_critic, statements, tv_fvar_statement_score
-from tasks.schema import REFERENCES, SCORES, SYNOPSES_WIDE
-from tasks.scoring.inputs import human_candidates
 
 
 def _refs(n_papers: int, n_reviews: int) -> tuple[pl.DataFrame, pl.DataFrame]:

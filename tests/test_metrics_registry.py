@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import math
 import typing
+from pathlib import Path
 
 import polars as pl
 import pytest
 
-from tasks.config import ConfigError, ScoreConfig, ValidateConfig, load_config
+from tasks.core.config import ConfigError, ScoreConfig, load_config
+from tasks.core.schema import REFERENCES, SCORES, SCORING_CANDIDATES
 from tasks.metrics import REGISTRY, Metric, MissingResource, Resources, check_names, register, score_metrics
-from tasks.metrics.registry import Need
-from tasks.schema import REFERENCES, SCORES, SCORING_CANDIDATES
-from tasks.validate.leaderboard import leaderboard
+from tasks.metrics.registry import Conditioning, Need
+from tasks.stages.validate.leaderboard import leaderboard
 
 REFS = pl.DataFrame({"paper_id": ["p", "p"], "review_id": ["a", "b"], "review_text": ["One text.", "Another text."],
                      "judgments": ["The reviewer appreciates x.", "The reviewer criticizes y."]}, schema=REFERENCES)
@@ -21,11 +22,11 @@ CANDS = REFS.select("paper_id", pl.col("review_id").alias("candidate"), pl.lit("
 
 
 def test_every_metric_declares_the_same_shape():
-    assert {"gem_raw", "gem", "gem_s_abstract", "gem_s_assw", "bleu", "rouge_l", "bertscore"} <= set(REGISTRY)
+    assert {"gem_raw", "gem", "gem_s_abstract", "gem_s_assw", "bleu", "rouge_l", "bertscore_minilm", "lm_examiner", "bartscore_f1"} <= set(REGISTRY)
     for name, metric in REGISTRY.items():
         assert metric.name == name and metric.description
         assert metric.reads in ("raw", "judgments", "statements")
-        assert metric.conditioned_on in ("none", "abstract", "abstract+assw")
+        assert metric.conditioned_on in typing.get_args(Conditioning)
         assert metric.needs in typing.get_args(Need)   # lm_logprobs, llm_oracle, ..., lm_readout
         assert isinstance(metric.higher_is_better, bool) and callable(metric.fn)
     with pytest.raises(ValueError, match="registered twice"):
@@ -42,8 +43,8 @@ def test_unknown_or_no_metric_is_a_clear_error():
 def test_a_missing_resource_fails_loudly_before_anything_is_scored():
     with pytest.raises(MissingResource, match="gem needs lm_logprobs"):
         score_metrics(["bleu", "gem"], CANDS, REFS, pl.DataFrame(), Resources())
-    with pytest.raises(MissingResource, match="bertscore needs embedding"):
-        score_metrics(["bertscore"], CANDS, REFS, pl.DataFrame(), Resources())
+    with pytest.raises(MissingResource, match="bertscore_minilm needs embedding"):
+        score_metrics(["bertscore_minilm"], CANDS, REFS, pl.DataFrame(), Resources())
 
 
 def test_families_are_called_once_with_all_their_metrics(monkeypatch):
@@ -87,18 +88,32 @@ def test_leaderboard_ranks_by_the_metric_direction(monkeypatch):
 
 
 def test_config_checks_metric_names_against_the_registry(tmp_path, monkeypatch):
-    assert ScoreConfig(metrics=("gem",), baselines=("bertscore", "gem")).all_metrics == ("gem", "bertscore")
-    assert ValidateConfig(metrics=("bleu", "gem_s_assw")).metrics == ("bleu", "gem_s_assw")
-    with pytest.raises(ValueError, match="unknown metric"):
-        ScoreConfig(metrics=("gem", "gem_xl"))
-    with pytest.raises(ValueError, match="unknown metric"):
-        ScoreConfig(baselines=("meteor",))
-    with pytest.raises(ValueError, match="unknown metric"):
-        ValidateConfig(metrics=())
+    from tasks.checks import check_config, load_checked_config
+
+    assert ScoreConfig(metrics=("gem",), baselines=("bertscore_minilm", "gem")).all_metrics == ("gem", "bertscore_minilm")
+    cfg = load_config(Path(__file__).resolve().parents[1] / "pipelines.toml")
+
+    def with_(stage: str, **values):
+        return cfg.model_copy(update={stage: getattr(cfg, stage).model_copy(update=values)})
+    assert check_config(with_("validate", metrics=("bleu", "gem_s_assw")), pipelines=False)
+    with pytest.raises(ConfigError, match=r"score.metrics: unknown metric.*gem_xl"):
+        check_config(with_("score", metrics=("gem", "gem_xl")), pipelines=False)
+    with pytest.raises(ConfigError, match=r"score.baselines: unknown metric.*meteor"):
+        check_config(with_("score", baselines=("meteor",)), pipelines=False)
+    with pytest.raises(ConfigError, match=r"validate.metrics: unknown metric"):
+        check_config(with_("validate", metrics=()), pipelines=False)
+    with pytest.raises(ConfigError, match=r"validate.strategies: unknown strategy \['shuffle'\]"):
+        check_config(with_("validate", strategies=("shuffle",)), pipelines=False)
     monkeypatch.setitem(REGISTRY, "new_metric", Metric("new_metric", "raw", "none", "nothing", True, "x",
                                                        REGISTRY["bleu"].fn))
-    assert ValidateConfig(metrics=("new_metric",)).metrics == ("new_metric",)   # registered is enough
+    assert check_config(with_("validate", metrics=("new_metric",)), pipelines=False)   # registered is enough
+    bad = tmp_path / "pipelines.toml"   # a pipeline's override is checked too, and named with the file
+    bad.write_text(Path(__file__).resolve().parents[1].joinpath("pipelines.toml").read_text()
+                   + '\n[pipelines.extra]\nvenues = ["X/2025/Conf"]\nstages = ["score"]\n'
+                     '[pipelines.extra.score]\nmetrics = ["gem_xl"]\n')
+    with pytest.raises(ConfigError, match=r"pipelines.toml: pipelines.extra.score.metrics: unknown metric"):
+        load_checked_config(bad)
     config = tmp_path / "pipelines.toml"
     config.write_text('[validate]\nmetrics = ["gem", "bleuu"]\n')
     with pytest.raises(ConfigError, match="bleuu"):
-        load_config(config)
+        load_checked_config(config)

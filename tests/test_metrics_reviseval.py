@@ -10,13 +10,13 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tasks.config import LLMConfig, ScoreConfig
+from tasks.core.config import LLMConfig, ScoreConfig, ValidateConfig
+from tasks.core.schema import SCORES, SCORING_CANDIDATES, SYNOPSES_WIDE
 from tasks.lm import make_lm
 from tasks.metrics import REGISTRY, MissingResource, Resources, score_metrics
 from tasks.metrics.classic import bleu
 from tasks.metrics.panel import mean_of_members
 from tasks.metrics.registry import predictor
-from tasks.schema import SCORES, SCORING_CANDIDATES, SYNOPSES_WIDE
 from tasks.testing.anthropic_server import AnthropicServer, user_text
 from tasks.testing.openai_server import OpenAIServer
 
@@ -122,7 +122,7 @@ def test_a_panel_of_judges_is_averaged(tmp_path, monkeypatch) -> None:
                           "judgments": None} for i in range(3)],
                         schema={"paper_id": pl.String, "review_id": pl.String, "review_text": pl.String,
                                 "judgments": pl.String})
-    from tasks.scoring.inputs import human_candidates
+    from tasks.core.frames import human_candidates
 
     cands = human_candidates(refs)
     syn = pl.DataFrame([{"paper_id": "p0", "abstract": "A proof.", "assw": None}], schema=SYNOPSES_WIDE)
@@ -146,8 +146,8 @@ def test_a_panel_serves_the_generation_oracle(tmp_path, monkeypatch) -> None:
     """TVD-MI with a panel: member A answers yes for same-paper pairs and no otherwise, member B always
     no. Critic on the positive pair: (1/2 - 1/2) / 2 = 0; on each negative: -1/2; score 0 - (-1/2) = 1/2
     (A alone would give 1)."""
+    from tasks.core.frames import human_candidates
     from tasks.metrics.negatives import draw_negatives
-    from tasks.scoring.inputs import human_candidates
     from tests.test_metrics_oracle_cells import _refs, _responder
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
@@ -168,7 +168,7 @@ def test_a_panel_serves_the_generation_oracle(tmp_path, monkeypatch) -> None:
 def test_reviseval_is_validated_like_the_rest(tmp_path, monkeypatch) -> None:
     """The validation workflow rescores perturbed candidates with the RevisEval metrics: each perturbed
     candidate is revised afresh (the reference follows the response) and paired with its original."""
-    from tasks.validate.workflow import run_validation
+    from tasks.stages.validate.workflow import run_validation
     from tests.test_validate_workflow import make_reviews
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
@@ -187,9 +187,7 @@ def test_reviseval_is_validated_like_the_rest(tmp_path, monkeypatch) -> None:
         resources = Resources(reviser=make_lm(_openai(r, "reviser-x"), tmp_path),
                               llm=make_lm(LLMConfig(backend="anthropic", model="judge-a", use_batches=False,
                                                     max_retries=0), tmp_path, base_url=j.url))
-        out = run_validation(make_reviews(n_papers=3), strategies=["sentence_deletion", "meaningless_elongation"],
-                             metrics=["reviseval_rouge_l", "reviseval_judge"], resources=resources,
-                             candidates="all", bootstrap_resamples=0)
+        out = run_validation(make_reviews(n_papers=3), ValidateConfig(strategies=["sentence_deletion", "meaningless_elongation"], metrics=["reviseval_rouge_l", "reviseval_judge"], candidates="all", bootstrap_resamples=0, min_pairs=2), resources=resources)
     table = out.validation
     assert set(zip(table["metric"], table["strategy"], strict=True)) == {
         (m, s) for m in ("reviseval_rouge_l", "reviseval_judge") for s in ("sentence_deletion", "meaningless_elongation")}

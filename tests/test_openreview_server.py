@@ -128,7 +128,7 @@ def test_slow_answer_beyond_a_client_timeout(server):
 
 def test_login_and_large_pdf_headers(server, venues):
     client = OpenReviewClient(baseurl=server.v2_url, username="guest@example.org", password="secret")
-    assert client.token == "local-guest-token"
+    assert client.token in server.tokens and server.logins == 1   # any login works on the lenient server
     large = venues[0].bad_cases["large_pdf"]
     with requests.get(f"{server.v2_url}/pdf", params={"id": large}, stream=True) as response:
         assert int(response.headers["Content-Length"]) > 1 << 30

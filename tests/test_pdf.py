@@ -9,8 +9,8 @@ import polars as pl
 import pymupdf
 import pytest
 
-from tasks.pdf import PdfError, extract_pdfs, extract_text
-from tasks.schema import PDF_TEXTS, REJECTS
+from tasks.core.schema import PDF_TEXTS, REJECTS
+from tasks.stages.ingest.pdf import PdfError, extract_pdfs, extract_text
 
 WIDTH, HEIGHT, MARGIN = 612, 792, 72
 

@@ -8,10 +8,10 @@ import duckdb
 import pytest
 
 import flows.pipeline
-from flows.pipeline import pipeline_flow, select_stages
+from flows.pipeline import pipeline_flow
 from flows.refresh import refresh_flow
-from tasks.config import Config, ConfigError
-from tasks.summary import StageSummary
+from tasks.core.config import Config, ConfigError, select_stages
+from tasks.core.summary import StageSummary
 
 DEMO, LEGACY, REFRESH = "GREBench.cc/2025/Demo", "GREBench.cc/2023/Legacy", "GREBench.cc/2024/Refresh"
 PIPELINES = f"""
@@ -74,7 +74,7 @@ def test_demo_pipeline_builds_the_database_records_the_run_and_reruns_identicall
     config = project_config(PIPELINES)
     summary = pipeline_flow(pipeline="demo", config_path=str(config))
     assert list(summary) == ["ingest", "curate", "materialize"]
-    database = config.parent / "data" / "grebench.duckdb"
+    database = config.parent / "data" / "demo" / "grebench.duckdb"
 
     # Both API shapes were ingested through the real client: v2 for 2025, v1 for the 2023 venue.
     venues = dict(table(database, "select venue_id, count(*) from reviews group by all"))
@@ -109,7 +109,7 @@ def test_demo_pipeline_builds_the_database_records_the_run_and_reruns_identicall
 def test_a_venues_override_reaches_every_stage(prefect_harness, project_config):
     config = project_config(PIPELINES)
     summary = pipeline_flow(pipeline="demo", config_path=str(config), venues=[LEGACY])
-    database = config.parent / "data" / "grebench.duckdb"
+    database = config.parent / "data" / "demo" / "grebench.duckdb"
     assert table(database, "select distinct venue_id from reviews") == [(LEGACY,)]
     assert set(summary["ingest"].details) == set(summary["curate"].details) == {LEGACY}
     assert table(database, "select count(*) from runs where rows_in is null or rows_out is null") == [(0,)]
@@ -120,7 +120,7 @@ def test_refresh_for_a_given_year_on_given_venues(prefect_harness, project_confi
     config = project_config(PIPELINES)
     summary = refresh_flow(year=2024, venues=[REFRESH], config_path=str(config))
     assert list(summary) == ["ingest", "curate", "materialize"]
-    database = config.parent / "data" / "grebench.duckdb"
+    database = config.parent / "data" / "refresh-2024" / "grebench.duckdb"
     assert table(database, "select distinct venue_id from reviews") == [(REFRESH,)]
     assert table(database, "select distinct pipeline from runs") == [("refresh-2024",)]
     assert table(database, "select count(*) from runs where rows_in is null or rows_out is null") == [(0,)]

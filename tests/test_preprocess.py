@@ -8,12 +8,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tasks.config import PreprocessConfig
-from tasks.errors import EmptyOutputError
-from tasks.layout import stage_dir
+from tasks.core.config import PreprocessConfig
+from tasks.core.errors import EmptyOutputError
+from tasks.core.layout import stage_dir
 from tasks.lm import TransientLLMError, make_lm
-from tasks.preprocess import make_synopses, preprocess_reviews, render, review_text
-from tasks.preprocess_checks import STANCES, parse_assw, parse_judgments
+from tasks.metrics.judgment_checks import STANCES, parse_assw, parse_judgments
+from tasks.metrics.judgments import make_synopses, preprocess_reviews, render, review_text
 from tasks.testing.anthropic_server import AnthropicServer, user_text
 
 LINE = re.compile(rf"^The reviewer ({'|'.join(STANCES)}) \S.*[.!?]$")
@@ -221,7 +221,7 @@ def write_config(folder: Path) -> Path:
 @pytest.mark.slow
 def test_preprocess_flow_writes_its_tables_and_reruns_without_calls(tmp_path, monkeypatch, prefect_harness):
     from flows.preprocess import preprocess_flow
-    from tasks.config import load_config
+    from tasks.core.config import load_config
 
     config_path = write_config(tmp_path)
     config = load_config(config_path).for_pipeline("t")

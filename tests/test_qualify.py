@@ -10,12 +10,12 @@ import re
 import polars as pl
 import pytest
 
-from tasks.config import QualifyConfig
-from tasks.layout import stage_dir, write_parquet
-from tasks.qualify.exam import Question, draw_exam, plain, polish
-from tasks.qualify.examinee import Verdict, from_probabilities, parse_stated
-from tasks.qualify.grade import consistency, grade, pertinence, self_confidence
-from tasks.qualify.stage import QualificationFailed, qualified_config, qualify, seats
+from tasks.core.config import QualifyConfig
+from tasks.core.layout import stage_dir, write_parquet
+from tasks.stages.qualify.exam import Question, draw_exam, plain, polish
+from tasks.stages.qualify.examinee import Verdict, from_probabilities, parse_stated
+from tasks.stages.qualify.grade import consistency, grade, pertinence, self_confidence
+from tasks.stages.qualify.stage import QualificationFailed, qualified_config, qualify, seats
 from tasks.testing.anthropic_server import AnthropicServer, user_text
 from tasks.testing.openai_server import OpenAIServer
 
@@ -184,6 +184,10 @@ def test_known_judges_through_the_servers_and_the_panel_left_to_score(tmp_path, 
         with pytest.raises(QualificationFailed, match="longer"):
             qualify(cfg.model_copy(update={"qualify": cfg.qualify.model_copy(update={"on_fail": "stop"})}), "exam")
         assert (good.counts["messages"], first.counts["chat"], longer.counts["chat"]) == calls   # cached
+        # on_fail = "report": the same exam stops nothing and every judge stays in the panel
+        report = cfg.model_copy(update={"qualify": cfg.qualify.model_copy(update={"on_fail": "report"})})
+        qualify(report, "exam")
+        assert [j.model for j in qualified_config(report, "exam").score.judges] == ["careful", "first", "longer"]
     assert [s.name for s in seats(cfg)] == ["anthropic/careful", "openai/first", "openai/longer"]
     table = pl.read_parquet(stage_dir(cfg, "exam", "qualify") / "qualification.parquet")
     got = {(m, t): (n, s, p) for m, t, n, s, p in table.select("model", "test", "n", "score", "passed").iter_rows()}
@@ -214,8 +218,8 @@ def test_known_judges_through_the_servers_and_the_panel_left_to_score(tmp_path, 
     # the table in DuckDB (its staging and mart SQL alone, in memory)
     import duckdb
 
-    from tasks.layout import pipeline_dir
-    from tasks.materialize import SQL_DIR, BuildResult, _run_layers
+    from tasks.core.layout import pipeline_dir
+    from tasks.stages.materialize.build import SQL_DIR, BuildResult, _run_layers
 
     con = duckdb.connect()
     _run_layers(con, pipeline_dir(cfg, "exam"), {"pipeline": "exam"}, SQL_DIR, BuildResult(database=cfg.database),
@@ -262,9 +266,9 @@ def test_a_rewriter_polishes_and_rephrases(tmp_path) -> None:
     """With [qualify.rewriter] (here behind the local OpenAI-compatible server) the irrelevant side of
     pertinence is its polished text and the hard set's second review its rephrasing; where it answers
     nothing, the deterministic edit stands in."""
-    from tasks.config import LLMConfig
+    from tasks.core.config import LLMConfig
     from tasks.metrics.llm_log import LLMLog
-    from tasks.qualify.stage import rewriter
+    from tasks.stages.qualify.stage import rewriter
 
     def respond(body: dict) -> str:
         review = re.search(r"<review>\n(.*?)\n</review>", user_text(body), re.S).group(1)

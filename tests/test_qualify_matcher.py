@@ -11,10 +11,10 @@ import re
 import polars as pl
 import pytest
 
-from tasks.layout import stage_dir, write_parquet
-from tasks.qualify.examinee import Verdict
-from tasks.qualify.grade import self_confidence
-from tasks.qualify.matcher import (
+from tasks.core.layout import stage_dir, write_parquet
+from tasks.stages.qualify.examinee import Verdict
+from tasks.stages.qualify.grade import self_confidence
+from tasks.stages.qualify.matcher import (
     PointQuestion,
     draw_match_exam,
     exam_units,
@@ -24,7 +24,7 @@ from tasks.qualify.matcher import (
     polish_point,
     sentences,
 )
-from tasks.qualify.stage import QualificationFailed, qualified_config, qualify, seats
+from tasks.stages.qualify.stage import QualificationFailed, qualified_config, qualify, seats
 from tasks.testing.anthropic_server import AnthropicServer, user_text
 
 TOPICS = ["graph", "protein", "robot", "speech", "vision", "climate"]
@@ -192,10 +192,10 @@ def test_a_matcher_apart_from_the_points_llm_matches_and_is_named(tmp_path, monk
     only splits the reviews), and the points_* rows name both."""
     from test_review_quality import bag_of_words, inputs, responder
 
-    from tasks.config import LLMConfig
+    from tasks.core.config import LLMConfig
     from tasks.lm import make_lm
     from tasks.metrics import Resources, score_metrics
-    from tasks.review_quality.work import QualitySettings, QualityWork
+    from tasks.metrics.review_quality.work import QualitySettings, QualityWork
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
     refs, cands, facts, syn = inputs()
@@ -221,8 +221,8 @@ def _the_table_in_duckdb(cfg) -> None:
     """The matcher rows through the qualification staging and mart SQL, and its data test."""
     import duckdb
 
-    from tasks.layout import pipeline_dir
-    from tasks.materialize import SQL_DIR, BuildResult, _run_layers
+    from tasks.core.layout import pipeline_dir
+    from tasks.stages.materialize.build import SQL_DIR, BuildResult, _run_layers
 
     con = duckdb.connect()
     _run_layers(con, pipeline_dir(cfg, "exam"), {"pipeline": "exam"}, SQL_DIR, BuildResult(database=cfg.database),

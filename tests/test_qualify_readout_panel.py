@@ -13,12 +13,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tasks.config import ScoreConfig
-from tasks.layout import stage_dir, write_parquet
+from tasks.core.config import ScoreConfig
+from tasks.core.layout import stage_dir, write_parquet
 from tasks.metrics.predictors import ask, oracle_key
 from tasks.metrics.readout_panel import readout_entries, readout_members, readout_specs
 from tasks.metrics.registry import ReadoutMember, Resources, predictor
-from tasks.qualify.stage import QualificationFailed, qualified_config, qualify, seats
+from tasks.stages.qualify.stage import QualificationFailed, qualified_config, qualify, seats
 
 TOPICS = ["graph", "protein", "robot", "speech", "vision", "climate"]
 WORDS = ["[UNK]", "<|end|>", "<|system|>", "<|user|>", "<|assistant|>", "Yes", "No", "1", "2", "3", "4", "5", "6",
@@ -133,10 +133,10 @@ def test_the_oracle_cells_with_a_panel_average_and_name_it() -> None:
     """Two members with rule-based readouts through the registry: tvd_mi (linear in the critic) is the
     members' mean, a member with no mass on Yes / No leaves the question to the other, and the score rows
     name the panel."""
+    from tasks.core.frames import human_candidates
+    from tasks.core.schema import REFERENCES, SYNOPSES_WIDE
     from tasks.metrics import score_metrics
     from tasks.metrics.negatives import draw_negatives
-    from tasks.schema import REFERENCES, SYNOPSES_WIDE
-    from tasks.scoring.inputs import human_candidates
 
     refs = pl.DataFrame([{"paper_id": f"p{p}", "review_id": f"p{p}-r{r}", "review_text": f"Review {r} of {p}.",
                           "judgments": f"The reviewer questions the {TOPICS[p]} claim {r}."}

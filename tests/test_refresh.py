@@ -67,7 +67,7 @@ def test_yearly_refresh_runs_every_stage_and_reruns_without_repeating_work(prefe
     config = project_config(PIPELINE + CANDIDATES)
     first = refresh_flow(year=2026, config_path=str(config))
     assert list(first) == ["ingest", "curate", "preprocess", "generate", "score", "validate", "materialize"]
-    database = config.parent / "data" / "grebench.duckdb"
+    database = config.parent / "data" / "refresh-2026" / "grebench.duckdb"
 
     assert rows(database, "select count(*) from papers where in_benchmark") == [(2,)]
     assert rows(database, "select count(*) > 0 from judgments") == [(True,)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from flows.refresh import refresh_flow
-from tasks.config import ConfigError, load_config, require_venue_tables
+from tasks.core.config import ConfigError, load_config, require_venue_tables
 
 PIPELINES = """
 [pipelines.refresh]

@@ -4,8 +4,9 @@ import openreview
 import requests
 from prefect.states import Completed, Failed
 
+from tasks.core.retry import transient
 from tasks.lm import TransientLLMError
-from tasks.retry import transient
+from tasks.stages.ingest import openreview_client  # noqa: F401  (registers its transient check)
 
 
 def retried(error: BaseException) -> bool:

@@ -11,15 +11,21 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tasks.config import LLMConfig
+from tasks.core.config import LLMConfig, ValidateConfig
+from tasks.core.frames import human_candidates
+from tasks.core.schema import REFERENCES, SCORING_CANDIDATES, SYNOPSES_WIDE
 from tasks.lm import make_lm
 from tasks.metrics import REGISTRY, MissingResource, Resources, score_metrics
-from tasks.review_quality.formulas import CATEGORIES
-from tasks.review_quality.points import parse_points
-from tasks.review_quality.questions import chunks
-from tasks.review_quality.work import PAPER_FACTS, REVIEW_FACTS, QualitySettings, QualityWork, ReviewFacts
-from tasks.schema import REFERENCES, SCORING_CANDIDATES, SYNOPSES_WIDE
-from tasks.scoring.inputs import human_candidates
+from tasks.metrics.review_quality.formulas import CATEGORIES
+from tasks.metrics.review_quality.points import parse_points
+from tasks.metrics.review_quality.questions import chunks
+from tasks.metrics.review_quality.work import (
+    PAPER_FACTS,
+    REVIEW_FACTS,
+    QualitySettings,
+    QualityWork,
+    ReviewFacts,
+)
 from tasks.testing.anthropic_server import AnthropicServer, system_text, user_text
 
 KEYWORDS = ("novel", "baseline", "writing", "threshold", "proof", "momentum")
@@ -290,9 +296,9 @@ def test_points_matching_and_rating_on_the_embedded_lm(tmp_path, embedded_lm) ->
 def test_review_fields_prompt_keeps_rating_and_confidence_apart_from_the_text(tmp_path, monkeypatch) -> None:
     from datetime import UTC, datetime
 
-    from tasks.config import CandidateConfig
-    from tasks.generate import generate_reviews
-    from tasks.review_quality.fields import parse_rating
+    from tasks.core.config import CandidateConfig
+    from tasks.metrics.review_quality.fields import parse_rating
+    from tasks.stages.generate.reviews import generate_reviews
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
     def fields_review(params: dict) -> str:
@@ -318,7 +324,7 @@ def test_review_fields_prompt_keeps_rating_and_confidence_apart_from_the_text(tm
 
 
 def test_validation_perturbs_the_text_and_rescores_review_quality(tmp_path, monkeypatch) -> None:
-    from tasks.validate.workflow import run_validation
+    from tasks.stages.validate.workflow import run_validation
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
     refs, _, facts, syn = inputs()
@@ -326,10 +332,8 @@ def test_validation_perturbs_the_text_and_rescores_review_quality(tmp_path, monk
     cfg = LLMConfig(backend="anthropic", model="claude-test", use_batches=False, max_retries=0)
     with AnthropicServer(responder) as server:
         work = QualityWork(QualitySettings(match_top_k=10), facts, make_lm(cfg, tmp_path, base_url=server.url))
-        result = run_validation(reviews, strategies=["sentence_deletion"], metrics=["points_recall_weaknesses",
-                                                                                    "rating_mae"],
-                                resources=Resources("lm", embed=bag_of_words, quality=work), candidates="all",
-                                min_pairs=2, bootstrap_resamples=50)
+        result = run_validation(reviews, ValidateConfig(strategies=["sentence_deletion"], metrics=["points_recall_weaknesses",
+                                                                                    "rating_mae"], candidates="all", min_pairs=2, bootstrap_resamples=50), resources=Resources("lm", embed=bag_of_words, quality=work))
     table = {m: row for m, row in zip(result.validation["metric"], result.validation.iter_rows(named=True), strict=True)}
     assert set(table) == {"points_recall_weaknesses", "rating_mae"}
     # a reviewer's rating does not move when the text is cut: the rating outcome cannot detect the degradation

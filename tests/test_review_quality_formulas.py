@@ -1,5 +1,5 @@
-"""Beyond Rating's formulas on hand-worked points and matches (tasks/review_quality/formulas.py),
-and the fields of a rendered review (tasks/review_quality/fields.py)."""
+"""Beyond Rating's formulas on hand-worked points and matches (tasks/metrics/review_quality/formulas.py),
+and the fields of a rendered review (tasks/metrics/review_quality/fields.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from tasks.review_quality import formulas as f
-from tasks.review_quality.fields import parse_rating, score_parts, sections
+from tasks.metrics.review_quality import formulas as f
+from tasks.metrics.review_quality.fields import parse_rating, score_parts, sections
 
 SCALE = (1, 3, 5, 6, 8, 10)
 
@@ -125,7 +125,7 @@ def test_binoculars_of_a_review_is_the_mean_over_its_text_fields() -> None:
     transformers = pytest.importorskip("transformers")
     from tokenizers import Tokenizer, models, pre_tokenizers
 
-    from tasks.review_quality.binoculars import review_score, score_texts
+    from tasks.metrics.review_quality.binoculars import review_score, score_texts
 
     words = ["[UNK]", "the", "method", "is", "new", "and", "clear", "but", "results", "are", "weak", "how", "does",
              "it", "scale"]

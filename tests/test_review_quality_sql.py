@@ -9,11 +9,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tasks.materialize import DataTestError, build_database
-from tasks.review_quality.matching import POINT_MATCHES
-from tasks.review_quality.points import POINTS
-from tasks.review_quality.stage import write_quality_tables
-from tasks.review_quality.work import REVIEW_QUALITY, QualitySettings, QualityWork, ReviewFacts
+from tasks.metrics.review_quality.matching import POINT_MATCHES
+from tasks.metrics.review_quality.points import POINTS
+from tasks.metrics.review_quality.work import REVIEW_QUALITY, QualitySettings, QualityWork, ReviewFacts
+from tasks.stages.materialize.build import DataTestError, build_database
+from tasks.stages.score.quality_tables import write_quality_tables
 from tests.test_materialize import make_config, write_outputs
 
 NAN = float("nan")
@@ -64,7 +64,7 @@ def test_marts_and_the_relation_to_rating_error(tmp_path) -> None:
     # the report draws the focus chart and each metric against rating MAE with r
     from PIL import Image
 
-    from tasks.validate.report import write_report
+    from tasks.report.validation import write_report
 
     paths = write_report(cfg.database, tmp_path / "report")
     for name in ("focus", "rating_relation"):
@@ -96,8 +96,8 @@ def test_a_share_above_one_fails_the_build(tmp_path) -> None:
 
 
 def test_config_keys_have_defaults_and_clear_errors(tmp_path) -> None:
-    from tasks.config import ConfigError, load_config
-    from tasks.review_quality.stage import settings
+    from tasks.core.config import ConfigError, load_config
+    from tasks.metrics.review_quality.setup import settings
 
     cfg = make_config(tmp_path)
     rq = cfg.score.review_quality
@@ -117,17 +117,17 @@ def test_config_keys_have_defaults_and_clear_errors(tmp_path) -> None:
 def test_score_stage_scores_rating_outcomes_into_the_leaderboard(tmp_path) -> None:
     from scoring_data import VENUE, write_pipeline
 
-    from tasks.config import load_config
-    from tasks.layout import slug
-    from tasks.review_quality.stage import quality_work
-    from tasks.scoring.stage import (
+    from tasks.core.config import load_config
+    from tasks.core.layout import slug
+    from tasks.metrics.review_quality.setup import quality_work
+    from tasks.stages.score.stage import (
         read_inputs,
         score_inputs_each_eval_lm,
         sharded_loglikelihoods,
         shards_details,
         write_scores,
     )
-    from tasks.validate.leaderboard import leaderboard
+    from tasks.stages.validate.leaderboard import leaderboard
 
     config = write_pipeline(tmp_path, n_papers=2, n_reviews=3, metrics=["rating_mae"], baselines=["accept_accuracy"])
     curate = tmp_path / "data" / "t" / slug(VENUE) / "curate"

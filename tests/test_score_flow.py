@@ -9,16 +9,22 @@ import polars as pl
 import pytest
 from scoring_data import write_pipeline
 
-import tasks.scoring.shards as shards_module
+import tasks.metrics.shards as shards_module
 from flows.score import score_flow
-from tasks.config import ScoreConfig, load_config
-from tasks.layout import stage_dir, write_parquet
+from tasks.core.config import ScoreConfig, load_config
+from tasks.core.layout import stage_dir, write_parquet
 from tasks.lm import LoglikelihoodRequest, eval_lm
 from tasks.metrics import get
 from tasks.metrics.gem import build_requests
 from tasks.metrics.resources import build_resources, eval_spec
-from tasks.scoring.shards import ShardedLoglikelihood, make_task_runner, write_request_shards
-from tasks.scoring.stage import read_inputs, score_inputs, shard_details, sharded_loglikelihood, write_scores
+from tasks.metrics.shards import ShardedLoglikelihood, make_task_runner, write_request_shards
+from tasks.stages.score.stage import (
+    read_inputs,
+    score_inputs,
+    shard_details,
+    sharded_loglikelihood,
+    write_scores,
+)
 
 
 def _score_dir(config):

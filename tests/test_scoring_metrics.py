@@ -10,12 +10,12 @@ import pytest
 from scipy import stats
 from scoring_data import judgments, make_frames
 
+from tasks.core.frames import human_candidates, judgments_text, synopses_wide
+from tasks.core.schema import REFERENCES, SCORING_CANDIDATES
 from tasks.lm import LoglikelihoodRequest, ModelSpec, local_lm
 from tasks.metrics import REGISTRY, Resources, candidate_scores, get, score_metrics
 from tasks.metrics.gem import assemble_scores, build_requests, gem_family
-from tasks.schema import REFERENCES, SCORING_CANDIDATES
-from tasks.scoring.inputs import human_candidates, judgments_text, synopses_wide
-from tasks.scoring.prompts import NOT_AVAILABLE
+from tasks.metrics.prompts import NOT_AVAILABLE
 
 GEM = ["gem_raw", "gem", "gem_s_abstract", "gem_s_assw"]
 

@@ -6,9 +6,9 @@ from html.parser import HTMLParser
 from site_data import IMG, PAPER_TITLE, SCRIPT, write_database
 from typer.testing import CliRunner
 
-from flows.cli import app
-from tasks.site import build_site
-from tasks.site.data import slug
+from flows.cli.main import app
+from tasks.core.layout import slug
+from tasks.report.site import build_site
 
 
 class Scan(HTMLParser):
@@ -41,8 +41,8 @@ def scan(path) -> Scan:
 def test_site_pages_escape_review_text_and_link_up(tmp_path):
     site = build_site(write_database(tmp_path / "r.duckdb"), tmp_path / "site")
     names = sorted(str(p.relative_to(site.out_dir)) for p in site.pages)
-    assert names == ["index.html", "leaderboard.html", "papers/P1.html", "papers/P2.html", "runs.html",
-                     "validation.html"]                       # P3 is neither sampled nor reviewed by a model
+    assert names == ["index.html", "leaderboard.html", "papers/P1.html", "papers/P2.html", "quality.html",
+                     "runs.html", "validation.html"]                       # P3 is neither sampled nor reviewed by a model
     assert [p.name for p in site.charts] == ["leaderboard-bleu-sacrebleu.svg", "leaderboard-gem-lm.svg"]
     assert all(p.read_text().startswith("<svg") for p in site.charts)
 
@@ -113,7 +113,7 @@ def test_the_refresh_writes_the_site_at_its_end(project_config, monkeypatch):
     import flows.refresh
 
     config = project_config(REFRESH)
-    database = config.parent / "data" / "grebench.duckdb"
+    database = config.parent / "data" / "refresh-2025" / "grebench.duckdb"   # a database per pipeline
 
     def pipeline(pipeline: str, config_path: str, venues=None):
         database.parent.mkdir(parents=True, exist_ok=True)
@@ -122,7 +122,7 @@ def test_the_refresh_writes_the_site_at_its_end(project_config, monkeypatch):
 
     monkeypatch.setattr(flows.refresh, "pipeline_flow", pipeline)
     assert flows.refresh.refresh_flow.fn(year=2025, config_path=str(config)) == {}
-    assert (config.parent / "data" / "site" / "papers" / "P1.html").is_file()
+    assert (database.parent / "site" / "papers" / "P1.html").is_file()
 
 
 def test_a_partial_database_still_renders(tmp_path):
@@ -135,7 +135,8 @@ def test_a_partial_database_still_renders(tmp_path):
             con.register("frame", tables()[name])
             con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM frame')
     site = build_site(tmp_path / "r.duckdb", tmp_path / "site")
-    assert site.charts == [] and len(site.pages) == 6
+    assert site.charts == [] and len(site.pages) == 7
+    assert "No exam in this run" in (site.out_dir / "quality.html").read_text()
     assert "No leaderboard yet" in (site.out_dir / "leaderboard.html").read_text()
     assert "No scores for this paper yet" in (site.out_dir / "papers" / "P1.html").read_text()
 
@@ -165,3 +166,44 @@ def test_validation_has_a_matrix_per_level_and_eval_lm_with_inconclusive_cells(t
     assert [a["class"] for a in cells] == ["pass", "na", "fail"]
     assert "bootstrap -1.100 to -0.500" in cells[0]["title"] and "min_pairs" in cells[1]["title"]
     assert "inconclusive" in "".join(page.text) and "1 / 1 degr." in "".join(page.text)
+
+
+def test_judges_and_review_quality_page_and_not_qualified_columns(tmp_path):
+    """The exam's verdicts, the review-quality means (points, rating_mae) and the points extracted are on
+    their own page; a leaderboard column whose judge failed the exam is marked "not qualified"."""
+    import duckdb
+    import polars as pl
+
+    database = write_database(tmp_path / "r.duckdb")
+    extra = {
+        "qualification": pl.DataFrame({"model": ["local/smollm2"] * 2 + ["readout:smollm2|float32|none"],
+                                       "role": ["judge", "judge", "oracle"],
+                                       "test": ["consistency", "pertinence", "consistency"], "n": [8, 8, 8],
+                                       "score": [0.25, 0.75, 0.875], "threshold": [0.5, 0.5, 0.5],
+                                       "passed": [False, True, True], "confidence": ["readout"] * 3,
+                                       "qualified": [False, False, True]}),
+        "review_quality_models": pl.DataFrame({"metric": ["points_recall_weaknesses", "rating_mae"],
+                                               "model": ["m-a", "m-a"], "is_human": [False, False],
+                                               "mean": [0.4, 1.5], "n_papers": [2, 2], "n_missing": [0, 0]}),
+        "points": pl.DataFrame({"review_id": ["R1", "R1"], "source": ["human", "human"],
+                                "field": ["weaknesses", "weaknesses"]}),
+    }
+    with duckdb.connect(str(database)) as con:
+        for name, frame in extra.items():
+            con.register("frame", frame)
+            con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM frame')
+            con.unregister("frame")
+        con.execute("ALTER TABLE leaderboard ADD COLUMN qualified BOOLEAN")
+        con.execute("ALTER TABLE leaderboard ADD COLUMN note VARCHAR")
+        con.execute("ALTER TABLE leaderboard ADD COLUMN predictor VARCHAR")
+        con.execute("UPDATE leaderboard SET qualified = false, predictor = 'judge:readout:local/smollm2', "
+                    "note = 'not qualified: judge local/smollm2 failed consistency' WHERE metric = 'gem'")
+    site = build_site(database, tmp_path / "site")
+    quality = "".join(scan(site.out_dir / "quality.html").text)
+    assert "local/smollm2" in quality and "not qualified" in quality and "consistency" in quality
+    assert "points_recall_weaknesses" in quality and "rating_mae" in quality and "weaknesses" in quality
+    board = "".join(scan(site.out_dir / "leaderboard.html").text)
+    assert "not qualified" in board and "failed consistency" in board
+    assert "produced by judge:readout:local/smollm2" in board
+    links = {a["href"] for t, a in scan(site.out_dir / "index.html").tags if t == "a"}
+    assert "quality.html" in links

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from site_data import IMG, PAPER_TITLE, SCRIPT, write_database
 
-from tasks.site import build_site
+from tasks.report.site import build_site
 
 CHROMIUM = os.environ.get("GREBENCH_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -94,7 +94,7 @@ def test_site_of_a_pipeline_run_shows_escaped_markup_from_openreview_as_text(bro
     import duckdb
 
     from flows.pipeline import pipeline_flow
-    from tasks.config import load_config
+    from tasks.core.config import load_config
     from tasks.testing.synthetic import make_venue
 
     config = project_config(PIPELINE)

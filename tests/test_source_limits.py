@@ -7,10 +7,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tasks.config import Config, CurateConfig, VenueConfig, load_config
-from tasks.curate import curate_venue
-from tasks.materialize import build_database
-from tasks.schema import PAPERS, REVIEWS, conform
+from tasks.core.config import Config, CurateConfig, VenueConfig, load_config
+from tasks.core.schema import PAPERS, REVIEWS, conform
+from tasks.stages.curate.rules import curate_venue
+from tasks.stages.materialize.build import build_database
 
 VENUE = "Test.cc/2025/Conference"
 LIMIT = "most rejected papers are private: the sample leans to accepted papers"
@@ -41,6 +41,9 @@ def test_curate_writes_the_venues_source_limits_and_materialize_shows_them(tmp_p
     assert (base / "curate" / "source_limits.parquet").exists() == bool(limits)
     built = build_database(cfg, "t")
     assert built.tables.get("source_limits", 0) == len(limits)
+    with duckdb.connect(str(cfg.database), read_only=True) as con:   # beside it, what the history allowed
+        assert con.execute("select entity, \"case\", ingested, kept from version_coverage").fetchall() == [
+            ("paper", "no history read", 1, 1), ("review", "no history read", 3, 3)]
     if limits:
         with duckdb.connect(str(cfg.database), read_only=True) as con:
             assert con.execute('select venue_id, "limit" from source_limits').fetchall() == [(VENUE, LIMIT)]

@@ -7,7 +7,7 @@ import statistics
 import pymupdf
 import pytest
 
-from tasks.forms import parse_score
+from tasks.stages.ingest.forms import parse_score
 from tasks.testing.synthetic import LARGE_PDF_PADDING, PDF_SECTIONS, make_venue
 
 DEMO = "GREBench.cc/2025/Demo"

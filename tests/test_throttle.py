@@ -7,12 +7,12 @@ import threading
 
 import pytest
 
-from tasks.config import Config, IngestConfig
-from tasks.ingest import download_pdfs
-from tasks.openreview_client import make_client
+from tasks.core.config import Config, IngestConfig
+from tasks.stages.ingest.fetch import download_pdfs
+from tasks.stages.ingest.openreview_client import make_client
+from tasks.stages.ingest.throttle import RateLimit, Throttle
 from tasks.testing.openreview_server import serve_venues
 from tasks.testing.synthetic import make_venue
-from tasks.throttle import RateLimit, Throttle
 
 VENUE = "GREBench.cc/2025/Demo"
 
@@ -75,3 +75,16 @@ def test_pdf_downloads_take_a_pdf_slot_and_an_api_slot(tmp_path):
     assert sorted(on_disk) == sorted(ids) and not rejects and sorted(again) == sorted(ids)
     assert sorted(pdfs.sleeps) == [100.0, 200.0]          # three PDFs, 100 s apart
     assert sorted(api.sleeps) == pytest.approx([0.1, 0.2])   # and each one an API request
+
+
+def test_history_requests_take_an_edits_slot_and_revision_pdfs_a_pdf_slot():
+    clock = Clock()
+    limits = [RateLimit(rate, 60.0, clock=clock, sleep=clock.sleep) for rate in (60, 1, 30)]
+    throttle = Throttle(*limits)                        # api: 1 a second, PDFs: 1 a minute, edits: 1 every 2 s
+    throttle.before("/v2/notes/edits?note.id=abc")
+    throttle.before("/v2/notes/edits?note.id=def")
+    throttle.before("/v2/notes/edits/attachment?id=abcE0&name=pdf")
+    throttle.before("/v2/notes?invitation=x")
+    assert [limit.waited for limit in limits] == [1 + 2 + 3, 0.0, 2.0]
+    cfg = IngestConfig(edits_per_minute=18)
+    assert Throttle.from_config(cfg, logged_in=True).edits.rate == 18

@@ -8,11 +8,12 @@ import numpy as np
 import polars as pl
 import pytest
 
+from tasks.core.config import ValidateConfig
 from tasks.metrics import REGISTRY, Metric, Resources, register
 from tasks.metrics.registry import reference_sets
-from tasks.validate import adversary as adv
-from tasks.validate.perturb import DETERMINISTIC, STRATEGIES
-from tasks.validate.workflow import run_validation
+from tasks.stages.validate import adversary as adv
+from tasks.stages.validate.strategies import DETERMINISTIC, STRATEGIES
+from tasks.stages.validate.workflow import run_validation
 from tests.test_validate_workflow import make_reviews
 
 REVIEW = "Summary:\nThe paper proposes a method. It is tested on two sets.\n\nWeaknesses:\nNo ablation."
@@ -91,9 +92,7 @@ def toy_metrics():
 
 def test_adversary_strategy_in_the_workflow(toy_metrics):
     assert STRATEGIES["adversary"].kind == "manipulation" and "adversary" not in DETERMINISTIC
-    result = run_validation(make_reviews(n_papers=5), strategies=["adversary", "format_headers"],
-                            metrics=list(toy_metrics), resources=Resources(), adversary_steps=3, min_pairs=5,
-                            bootstrap_resamples=100)
+    result = run_validation(make_reviews(n_papers=5), ValidateConfig(strategies=["adversary", "format_headers"], metrics=list(toy_metrics), adversary_steps=3, min_pairs=5, bootstrap_resamples=100), resources=Resources())
     table = {(r["metric"], r["strategy"]): r for r in result.validation.iter_rows(named=True)}
     praise = table[("toy_praise", "adversary")]
     assert praise["n"] == 5 and praise["mean_change"] == 3.0 and praise["verdict"] == "fail"

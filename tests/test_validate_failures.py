@@ -8,8 +8,8 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from tasks.validate.failures import failures_markdown, metric_failures
-from tasks.validate.report import write_report
+from tasks.report.validation import write_report
+from tasks.stages.validate.failures import failures_markdown, metric_failures
 
 ROWS = [  # metric, strategy, kind, level, passed (None: inconclusive)
     ("gem", "sentence_deletion", "degradation", "judgments", True),

@@ -5,11 +5,12 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from tasks import schema
+from tasks.core import schema
+from tasks.core.config import ValidateConfig
+from tasks.core.review_text import is_header, split_sentences
 from tasks.metrics import REGISTRY, Metric, Resources, register
 from tasks.metrics.registry import reference_sets
-from tasks.validate.perturb import is_header, split_sentences
-from tasks.validate.workflow import run_validation
+from tasks.stages.validate.workflow import run_validation
 from tests.test_validate_workflow import make_reviews
 
 CALLS: list[int] = []
@@ -46,17 +47,16 @@ def line_count():
 
 def _run(levels, metric):
     CALLS.clear()
-    return run_validation(make_reviews(n_papers=4, lines=4), strategies=["sentence_deletion", "format_headers"],
-                          metrics=[metric, "bleu"], resources=Resources(), preprocess=rule_preprocessor,
-                          levels=levels, bootstrap_resamples=0)
+    return run_validation(make_reviews(n_papers=4, lines=4), ValidateConfig(strategies=["sentence_deletion", "format_headers"], metrics=[metric, "bleu"], level=levels, bootstrap_resamples=0, min_pairs=2), resources=Resources(), preprocess=rule_preprocessor)
 
 
 def test_judgment_level_needs_no_preprocessing(line_count):
     result = _run(("judgments",), line_count)
     assert CALLS == []
     rows = result.validation.select("metric", "strategy", "level").rows()
+    # one level for the whole table: bleu, which reads the raw review, reads the perturbed judgment lines
     assert rows == [("toy_lines", "sentence_deletion", "judgments"), ("toy_lines", "format_headers", "judgments"),
-                    ("bleu", "sentence_deletion", "raw"), ("bleu", "format_headers", "raw")]
+                    ("bleu", "sentence_deletion", "judgments"), ("bleu", "format_headers", "judgments")]
     deletion = result.validation.row(0, named=True)
     assert deletion["mean_change"] == -2.0        # four lines -> lines 1 and 3
 
@@ -78,6 +78,5 @@ def test_both_levels_in_one_run(line_count):
                     ("bleu", "sentence_deletion", "raw"), ("bleu", "format_headers", "raw")]
     assert result.perturbations.height == 16 and CALLS == [8]
     assert result.pairs.filter(metric="bleu").height == 8  # the raw reruns are not tested twice for bleu
-    with pytest.raises(ValueError, match="levels"):
-        run_validation(make_reviews(n_papers=2), strategies=["sentence_deletion"], metrics=["bleu"],
-                       resources=Resources(), levels=("tokens",))
+    with pytest.raises(ValueError, match="'raw' or 'judgments'"):   # the config refuses an unknown level
+        ValidateConfig(strategies=["sentence_deletion"], metrics=["bleu"], level=("tokens",))

@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from tasks.config import LLMConfig
+from tasks.core.config import LLMConfig
 from tasks.lm import make_lm
 from tasks.lm.anthropic_api import AnthropicLM
+from tasks.stages.validate.llm_perturb import apply_llm_perturbation
+from tasks.stages.validate.prompts import GAP_MARKER, build_prompt
 from tasks.testing.anthropic_server import AnthropicServer, system_text, user_text
-from tasks.validate.llm_perturb import apply_llm_perturbation
-from tasks.validate.prompts import GAP_MARKER, build_prompt
 
 REVIEW = "Summary Of The Paper:\n\nIt is fast. It is small. It is new.\n"
 CFG = LLMConfig(backend="anthropic", model="claude-test", use_batches=False, max_retries=0, max_in_flight=1)
@@ -94,7 +94,7 @@ def test_cached_backend_stores_only_usable_answers(server, tmp_path):
 
 @pytest.mark.parametrize("name", ["confident_tone", "flattery"])
 def test_llm_manipulations_go_through_the_backend(server, name):
-    from tasks.validate.perturb import STRATEGIES
+    from tasks.stages.validate.strategies import STRATEGIES
 
     assert STRATEGIES[name].kind == "manipulation" and STRATEGIES[name].needs_llm
     [result] = apply_llm_perturbation(name, [REVIEW], _backend(server))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.validate import manipulations as m
-from tasks.validate.perturb import DETERMINISTIC, STRATEGIES, perturb_texts
+from tasks.stages.validate import manipulations as m
+from tasks.stages.validate.strategies import DETERMINISTIC, STRATEGIES, perturb_texts
 
 REVIEW = ("Summary Of The Paper:\nThe paper proposes a method. It is tested on two sets.\n\n"
           "Strengths And Weaknesses:\n- Clear writing\n- Weak baselines, e.g. no ablation.\n")

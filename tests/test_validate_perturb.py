@@ -5,24 +5,18 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from tasks.validate import manipulations, prompts
-from tasks.validate.perturb import (
-    DETERMINISTIC,
+from tasks.core.review_text import is_header, split_sections, split_sentences
+from tasks.stages.validate import manipulations, prompts
+from tasks.stages.validate.perturb import (
     FILLER,
     FILLER_JUDGMENTS,
-    STRATEGIES,
-    is_header,
     judgment_deletion,
     judgment_elongation,
     meaningless_elongation,
-    perturb_frame,
-    perturb_texts,
     random_replacement,
     sentence_deletion,
-    split_sections,
-    split_sentences,
-    strategy,
 )
+from tasks.stages.validate.strategies import DETERMINISTIC, STRATEGIES, perturb_frame, perturb_texts, strategy
 
 REVIEW = """Summary Of The Paper:
 

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from tasks.config import LLMConfig, load_config
+from tasks.core.config import LLMConfig, ValidateConfig, load_config
 from tasks.lm.anthropic_api import AnthropicLM
 from tasks.metrics import Resources
+from tasks.stages.validate.workflow import run_validation
 from tasks.testing.anthropic_server import AnthropicServer, user_text
-from tasks.validate.workflow import run_validation
 from tests.test_validate_workflow import make_reviews
 
 CFG = LLMConfig(backend="anthropic", model="claude-test", use_batches=False, max_retries=0, max_in_flight=1)
@@ -37,10 +37,8 @@ def test_each_rephraser_rewrites_with_its_own_model(monkeypatch):
     with AnthropicServer(responder) as server:
         first = AnthropicLM(CFG.model_copy(update={"model": "first"}), base_url=server.url, sleep=lambda _: None)
         second = AnthropicLM(CFG.model_copy(update={"model": "second"}), base_url=server.url, sleep=lambda _: None)
-        result = run_validation(make_reviews(n_papers=3), strategies=["rephrase", "rephrase_second"], metrics=["bleu"],
-                                resources=Resources(), backend=first, backends={"rephrase_second": second},
-                                perturbers={"rephrase": "anthropic:first", "rephrase_second": "anthropic:second"},
-                                bootstrap_resamples=0)
+        result = run_validation(make_reviews(n_papers=3), ValidateConfig(strategies=["rephrase", "rephrase_second"], metrics=["bleu"], bootstrap_resamples=0, min_pairs=2,
+                                                                   rephrase_llm=CFG.model_copy(update={"model": "second"})), resources=Resources(), backend=first, backends={"rephrase_second": second}, perturbers={"rephrase": "anthropic:first", "rephrase_second": "anthropic:second"})
     texts = {s: t for s, t in result.perturbations.select("strategy", "review_text").rows()}
     assert texts["rephrase"].startswith("[first] ") and texts["rephrase_second"].startswith("[second] ")
     assert dict(result.validation.select("strategy", "perturber").rows()) == {

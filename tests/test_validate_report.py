@@ -8,9 +8,9 @@ import duckdb
 import polars as pl
 import pytest
 
-from tasks.validate.leaderboard import leaderboard
-from tasks.validate.report import read_tables, write_report
-from tasks.validate.stats import validation_table
+from tasks.report.validation import TABLES, read_tables, write_report
+from tasks.stages.validate.leaderboard import leaderboard
+from tasks.stages.validate.stats import validation_table
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -68,7 +68,7 @@ def test_report_from_database_and_empty_tables(tmp_path):
             con.register("frame", frame.to_arrow())
             con.execute(f"CREATE TABLE {name} AS SELECT * FROM frame")
             con.unregister("frame")
-    tables = read_tables(database)
+    tables = read_tables(database, TABLES)
     assert tables["leaderboard"].height == 3 and tables["validation"].height == 4
     text = check_outputs(write_report(database, tmp_path / "report"))
     assert "tiny-lm" in text

@@ -7,16 +7,27 @@ import pytest
 from polars.testing import assert_frame_equal
 from scoring_data import write_pipeline
 
-from tasks.config import load_config
-from tasks.layout import stage_dir
+from tasks.core.config import load_config
+from tasks.core.layout import stage_dir
+from tasks.core.schema import SCORING_CANDIDATES
 from tasks.metrics import get
 from tasks.metrics.gem import build_requests
 from tasks.metrics.resources import build_resources, eval_spec
-from tasks.schema import SCORING_CANDIDATES
-from tasks.scoring.shards import ShardedLoglikelihood
-from tasks.scoring.stage import read_inputs, score_inputs, shard_details, sharded_loglikelihood, write_scores
-from tasks.validate.reuse import ReusingLoglikelihood, finished_results
-from tasks.validate.stage import read_reviews, validate_pipeline, validate_reviews, validation_loglikelihood
+from tasks.metrics.shards import ShardedLoglikelihood
+from tasks.stages.score.stage import (
+    read_inputs,
+    score_inputs,
+    shard_details,
+    sharded_loglikelihood,
+    write_scores,
+)
+from tasks.stages.validate.reuse import ReusingLoglikelihood, finished_results
+from tasks.stages.validate.stage import (
+    read_reviews,
+    validate_pipeline,
+    validate_reviews,
+    validation_loglikelihood,
+)
 
 METRICS = ["gem_s_abstract"]
 
@@ -86,7 +97,7 @@ def test_validate_after_score_asks_nothing_for_the_originals_and_gives_the_same_
 
 
 def test_reuse_answers_known_keys_and_asks_the_rest(tmp_path):
-    from tasks.layout import write_parquet
+    from tasks.core.layout import write_parquet
 
     write_parquet(pl.DataFrame({"key": ["a", "b"], "logprob": [-1.0, -2.0], "n_tokens": [1, 2]}),
                   tmp_path / "results" / "shard-1.parquet")
@@ -99,6 +110,6 @@ def test_reuse_answers_known_keys_and_asks_the_rest(tmp_path):
     reuse = ReusingLoglikelihood(inner, tmp_path)
     requests = pl.DataFrame({"key": ["b", "c", "c"], "system": "s", "user": "u", "continuation": "y"})
     out = reuse(requests).sort("key")
-    assert out.rows() == [("b", -2.0, 2), ("c", -9.0, 9)] and asked == ["c", "c"]
+    assert out.rows() == [("b", -2.0, 2, False), ("c", -9.0, 9, False)] and asked == ["c", "c"]   # truncated: no
     assert (reuse.reused, reuse.asked) == (1, 1)
     assert ReusingLoglikelihood(inner, tmp_path / "none")(requests).height == 2    # no score run: all asked

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from tasks.validate.stats import (
+from tasks.stages.validate.stats import (
     adjust_p_values,
     correct,
     mean_ci,

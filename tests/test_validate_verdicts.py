@@ -9,7 +9,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tasks.validate.stats import (
+from tasks.core.config import ValidateConfig
+from tasks.stages.validate.stats import (
     _smd_axis,
     correct,
     length_confound,
@@ -94,12 +95,10 @@ def test_workflow_writes_verdicts_and_length_confound_and_the_sql_accepts_them()
     import duckdb
 
     from tasks.metrics import Resources
-    from tasks.validate.workflow import run_validation
+    from tasks.stages.validate.workflow import run_validation
     from tests.test_validate_workflow import make_reviews
 
-    result = run_validation(make_reviews(n_papers=4), strategies=["sentence_deletion", "meaningless_elongation"],
-                            metrics=["bleu", "rouge_l"], resources=Resources(), min_pairs=10,
-                            correction="bh", correction_scope="table", bootstrap_resamples=200)
+    result = run_validation(make_reviews(n_papers=4), ValidateConfig(strategies=["sentence_deletion", "meaningless_elongation"], metrics=["bleu", "rouge_l"], min_pairs=10, correction="bh", correction_scope="table", bootstrap_resamples=200), resources=Resources())
     table = result.validation
     assert table["verdict"].to_list() == ["inconclusive"] * 4 and table["passed"].is_null().all()
     assert result.length_confound["metric"].to_list() == ["bleu", "rouge_l"]
@@ -116,7 +115,7 @@ def test_workflow_writes_verdicts_and_length_confound_and_the_sql_accepts_them()
 
 
 def test_report_marks_inconclusive_cells_and_levels(tmp_path):
-    from tasks.validate.report import write_report
+    from tasks.report.validation import write_report
 
     rows = [{"metric": "gem", "strategy": "sentence_deletion", "kind": "degradation", "original": o, "perturbed": o - 1,
              "level": level} for level in ("raw", "judgments") for o in (1.0, 2.0, 4.0)]

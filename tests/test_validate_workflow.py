@@ -15,16 +15,16 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tasks.config import PreprocessConfig
+from tasks.core.config import PreprocessConfig, ValidateConfig
 from tasks.lm.anthropic_api import AnthropicLM
 from tasks.metrics import Resources
 from tasks.metrics.classic import bleu
+from tasks.stages.validate.leaderboard import agreement, leaderboard
+from tasks.stages.validate.perturb import FILLER_JUDGMENTS
+from tasks.stages.validate.stage import llm_preprocessor
+from tasks.stages.validate.stats import mean_ci, paired_test, spearman
+from tasks.stages.validate.workflow import prepare, run_validation
 from tasks.testing.anthropic_server import AnthropicServer, system_text, user_text
-from tasks.validate.leaderboard import agreement, leaderboard
-from tasks.validate.perturb import FILLER_JUDGMENTS
-from tasks.validate.stage import llm_preprocessor
-from tasks.validate.stats import mean_ci, paired_test, spearman
-from tasks.validate.workflow import prepare, run_validation
 
 TOPICS = ("the clarity of the writing", "the size of the experiments", "the novelty of the idea",
           "the choice of baselines", "the theoretical analysis", "the ablation studies", "the code release",
@@ -76,15 +76,14 @@ def resources():
 
 @pytest.fixture(scope="module")
 def result(resources):
-    return run_validation(make_reviews(), strategies=DETERMINISTIC, metrics=["gem", "bleu", "rouge_l", "bertscore"],
-                          resources=resources, seed=1)
+    return run_validation(make_reviews(), ValidateConfig(strategies=DETERMINISTIC, metrics=["gem", "bleu", "rouge_l", "bertscore_minilm"], seed=1, min_pairs=2), resources=resources)
 
 
 @pytest.mark.slow
 def test_table_has_every_metric_and_strategy(result):
     table = result.validation
     assert table.select("metric", "strategy").rows() == [
-        (m, s) for m in ["gem", "bleu", "rouge_l", "bertscore"] for s in DETERMINISTIC]
+        (m, s) for m in ["gem", "bleu", "rouge_l", "bertscore_minilm"] for s in DETERMINISTIC]
     assert table["n"].to_list() == [4] * 12          # one candidate per paper, every perturbation scored
     assert table.filter(pl.col("strategy") == "meaningless_elongation")["kind"].unique().to_list() == ["manipulation"]
     # each row is the paired test of its own pairs
@@ -115,14 +114,17 @@ def test_deterministic_strategies_act_on_judgment_lines(result):
 
 @pytest.mark.slow
 def test_scores_pair_the_same_references(result):
+    """At the judgments level alone, every metric of the table reads the same perturbed text: a metric
+    that reads the raw review (bleu) reads the judgment lines in its place, and its rows say "judgments"."""
     reviews = make_reviews()
+    assert set(result.validation["level"]) == {"judgments"} and set(result.pairs["level"]) == {"judgments"}
     pairs = result.pairs.filter((pl.col("metric") == "bleu") & (pl.col("strategy") == "sentence_deletion"))
     for row in pairs.iter_rows(named=True):
         refs = reviews.filter((pl.col("paper_id") == row["paper_id"]) & (pl.col("review_id") != row["candidate"]))
-        text = reviews.filter(pl.col("review_id") == row["candidate"])["review_text"][0]
+        text = reviews.filter(pl.col("review_id") == row["candidate"])["judgments"][0]
         perturbed = result.perturbations.filter(pl.col("candidate") == row["candidate"] + "~sentence_deletion")
-        assert row["original"] == pytest.approx(float(np.mean(bleu([text] * refs.height, refs["review_text"]))))
-        expected = float(np.mean(bleu([perturbed["review_text"][0]] * refs.height, refs["review_text"])))
+        assert row["original"] == pytest.approx(float(np.mean(bleu([text] * refs.height, refs["judgments"]))))
+        expected = float(np.mean(bleu([perturbed["judgments"][0]] * refs.height, refs["judgments"])))
         assert row["perturbed"] == pytest.approx(expected)
     gem = result.pairs.filter(pl.col("metric") == "gem")
     assert gem["original"].is_finite().all() and gem["perturbed"].is_finite().all()
@@ -131,7 +133,7 @@ def test_scores_pair_the_same_references(result):
 @pytest.mark.slow
 def test_human_correlation_scores_every_review(result):
     corr = result.human_correlation
-    assert corr["metric"].to_list() == ["gem", "bleu", "rouge_l", "bertscore"]
+    assert corr["metric"].to_list() == ["gem", "bleu", "rouge_l", "bertscore_minilm"]
     assert corr["n"].to_list() == [12] * 4             # with quality scores every review is scored
     reviews = make_reviews()
     scores = result.scores.filter(pl.col("metric") == "bleu").join(
@@ -142,8 +144,7 @@ def test_human_correlation_scores_every_review(result):
 
 def test_single_paper_records_failed_replacement():
     reviews = make_reviews(n_papers=1)
-    out = run_validation(reviews, strategies=["random_replacement", "sentence_deletion"], metrics=["rouge_l"],
-                         resources=Resources(), candidates="all")
+    out = run_validation(reviews, ValidateConfig(strategies=["random_replacement", "sentence_deletion"], metrics=["rouge_l"], candidates="all", min_pairs=2), resources=Resources())
     failed = out.perturbations.filter(pl.col("strategy") == "random_replacement")
     assert failed["review_text"].is_null().all() and failed["error"].str.contains("another paper").all()
     row = out.validation.filter(pl.col("strategy") == "random_replacement").row(0, named=True)
@@ -165,12 +166,11 @@ def test_bad_rows_are_rejected_and_bad_input_raises():
     with pytest.raises(ValueError, match="lack column"):
         prepare(reviews.drop("review_text"))
     with pytest.raises(ValueError, match="unknown metric"):
-        run_validation(reviews, strategies=DETERMINISTIC, metrics=["nope"], resources=Resources())
+        run_validation(reviews, ValidateConfig(strategies=DETERMINISTIC, metrics=["nope"], min_pairs=2), resources=Resources())
     with pytest.raises(ValueError, match="unknown strategy"):
-        run_validation(reviews, strategies=["shuffle"], metrics=["bleu"], resources=Resources())
+        run_validation(reviews, ValidateConfig(strategies=["shuffle"], metrics=["bleu"], min_pairs=2), resources=Resources())
     with pytest.raises(ValueError, match="need judgments"):
-        run_validation(reviews.drop("judgments"), strategies=DETERMINISTIC, metrics=["gem"],
-                       resources=Resources())
+        run_validation(reviews.drop("judgments"), ValidateConfig(strategies=DETERMINISTIC, metrics=["gem"], min_pairs=2), resources=Resources())
 
 
 def _responder(params: dict[str, Any]) -> str:
@@ -187,9 +187,7 @@ def test_llm_strategy_is_rewritten_then_preprocessed(resources, monkeypatch):
                            max_in_flight=1)
     with AnthropicServer(_responder) as server:
         backend = AnthropicLM(cfg, base_url=server.url, sleep=lambda _: None)
-        out = run_validation(make_reviews(n_papers=3, lines=3), strategies=["rephrase"], metrics=["gem"],
-                             resources=resources, backend=backend,
-                             preprocess=llm_preprocessor(backend, cfg))
+        out = run_validation(make_reviews(n_papers=3, lines=3), ValidateConfig(strategies=["rephrase"], metrics=["gem"], min_pairs=2), resources=resources, backend=backend, preprocess=llm_preprocessor(backend, cfg))
     rewritten = out.perturbations
     assert rewritten.height == 3 and rewritten["error"].is_null().all()
     assert rewritten["review_text"].str.starts_with("Summary Of The Paper:\nA rewritten summary.").all()
@@ -233,8 +231,8 @@ def test_leaderboard_means_intervals_exclusions_and_agreement():
 @pytest.mark.slow
 def test_validate_flow_writes_tables_that_materialize(tmp_path, prefect_harness, embedded_lm):
     from flows.validate import validate_flow
-    from tasks.config import load_config
-    from tasks.materialize import build_database
+    from tasks.core.config import load_config
+    from tasks.stages.materialize.build import build_database
     from tests.scoring_data import write_pipeline
 
     config = write_pipeline(tmp_path, n_papers=3, n_reviews=3)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from tasks.config import VenueConfig
-from tasks.forms import normalise_review
+from tasks.core.config import VenueConfig
+from tasks.stages.ingest.forms import normalise_review
 
 VENUE = "ICML.cc/2025/Conference"
 ICML_FORM = {"overall_recommendation": "rating", "summary": "summary", "claims_and_evidence": "weaknesses",

@@ -14,14 +14,14 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tasks.config import Config, CurateConfig, IngestConfig, VenueConfig
-from tasks.curate import curate_frames
-from tasks.forms import parse_score
-from tasks.ingest import ingest_venue
-from tasks.layout import raw_dir
+from tasks.core.config import Config, CurateConfig, IngestConfig, VenueConfig
+from tasks.core.layout import raw_dir
+from tasks.stages.curate.rules import curate_frames
+from tasks.stages.ingest.fetch import ingest_venue
+from tasks.stages.ingest.forms import parse_score
+from tasks.stages.ingest.versions import HIDDEN_PDF, REVIEW_HIDDEN, choose_pdf
 from tasks.testing.openreview_server import Fault, serve_venues
 from tasks.testing.synthetic import make_venue, revise_pdf
-from tasks.versions import choose_pdf
 
 ROOT = Path(__file__).resolve().parents[1]
 V2_VENUE, V1_VENUE = "GREBench.cc/2025/Demo", "ICLR.cc/2023/Conference"
@@ -194,8 +194,8 @@ def test_killed_pdf_download_resumes_with_only_the_missing_pdfs(venues, server, 
     """The PDF queue survives a kill: what is on disk is done (written whole), the rest is fetched."""
     venue = venues[V2_VENUE]
     script = (
-        "import sys; from pathlib import Path; from tasks.config import Config, IngestConfig;"
-        "from tasks.ingest import ingest_venue;"
+        "import sys; from pathlib import Path; from tasks.core.config import Config, IngestConfig;"
+        "from tasks.stages.ingest.fetch import ingest_venue;"
         "cfg = Config(root=Path(sys.argv[1]), ingest=IngestConfig(page_size=5, pdf_workers=1));"
         "ingest_venue('GREBench.cc/2025/Demo', cfg, Path(sys.argv[1]) / 'out', sys.argv[2])"
     )
@@ -234,10 +234,10 @@ def test_killed_pdf_download_resumes_with_only_the_missing_pdfs(venues, server, 
 def test_database_tables_show_first_and_final_and_the_data_test_checks_the_flag(venues, server, tmp_path):
     import duckdb
 
-    from tasks.config import load_config
-    from tasks.curate import curate_venue
-    from tasks.layout import stage_dir
-    from tasks.materialize import DataTestError, build_database
+    from tasks.core.config import load_config
+    from tasks.core.layout import stage_dir
+    from tasks.stages.curate.rules import curate_venue
+    from tasks.stages.materialize.build import DataTestError, build_database
 
     scale = ", ".join(f'"{k}" = {v}' for k, v in RATING_MAP.items())
     (tmp_path / "pipelines.toml").write_text(
@@ -273,7 +273,9 @@ def test_histories_the_api_refuses_leave_the_note_as_served(venues, server, tmp_
     paper = next(p for p in venue.papers if p.paper_id == venue.revised["pdfs"][0])
     assert (tmp_path / "out" / "pdfs" / f"{paper.paper_id}.pdf").read_bytes() == paper.current_pdf
     papers = pl.read_parquet(tmp_path / "out" / "papers.parquet")
-    assert papers["pdf_version"].null_count() == papers.height
+    active = papers.filter((pl.col("status") == "active") & pl.col("pdf_url").is_not_null())
+    assert set(active["pdf_version"]) == {HIDDEN_PDF} and row["review_history"] == REVIEW_HIDDEN   # v2: said, not guessed
+    assert papers.height - active.height == papers["pdf_version"].null_count() > 0
 
 
 def test_revisions_leave_the_rest_of_the_synthetic_venue_unchanged():
@@ -316,7 +318,7 @@ def test_the_local_server_serves_histories_to_the_real_clients(venues, server):
 
 
 def test_revision_pdfs_take_a_pdf_slot_of_the_throttle():
-    from tasks.throttle import RateLimit, Throttle
+    from tasks.stages.ingest.throttle import RateLimit, Throttle
 
     naps: list[float] = []
     clock = [0.0]

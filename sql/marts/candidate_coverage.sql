@@ -1,5 +1,6 @@
 -- Per candidate model: benchmark papers, how many it reviewed, how many the contamination guard
--- excluded and how many were rejected (no usable answer), with its tokens and cost.
+-- excluded and how many were rejected (no usable answer), with its tokens and cost. Generated
+-- candidates only: a submission's rows reconcile in `submissions`.
 -- (Reads staging tables: marts build in file-name order.)
 -- requires: staging.candidates, staging.exclusions, staging.curated_papers, staging.rejects
 CREATE OR REPLACE TABLE candidate_coverage AS
@@ -9,9 +10,10 @@ WITH benchmark AS (
     SELECT model, count(*) AS reviewed, sum(truncated::INTEGER) AS truncated, sum(tokens) AS tokens,
            sum(cost) AS cost_usd
     FROM staging.candidates
+    WHERE origin = 'generated'
     GROUP BY ALL
 ), excluded AS (
-    SELECT model, count(*) AS excluded FROM staging.exclusions GROUP BY ALL
+    SELECT model, count(*) AS excluded FROM staging.exclusions WHERE origin = 'generated' GROUP BY ALL
 ), rejected AS (
     SELECT split_part(entity_id, '/', 1) AS model, count(*) AS rejected
     FROM staging.rejects

@@ -1,5 +1,7 @@
 -- Candidate reviews: one review per benchmark paper and candidate model, with whether the paper
--- was cut to fit the model's context, the tokens used and what it cost.
+-- was cut to fit the model's context, the tokens used and what it cost. origin: generated (the
+-- generate stage) or submitted (`grebench submit`: backend "submitted", model_id the system's own
+-- description, rating_answer / confidence_answer the submitted rating and confidence).
 -- requires: staging.candidates
 CREATE OR REPLACE TABLE candidates AS
 SELECT
@@ -7,6 +9,7 @@ SELECT
     paper_id,
     venue_id,
     model,
+    origin,
     model_id,
     prompt_version,
     review,

@@ -3,7 +3,7 @@
 -- (a significant rise), out of the tests that reached a verdict, with the failed strategies named
 -- (a level other than the judgment lines is written beside the strategy). Every validated metric has
 -- a row, also one that fails nothing; inconclusive tests (too few pairs) are counted apart.
--- tasks/validate/report.py `metric_failures` computes the same table for `grebench report`.
+-- tasks/report/validation.py `metric_failures` computes the same table for `grebench report`.
 -- requires: staging.validation
 CREATE OR REPLACE VIEW metric_failures AS
 WITH tests AS (

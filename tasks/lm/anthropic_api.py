@@ -2,7 +2,10 @@
 
 The SDK's own retries are switched off (`max_retries=0`) so the policy lives here and is tested:
 429, 529 and 5xx responses and connection errors are retried with exponential back-off, waiting
-at least what Retry-After asks. The fixed instructions carry `cache_control` so the provider's
+at least what Retry-After asks. A connection refused or a host name that does not resolve, still
+so after the configured retries, stops the run with one line naming the URL (`UnreachableError`),
+and so does a refused key (`AuthenticationError`); either is remembered, so no other request is
+sent. The fixed instructions carry `cache_control` so the provider's
 prompt cache serves them after the first request. The key is read only from ANTHROPIC_API_KEY
 and scrubbed from every error message this module produces. An API model offers neither
 log-likelihoods of a given text nor embeddings: those raise `Unsupported`.
@@ -24,9 +27,9 @@ import numpy as np
 from anthropic.types import Message
 from anthropic.types.messages import MessageBatchResult
 
-from tasks.config import LLMConfig
-from tasks.errors import AuthenticationError
-from tasks.lm.api_common import batch_chunks, describe, transient
+from tasks.core.config import LLMConfig
+from tasks.core.errors import AuthenticationError, UnreachableError
+from tasks.lm.api_common import batch_chunks, describe, retryable_api_error, unreachable
 from tasks.lm.types import (
     Accept,
     ChatRequest,
@@ -104,6 +107,7 @@ class AnthropicLM:
         self.sleep = sleep
         self.backoff_seconds = backoff_seconds
         self.batch_store = batch_store
+        self._unreachable: str | None = None
         self.client = anthropic.Anthropic(api_key=key, base_url=base_url, max_retries=0)
 
     # ---- public -------------------------------------------------------------------------------
@@ -143,9 +147,16 @@ class AnthropicLM:
     def _with_retries(self, call: Callable[[], T]) -> T:
         """`call()` retried on transient failures; the last transient error is re-raised."""
         for attempt in range(self.cfg.max_retries + 1):
+            if self._unreachable is not None:
+                raise UnreachableError(self._unreachable)
             try:
                 return call()
             except (anthropic.APIStatusError, anthropic.APIConnectionError) as error:
+                why = unreachable(error) if isinstance(error, anthropic.APIConnectionError) else None
+                if why and attempt == self.cfg.max_retries:
+                    self._unreachable = (f"anthropic: cannot reach {self.client.base_url} ({why}, {attempt + 1} "
+                                         "attempt(s)): is the server running and ANTHROPIC_BASE_URL right?")
+                    raise UnreachableError(self._unreachable) from None
                 if not _transient(error) or attempt == self.cfg.max_retries:
                     raise
                 self._wait(attempt, error)
@@ -176,6 +187,8 @@ class AnthropicLM:
             raise AuthenticationError(f"anthropic refused the API key: {scrub(describe(error))}") from None
         except (anthropic.APIStatusError, anthropic.APIConnectionError) as error:
             return ChatResult("", error=scrub(describe(error)), model=self.model, retryable=_transient(error))
+        except UnreachableError:
+            raise
         except Exception as error:  # an unparseable body and the like: report, never raise
             return ChatResult("", error=scrub(f"malformed response: {describe(error)}"), model=self.model)
         return self._with_prefill(self._result(message), request)
@@ -247,7 +260,7 @@ class AnthropicLM:
 
 
 def _transient(error: Exception) -> bool:
-    return transient(error, anthropic.APIStatusError, anthropic.APIConnectionError, RETRY_STATUSES)
+    return retryable_api_error(error, anthropic.APIStatusError, anthropic.APIConnectionError, RETRY_STATUSES)
 
 
 def _chunks(indices: list[int], requests: Sequence[ChatRequest]) -> Iterator[list[int]]:

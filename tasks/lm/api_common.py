@@ -3,6 +3,7 @@ are worth retrying, and how pending requests are cut into batches under the APIs
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Collection, Iterator, Sequence
 
 from tasks.lm.types import ChatRequest
@@ -15,13 +16,34 @@ def describe(error: Exception) -> str:
     return f"{prefix}{type(error).__name__}: {error}"
 
 
-def transient(error: Exception, status_error: type[Exception], connection_error: type[Exception],
+def retryable_api_error(error: Exception, status_error: type[Exception], connection_error: type[Exception],
               retry_statuses: Collection[int]) -> bool:
     """Whether a client library's error is worth retrying: a listed status, any 5xx, or a lost connection."""
     if isinstance(error, status_error):
         status = getattr(error, "status_code", 0)
         return status in retry_statuses or status >= 500
     return isinstance(error, connection_error)
+
+
+DNS_FAILURES = ("Name or service not known", "nodename nor servname", "Temporary failure in name resolution",
+                "No address associated with hostname", "getaddrinfo failed")
+
+
+def unreachable(error: BaseException) -> str | None:
+    """"connection refused" or "name does not resolve" when that is why a request failed, else None
+    (a timeout or a dropped connection may pass; a refused or unknown address will not)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(current, socket.gaierror) or any(text in str(current) for text in DNS_FAILURES):
+            return "the host name does not resolve"
+        if "Connection refused" in str(current):
+            return "connection refused"
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def batch_chunks(indices: list[int], requests: Sequence[ChatRequest], max_requests: int,

@@ -7,8 +7,10 @@ text (which carry the prompt version), the prefill and the line prefixes. Decodi
 the remote default, never seeded sampling. Only usable answers are stored, so a rerun with the
 same inputs makes zero LLM calls while a failed or rejected answer is asked again. Each operation
 opens its own connection, so threads and processes may share the file (SQLite serialises
-writers; WAL lets readers run alongside). Log-likelihoods and embeddings pass straight through
-(the score stage keeps its own resumable shards).
+writers; WAL lets readers run alongside). Log-likelihoods from a server (a backend with
+`cache_loglikelihood`, tasks/lm/completions.py) are kept too, keyed by `loglikelihood_key`; a local
+model's log-likelihoods and embeddings pass straight through (the score stage keeps its own
+resumable shards).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tasks.config import LLMConfig
+from tasks.core.config import LLMConfig
 from tasks.lm.types import (
     Accept,
     ChatRequest,
@@ -38,6 +40,8 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, result TEXT NOT NULL, created_at TEXT
     DEFAULT CURRENT_TIMESTAMP);
 CREATE TABLE IF NOT EXISTS batches (key TEXT PRIMARY KEY, batch_id TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS loglikelihoods (key TEXT PRIMARY KEY, logprob REAL NOT NULL, n_tokens INTEGER NOT NULL,
+    token_logprobs TEXT NOT NULL);
 """
 
 
@@ -48,6 +52,12 @@ def request_key(identity: str, request: ChatRequest) -> str:
     if request.prefill or request.line_prefixes:
         parts.append({"prefill": request.prefill, "line_prefixes": list(request.line_prefixes)})
     payload = json.dumps(parts, ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def loglikelihood_key(identity: str, request: LoglikelihoodRequest) -> str:
+    """sha256 over the server's log-likelihood identity (model, host, tokenizer) and the request's texts."""
+    payload = json.dumps([identity, request.system, request.user, request.continuation], ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
@@ -86,6 +96,24 @@ class LLMCache:
         with self._connect() as db:
             return db.execute("SELECT count(*) FROM answers").fetchone()[0]
 
+    def get_loglikelihoods(self, keys: Sequence[str]) -> dict[str, LoglikelihoodResult]:
+        found: dict[str, LoglikelihoodResult] = {}
+        with self._connect() as db:
+            for start in range(0, len(keys), 500):
+                chunk = list(keys[start : start + 500])
+                marks = ",".join("?" * len(chunk))
+                rows = db.execute(f"SELECT key, logprob, n_tokens, token_logprobs FROM loglikelihoods "
+                                  f"WHERE key IN ({marks})", chunk)
+                for key, logprob, n_tokens, values in rows:
+                    found[key] = LoglikelihoodResult(logprob, n_tokens, tuple(json.loads(values)))
+        return found
+
+    def put_loglikelihoods(self, items: Sequence[tuple[str, LoglikelihoodResult]]) -> None:
+        rows = [(key, r.logprob, r.n_tokens, json.dumps(list(r.token_logprobs or ()))) for key, r in items]
+        if rows:
+            with self._connect() as db:
+                db.executemany("INSERT OR REPLACE INTO loglikelihoods VALUES (?, ?, ?, ?)", rows)
+
     def batch_id(self, key: str) -> str | None:
         with self._connect() as db:
             row = db.execute("SELECT batch_id FROM batches WHERE key = ?", (key,)).fetchone()
@@ -114,6 +142,7 @@ class CachedLM:
         self.model = inner.model
         self.identity = inner.identity
         self.usage = Usage()
+        self.loglikelihood_cached = 0   # log-likelihood requests answered from the cache
 
     def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None) -> list[ChatResult]:
         """Answers from the cache where present, the rest from the backend; `accept` decides
@@ -144,8 +173,27 @@ class CachedLM:
             self.usage.add(result, self.cfg)
         return final
 
+    @property
+    def tokenizer(self) -> object:
+        """The inner model's tokenizer (a local model or a completions server: the readout checks answers with it)."""
+        return self.inner.tokenizer  # type: ignore[attr-defined]
+
     def loglikelihood(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
-        return self.inner.loglikelihood(requests)
+        """A server's answers from the cache where present, the rest asked and stored; a local
+        model's straight from the model."""
+        if not getattr(self.inner, "cache_loglikelihood", False):
+            return self.inner.loglikelihood(requests)
+        identity = self.inner.loglikelihood_identity  # type: ignore[attr-defined]
+        keys = [loglikelihood_key(identity, r) for r in requests]
+        found = self.cache.get_loglikelihoods(sorted(set(keys)))
+        missing = list(dict.fromkeys(k for k in keys if k not in found))
+        if missing:
+            first = {k: requests[i] for i, k in reversed(list(enumerate(keys)))}
+            fresh = self.inner.loglikelihood([first[k] for k in missing])
+            self.cache.put_loglikelihoods(list(zip(missing, fresh, strict=True)))
+            found.update(zip(missing, fresh, strict=True))
+        self.loglikelihood_cached += len(keys) - len(missing)
+        return [found[k] for k in keys]
 
     def embed(self, texts: Sequence[str], pooling: Pooling = "tokens") -> list[np.ndarray]:
         return self.inner.embed(texts, pooling)

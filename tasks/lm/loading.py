@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from tasks.config import LLMConfig, ScoreConfig
+from tasks.core.config import LLMConfig, ScoreConfig
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -46,9 +46,14 @@ class ModelSpec:
     quantization: str = "none"   # none | nf4 | auto
     device: str = "auto"         # auto | cpu | cuda
     kind: Literal["causal", "encoder"] = "causal"
+    # An OpenAI-compatible completions server holding the weights (tasks/lm/completions.py); then
+    # device, dtype and quantization are the server's business and stay unresolved
+    server: LLMConfig | None = None
 
     def resolved(self) -> ModelSpec:
-        """Replace every "auto" by what this machine will actually use."""
+        """Replace every "auto" by what this machine will actually use (a served model: itself)."""
+        if self.server is not None:
+            return self
         device = self.device if self.device != "auto" else ("cuda" if cuda_available() else "cpu")
         dtype = self.dtype if self.dtype != "auto" else fast_dtype(device)
         quantization = self.quantization
@@ -60,7 +65,18 @@ class ModelSpec:
 
     @property
     def key(self) -> str:
+        if self.server is not None:
+            return f"{self.name}|completions|{served_where(self.server)}"
         return f"{self.name}|{self.dtype}|{self.quantization}"
+
+
+def served_where(cfg: LLMConfig) -> str:
+    """Where an OpenAI-compatible server runs, without the port: its host, or "served:<model>" (the
+    local test server, which may come back on another port serving the same model)."""
+    from urllib.parse import urlsplit
+
+    base = cfg.base_url or "https://api.openai.com/v1"
+    return base if base.startswith("served:") else (urlsplit(base).hostname or base)
 
 
 ENCODER_SPEC = ModelSpec(MINILM, dtype="float32", kind="encoder")
@@ -76,11 +92,28 @@ def chat_spec(cfg: LLMConfig) -> ModelSpec:
 
 
 def eval_spec(cfg: ScoreConfig) -> ModelSpec:
-    """The evaluation LM: `eval_lm_cuda` on CUDA, `eval_lm` elsewhere; dtype and quantization as
-    configured ("auto": NF4 on CUDA; bfloat16 on a CPU with bf16 units, else float32; by
-    `ModelSpec.resolved`)."""
+    """The evaluation LM (the one place a spec is resolved from the config; `eval_specs` for several):
+    the `eval_server` when one is configured; else `eval_lm_cuda` on CUDA, `eval_lm` elsewhere, dtype
+    and quantization as configured ("auto": NF4 on CUDA; bfloat16 on a CPU with bf16
+    units, else float32; by `ModelSpec.resolved`)."""
+    if cfg.eval_server is not None:
+        return ModelSpec(name=cfg.eval_server.model, server=cfg.eval_server)
     name = cfg.eval_lm_cuda if cuda_available() else cfg.eval_lm
     return ModelSpec(name=name, dtype=cfg.dtype, quantization=cfg.quantization)
+
+
+def eval_specs(cfg: ScoreConfig) -> list[ModelSpec]:
+    """The evaluation LMs of a run, in config order; two entries that resolve to one model are an error."""
+    if not cfg.eval_lms:
+        return [eval_spec(cfg)]
+    cuda = cuda_available()
+    specs = [ModelSpec(name=(e.eval_lm_cuda or e.eval_lm) if cuda else e.eval_lm, dtype=e.dtype,
+                       quantization=e.quantization) for e in cfg.eval_lms]
+    keys = [s.resolved().key for s in specs]
+    repeated = sorted({k for k in keys if keys.count(k) > 1})
+    if repeated:
+        raise ValueError(f"[score] eval_lms names one evaluation LM twice on this machine: {repeated}")
+    return specs
 
 
 def cuda_available() -> bool:

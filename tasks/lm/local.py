@@ -35,7 +35,9 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+from tasks.core.progress import track
 from tasks.lm.batching import batches
+from tasks.lm.fitting import request_window
 from tasks.lm.line_prefixes import LinePrefixConstraint
 from tasks.lm.loading import ModelSpec, Tokens, chat_ids, load_model
 from tasks.lm.types import (
@@ -47,7 +49,6 @@ from tasks.lm.types import (
     Pooling,
     Unsupported,
 )
-from tasks.progress import track
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -96,6 +97,10 @@ class LocalLM:
         return chat_ids(self._loaded()[1], request.system, request.user, request.prefill)
 
     @property
+    def tokenizer(self) -> PreTrainedTokenizerBase:
+        return self._loaded()[1]
+
+    @property
     def engine(self) -> LoglikelihoodEngine:
         """The log-likelihood engine on this model (built once; it keeps its prefix caches)."""
         with self._engine_lock:
@@ -118,7 +123,8 @@ class LocalLM:
         if not requests:
             return []
         model, _ = self._loaded()
-        context = int(getattr(model.config, "max_position_embeddings", 0) or 0)
+        # the model's context, at most MAX_REQUEST_TOKENS: one request's memory is bounded (tasks/lm/fitting.py)
+        context = request_window(int(getattr(model.config, "max_position_embeddings", 0) or 0))
         prompts = [self.prompt_ids(request) for request in requests]
         results: list[ChatResult | None] = [None] * len(requests)
         runnable = []

@@ -14,6 +14,8 @@ Tokenization convention (fixed; every metric depends on it):
   SmolLM2, `<|eot_id|>` for Llama 3.1). log p(y) is thus the probability that the answer is exactly y
   and then ends, not that it merely starts with y. `n_tokens` counts that end-of-turn token. Prompt
   tokens are never scored. An empty continuation is refused.
+* a request longer than the model's window is cut by the rule of tasks/lm/fitting.py before any
+  batching (its result says `truncated`), so no input can ask for more than one window's memory.
 
 Computation: log-softmax in float32 over the full vocabulary (torch's log_softmax), and
 only the scored positions pass through the output head. Identical requests are computed once.
@@ -37,10 +39,11 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from tasks.core.progress import track
 from tasks.lm.batching import batches
+from tasks.lm.fitting import fit_request, request_window
 from tasks.lm.loading import Tokens, chat_ids, end_of_turn
 from tasks.lm.types import LoglikelihoodRequest, LoglikelihoodResult
-from tasks.progress import track
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -61,6 +64,7 @@ class EngineStats:
     head_rows: int = 0           # positions passed through the output head
     padded_tokens: int = 0       # tokens computed including padding
     batches: int = 0
+    truncated: int = 0           # requests cut to fit the window (tasks/lm/fitting.py)
 
 
 def encode_request(tokenizer: PreTrainedTokenizerBase, request: LoglikelihoodRequest,
@@ -156,6 +160,7 @@ class LoglikelihoodEngine:
         self.device = model.device
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.eot = end_of_turn(tokenizer)
+        self.window = request_window(getattr(model.config, "max_position_embeddings", None))
         self.stats = EngineStats()
         self._lock = threading.Lock()
         self._heads: OrderedDict[Tokens, KV] = OrderedDict()
@@ -177,7 +182,9 @@ class LoglikelihoodEngine:
     def score(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
         """One result per request, in the order given."""
         with self._lock, torch.inference_mode():
-            items = [self.encode(r) for r in requests]
+            fitted = [fit_request(*self.encode(r), self.eot, self.window) for r in requests]
+            items = [(prompt, target) for prompt, target, _ in fitted]
+            self.stats.truncated += sum(cut for _, _, cut in fitted)
             groups: dict[Tokens, set[Tokens]] = {}
             for prompt, target in items:
                 groups.setdefault(prompt, set()).add(target)
@@ -187,9 +194,9 @@ class LoglikelihoodEngine:
             self.stats.requests += len(items)
             self.stats.unique += len(done)
             results = []
-            for item in items:
+            for item, (_, _, cut) in zip(items, fitted, strict=True):
                 values = done[item]
-                results.append(LoglikelihoodResult(float(values.sum()), len(item[1]), tuple(values.tolist())))
+                results.append(LoglikelihoodResult(float(values.sum()), len(item[1]), tuple(values.tolist()), cut))
             return results
 
     # -- internals ----------------------------------------------------------------------------
@@ -204,7 +211,7 @@ class LoglikelihoodEngine:
             chunks = batches(cluster, lambda p, h=head_len: len(p) - 1 - h, self.token_budget,
                              key=lambda p: (-(len(p) + max(map(len, groups[p]))), p))
             plan += [(cluster, head_len, chunk_ids) for chunk_ids in chunks]
-        # A progress bar on a terminal, progress lines with an ETA in a log (tasks/progress.py).
+        # A progress bar on a terminal, progress lines with an ETA in a log (tasks/core/progress.py).
         for cluster, head_len, chunk_ids in track(plan, "scoring", "batch"):
             head = self._head(cluster[0][:head_len])   # a cluster's chunks follow each other: its head is reused
             chunk = [cluster[i] for i in chunk_ids]

@@ -8,15 +8,17 @@ key; the key itself is never in config, logs or error messages), `temperature` (
 
 The SDK's own retries are off (`max_retries=0`) so the policy lives here and is tested, as in the
 Anthropic backend: 408 / 409 / 429 / 5xx and connection errors are retried with exponential
-back-off, waiting at least what Retry-After (or retry-after-ms) asks. 401 / 403 are fatal, as in
-the Anthropic backend: never retried, they raise `tasks.errors.AuthenticationError` with one line
+back-off, waiting at least what Retry-After (or retry-after-ms) asks; a connection refused or a host
+name that does not resolve, still so after the configured retries, is fatal (`UnreachableError`, one
+line naming the URL), as nothing listens there. 401 / 403 are fatal, as in
+the Anthropic backend: never retried, they raise `tasks.core.errors.AuthenticationError` with one line
 (the key scrubbed), which the CLI prints without a traceback; a refusal is remembered, so no other
 request of this backend is sent. The missing key variable is an error when the backend is built. With `use_batches`
 bulk work goes through the Batch API: a JSON Lines file is uploaded, a batch created and polled,
 its output and error files downloaded, and items that failed transiently resubmitted. Usage comes
 from the response (`prompt_tokens_details.cached_tokens` as prompt-cache reads); cost uses the
-configured prices (the Batch API bills half). An API model offers neither log-likelihoods of a
-given text nor embeddings here: those raise `Unsupported`.
+configured prices (the Batch API bills half). Chat Completions give no log-likelihoods of a given
+text (`api = "completions"` does: tasks/lm/completions.py) and no embeddings: those raise `Unsupported`.
 """
 
 from __future__ import annotations
@@ -36,10 +38,10 @@ from urllib.parse import urlsplit
 import numpy as np
 import openai
 
-from tasks.config import LLMConfig
-from tasks.errors import AuthenticationError
+from tasks.core.config import LLMConfig
+from tasks.core.errors import AuthenticationError, FatalError, UnreachableError
 from tasks.lm.anthropic_api import BatchStore
-from tasks.lm.api_common import batch_chunks, describe, transient
+from tasks.lm.api_common import batch_chunks, describe, retryable_api_error, unreachable
 from tasks.lm.types import (
     Accept,
     ChatRequest,
@@ -98,7 +100,7 @@ class OpenAILM:
         self.backoff_seconds = backoff_seconds
         self.batch_store = batch_store
         self._key = key
-        self._refused: str | None = None      # the one-line 401 / 403 message, once the server refused us
+        self._refused: FatalError | None = None   # a refused key (401 / 403) or an address nobody answers at
         self._lock = threading.Lock()
         self.client = openai.OpenAI(api_key=key, base_url=self.base_url, max_retries=0)
 
@@ -114,7 +116,8 @@ class OpenAILM:
 
     def loglikelihood(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
         raise Unsupported(f"{self.model}: Chat Completions return log-probabilities of sampled tokens only, "
-                          "not of a given text; score with a local model (score.eval_lm)")
+                          "not of a given text; serve the model with a completions endpoint (api = "
+                          "\"completions\", [score.eval_server]) or score with a local model (score.eval_lm)")
 
     def embed(self, texts: Sequence[str], pooling: Pooling = "tokens") -> list[np.ndarray]:
         raise Unsupported(f"{self.model}: this backend does not embed (pooled API embeddings have no "
@@ -161,20 +164,28 @@ class OpenAILM:
         raises `AuthenticationError` and is remembered, so no later request of this backend is sent."""
         for attempt in range(self.cfg.max_retries + 1):
             if self._refused is not None:
-                raise AuthenticationError(self._refused)
+                raise type(self._refused)(str(self._refused))
             try:
                 return call()
             except (openai.APIStatusError, openai.APIConnectionError) as error:
                 if isinstance(error, openai.APIStatusError) and error.status_code in AUTH_STATUSES:
-                    with self._lock:
-                        if self._refused is None:
-                            self._refused = (f"openai refused the API key in {self.cfg.api_key_env or '(none)'}: "
-                                             f"{self.scrub(describe(error))}")
-                    raise AuthenticationError(self._refused) from None
+                    self._stop(AuthenticationError(f"openai refused the API key in {self.cfg.api_key_env or '(none)'}: "
+                                                   f"{self.scrub(describe(error))}"))
+                why = unreachable(error) if isinstance(error, openai.APIConnectionError) else None
+                if why and attempt == self.cfg.max_retries:
+                    self._stop(UnreachableError(f"openai: cannot reach {self.client.base_url} ({why}, "
+                                                f"{attempt + 1} attempt(s)): is the server running and base_url right?"))
                 if not _transient(error) or attempt == self.cfg.max_retries:
                     raise
                 self._wait(attempt, error)
         raise AssertionError("unreachable")
+
+    def _stop(self, error: FatalError) -> None:
+        """Remember a fatal failure (the first one wins) and raise it: no other request is sent."""
+        with self._lock:
+            if self._refused is None:
+                self._refused = error
+        raise type(self._refused)(str(self._refused)) from None
 
     def _result(self, body: dict[str, Any], batch: bool = False) -> ChatResult:
         """A ChatResult from a chat.completion body (a dict, from either API)."""
@@ -196,7 +207,7 @@ class OpenAILM:
         return ChatResult(text, **common)
 
     def _failed(self, error: Exception, batch: bool = False) -> ChatResult:
-        if isinstance(error, AuthenticationError):   # fatal: every further call would fail the same way
+        if isinstance(error, FatalError):   # a refused key, an address nobody answers at: every call would fail
             raise error
         if isinstance(error, (openai.APIStatusError, openai.APIConnectionError)):
             return ChatResult("", error=self.scrub(describe(error)), model=self.model,
@@ -296,10 +307,11 @@ class OpenAILM:
 
 
 def served_key(cfg: LLMConfig) -> str:
-    """"served:" and the resolved key (name, dtype, quantization) of the local model served."""
+    """"served:" and the resolved key (name, dtype, quantization) of the local model served (in
+    dtype "auto": tasks/testing/openai_server.py)."""
     from tasks.lm.loading import ModelSpec
 
-    return SERVED + ModelSpec((cfg.base_url or "").removeprefix(SERVED), dtype=cfg.dtype).resolved().key
+    return SERVED + ModelSpec((cfg.base_url or "").removeprefix(SERVED)).resolved().key
 
 
 def _retry_after(error: openai.APIStatusError) -> float | None:
@@ -316,7 +328,7 @@ def _retry_after(error: openai.APIStatusError) -> float | None:
 
 
 def _transient(error: Exception) -> bool:
-    return transient(error, openai.APIStatusError, openai.APIConnectionError, RETRY_STATUSES)
+    return retryable_api_error(error, openai.APIStatusError, openai.APIConnectionError, RETRY_STATUSES)
 
 
 def _chunks(indices: list[int], requests: Sequence[ChatRequest]) -> Iterator[list[int]]:

@@ -27,7 +27,8 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-from tasks.config import LLMConfig
+from tasks.core.config import LLMConfig
+from tasks.core.errors import TransientError
 
 # Published price multipliers relative to the base input price / the whole bill.
 CACHE_WRITE_FACTOR = 1.25   # writing the prompt cache costs 25% more than plain input
@@ -36,7 +37,7 @@ BATCH_FACTOR = 0.5          # the Message Batches API bills half price
 Pooling = Literal["tokens", "mean"]
 
 
-class TransientLLMError(RuntimeError):
+class TransientLLMError(TransientError):
     """Raised by callers when requests still failed for a transient reason (429 / 529 / 5xx)."""
 
 
@@ -90,6 +91,7 @@ class LoglikelihoodResult:
     logprob: float                       # sum of the scored tokens' log-probabilities (nats)
     n_tokens: int                        # scored tokens: the continuation's plus the end-of-turn token
     token_logprobs: tuple[float, ...] | None = None
+    truncated: bool = False              # the request was cut to fit the model (tasks/lm/fitting.py)
 
 
 Accept = Callable[[ChatResult], bool]

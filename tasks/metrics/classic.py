@@ -1,22 +1,32 @@
-"""Classic reference-based text metrics: BLEU, ROUGE-L and a BERTScore-style F1.
+"""Classic reference-based text metrics: BLEU, ROUGE-L and two BERTScore-style F1s on MiniLM.
 
 Each pair function scores many (candidate, reference) texts at once and returns a float64 array in
-the input order; higher is better for all three. A missing or blank text on either side gives NaN
-(an expected gap, not a zero). BLEU and ROUGE-L come from sacrebleu and rouge-score; BERTScore
-greedily matches token embeddings from `resources.embed` (MiniLM, see tasks/metrics/resources.py).
+the input order; higher is better for all. A missing or blank text on either side gives NaN (an
+expected gap, not a zero). BLEU and ROUGE-L come from sacrebleu and rouge-score. The BERTScores
+greedily match unit vectors by cosine (precision over the candidate's units, recall over the
+reference's, F1 their harmonic mean; no idf, no baseline rescaling), on the all-MiniLM-L6-v2 model
+shipped offline (`resources.embed`, tasks/metrics/resources.py), and are named for it:
+
+* `bertscore_minilm`: BERTScore as GEM ran it (appendix D.3): each review is split into sentences,
+  each sentence embedded on its own (the mean of its MiniLM token vectors, normalised: the model's
+  sentence embedding), and the sentences matched (GEM used stella_en_400M_v5; this is MiniLM);
+* `bertscore_tokens_minilm`: BERTScore's own token matching (Zhang et al.), on MiniLM token vectors
+  in place of roberta-large (the Scoring Rules paper's choice).
+
 The family scores the raw review texts of each candidate against its paper's other reviews.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import polars as pl
 
+from tasks.core.schema import SCORES
 from tasks.metrics.registry import Embed, Metric, Resources, reference_sets, register, usable
-from tasks.schema import SCORES
 
 Texts = Sequence[str | None]
 LIBRARIES = {"bleu": "sacrebleu", "rouge_l": "rouge-score"}   # written where a GEM row names its evaluation LM
@@ -81,15 +91,57 @@ def bertscore_prf(candidates: Texts, references: Texts, embed: Embed) -> np.ndar
 
 
 def bertscore(candidates: Texts, references: Texts, embed: Embed) -> np.ndarray:
-    """BERTScore-style F1 of each pair."""
+    """BERTScore-style F1 of each pair (token matching)."""
     return bertscore_prf(candidates, references, embed)[:, 2]
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+_LIST_MARK = re.compile(r"^\s*(?:[-*\u2022]|\d{1,2}[.)]|#{1,6})\s*")
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of a review: each line (a list item, a heading's text, a paragraph) split after a
+    full stop, question or exclamation mark that a capital or a digit follows; list marks dropped."""
+    out = []
+    for line in text.splitlines():
+        line = _LIST_MARK.sub("", line).strip()
+        out += [s.strip() for s in _SENTENCE_END.split(line) if len(re.findall(r"\w+", s)) >= 1]
+    return out
+
+
+def sentence_vectors(texts: Sequence[str], embed: Embed) -> list[np.ndarray]:
+    """One (sentences x dim) matrix of unit sentence vectors per text: each sentence's normalised mean token vector."""
+    split = [sentences(t) for t in texts]
+    flat = list(dict.fromkeys(s for parts in split for s in parts))
+    pooled: dict[str, np.ndarray] = {}
+    for sentence, tokens in zip(flat, embed(flat) if flat else [], strict=True):
+        mean = tokens.mean(axis=0) if len(tokens) else np.zeros(tokens.shape[1])
+        norm = float(np.linalg.norm(mean))
+        pooled[sentence] = mean / norm if norm > 0 else mean
+    return [np.stack([pooled[s] for s in parts]) if parts else np.zeros((0, 1)) for parts in split]
+
+
+def bertscore_sentences_prf(candidates: Texts, references: Texts, embed: Embed) -> np.ndarray:
+    """An (n, 3) array of precision, recall and F1 of greedy cosine matching between the candidate's
+    and the reference's sentence vectors (GEM's BERTScore); each distinct text is embedded once."""
+    _check(candidates, references)
+    out = np.full((len(candidates), 3), np.nan)
+    pairs = [i for i, (c, r) in enumerate(zip(candidates, references, strict=True)) if usable(c) and usable(r)]
+    if not pairs:
+        return out
+    distinct = list(dict.fromkeys(t for i in pairs for t in (candidates[i], references[i])))
+    embedded = dict(zip(distinct, sentence_vectors(distinct, embed), strict=True))
+    for i in pairs:
+        out[i] = greedy_f1(embedded[candidates[i]], embedded[references[i]])
+    return out
 
 
 def _values(name: str, x: Texts, y: Texts, resources: Resources) -> tuple[np.ndarray, str | None]:
     """(scores, the model or library that produced them) of one classic metric."""
-    if name == "bertscore":
+    if name in ("bertscore_minilm", "bertscore_tokens_minilm"):
         assert resources.embed is not None  # checked by the registry
-        return bertscore(x, y, resources.embed), resources.embed_model
+        prf = bertscore_sentences_prf if name == "bertscore_minilm" else bertscore_prf
+        return prf(x, y, resources.embed)[:, 2], resources.embed_model
     return {"bleu": bleu, "rouge_l": rouge_l}[name](x, y), LIBRARIES[name]
 
 
@@ -124,6 +176,10 @@ register(
            classic_family),
     Metric("rouge_l", "raw", "none", "nothing", True, "ROUGE-L F1 of the raw review texts (rouge-score)",
            classic_family),
-    Metric("bertscore", "raw", "none", "embedding", True,
-           "BERTScore-style F1 of the raw review texts on MiniLM token embeddings", classic_family),
+    Metric("bertscore_minilm", "raw", "none", "embedding", True,
+           "BERTScore as GEM ran it: F1 of greedy cosine matching between the raw reviews' sentences, each "
+           "embedded on its own by all-MiniLM-L6-v2 (GEM used stella_en_400M_v5); no idf", classic_family),
+    Metric("bertscore_tokens_minilm", "raw", "none", "embedding", True,
+           "BERTScore's token matching: F1 of greedy cosine matching between the raw reviews' all-MiniLM-L6-v2 "
+           "token vectors (BERTScore used roberta-large); no idf, no rescaling", classic_family),
 )

@@ -12,16 +12,30 @@ venue, tasks/metrics/negatives.py). Per (candidate, reference) pair, the negativ
 
     KL, direct         log r(x, y)                                    = GEM (tasks/metrics/gem.py)
     KL, f-variational  T(x, y) - mean_k exp(T(x, y-_k) - 1),  T = 1 + log r      (NWJ; <= 1 + log r)
-    TV, direct         1/2 |1 - 1 / r(x, y)|                          (joint-sample form, in [0, 1/2) for r>=1)
-    TV, direct (marg.) mean_k 1/2 |r(x, y-_k) - 1|                    (marginal-sample form)
+    TV, direct         max(0, 1 - 1 / r(x, y))                        (joint-sample form, in [0, 1))
+    TV, direct (marg.) mean_k max(0, 1 - r(x, y-_k))                  (marginal-sample form, in [0, 1])
     TV, f-variational  T(x, y) - mean_k T(x, y-_k),  T = 1/2 sign(r - 1)          (in [-1, 1])
+
+The direct TV cells, oriented (docs/metrics.md). With P the joint law of (x, y) and Q the product
+of its marginals, r = dP/dQ, TV(P, Q) = integral of (p - q)+ = integral of (q - p)+, so
+
+    TV = E_P[(1 - 1/r)+]          (the (p - q)+ form, read on joint samples: the pair (x, y))
+       = E_Q[(1 - r)+]            (the (q - p)+ form, read on marginal samples: the pairs (x, y-_k))
+
+Both equal the textbook 1/2 E_P|1 - 1/r| and 1/2 E_Q|r - 1| in expectation, but their pointwise
+terms differ: 1/2 |1 - 1/r| grows without bound as r -> 0 (log r = -3 scores 9.5, log r = +3
+scores 0.48), so as a per-candidate score it ranked a review that contradicts the reference above
+one that agrees with it, and 1/2 |r - 1| overflowed on real reviews. (1 - 1/r)+ rises with r
+(0 for r <= 1, towards 1 as r grows): agreement with the reference scores higher. (1 - r)+ falls
+with r(x, y-): agreement with another paper's review scores lower. Both are bounded: no overflow.
 
 One family function scores every metric it is given in one pass: the positive requests are GEM's
 (same content keys, so a run that also scores GEM asks the LM once for them, see
 `resources.memoized`), the negatives add one conditional request per (candidate, negative) and one
 marginal per negative, deduplicated. A ratio too large for a float (|log r| > ~709) gives NaN with
-the reason `ratio_overflow` rather than an infinite score; a pair without negatives gets
-`no_negative`.
+the reason `ratio_overflow` rather than an infinite score (only kl_fvar_token's mean r(x, y-) can,
+computed as exp(logsumexp - log K) so only a mean beyond the float range does; the leaderboard note
+counts the rows lost); a pair without negatives gets `no_negative`.
 """
 
 from __future__ import annotations
@@ -31,10 +45,17 @@ from collections.abc import Callable, Sequence
 
 import polars as pl
 
+from tasks.core.schema import (
+    LOGLIK_REQUESTS,
+    LOGLIK_RESULTS,
+    NEGATIVES,
+    SCORES,
+    TRUNCATED_REASON,
+    with_truncated,
+)
 from tasks.metrics.gem import PAIRS, _synopsis, build_requests, request_key
+from tasks.metrics.prompts import system_prompt, user_prompt
 from tasks.metrics.registry import Metric, Resources, register, usable
-from tasks.schema import LOGLIK_REQUESTS, LOGLIK_RESULTS, NEGATIVES, SCORES
-from tasks.scoring.prompts import system_prompt, user_prompt
 
 # log r(x, y), [log r(x, y-_k) ...] -> the pair's score (OverflowError when a ratio is not representable)
 Estimator = Callable[[float, Sequence[float]], float]
@@ -56,18 +77,25 @@ def kl_direct(log_r: float, log_r_neg: Sequence[float]) -> float:
 
 
 def kl_fvar(log_r: float, log_r_neg: Sequence[float]) -> float:
-    """NWJ: T(x, y) - mean exp(T(x, y-) - 1) with T = 1 + log r, i.e. 1 + log r(x, y) - mean r(x, y-)."""
-    return (1.0 + log_r) - _mean([math.exp(n) for n in log_r_neg])   # exp(T(x, y-) - 1) = r(x, y-)
+    """NWJ: T(x, y) - mean exp(T(x, y-) - 1) with T = 1 + log r, i.e. 1 + log r(x, y) - mean r(x, y-).
+    The mean of the r(x, y-) is exp(logsumexp(log r(x, y-)) - log K): OverflowError only when the mean
+    itself is beyond the float range, not when one term is."""
+    if not log_r_neg:
+        raise ValueError("an f-variational estimator needs at least one negative reference")
+    top = max(log_r_neg)
+    log_mean = top + math.log(math.fsum(math.exp(n - top) for n in log_r_neg) / len(log_r_neg))
+    return (1.0 + log_r) - math.exp(log_mean)   # exp(T(x, y-) - 1) = r(x, y-)
 
 
 def tv_direct(log_r: float, log_r_neg: Sequence[float]) -> float:
-    """1/2 |1 - 1/r(x, y)| on the joint sample (x, y)."""
-    return 0.5 * abs(1.0 - math.exp(-log_r))
+    """max(0, 1 - 1/r(x, y)) on the joint sample (x, y): TV = E_P[(1 - 1/r)+], rising with r, in [0, 1)."""
+    return 0.0 if log_r <= 0.0 else -math.expm1(-log_r)
 
 
 def tv_direct_marginal(log_r: float, log_r_neg: Sequence[float]) -> float:
-    """mean 1/2 |r(x, y-) - 1| on the marginal samples (x, y-)."""
-    return _mean([0.5 * abs(math.exp(n) - 1.0) for n in log_r_neg])
+    """mean max(0, 1 - r(x, y-)) on the marginal samples (x, y-): TV = E_Q[(1 - r)+], falling with each
+    r(x, y-), in [0, 1]."""
+    return _mean([0.0 if n >= 0.0 else -math.expm1(n) for n in log_r_neg])
 
 
 def tv_critic(log_r: float) -> float:
@@ -146,6 +174,7 @@ def assemble(pairs: pl.DataFrame, negative_pairs: pl.DataFrame, results: pl.Data
     if dup:
         raise ValueError(f"results: duplicated key {dup[:5]}")
     lookup = {k: (lp, n) for k, lp, n in results.select("key", "logprob", "n_tokens").iter_rows()}
+    cut = set(with_truncated(results).filter(pl.col("truncated"))["key"].to_list())
     negs: dict[tuple[str, str, str], list[float]] = {}
     for row in negative_pairs.iter_rows(named=True):
         cond, marg, _ = _log_ratio(lookup, row["cond_key"], row["marg_key"])
@@ -167,6 +196,8 @@ def assemble(pairs: pl.DataFrame, negative_pairs: pl.DataFrame, results: pl.Data
                     row["score"] = ESTIMATORS[pair["metric"]](cond - marg, neg)
                 except OverflowError:
                     row["reason"] = "ratio_overflow"
+                if row["reason"] is None and {pair["cond_key"], pair["marg_key"]} & cut:
+                    row["reason"] = TRUNCATED_REASON   # a finite score on a cut text (tasks/lm/fitting.py)
         out.append(row)
     frame = pl.DataFrame(out, schema=SCORES) if out else pl.DataFrame(schema=SCORES)
     return frame.sort("metric", "paper_id", "candidate", "reference")
@@ -196,9 +227,12 @@ def _cell(name: str, reads: str, estimator: Estimator, negatives: bool, descript
 
 _CELLS = [  # (suffix, estimator, reads negatives, what it is)
     ("kl_fvar_token", kl_fvar, True, "KL, f-variational (NWJ), token-level AR: 1 + log r(x,y) - mean r(x,y-)"),
-    ("tv_direct_token", tv_direct, False, "TV, direct, token-level AR: 1/2 |1 - 1/r(x,y)|"),
+    ("tv_direct_token", tv_direct, False,
+     "TV, direct, token-level AR: max(0, 1 - 1/r(x,y)), the joint-sample term of TV = E_P[(1 - 1/r)+] "
+     "(= 1/2 E_P|1 - 1/r|), oriented so agreement with the reference (r > 1) scores higher; in [0, 1)"),
     ("tv_direct_marginal_token", tv_direct_marginal, True,
-     "TV, direct on marginal samples, token-level AR: mean 1/2 |r(x,y-) - 1|"),
+     "TV, direct on marginal samples, token-level AR: mean max(0, 1 - r(x,y-)), the marginal-sample term of "
+     "TV = E_Q[(1 - r)+] (= 1/2 E_Q|r - 1|), lower the more the candidate fits other papers' reviews; in [0, 1]"),
     ("tv_fvar_token", tv_fvar, True, "TV, f-variational, token-level AR: 1/2 sign(log r(x,y)) - mean 1/2 sign(log r(x,y-))"),
 ]
 

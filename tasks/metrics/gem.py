@@ -17,19 +17,28 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from tasks.core.schema import LOGLIK_REQUESTS, LOGLIK_RESULTS, SCORES, TRUNCATED_REASON, with_truncated
+from tasks.metrics.prompts import PROMPT_VERSION, render_synopsis, system_prompt, user_prompt
 from tasks.metrics.registry import Metric, Resources, reference_sets, register, usable
-from tasks.schema import LOGLIK_REQUESTS, LOGLIK_RESULTS, SCORES
-from tasks.scoring.prompts import PROMPT_VERSION, render_synopsis, system_prompt, user_prompt
 
 # One row per (candidate, reference, metric) with the keys of its two requests (null with a reason).
 PAIRS = pl.Schema({"paper_id": pl.String, "candidate": pl.String, "source": pl.String, "reference": pl.String,
-                   "metric": pl.String, "cond_key": pl.String, "marg_key": pl.String, "reason": pl.String})
+                   "metric": pl.String, "cond_key": pl.String, "marg_key": pl.String, "reason": pl.String,
+                   "note": pl.String})
+ASSW_FROM_ABSTRACT = "assw_from_abstract"   # the note of a pair conditioned on an ASSW written from the abstract
 
 
 def request_key(eval_lm: str, system: str, user: str, continuation: str) -> str:
     """Content key of one scoring request: everything that changes its log-probability."""
     blob = json.dumps([PROMPT_VERSION, eval_lm, system, user, continuation], ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def assw_note(metric: Metric, row: dict | None) -> str | None:
+    """`ASSW_FROM_ABSTRACT` when the metric conditions on an ASSW the preprocess LLM wrote from the
+    abstract (the paper had no PDF text), else None."""
+    from_abstract = row is not None and row.get("assw_source") == "abstract"
+    return ASSW_FROM_ABSTRACT if metric.conditioned_on == "abstract+assw" and from_abstract else None
 
 
 def _synopsis(metric: Metric, row: dict | None) -> tuple[str | None, str | None]:
@@ -75,7 +84,8 @@ def build_requests(candidates: pl.DataFrame, references: pl.DataFrame, synopses:
             for ref in refs:
                 y = usable(ref[field])
                 why = reason or (None if y is not None else f"no_reference_{metric.reads}")
-                row = {**base, "reference": ref["review_id"], "metric": metric.name, "reason": why}
+                row = {**base, "reference": ref["review_id"], "metric": metric.name, "reason": why,
+                       "note": assw_note(metric, synopsis_rows.get(paper)) if why is None else None}
                 if why is None:
                     row["cond_key"] = add(system, user_prompt(metric.reads, synopsis, x), y)
                     row["marg_key"] = add(system, user_prompt(metric.reads, synopsis, None), y)
@@ -92,15 +102,15 @@ def assemble_scores(pairs: pl.DataFrame, results: pl.DataFrame, eval_lm: str) ->
     """Join pairs with request results (key, logprob, n_tokens) into SCORES rows.
 
     Fails loudly when a scorable pair has no result: a silent NaN there would pass for a gap."""
-    lookup = results.select("key", "logprob", "n_tokens")
+    lookup = with_truncated(results).select("key", "logprob", "n_tokens", "truncated")
     dup = lookup.filter(pl.col("key").is_duplicated())["key"].unique().to_list()
     if dup:
         raise ValueError(f"results: duplicated key {dup[:5]}")
     scored = (
-        pairs.join(lookup.rename({"key": "cond_key", "logprob": "logp_conditional", "n_tokens": "n_cond"}),
-                   on="cond_key", how="left")
-        .join(lookup.rename({"key": "marg_key", "logprob": "logp_marginal", "n_tokens": "n_tokens"}),
-              on="marg_key", how="left")
+        pairs.join(lookup.rename({"key": "cond_key", "logprob": "logp_conditional", "n_tokens": "n_cond",
+                                  "truncated": "cut_cond"}), on="cond_key", how="left")
+        .join(lookup.rename({"key": "marg_key", "logprob": "logp_marginal", "n_tokens": "n_tokens",
+                             "truncated": "cut_marg"}), on="marg_key", how="left")
     )
     missing = scored.filter(pl.col("reason").is_null()
                             & (pl.col("logp_conditional").is_null() | pl.col("logp_marginal").is_null()))
@@ -113,6 +123,9 @@ def assemble_scores(pairs: pl.DataFrame, results: pl.DataFrame, eval_lm: str) ->
         pl.when(pl.col("reason").is_null()).then(pl.col("logp_conditional") - pl.col("logp_marginal"))
         .otherwise(pl.lit(math.nan)).alias("score"),
         pl.lit(eval_lm).alias("eval_lm"),
+    ).with_columns(   # a finite score on a cut text says so (tasks/lm/fitting.py)
+        pl.when(pl.col("reason").is_null() & (pl.col("cut_cond").fill_null(False) | pl.col("cut_marg").fill_null(False)))
+        .then(pl.lit(TRUNCATED_REASON)).otherwise(pl.col("reason")).alias("reason"),
     )
     return out.select(SCORES.names()).cast(dict(SCORES)).sort("metric", "paper_id", "candidate", "reference")
 

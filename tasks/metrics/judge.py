@@ -1,17 +1,31 @@
 """LLM-as-a-judge baselines: an LLM rates the candidate review 0-10.
 
-* `llm_judge` (GEM's LM-examiner baseline): the judge reads the paper's synopsis (the abstract,
-  with the authors' stated strengths and weaknesses when preprocessing made them), the human
-  reference reviews of the paper (the candidate itself left out) and the candidate review;
-* `llm_judge_noref`: the same without the reference reviews (reference-free).
+What each judge reads (the registry descriptions say the same):
 
-The judge is `Resources.llm` (the `[score.oracle]` backend, a CachedLM: temperature 0, batched,
-cached), or the panel `[score] judges`, whose ratings are averaged (tasks/metrics/panel.py). One
-call per candidate and judge; `llm_judge` writes that score on each of the candidate's
-(candidate, reference) rows, so its candidate score is the rating itself, and `llm_judge_noref`
-writes one row with no reference. The rating is the number after "Score:" (else the first whole
-number 0-10 of the answer); an answer without one is NaN with the reason `judge_unanswered`,
-recorded in `Resources.log` with the calls' usage.
+* `llm_judge`: the paper's synopsis (the abstract, with the authors' stated strengths and
+  weaknesses when preprocessing made them), the human reference reviews of the paper (the
+  candidate itself left out) and the candidate's raw review; it answers with the score alone.
+* `llm_judge_noref`: the same without the reference reviews (reference-free).
+* `lm_examiner`: GEM's LM-examiner baseline (GEM appendix D.3), reference-free: the paper's text
+  from its PDF, cut to the judge's context at a section boundary (`[score] judge_context_tokens`),
+  and the candidate's judgment lines (GEM gives the examiner the review's judgments); it writes an
+  analysis of four criteria (understanding, coverage, substantiation, constructiveness) and an
+  overall judgement first, then the score. A paper without PDF text gets NaN (`no_paper_text`).
+
+How the rating is read (tasks/metrics/rating.py): from a judge whose backend gives token
+probabilities (a local model; any backend whose `loglikelihood` answers), as the expectation over
+the scale 0-10 at the answer position after "Score:" (G-Eval): a number for every candidate, and
+no generation for llm_judge / llm_judge_noref. From the others, the answer is generated and the
+number after "Score:" parsed; an answer without one is NaN with the reason `judge_unanswered`.
+`[score] judge_method = "generate"` asks every judge for the generated answer. The score rows'
+`eval_lm` names the method and the model of each judge ("readout:local/smollm2",
+"generate:anthropic/claude-haiku-4-5"; a panel's members joined by "+"), which the leaderboard's
+predictor column shows.
+
+The judge is `Resources.llm` (the `[score.oracle]` backend), or the panel `[score] judges`, whose
+ratings are averaged (tasks/metrics/panel.py). `llm_judge` writes its rating on each of the
+candidate's (candidate, reference) rows, so its candidate score is the rating itself; the
+reference-free judges write one row with no reference.
 """
 
 from __future__ import annotations
@@ -24,17 +38,23 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from tasks.metrics.oracle_cells import load_prompt
+from tasks.core.prompts import load_prompt
+from tasks.core.schema import SCORES
 from tasks.metrics.registry import Metric, Resources, reference_sets, register, usable
-from tasks.schema import SCORES
 
-PROMPT_VERSIONS = {"llm_judge": "judge-reference-v1", "llm_judge_noref": "judge-free-v1"}
+PROMPT_VERSIONS = {"llm_judge": "judge-reference-v1", "llm_judge_noref": "judge-free-v1",
+                   "lm_examiner": "judge-examiner-v1"}
+REFERENCE_FREE = ("llm_judge_noref", "lm_examiner")
 MAX_ANSWER_TOKENS = 8   # "Score:" is prefilled: " 7", " 7.5" or " 7.5/10" and the end fit; more only pays for text
+EXAMINER_TOKENS = 768   # the examiner's analysis and score
+CHARS_PER_TOKEN = 3.5   # the paper's share of the examiner's context, estimated on the safe side
+SAFETY_TOKENS = 64
 
 # The judge's answer starts here (the prompts ask for "Score: N"): a model of any size then answers
 # with its number; a prefill is continued by the local and Anthropic backends and by OpenAI-compatible
 # servers with continue_final_message (elsewhere it is asked for in the prompt).
 RATING_PREFILL = "Score:"
+ANALYSIS_PREFILL = "<analysis>\n"
 # "Score: 7" (not the range "Score: 0-10" echoed from the prompt), "7/10" anywhere, or an answer that
 # is a number alone; any other number in the text (a heading's "Review 1") is not taken for a rating
 _NUM = r"(\d+(?:\.\d+)?)"
@@ -71,37 +91,71 @@ def judge_user(synopsis: str, candidate: str, references: Sequence[str] | None) 
     return "\n\n".join(parts) + "\n\nRate the candidate review (Score: 0-10)."
 
 
+def examiner_user(paper: str, review: str) -> str:
+    """The examiner's user turn: the paper's text and the review under examination."""
+    return f"<paper>\n{paper.strip()}\n</paper>\n\n<review>\n{review.strip()}\n</review>"
+
+
+def examiner_paper(text: str, system: str, review: str, context_tokens: int) -> str | None:
+    """The paper's text cut at a section boundary (tasks/core/paper_fit.py) so that the examiner's prompt and
+    its answer fit `context_tokens` (estimated at CHARS_PER_TOKEN); None when not even a word fits."""
+    from tasks.core.paper_fit import estimate_counter, fit_text
+
+    count = estimate_counter(CHARS_PER_TOKEN)
+    budget = context_tokens - EXAMINER_TOKENS - SAFETY_TOKENS - count(system) - count(examiner_user("", review))
+    fit = fit_text(text, budget, count)
+    return fit.text if fit is not None else None
+
+
+def _plan(metric: Metric, cand: dict, refs: list[dict], synopsis: dict | None, system: str,
+          context_tokens: int) -> tuple[str | None, str | None]:
+    """(user turn, reason): the question a candidate puts to the judge, or why there is none."""
+    if metric.name == "lm_examiner":
+        review = usable(cand["judgments"])
+        if review is None:
+            return None, "no_candidate_judgments"
+        paper = usable((synopsis or {}).get("paper_text"))
+        if paper is None:
+            return None, "no_paper_text"
+        cut = examiner_paper(paper, system, review, context_tokens)
+        return (examiner_user(cut, review), None) if cut else (None, "paper_does_not_fit")
+    x = usable(cand["review_text"])
+    if x is None:
+        return None, "no_candidate_text"
+    texts = [t for t in (usable(r["review_text"]) for r in refs) if t]
+    if metric.name not in REFERENCE_FREE and not texts:
+        return None, "no_reference"
+    return judge_user(synopsis_text(synopsis), x, None if metric.name in REFERENCE_FREE else texts), None
+
+
 def judge_family(metrics: Sequence[Metric], candidates: pl.DataFrame, references: pl.DataFrame,
                  negatives: pl.DataFrame | None, synopses: pl.DataFrame, resources: Resources) -> pl.DataFrame:
-    """SCORES rows of the judges given: one batch of calls per judge."""
-    from tasks.metrics.panel import ask_panel, panel_key
+    """SCORES rows of the judges given: one batch of questions per judge."""
+    from tasks.metrics.rating import rate_panel
 
-    key_of = panel_key(resources.panel())   # one model, or the panel whose ratings are averaged
     synopsis_rows = {r["paper_id"]: r for r in synopses.iter_rows(named=True)}
     rows: list[dict] = []
     for metric in metrics:
-        system = load_prompt(PROMPT_VERSIONS[metric.name])
+        version = PROMPT_VERSIONS[metric.name]
+        system = load_prompt(version)
         asks: dict[str, str] = {}                    # question key -> user turn
         plans: list[tuple[dict, str | None]] = []
         for cand, refs in reference_sets(candidates, references):
             base = {"paper_id": cand["paper_id"], "candidate": cand["candidate"], "source": cand["source"],
-                    "metric": metric.name, "eval_lm": key_of, "score": math.nan, "reason": None}
-            x = usable(cand["review_text"])
-            texts = [t for t in (usable(r["review_text"]) for r in refs) if t]
-            reference_free = metric.name == "llm_judge_noref"
-            targets = [None] if reference_free else [r["review_id"] for r in refs] or [None]
-            reason = ("no_candidate_text" if x is None else None if reference_free
-                      else "no_reference" if not texts else None)
+                    "metric": metric.name, "score": math.nan}
+            user, reason = _plan(metric, cand, refs, synopsis_rows.get(cand["paper_id"]), system,
+                                 resources.judge_context_tokens)
             key = None
-            if reason is None:
-                user = judge_user(synopsis_text(synopsis_rows.get(cand["paper_id"])), x,
-                                  None if reference_free else texts)
-                key = hashlib.sha256(json.dumps([PROMPT_VERSIONS[metric.name], system, user]).encode()).hexdigest()[:32]
+            if user is not None:
+                key = hashlib.sha256(json.dumps([version, system, user]).encode()).hexdigest()[:32]
                 asks.setdefault(key, user)
+            targets = [None] if metric.name in REFERENCE_FREE else [r["review_id"] for r in refs] or [None]
             plans += [({**base, "reference": ref, "reason": reason}, key) for ref in targets]
-        ratings = ask_panel(resources, {k: (system, user) for k, user in asks.items()}, parse_rating,
-                            f"judge:{metric.name}", MAX_ANSWER_TOKENS, prefill=RATING_PREFILL)
+        analysis = metric.name == "lm_examiner"
+        ratings, panel = rate_panel(resources, {k: (system, u) for k, u in asks.items()}, f"judge:{metric.name}",
+                                    EXAMINER_TOKENS if analysis else MAX_ANSWER_TOKENS, analysis)
         for row, key in plans:
+            row["eval_lm"] = panel
             if key is not None:
                 row["score"] = ratings[key]
                 row["reason"] = "judge_unanswered" if math.isnan(ratings[key]) else None
@@ -110,10 +164,18 @@ def judge_family(metrics: Sequence[Metric], candidates: pl.DataFrame, references
     return frame.select(SCORES.names()).sort("metric", "paper_id", "candidate", "reference")
 
 
+_HOW = ("the rating is the expectation over 0-10 at the answer position where the judge's backend gives token "
+        "probabilities, else the parsed 'Score: N'")
 register(
     Metric("llm_judge", "raw", "abstract", "llm_judge", True,
-           "LLM-as-a-judge with references: rates the candidate 0-10 from the synopsis and the human reviews "
-           "(GEM's LM-examiner baseline)", judge_family),
+           "LLM-as-a-judge with references: reads the synopsis (abstract, and ASSW when made), the paper's human "
+           f"reviews (the candidate left out) and the candidate's raw review, answers a 0-10 score alone; {_HOW}",
+           judge_family),
     Metric("llm_judge_noref", "raw", "abstract", "llm_judge", True,
-           "LLM-as-a-judge without references: rates the candidate 0-10 from the synopsis alone", judge_family),
+           "LLM-as-a-judge without references: reads the synopsis and the candidate's raw review, answers a 0-10 "
+           f"score alone; {_HOW}", judge_family),
+    Metric("lm_examiner", "judgments", "paper", "llm_judge", True,
+           "GEM's LM-examiner (appendix D.3), reference-free: reads the paper's PDF text cut to the judge's "
+           "context at section boundaries and the candidate's judgment lines, analyses understanding, coverage, "
+           f"substantiation and constructiveness, then scores 0-10; {_HOW} after the analysis", judge_family),
 )

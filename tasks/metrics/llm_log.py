@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from tasks.schema import USAGE
+from tasks.core.schema import USAGE
 
 if TYPE_CHECKING:
-    from tasks.config import LLMConfig
+    from tasks.core.config import LLMConfig
     from tasks.lm.types import ChatResult
 
 # One row per distinct question asked: the answer's text, the value read from it (null: unparsed or failed).
@@ -62,7 +62,7 @@ class LLMLog:
 def write_llm_log(log: LLMLog, folder: Path) -> dict[str, int | float]:
     """<folder>/usage.parquet (USAGE, read into the `llm_usage` table) and <folder>/llm_answers.parquet,
     when the metrics made LLM calls; the StageSummary LLM fields (calls made, tokens, cost)."""
-    from tasks.layout import write_parquet
+    from tasks.core.layout import write_parquet
 
     usage, answers = log.usage(), log.answers()
     if usage.height:

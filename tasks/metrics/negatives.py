@@ -6,7 +6,7 @@ reviews of *other* papers of the same group (the venue). Each pair gets K of the
 replacement, from a random generator seeded by (seed, the candidate's anchor, the reference): the
 draw does not depend on which other pairs are scored, and a perturbed copy of a human review (same
 `review_id`) gets the same negatives as the original, so paired validation tests compare like with
-like. The frame (NEGATIVES, tasks/schema.py) is written next to the scores.
+like. The frame (NEGATIVES, tasks/core/schema.py) is written next to the scores.
 """
 
 from __future__ import annotations
@@ -17,12 +17,8 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from tasks.metrics.registry import Metric, reference_sets
-from tasks.schema import NEGATIVES
-
-
-def needs_negatives(metrics: list[Metric]) -> bool:
-    return any(m.negatives for m in metrics)
+from tasks.core.schema import NEGATIVES
+from tasks.metrics.registry import reference_sets
 
 
 def _rng(seed: int, anchor: str, reference: str) -> random.Random:

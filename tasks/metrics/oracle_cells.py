@@ -14,7 +14,7 @@ Per (candidate, reference) pair, with negatives y-_1..y-_K (other papers' review
 
     KL, direct          L(x, y)                                   report: kl_direct_report; statement: gppm_judgment
     KL, f-variational   1 + L(x, y) - mean_k exp(L(x, y-_k))      (NWJ, T = 1 + L)  kl_fvar_report, kl_fvar_statement
-    TV, direct          1/2 |1 - exp(-L(x, y))|                   (joint sample)    tv_direct_report, tv_direct_statement
+    TV, direct          max(0, 1 - exp(-L(x, y)))                 (joint sample)    tv_direct_report, tv_direct_statement
     TV, f-variational   T(x, y) - mean_k T(x, y-_k)               (in [-1, 1])      tvd_mi, tv_fvar_statement
 
 (the estimators are the token-level ones of tasks/metrics/fmi.py applied to L). Every distinct
@@ -30,27 +30,22 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 import polars as pl
 
+from tasks.core.prompts import load_prompt
+from tasks.core.schema import SCORES
 from tasks.metrics import fmi
 from tasks.metrics.oracle import ORACLE_VERSION, question, statements
 from tasks.metrics.predictors import Kind, ask, oracle_key
 from tasks.metrics.registry import Metric, Resources, reference_sets, register, usable
-from tasks.schema import SCORES
 
-PROMPTS = Path(__file__).resolve().parents[1] / "prompts"
 SAME_PAPER_VERSION = "oracle-same-paper-v1"     # report-level critic
 SUPPORT_BINS_VERSION = "oracle-support-bins-v1"  # likelihood-style, both levels
 
 Level = Literal["report", "statement"]
 
-
-def load_prompt(version: str) -> str:
-    """The system prompt tasks/prompts/<version>.md."""
-    return (PROMPTS / f"{version}.md").read_text(encoding="utf-8").strip()
 
 
 def critic_question(level: Level, x: str, y: str) -> tuple[str, str, str]:
@@ -173,7 +168,8 @@ _NAMES = {  # (F, E, R) -> name; the paper's named ones: tvd_mi (TVD-MI), gppm_j
 }
 _WHAT = {("KL", "direct"): "oracle support bins as log r: L(x,y)",
          ("KL", "fvar"): "NWJ on the support bins: 1 + L(x,y) - mean exp L(x,y-)",
-         ("TV", "direct"): "1/2 |1 - exp(-L(x,y))| on the support bins",
+         ("TV", "direct"): "max(0, 1 - exp(-L(x,y))) on the support bins (TV = E_P[(1 - 1/r)+], oriented: "
+                           "agreement scores higher; tasks/metrics/fmi.py)",
          ("TV", "fvar"): "yes/no critic: T(x,y) - mean T(x,y-)"}
 _LEVEL = {"report": "report-level (candidate vs the whole reference)",
           "statement": "statement-level (candidate vs each judgment line of the reference, mean)"}

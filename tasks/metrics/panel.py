@@ -6,7 +6,8 @@ oracle (tasks/metrics/predictors.py) and the RevisEval judge (tasks/metrics/revi
 their questions through `ask_panel`: each member answers every question (batched and cached by
 its CachedLM), each answer is parsed into a value, and a question's value is the mean over the
 members that gave one. A member whose answer does not parse leaves the mean to the others; a
-question no member answered is NaN, never a guess. Each member's calls are recorded in the LLM
+question no member answered is NaN, never a guess. A call that failed transiently (rate limit,
+overload, 5xx) after the backend's retries raises `TransientLLMError`: the stage retries it. Each member's calls are recorded in the LLM
 log under the purpose, so usage and answers stay per model.
 
 The score rows name the panel in `eval_lm` (`panel_key`: "anthropic/a+openai/b"), which the
@@ -42,6 +43,7 @@ def ask_panel(resources: Resources, questions: Mapping[str, tuple[str, str]], pa
               purpose: str, max_tokens: int, prefill: str = "") -> dict[str, float]:
     """key -> the panel's mean value for each (system, user) question (NaN where no member answered);
     `prefill` is the answer's forced start (e.g. "Score:"), so a small model answers in the format."""
+    from tasks.lm.ask import raise_if_transient
     from tasks.lm.types import ChatRequest
 
     if not questions:
@@ -53,6 +55,7 @@ def ask_panel(resources: Resources, questions: Mapping[str, tuple[str, str]], pa
         values = [parse(r.text) if r.error is None else math.nan for r in results]
         resources.log.record(purpose, llm.name, llm.model, llm.cfg, keys, results,
                              [None if math.isnan(v) else v for v in values])
+        raise_if_transient(results)   # a 429 / 5xx is retried by the stage's task, never scored NaN
         per_member.append(values)
     if not per_member:
         raise ValueError("no model in the judging role (neither [score] judges nor [score.oracle])")

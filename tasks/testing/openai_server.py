@@ -1,7 +1,8 @@
 """A local OpenAI-compatible HTTP server for tests and the offline demo.
 
 It speaks the parts of the API this project uses, to the real `openai` client pointed at it with
-`base_url=server.url + "/v1"` (`server.base_url`): POST /v1/chat/completions, POST /v1/files
+`base_url=server.url + "/v1"` (`server.base_url`): POST /v1/chat/completions, POST /v1/completions
+(with a `completions` handler: tasks/testing/completions.py scores prompts on a local model), POST /v1/files
 (multipart upload of a batch's JSON Lines), GET /v1/files/{id}/content, POST /v1/batches and
 GET /v1/batches/{id}. Answers come from a `responder` of the request body (the Anthropic server's
 `heuristic_responder` reads OpenAI messages too); faults are scripted per route (401 for a refused
@@ -30,6 +31,7 @@ from email.policy import HTTP
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tasks.lm import register_base_url_scheme
 from tasks.testing.anthropic_server import Fault, count_tokens, heuristic_responder
 from tasks.testing.http import send
 from tasks.testing.local_http import LocalHTTPServer
@@ -52,8 +54,10 @@ class OpenAIServer(LocalHTTPServer):
         reject_key: str | None = None,
         reject_status: int = 401,
         invalid_batches: str | None = None,
+        completions: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         self.responder = responder
+        self.completions = completions          # POST /v1/completions: body -> response (None: 404)
         self.polls_before_end = polls_before_end
         self.batch_fault = batch_fault
         self.echo_key_in_errors = echo_key_in_errors
@@ -79,8 +83,8 @@ class OpenAIServer(LocalHTTPServer):
     # ---- scripting ----------------------------------------------------------------------------
     def fail_next(self, status: int, times: int = 1, retry_after: float | None = None,
                   route: str = "chat") -> None:
-        """The next `times` requests to `route` (chat | files_create | files_content | batches_create |
-        batches_retrieve) get HTTP `status`."""
+        """The next `times` requests to `route` (chat | completions | files_create | files_content |
+        batches_create | batches_retrieve) get HTTP `status`."""
         self._faults.setdefault(route, deque()).extend(Fault(status, retry_after) for _ in range(times))
 
     def malformed_next(self, kind: str = "no_text", times: int = 1) -> None:
@@ -99,7 +103,7 @@ class OpenAIServer(LocalHTTPServer):
             self.times.setdefault(route, []).append(time.monotonic())
             queue = self._faults.get(route)
             fault = queue.popleft() if queue else None
-        if route == "unknown":
+        if route == "unknown" or (route == "completions" and self.completions is None):
             return _send_error(handler, 404, f"no route {method} {path}")
         if not key or key == self.reject_key:
             detail = f"Incorrect API key provided: {key}" if self.echo_key_in_errors else "Incorrect API key provided"
@@ -117,6 +121,8 @@ class OpenAIServer(LocalHTTPServer):
             except Exception as error:  # the responder failed: a 500, as a real server would answer
                 return _send_error(handler, 500, f"{type(error).__name__}: {error}")
             return _send_json(handler, completion)
+        if route == "completions":
+            return self._complete_text(handler, raw)
         if route == "files_create":
             return _send_json(handler, self._store_file(handler.headers.get("content-type", ""), raw))
         if route == "files_content":
@@ -134,6 +140,20 @@ class OpenAIServer(LocalHTTPServer):
         return _send_json(handler, self._poll(batch))
 
     # ---- behaviour ----------------------------------------------------------------------------
+    def _complete_text(self, handler: BaseHTTPRequestHandler, raw: bytes) -> None:
+        """POST /v1/completions through the `completions` handler; a refused request gets its status."""
+        from tasks.testing.completions import RequestError
+
+        try:
+            body = json.loads(raw or b"{}")
+            with self._lock:
+                self.received.append(body)
+            return _send_json(handler, self.completions(body))  # type: ignore[misc]
+        except RequestError as error:
+            return _send_error(handler, error.status, str(error))
+        except Exception as error:  # the model failed: a 500, as a real server would answer
+            return _send_error(handler, 500, f"{type(error).__name__}: {error}")
+
     def _completion(self, body: dict[str, Any], no_text: bool = False) -> dict[str, Any]:
         answer = self.responder(body)
         text, counted = (answer, None) if isinstance(answer, str) else (answer[0], answer[1:])
@@ -251,6 +271,8 @@ class OpenAIServer(LocalHTTPServer):
 def _route(method: str, path: str) -> tuple[str, str | None]:
     if method == "POST" and path == "/v1/chat/completions":
         return "chat", None
+    if method == "POST" and path == "/v1/completions":
+        return "completions", None
     if method == "POST" and path == "/v1/files":
         return "files_create", None
     if method == "POST" and path == "/v1/batches":
@@ -277,8 +299,8 @@ def _send_error(handler: BaseHTTPRequestHandler, status: int, message: str,
 
 
 # ---- a local model behind the server (the offline demo's OpenAI-compatible candidate) ----------
-def local_model_responder(model: str, dtype: str = "auto") -> Responder:
-    """Answers from a local model (`tasks.lm.local_lm`, greedy, in `dtype`), for `max_tokens` tokens; a final
+def local_model_responder(model: str) -> Responder:
+    """Answers from a local model (`tasks.lm.local_lm`, greedy), for `max_tokens` tokens; a final
     assistant message with `continue_final_message` (the vLLM extension) is continued, and, as
     vLLM does, only the continuation is returned, with the model's own token counts."""
 
@@ -293,7 +315,7 @@ def local_model_responder(model: str, dtype: str = "auto") -> Responder:
             else ""
         max_tokens = int(body.get("max_completion_tokens") or body.get("max_tokens") or 256)
         with _GENERATING:   # one generation at a time: the model is shared with the rest of the process
-            result = local_lm(ModelSpec(name=model, dtype=dtype)).generate([ChatRequest(system, user, max_tokens, prefill=prefill)])[0]
+            result = local_lm(ModelSpec(name=model)).generate([ChatRequest(system, user, max_tokens, prefill=prefill)])[0]
         if result.error:
             raise RuntimeError(result.error)
         return result.text.removeprefix(prefill), result.input_tokens, result.output_tokens
@@ -302,13 +324,19 @@ def local_model_responder(model: str, dtype: str = "auto") -> Responder:
 
 
 _GENERATING = threading.Lock()
-_SERVED: dict[tuple[str, str], OpenAIServer] = {}
+_SERVED: dict[str, OpenAIServer] = {}
 
 
-def serve_local_model(model: str, dtype: str = "auto") -> str:
+def serve_local_model(model: str) -> str:
     """The base URL of a process-wide OpenAI-compatible server answering with the local `model`
-    in `dtype` (started on first use, stopped with the process)."""
+    (chat and, for log-likelihoods, completions; started on first use, stopped with the process)."""
+    from tasks.testing.completions import LocalCompletions
+
     with _GENERATING:
-        if (model, dtype) not in _SERVED:
-            _SERVED[model, dtype] = OpenAIServer(local_model_responder(model, dtype), polls_before_end=0).__enter__()
-        return _SERVED[model, dtype].base_url
+        if model not in _SERVED:
+            _SERVED[model] = OpenAIServer(local_model_responder(model), polls_before_end=0,
+                                          completions=LocalCompletions(model)).__enter__()
+        return _SERVED[model].base_url
+
+
+register_base_url_scheme("served", serve_local_model)   # base_url = "served:smollm2" in pipelines.toml

@@ -7,23 +7,36 @@ limit capped at the server's page limit, count), `GET /groups`, `GET /pdf` and `
 `POST /login` (a guest token), and revision histories: v2 `GET /notes/edits?note.id=` and
 `/notes/edits/attachment?id=&name=pdf`, v1 `GET /references?referent=` and `/references/pdf?id=`
 (endpoint names "edits", "edit_pdf", "references", "reference_pdf" for faults and counts). Notes are serialised once per (API, query shape) and pages are
-byte joins, so 12,000 papers serve in seconds. Faults (429 with Retry-After, 5xx, slow answers,
-malformed pages) are injected per test with `inject`; `requests` counts calls per path.
+byte joins, so 12,000 papers serve in seconds. Faults (429 with Retry-After, a reset time or an
+HTML body, 5xx, slow answers, malformed pages) are injected per test with `inject`; `requests`
+counts calls per path.
 
-    with serve_venues([venue], page_limit=5) as server:
-        client = openreview.api.OpenReviewClient(baseurl=server.v2_url)
+A `Policy` makes the server answer as OpenReview does today (docs/openreview.md lists the
+sources): guests refused with `403 ChallengeRequiredError` on everything but `/groups` and
+`/login`; `POST /login` minting tokens that expire (`401 TokenExpiredError`); limits per endpoint
+answered with `429 RateLimitError` naming `details.resetTime`; a firewall answering an HTML 429 to
+clients without the library's User-Agent; v2 edit histories hidden from outsiders (only an
+accepted paper's camera-ready revisions, and a superseded PDF is a 404); venues that list only
+their accepted papers; forms with integer scores. `Policy()` is the lenient server the older tests
+use, `Policy.today()` the real service. `GET /groups?id=venues` lists the served venues.
+
+    with serve_venues([venue], page_limit=5, policy=Policy.today()) as server:
+        token = server.issue_token()
+        client = openreview.api.OpenReviewClient(baseurl=server.v2_url, token=token)
 """
 
 from __future__ import annotations
 
 import json
 import re
+import secrets
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
@@ -36,6 +49,40 @@ FaultKind = Literal["429", "5xx", "slow", "malformed", "bad_shape"]
 _SUBPATHS = {"notes/edits": "edits", "notes/edits/attachment": "edit_pdf", "references": "references",
              "references/pdf": "reference_pdf"}
 _SORTABLE = ("number", "id", "cdate", "tcdate", "mdate", "tmdate")
+OPEN_ENDPOINTS = ("groups", "login", "profiles")   # what the real API still answers guests
+LIMIT_GROUPS = {"edits": "edits", "references": "edits", "pdf": "pdf", "attachment": "pdf",
+                "edit_pdf": "pdf", "reference_pdf": "pdf"}   # endpoint -> its limit; others: "notes"
+SCORE_FIELDS = ("rating", "confidence", "soundness", "presentation", "contribution")
+LIBRARY_AGENT = "openreview-py/"
+FIREWALL_PAGE = (b"<!DOCTYPE html><html><head><title>429 Too Many Requests</title></head><body>"
+                 b"<h1>Too Many Requests</h1><p>Please slow down.</p></body></html>")
+
+
+@dataclass
+class Policy:
+    """How the server treats its callers (module docstring); the defaults are the lenient server."""
+
+    guests: bool = True                      # False: 403 ChallengeRequiredError without a token
+    accounts: dict[str, str] = field(default_factory=dict)   # username -> password; empty: any login works
+    token_lifetime: float = 7 * 24 * 3600    # seconds; the real cap is a week
+    firewall: bool = False                   # HTML 429 to clients without the library's User-Agent
+    v2_history: Literal["public", "hidden"] = "public"
+    accepted_only: frozenset[str] = frozenset()    # venues listing only their accepted papers
+    integer_scores: frozenset[str] = frozenset()   # venues (v2) whose forms give integer scores
+    limits: dict[str, tuple[int, float]] = field(default_factory=dict)   # "notes" | "edits" | "pdf" -> (requests, window s)
+
+    @classmethod
+    def today(cls, **changes: Any) -> Policy:
+        """The real service as documented in 2026 (limits scaled down by the caller for tests)."""
+        base = {"guests": False, "firewall": True, "v2_history": "hidden",
+                "limits": {"notes": (500, 1800.0), "edits": (18, 60.0), "pdf": (36, 3600.0)}}
+        return cls(**{**base, **changes})
+
+
+@dataclass
+class _Token:
+    expires_at: float                 # epoch seconds
+    uses_left: int | None = None      # requests it still answers (None: until expiry)
 
 
 @dataclass
@@ -50,6 +97,8 @@ class Fault:
     skip: int = 0
     status: int = 503                        # for "5xx"
     retry_after: int | None = 1              # seconds, for "429" (None: no header)
+    reset_in: float | None = None            # "429": a RateLimitError body whose resetTime is this far ahead
+    html: bool = False                       # "429": the firewall's HTML page instead of JSON
     delay: float = 5.0                       # seconds, for "slow"
 
     def matches(self, api: int, endpoint: str, params: dict[str, str]) -> bool:
@@ -82,8 +131,13 @@ class _Index:
 class OpenReviewServer:
     """Threaded HTTP server on 127.0.0.1; use as a context manager or call start() / stop()."""
 
-    def __init__(self, venues: Iterable[SyntheticVenue], page_limit: int = 1000, port: int = 0) -> None:
+    def __init__(self, venues: Iterable[SyntheticVenue], page_limit: int = 1000, port: int = 0,
+                 policy: Policy | None = None) -> None:
         self.page_limit = page_limit
+        self.policy = policy or Policy()
+        self.tokens: dict[str, _Token] = {}
+        self.logins = 0                                  # successful POST /login
+        self._windows: dict[tuple[str, str], list[float]] = {}   # (limit, caller) -> [window start, count]
         self.faults: list[Fault] = []
         self.requests: Counter[str] = Counter()
         self.log: list[RequestRecord] = []             # answered requests
@@ -160,6 +214,8 @@ class OpenReviewServer:
                     index.files.update(rendered.files)
                     for reply in rendered.replies:
                         index.by_id.setdefault(reply["id"], reply)
+                if api == 2 and venue_id in self.policy.integer_scores:
+                    _integer_scores(index)
                 self._indexes[key] = index
             return self._indexes[key]
 
@@ -238,6 +294,8 @@ class OpenReviewServer:
                                   2: {f"{vid}/-/Submission"}}[api]
         if invitation in submission_invitations or (forum and not invitation):
             items = self._submissions(index, api, details, filters)
+            if vid in self.policy.accepted_only:   # the others are not readable by outsiders
+                items = [it for it in items if _content_value(it[0], "venueid") == vid]
             if api == 1 and invitation and not invitation.endswith("/-/Submission"):
                 items = [it for it in items if it[0]["invitation"] == invitation]
             if forum:
@@ -262,19 +320,110 @@ class OpenReviewServer:
         return (current, paper.pdf_padding) if paper and current is not None else None
 
     def history(self, api: int, note_id: str) -> list[dict[str, Any]]:
-        """The v2 edits / v1 references of a note, oldest first (empty for an unknown note)."""
+        """The v2 edits / v1 references of a note, oldest first (empty for an unknown note).
+
+        With hidden v2 histories an outsider reads only an accepted paper's revisions after the
+        decision, as `Camera_Ready_Revision` edits, and nothing of rejected papers or reviews."""
         venue_id = self._venue_of(None, note_id, None)
-        return self._index(api, venue_id).history.get(note_id, []) if venue_id else []
+        if not venue_id:
+            return []
+        index = self._index(api, venue_id)
+        found = index.history.get(note_id, [])
+        if api == 1 or self.policy.v2_history == "public":
+            return found
+        paper = self._pdfs.get(note_id)
+        if paper is None or not (paper.decision or "").startswith("Accept"):
+            return []
+        return [{**edit, "invitation": edit["invitation"].replace("/-/Revision", "/-/Camera_Ready_Revision")}
+                for edit in found if edit["invitation"].endswith("/-/Revision")]
 
     def revision_pdf(self, api: int, ident: str) -> bytes | None:
-        """The PDF of one edit (v2) or reference (v1)."""
+        """The PDF of one edit (v2) or reference (v1); with hidden v2 histories only the current PDF
+        of a readable edit (a superseded one is not served)."""
         for venue in self._venues:
             found = self._index(api, venue.venue_id).files.get(ident)
-            if found is not None:
-                return found
+            if found is None:
+                continue
+            if api == 2 and self.policy.v2_history == "hidden":
+                paper = next((p for p in venue.papers if ident.startswith(p.paper_id)), None)
+                readable = paper is not None and any(e["id"] == ident for e in self.history(2, paper.paper_id))
+                return found if readable and found == paper.current_pdf else None
+            return found
         return None
 
+    def venues_group(self) -> dict[str, Any]:
+        """The `venues` group: every venue id the server serves, as the real group lists all venues."""
+        return {"id": "venues", "readers": ["everyone"], "writers": ["~Super_User1"], "signatures": ["~Super_User1"],
+                "signatories": ["venues"], "members": sorted(v.venue_id for v in self._venues)}
+
+    # -- callers -------------------------------------------------------------------------------
+    def issue_token(self, lifetime: float | None = None) -> str:
+        """A new token, as `POST /login` returns (lifetime capped by the policy)."""
+        token = secrets.token_urlsafe(24)
+        life = min(lifetime or self.policy.token_lifetime, self.policy.token_lifetime)
+        with self._lock:
+            self.tokens[token] = _Token(time.time() + life)
+        return token
+
+    def expire_token(self, token: str, after: int = 0) -> None:
+        """Let `token` answer `after` more requests, then expire."""
+        with self._lock:
+            self.tokens[token].uses_left = after
+
+    def check_caller(self, endpoint: str, authorization: str | None) -> tuple[int, dict[str, Any]] | None:
+        """(status, error body) refusing the caller, or None (a use of its token is counted)."""
+        if authorization:
+            token = authorization.removeprefix("Bearer ").strip()
+            with self._lock:
+                record = self.tokens.get(token)
+                if record is None or record.expires_at <= time.time() or record.uses_left == 0:
+                    return 401, {"name": "TokenExpiredError", "message": "Token has expired. Please log in again.",
+                                 "status": 401}
+                if record.uses_left is not None:
+                    record.uses_left -= 1
+            return None
+        if not self.policy.guests and endpoint not in OPEN_ENDPOINTS:
+            return 403, {"name": "ChallengeRequiredError", "message": "Challenge verification required",
+                         "status": 403}
+        return None
+
+    def over_limit(self, endpoint: str, caller: str) -> dict[str, Any] | None:
+        """A RateLimitError body when this request exceeds its endpoint's limit, else None."""
+        group = LIMIT_GROUPS.get(endpoint, "notes")
+        if group not in self.policy.limits or endpoint == "login":
+            return None
+        limit, window = self.policy.limits[group]
+        now = time.time()
+        with self._lock:
+            started, used = self._windows.get((group, caller), (now, 0))
+            if now >= started + window:
+                started, used = now, 0
+            used += 1
+            self._windows[(group, caller)] = [started, used]
+        if used <= limit:
+            return None
+        reset = started + window
+        return rate_limit_body(limit, used, reset)
+
+    def login(self, body: bytes) -> tuple[int, dict[str, Any]]:
+        try:
+            sent = json.loads(body or b"{}")
+        except ValueError:
+            sent = {}
+        user, password = str(sent.get("id") or ""), str(sent.get("password") or "")
+        accounts = self.policy.accounts
+        if accounts and accounts.get(user) != password:
+            return 400, {"name": "Error", "message": "Invalid username or password", "status": 400}
+        expires = sent.get("expiresIn")
+        token = self.issue_token(float(expires) if isinstance(expires, int | float) and expires > 0 else None)
+        with self._lock:
+            self.logins += 1
+        profile = {"id": "~Local_User1"}
+        return 200, {"token": token, "user": {"id": user or "~Local_User1", "profile": profile}}
+
     def group(self, api: int, ident: str) -> dict[str, Any] | None:
+        if ident == "venues":
+            return self.venues_group()
         if not any(v.venue_id == ident for v in self._venues):
             return None
         return self._index(api, ident).group
@@ -295,6 +444,34 @@ class OpenReviewServer:
         with self._lock:
             self.requests[f"/v{api}/{endpoint}"] += 1
             self.log.append(RequestRecord(arrived, api, endpoint, params, status))
+
+
+def rate_limit_body(limit: int, used: int, reset: float) -> dict[str, Any]:
+    """OpenReview's RateLimitError: how many requests, the limit, and when it resets."""
+    wait = max(0, int(reset - time.time()))
+    stamp = datetime.fromtimestamp(reset, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return {"name": "RateLimitError", "status": 429,
+            "message": f"Too many requests: You have made {used} requests, surpassing the limit of {limit} "
+                       f"requests. Please try again in {wait // 60} minutes and {wait % 60} seconds",
+            "details": {"limit": limit, "remaining": 0, "resetTime": stamp, "used": used, "current": used}}
+
+
+def _integer_scores(index: _Index) -> None:
+    """Forms with integer scores: "6: marginally above ..." becomes 6 in reviews and their edits."""
+    def convert(content: dict[str, Any] | None) -> None:
+        for key in SCORE_FIELDS:
+            item = (content or {}).get(key)
+            raw = item.get("value") if isinstance(item, dict) else None
+            match = re.match(r"\s*(\d+)\b", raw) if isinstance(raw, str) else None
+            if match:
+                item["value"] = int(match.group(1))
+
+    for rendered in index.notes:
+        for reply in rendered.replies:
+            convert(reply.get("content"))
+    for edits in index.history.values():
+        for edit in edits:
+            convert((edit.get("note") or {}).get("content"))
 
 
 def _dumps(note: dict[str, Any]) -> bytes:
@@ -331,11 +508,11 @@ def _make_handler(server: OpenReviewServer) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
-            if length:
-                self.rfile.read(length)
+            self._body = self.rfile.read(length) if length else b""
             self._dispatch()
 
         def do_GET(self) -> None:
+            self._body = b""
             self._dispatch()
 
         def _dispatch(self) -> None:
@@ -350,14 +527,33 @@ def _make_handler(server: OpenReviewServer) -> type[BaseHTTPRequestHandler]:
             endpoint = _SUBPATHS.get(parts.path.split("/", 2)[-1], endpoint)
             arrived = time.monotonic()
             server.arrivals.append((api, endpoint, params))
-            fault = server.take_fault(api, endpoint, params)
             self._request = (api, endpoint, params, arrived)
             try:
+                if self._refused(endpoint):
+                    return
+                fault = server.take_fault(api, endpoint, params)
                 if fault and fault.kind == "slow":
                     time.sleep(fault.delay)
                 self._answer(api, endpoint, params, fault)
             except (BrokenPipeError, ConnectionResetError):
                 self.close_connection = True
+
+        def _refused(self, endpoint: str) -> bool:
+            """Answer the firewall's, the login's or a limit's refusal; True when one was sent."""
+            policy = server.policy
+            if policy.firewall and not (self.headers.get("User-Agent") or "").startswith(LIBRARY_AGENT):
+                self._send(429, FIREWALL_PAGE, content_type="text/html; charset=utf-8")
+                return True
+            authorization = self.headers.get("Authorization")
+            refused = server.check_caller(endpoint, authorization)
+            if refused is not None:
+                self._send(refused[0], json.dumps(refused[1]).encode())
+                return True
+            limited = server.over_limit(endpoint, authorization or self.client_address[0])
+            if limited is not None:
+                self._send(429, json.dumps(limited).encode())
+                return True
+            return False
 
         def _record(self, status: int) -> None:
             """Log the request before its body goes out, so a client never sees an answer not yet counted."""
@@ -367,6 +563,11 @@ def _make_handler(server: OpenReviewServer) -> type[BaseHTTPRequestHandler]:
         def _answer(self, api: int, endpoint: str, params: dict[str, str], fault: Fault | None) -> int:
             if fault and fault.kind == "429":
                 headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
+                if fault.html:
+                    return self._send(429, FIREWALL_PAGE, headers, content_type="text/html; charset=utf-8")
+                if fault.reset_in is not None:
+                    body = rate_limit_body(1, 2, time.time() + fault.reset_in)
+                    return self._send(429, json.dumps(body).encode(), headers)
                 return self._send(429, _error(429, "Too many requests, slow down"), headers)
             if fault and fault.kind == "5xx":
                 return self._send(fault.status, _error(fault.status, "The server had a hiccup"))
@@ -397,8 +598,8 @@ def _make_handler(server: OpenReviewServer) -> type[BaseHTTPRequestHandler]:
             if endpoint in ("pdf", "attachment") and self.command == "GET":
                 return self._pdf(params.get("id", ""))
             if endpoint == "login" and self.command == "POST":
-                user = {"id": "~Guest_User1", "profile": {"id": "~Guest_User1"}}
-                return self._send(200, json.dumps({"token": "local-guest-token", "user": user}).encode())
+                status, answer = server.login(self._body)
+                return self._send(status, json.dumps(answer).encode())
             if endpoint == "profiles":
                 return self._send(200, b'{"profiles":[]}')
             return self._send(404, _error(404, f"{self.command} /{endpoint} is not served here"))
@@ -449,9 +650,9 @@ def _padded(data: bytes, padding: int, chunk: int = 1 << 20) -> Iterator[bytes]:
 
 
 @contextmanager
-def serve_venues(venues: Iterable[SyntheticVenue], page_limit: int = 1000, port: int = 0
-                 ) -> Iterator[OpenReviewServer]:
-    """Serve `venues` on 127.0.0.1 for the duration of the `with` block."""
-    server = OpenReviewServer(venues, page_limit=page_limit, port=port)
+def serve_venues(venues: Iterable[SyntheticVenue], page_limit: int = 1000, port: int = 0,
+                 policy: Policy | None = None) -> Iterator[OpenReviewServer]:
+    """Serve `venues` on 127.0.0.1 for the duration of the `with` block, answering per `policy`."""
+    server = OpenReviewServer(venues, page_limit=page_limit, port=port, policy=policy)
     with server:
         yield server

@@ -1,0 +1,437 @@
+"""Soak of issue 29's list: every way a user could lose results or hang, tried again and again.
+
+    .venv/bin/python bench/soak_hardening.py [--rounds 3] [--only NAME ...] [--skip-slow]
+
+Each scenario is tried `--rounds` times (attempts) through the real command line or the real
+module, in a fresh temporary project each time; an attempt "held" when the command behaved as
+docs/reliability.md says (exit code, one error line, time bound, nothing left behind) and is
+"broken" otherwise, with the reason printed. The kill -9 soak of the database is bench/soak.py.
+The last line printed is JSON: attempts, held, broken, per scenario.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+VENUE = "Test.cc/2025/Conference"
+PIPES = "".join(f"[pipelines.{n}]\nvenues = ['{VENUE}']\nstages = ['ingest', 'curate', 'materialize']\n"
+                for n in ("t", "u"))
+
+
+class Broken(AssertionError):
+    """The attempt did not hold; the message says how."""
+
+
+def check(condition: bool, why: str) -> None:
+    if not condition:
+        raise Broken(why)
+
+
+def cli(args: list[str], cwd: Path, timeout: float = 300, env: dict[str, str] | None = None
+        ) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "flows.cli.main", *args], cwd=cwd, env={**ENV, **(env or {})},
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def one_error_line(done: subprocess.CompletedProcess, code: int, needle: str) -> None:
+    errors = [x for x in done.stderr.splitlines() if x.startswith("error:")]
+    check(done.returncode == code, f"exit {done.returncode}, wanted {code}: {done.stderr[-300:]}")
+    check(len(errors) == 1 and needle in errors[0], f"error lines {errors}, wanted one with {needle!r}")
+    check("Traceback" not in done.stderr, "a traceback")
+
+
+def small_db(root: Path, database: str = "r.duckdb") -> Path:
+    import duckdb
+
+    path = root / "pipelines.toml"
+    path.write_text(f"[paths]\ndata_dir = 'data'\ndatabase = '{database}'\n[query]\nmemory_limit_mb = 256\n" + PIPES)
+    with duckdb.connect(str(root / "r.duckdb")) as con:
+        con.execute("create table reviews as select range as i from range(5)")
+    return path
+
+
+def built_project(root: Path, database: str = "data/{pipeline}/grebench.duckdb") -> Path:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_materialize import write_outputs
+
+    from tasks.core.config import load_config
+
+    path = root / "pipelines.toml"
+    path.write_text(f"[paths]\ndata_dir = 'data'\ndatabase = '{database}'\n" + PIPES)
+    cfg = load_config(path)
+    write_outputs(cfg)
+    shutil.copytree(cfg.data_dir / "t", cfg.data_dir / "u")
+    return path
+
+
+# ---- the scenarios --------------------------------------------------------------------------------
+
+def query_timeout(root: Path) -> None:
+    cfg = small_db(root)
+    started = time.monotonic()
+    done = cli(["query", "with recursive r(i) as (select 1 union all select i + 1 from r) select count(*) from r",
+                "--timeout", "2", "-c", str(cfg)], root)
+    one_error_line(done, 124, "ran longer than 2 s")
+    check(time.monotonic() - started < 60, "took more than a minute")
+
+
+def query_interrupt(root: Path) -> None:
+    cfg = small_db(root)
+    proc = subprocess.Popen([sys.executable, "-m", "flows.cli.main", "query",
+                             "select count(*) from range(100000000000) a, range(1000) b", "-c", str(cfg)],
+                            cwd=root, env=ENV, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not _named_thread(proc.pid, "grebench-query"):
+        time.sleep(0.2)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    _, err = proc.communicate(timeout=60)
+    check(proc.returncode == 130, f"exit {proc.returncode}: {err[-200:]}")
+    check(err.strip().endswith("error: interrupted"), f"stderr {err[-200:]!r}")
+    check(time.monotonic() - sent < 10, "slow to stop")
+
+
+def _named_thread(pid: int, name: str) -> bool:
+    try:
+        return any(Path(f"/proc/{pid}/task/{t}/comm").read_text().strip() == name for t in os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return False
+
+
+def query_huge_string(root: Path) -> None:
+    cfg = small_db(root)
+    started = time.monotonic()
+    done = cli(["query", "select length(repeat('x', 4000000000))", "-c", str(cfg)], root)
+    one_error_line(done, 2, "Out of Memory")
+    check(time.monotonic() - started < 60, "took more than a minute")
+
+
+def query_raise_limits(root: Path) -> None:
+    cfg = small_db(root)
+    for sql in ("set memory_limit = '100GB'; select 1", "set max_temp_directory_size = '1TB'; select 1",
+                "reset lock_configuration"):
+        done = cli(["query", sql, "-c", str(cfg)], root)
+        check(done.returncode == 2 and "Traceback" not in done.stderr, f"{sql!r}: exit {done.returncode}")
+
+
+def query_comment_first(root: Path) -> None:
+    cfg = small_db(root)
+    done = cli(["query", "-- how many\nselect count(*) as n from reviews", "-f", "csv", "-c", str(cfg)], root)
+    check(done.returncode == 0 and done.stdout.splitlines() == ["n", "5"], f"{done.returncode}: {done.stderr[-200:]}")
+
+
+def random_wal(root: Path) -> None:
+    cfg = small_db(root)
+    (root / "r.duckdb.wal").write_bytes(os.urandom(8192))
+    done = cli(["query", "select count(*) as n from reviews", "-f", "csv", "-c", str(cfg)], root)
+    check(done.returncode == 0 and done.stdout.splitlines() == ["n", "5"], f"{done.returncode}: {done.stderr[-200:]}")
+    check(not (root / "r.duckdb.wal").exists() and bool(list(root.glob("r.duckdb.wal.stale-*"))), "WAL not set aside")
+
+
+def lock_timeout(root: Path) -> None:
+    from filelock import FileLock
+
+    cfg = small_db(root)
+    (root / "r.duckdb.wal").write_bytes(os.urandom(8192))
+    lock = FileLock(str(root / "r.duckdb.lock"))
+    lock.acquire()
+    try:
+        started = time.monotonic()
+        done = cli(["query", "select 1", "-c", str(cfg)], root, env={"GREBENCH_LOCK_TIMEOUT": "1"})
+        one_error_line(done, 2, "GREBENCH_LOCK_TIMEOUT")
+        check(time.monotonic() - started < 60, "waited too long")
+    finally:
+        lock.release()
+
+
+def two_pipelines(root: Path) -> None:
+    from tasks.core.config import load_config
+    from tasks.stages.materialize.build import build_database
+
+    cfg = load_config(built_project(root))
+    build_database(cfg, "t")
+    build_database(cfg, "u")
+    for name in ("t", "u"):
+        done = cli(["query", "select pipeline from _build", "-f", "csv", "--pipeline", name, "-c",
+                    str(root / "pipelines.toml")], root)
+        check(done.stdout.splitlines() == ["pipeline", name], f"--pipeline {name}: {done.stdout!r} {done.stderr[-200:]}")
+
+
+def shared_database(root: Path) -> None:
+    from tasks.core.config import load_config
+    from tasks.stages.materialize.build import OtherPipelineError, build_database
+
+    cfg = load_config(built_project(root, "data/shared.duckdb"))
+    build_database(cfg, "t")
+    try:
+        build_database(cfg, "u")
+    except OtherPipelineError:
+        pass
+    else:
+        raise Broken("pipeline u replaced pipeline t's results")
+    done = cli(["query", "select pipeline from _build", "-f", "csv", "-c", str(root / "pipelines.toml")], root)
+    check(done.stdout.splitlines() == ["pipeline", "t"], "t's results are gone")
+
+
+HOSTILE_NAMES = ["/tmp/x", "../../x", "my pipe; rm -rf ~", "..", "$(id)", "a/b"]
+HOSTILE_VENUES = ["..", "a/../b", "/etc", "x//y", "V/.."]
+
+
+def hostile_names(root: Path) -> None:
+    for name in HOSTILE_NAMES:
+        path = root / "pipelines.toml"
+        key = '"' + name.replace('"', '\\"') + '"'
+        path.write_text(f"[pipelines.{key}]\nvenues = ['V']\nstages = ['ingest']\n")
+        done = cli(["run", name, "-c", str(path)], root)
+        one_error_line(done, 2, "not allowed")
+        check(not (root / "data").exists() and not Path("/tmp/x").exists(), f"{name!r} wrote something")
+    for venue in HOSTILE_VENUES:
+        path = root / "pipelines.toml"
+        path.write_text(f"[pipelines.p]\nvenues = ['{venue}']\nstages = ['ingest']\n")
+        done = cli(["pipelines", "-c", str(path)], root)
+        one_error_line(done, 2, "not allowed")
+
+
+def quoted_suggestions(root: Path) -> None:
+    import shlex
+
+    from flows.cli.run import run_summary
+    from tasks.core.config import load_config
+    from tasks.core.summary import StageSummary
+
+    cfg = load_config(built_project(root)).for_pipeline("t")
+    text = run_summary(cfg, "t", {"materialize": StageSummary(1, 1)})
+    for line in (x.split("#")[0].strip() for x in text.splitlines()):
+        if line.startswith("grebench"):
+            check(shlex.split(line)[0] == "grebench" and ";" not in shlex.split(line)[1:2], f"unquoted: {line}")
+
+
+def long_review(root: Path) -> None:
+    from tasks.lm.loglikelihood import LoglikelihoodEngine
+    from tasks.lm.types import LoglikelihoodRequest
+
+    model, tokenizer = _tiny_model(root)
+    engine = LoglikelihoodEngine(model, tokenizer, token_budget=128)
+    review = " ".join(["the", "model", "is", "tested", "on", "data"][i % 6] for i in range(800_000))   # ~5 MB
+    results = engine.score([LoglikelihoodRequest("s", "the paper " * 2000, review), LoglikelihoodRequest("s", "", review)])
+    check(all(r.truncated for r in results), "not flagged as truncated")
+    check(results[0].n_tokens == results[1].n_tokens == engine.window // 2, "the two terms score different tokens")
+    check(engine.stats.padded_tokens <= engine.stats.batches * engine.window, "a batch wider than the window")
+
+
+def _tiny_model(root: Path):
+    import torch
+    import transformers
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = ["[UNK]", "<|end|>", "<|system|>", "<|user|>", "<|assistant|>", "the", "model", "is", "tested", "on",
+             "data", "paper", "s"]
+    raw = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    raw.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=raw, unk_token="[UNK]", eos_token="<|end|>",
+                                                     pad_token="<|end|>")
+    tokenizer.chat_template = ("{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} <|end|> {% endfor %}"
+                               "{% if add_generation_prompt %}<|assistant|> {% endif %}")
+    config = transformers.LlamaConfig(vocab_size=len(words), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=256,
+                                      eos_token_id=1, pad_token_id=1, bos_token_id=1)
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config).eval(), tokenizer
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def unreachable_llm(root: Path) -> None:
+    from tasks.core.config import LLMConfig
+    from tasks.core.errors import UnreachableError
+    from tasks.lm.openai_api import OpenAILM
+    from tasks.lm.types import ChatRequest
+
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    lm = OpenAILM(LLMConfig(backend="openai", model="m", base_url=url, api_key_env="", max_retries=2,
+                            use_batches=False, retry_max_seconds=0.2))
+    started = time.monotonic()
+    try:
+        lm.generate([ChatRequest("s", f"u{i}", 8) for i in range(4)])
+    except UnreachableError as error:
+        check(url.split("/v1")[0] in str(error) and "\n" not in str(error), f"message {error}")
+    else:
+        raise Broken("no error for a dead address")
+    check(time.monotonic() - started < 60, "slower than a minute")
+
+
+def killed_run(root: Path) -> None:
+    (root / "pipelines.toml").write_text(
+        "[paths]\ndata_dir = 'data'\n[ingest]\npdf = false\n[pipelines.s]\nsource = 'synthetic'\n"
+        "venues = ['GREBench.cc/2025/Demo']\nstages = ['ingest', 'curate', 'materialize']\n"
+        "[pipelines.s.synthetic]\nn_papers = 6\npdfs = false\n")
+    proc = subprocess.Popen([sys.executable, "-m", "flows.cli.main", "run", "s", "-c", str(root / "pipelines.toml")],
+                            cwd=root, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    servers: list[int] = []
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None and not servers:
+        servers = [p for p in _children(proc.pid) if b"create_app" in _cmdline(p)]
+        time.sleep(0.2)
+    check(bool(servers), "no server seen")
+    proc.kill()
+    proc.wait()
+    until = time.monotonic() + 15
+    while time.monotonic() < until and any(_alive(p) for p in servers):
+        time.sleep(0.2)
+    check(not any(_alive(p) for p in servers), "the Prefect server outlived the run")
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry))
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def truncated_pdf(root: Path) -> None:
+    from tasks.core.config import Config, IngestConfig
+    from tasks.stages.ingest.fetch import ingest_venue
+    from tasks.testing.openreview_server import serve_venues
+    from tasks.testing.synthetic import make_venue
+
+    venue = "GREBench.cc/2025/Demo"
+    cfg = Config(root=root, ingest=IngestConfig(page_size=5, backoff_seconds=0.01, max_backoff_seconds=0.05,
+                                                timeout_seconds=5, max_retries=2, pdf=True))
+    with serve_venues([make_venue(venue, n_papers=6, bad_cases=False)], page_limit=5) as server:
+        ingest_venue(venue, cfg, root / "out", server.v2_url)
+        pdf = sorted((root / "out" / "pdfs").glob("*.pdf"))[0]
+        whole = pdf.read_bytes()
+        pdf.write_bytes(whole[: len(whole) // 3])
+        ingest_venue(venue, cfg, root / "out", server.v2_url)
+    check(pdf.read_bytes() == whole, "not fetched again")
+
+
+def _namespace(mount: str, folder: Path, command: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o {mount} tmpfs {folder} && {command}"],
+                          cwd=cwd, env=ENV, capture_output=True, text=True, timeout=300)
+
+
+def full_disk_and_read_only(root: Path) -> None:
+    from tasks.core.config import load_config
+    from tasks.stages.materialize.build import build_database
+
+    path = built_project(root, "data/{pipeline}/grebench.duckdb")
+    build_database(load_config(path).for_pipeline("t"), "t")
+    out = root / "out"
+    out.mkdir()
+    for mount, needle, code in (("ro", "not writable", 2), ("size=8k", "the disk is full", 1)):
+        for command in ("site --out", "report --out-dir"):
+            done = _namespace(mount, out, f"{sys.executable} -m flows.cli.main {command} {out / 'x'} -c {path}", root)
+            one_error_line(done, code, needle)
+
+
+def reviews_files(root: Path) -> None:
+    import polars as pl
+
+    from tasks.stages.validate.reviews_file import ReviewsFileError, load_reviews_file
+
+    base = {"paper_id": ["p1", "p2"], "reviewer": ["a", "b"], "review": ["clear", "vague"]}
+    for column, values in (("review", [["x"], ["y"]]), ("review", [{"a": 1}, {"a": 2}]), ("review", [b"x", b"y"]),
+                           ("quality", [1.0, float("nan")]), ("quality", [float("inf"), 1.0])):
+        path = root / "r.parquet"
+        pl.DataFrame({**base, column: values}).write_parquet(path)
+        try:
+            load_reviews_file(path)
+        except ReviewsFileError as error:
+            check("\n" not in str(error), "more than one line")
+        else:
+            raise Broken(f"{column} = {values!r} accepted")
+
+
+SCENARIOS: dict[str, tuple[Callable[[Path], None], bool]] = {   # name -> (attempt, slow)
+    "query_timeout": (query_timeout, False),
+    "query_interrupt": (query_interrupt, False),
+    "query_huge_string": (query_huge_string, False),
+    "query_raise_limits": (query_raise_limits, False),
+    "query_comment_first": (query_comment_first, False),
+    "random_wal": (random_wal, False),
+    "lock_timeout": (lock_timeout, False),
+    "two_pipelines": (two_pipelines, False),
+    "shared_database": (shared_database, False),
+    "hostile_names": (hostile_names, False),
+    "quoted_suggestions": (quoted_suggestions, False),
+    "long_review": (long_review, False),
+    "unreachable_llm": (unreachable_llm, False),
+    "truncated_pdf": (truncated_pdf, False),
+    "reviews_files": (reviews_files, False),
+    "full_disk_and_read_only": (full_disk_and_read_only, False),
+    "killed_run": (killed_run, True),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", nargs="*", choices=sorted(SCENARIOS))
+    parser.add_argument("--skip-slow", action="store_true", help="leave out the kill -9 of a whole run")
+    args = parser.parse_args()
+    chosen = [n for n in (args.only or SCENARIOS) if not (args.skip_slow and SCENARIOS[n][1])]
+    counts = {name: {"attempts": 0, "held": 0, "broken": 0} for name in chosen}
+    failures: list[str] = []
+    for round_ in range(1, args.rounds + 1):
+        for name in chosen:
+            root = Path(tempfile.mkdtemp(prefix=f"grebench-soak-{name}-"))
+            started = time.monotonic()
+            counts[name]["attempts"] += 1
+            try:
+                SCENARIOS[name][0](root)
+            except Exception as error:  # noqa: BLE001 - a broken attempt is counted and named, the soak goes on
+                counts[name]["broken"] += 1
+                failures.append(f"round {round_} {name}: {type(error).__name__}: {str(error)[:300]}")
+                outcome = "BROKEN"
+            else:
+                counts[name]["held"] += 1
+                outcome = "held"
+            finally:
+                shutil.rmtree(root, ignore_errors=True)
+            print(f"round {round_} {name:<24} {outcome:<6} {time.monotonic() - started:6.1f} s", flush=True)
+    for line in failures:
+        print(line, flush=True)
+    total = {k: sum(c[k] for c in counts.values()) for k in ("attempts", "held", "broken")}
+    print(json.dumps({**total, "rounds": args.rounds, "scenarios": counts}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""What every `grebench` command shares: the --config option, finding pipelines.toml, failing cleanly."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+from tasks.checks import load_checked_config
+from tasks.core.config import Config, ConfigError
+
+REPO_CONFIG = Path(__file__).resolve().parents[2] / "pipelines.toml"
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", help="pipelines.toml to use (default: ./pipelines.toml, else the project's)"),
+]
+
+PipelineOption = Annotated[
+    str | None,
+    typer.Option("--pipeline", "-p", help="whose results (default: the newest pipeline database)"),
+]
+
+
+def fail(message: str) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def config_path(config: Path | None) -> Path:
+    """--config, else $GREBENCH_CONFIG, else ./pipelines.toml, else the project's own."""
+    if config is not None:
+        return config
+    env = os.environ.get("GREBENCH_CONFIG")
+    if env:
+        return Path(env)
+    local = Path("pipelines.toml")
+    return local if local.is_file() else REPO_CONFIG
+
+
+def pipeline_databases(cfg: Config) -> dict[str, Path]:
+    """Every pipeline's results database on disk (paths.database with {pipeline} filled in), by name."""
+    import re
+
+    from tasks.core.config import PIPELINE_NAME
+
+    template = str(cfg.paths.database)
+    pattern = re.compile(re.escape(str(cfg.root / template)).replace(re.escape("{pipeline}"), f"({PIPELINE_NAME.pattern})"))
+    found = {}
+    for path in cfg.root.glob(template.replace("{pipeline}", "*")):
+        match = pattern.fullmatch(str(path))
+        if match and path.is_file():
+            found[match.group(1)] = path
+    return found
+
+
+def results_database(cfg: Config, pipeline: str | None) -> tuple[Path, str | None]:
+    """(the database a read command shows, a line saying which pipeline when it was chosen for the user).
+
+    `--pipeline` picks one; without it the newest pipeline database is shown. A missing database
+    ends the command with one line saying how to build it.
+    """
+    from tasks.core.locks import built_for
+
+    try:
+        if pipeline is not None or not cfg.per_pipeline_database:
+            database = cfg.database_for(pipeline)
+            if not database.is_file():
+                name = pipeline or "demo"
+                fail(f"no results database at {database}: run `grebench run {shlex.quote(name)}` first")
+            holder = built_for(database)
+            if pipeline is not None and holder is not None and holder != pipeline:
+                fail(f"{database} holds the results of pipeline {holder!r}, not {pipeline!r}")
+            return database, None
+    except ValueError as error:   # a ConfigError, or a --pipeline name that is not allowed
+        fail(str(error))
+    found = pipeline_databases(cfg)
+    if not found:
+        fail(f"no results database yet ({cfg.paths.database}): run `grebench run demo` (or another pipeline) first")
+    name = max(found, key=lambda n: found[n].stat().st_mtime)
+    others = sorted(set(found) - {name})
+    note = f"results of pipeline {name} ({found[name]})"
+    if others:
+        note += f"; also built: {', '.join(others)} (choose with --pipeline)"
+    return found[name], note
+
+
+def output_folder(cfg: Config, database: Path, chosen: Path | None, kind: str) -> Path:
+    """Where `site` / `report` write: `chosen`, else <data_dir>/<kind>, or beside the pipeline's own
+    database (<data_dir>/<pipeline>/<kind>) when each pipeline has one; checked writable now."""
+    from tasks.core.config import ConfigError, check_writable
+
+    folder = chosen or (database.parent / kind if cfg.per_pipeline_database else cfg.data_dir / kind)
+    try:
+        check_writable(folder)
+    except ConfigError as error:
+        fail(f"{'--out' if chosen else 'the output folder'} {error}")
+    return folder
+
+
+def read_config(config: Path | None) -> Config:
+    """The config --config points at; a config error ends the command with its message."""
+    try:
+        return load_checked_config(config_path(config))
+    except ConfigError as error:
+        fail(str(error))

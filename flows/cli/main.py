@@ -1,0 +1,230 @@
+"""The `grebench` command line."""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import sys
+from typing import Annotated, NoReturn
+
+import typer
+
+# Embedded defaults for Prefect's ephemeral server: a slow 2-core machine needs more than the
+# default 20 s to start it, and nothing here may phone home. Explicit settings still win.
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from flows.cli.common import ConfigOption, config_path, fail, read_config  # noqa: E402
+from flows.cli.query import (  # noqa: E402, F401 - check_read_only: part of the CLI's API
+    EXIT_INTERRUPTED,
+    EXIT_TIMEOUT,
+    check_read_only,
+    query,
+)
+from flows.cli.site import site  # noqa: E402
+from flows.cli.submit import export, submit  # noqa: E402
+from flows.cli.validate import report, validate  # noqa: E402
+from tasks.checks import load_checked_config  # noqa: E402
+from tasks.core.config import ConfigError, check_paths, select_stages  # noqa: E402
+from tasks.core.errors import GrebenchError  # noqa: E402
+
+app = typer.Typer(
+    help="GRE-bench: benchmark LLM-written peer reviews against fresh human reviews.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+@app.command()
+def run(
+    pipeline: Annotated[str, typer.Argument(help="a pipeline name from pipelines.toml, e.g. demo")],
+    stages: Annotated[
+        str | None, typer.Option("--stages", "-s", help="comma-separated subset of the pipeline's stages")
+    ] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="print the stage summaries as JSON")] = False,
+    config: ConfigOption = None,
+) -> None:
+    """Run a named pipeline (all its stages, or the ones chosen with --stages)."""
+    path = config_path(config)
+    try:
+        cfg = load_checked_config(path).for_pipeline(pipeline)
+        chosen = parse_stages(stages, cfg.pipelines[pipeline].stages)
+        check_paths(cfg, path)
+        from flows.cli.server import guard_ephemeral_server
+        from flows.pipeline import pipeline_flow
+
+        guard_ephemeral_server()   # the Prefect server this command starts ends with it, even on kill -9
+        quiet_known_failures()
+
+        summary = pipeline_flow(pipeline=pipeline, config_path=str(path), stages=chosen)
+    except GrebenchError as error:    # every error that stops a run: one line, exit 1
+        fail(str(error).splitlines()[0])
+    if json_output:
+        typer.echo(json.dumps({stage: s.as_dict() for stage, s in summary.items()}, indent=2, default=str))
+    else:
+        from flows.cli.run import run_summary
+
+        typer.echo(run_summary(cfg, pipeline, summary))
+
+
+def parse_stages(option: str | None, configured: tuple[str, ...]) -> list[str] | None:
+    """The stages `--stages` names (None: all of the pipeline's), checked by `select_stages`."""
+    if option is None:
+        return None
+    return select_stages(configured, [s.strip() for s in option.split(",")])
+
+
+@app.command()
+def pipelines(config: ConfigOption = None) -> None:
+    """List the pipelines pipelines.toml defines."""
+    cfg = read_config(config)
+    for name, spec in cfg.pipelines.items():
+        typer.echo(f"{name:<12} {', '.join(spec.stages):<60} {spec.description}")
+
+
+@app.command()
+def schedule(
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="print the deployment, register nothing")] = False,
+    on: Annotated[str | None, typer.Option("--on", help="plan as if today were this date (YYYY-MM-DD)")] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Register the yearly refresh as a Prefect deployment with its cron schedule, and serve it."""
+    from datetime import UTC, date, datetime
+
+    from flows.refresh import build_deployment, describe_plan, next_runs
+    from tasks.core.venue_facts import FactsError
+
+    path = config_path(config)
+    try:
+        day = date.fromisoformat(on) if on else datetime.now(UTC).date()
+    except ValueError:
+        fail(f"--on {on!r}: not a date (give YYYY-MM-DD)")
+    try:
+        cfg = load_checked_config(path)
+        deployment = build_deployment(cfg, str(path.resolve()))
+        plan = cfg.schedule
+        runs = next_runs(plan.cron, plan.timezone, start=datetime(day.year, day.month, day.day, tzinfo=UTC)
+                         if on else None)
+        cycles = describe_plan(cfg, day, runs)
+    except (ConfigError, FactsError) as error:
+        fail(str(error))
+    typer.echo(f"deployment: {deployment.flow_name}/{deployment.name}")
+    typer.echo(f"entrypoint: {deployment.entrypoint}")
+    typer.echo(f"parameters: {json.dumps(deployment.parameters)}")
+    typer.echo(f"cron:       {plan.cron} ({plan.timezone})")
+    typer.echo("next runs:  " + ", ".join(t.isoformat() for t in runs))
+    for line in cycles:
+        typer.echo(line)
+    if dry_run:
+        typer.echo("dry run: nothing registered")
+        return
+    from prefect import serve
+
+    typer.echo("registering and serving the deployment (Ctrl-C to stop)")
+    serve(deployment)
+
+
+app.command()(query)
+app.command()(validate)
+app.command()(report)
+app.command()(site)
+app.command()(submit)   # submitted reviews -> a candidate on the leaderboard (docs/submit.md)
+app.command()(export)   # the benchmark's papers and review form for submitters
+
+from flows.cli.venues import venues  # noqa: E402 - `grebench venues`: a year's venues and their facts
+
+app.command()(venues)
+
+# The situations of the machine rather than of the code: said in one line, never a traceback.
+SITUATIONS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
+              errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
+              errno.EPERM: "operation not permitted", errno.EFBIG: "the file is too large for this file system"}
+DUCKDB_SITUATIONS = {"No space left on device": "the disk is full", "Read-only file system": "the file system is "
+                     "read-only", "Permission denied": "permission denied", "Disk quota exceeded": "the disk quota "
+                     "is used up"}
+
+
+def sql_arguments(args: list[str]) -> list[str]:
+    """`args` with `--` put before the SQL of `grebench query` when the SQL starts with `-` (a comment,
+    "-- totals\nselect ..."): no option name holds a space or a line break, SQL of that shape does."""
+    if not args or args[0] != "query" or "--" in args:
+        return args
+    for i, arg in enumerate(args[1:], start=1):
+        if arg.startswith("-") and any(c.isspace() for c in arg):
+            return [*args[:i], *args[i + 1:], "--", arg]
+    return args
+
+
+def situation(error: BaseException) -> str | None:
+    """One line for an error the machine's state caused (disk full, read-only folder), else None."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in SITUATIONS:
+            where = f": {error.filename}" if error.filename else ""
+            return f"{SITUATIONS[error.errno]}{where} ({error.strerror}); nothing already written was lost"
+        text = str(error)
+        hit = next((s for s in DUCKDB_SITUATIONS if s in text), None)
+        if hit and type(error).__module__.startswith(("duckdb", "_duckdb")):
+            detail = text.splitlines()[0].split("because of error: ")[-1]
+            return f"{DUCKDB_SITUATIONS[hit]} ({detail}); nothing already written was lost"
+        error = error.__cause__ or error.__context__
+    return None
+
+
+class KnownFailureFilter(logging.Filter):
+    """Drops the traceback from Prefect's log record of a failure the CLI reports in one line
+    (a FatalError, a full disk, a read-only folder); the record's own line stays."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from tasks.core.errors import GrebenchError
+
+        error = record.exc_info[1] if record.exc_info else None
+        if error is not None and (isinstance(error, GrebenchError) or situation(error) is not None):
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+def quiet_known_failures() -> None:
+    for name in ("prefect.task_runs", "prefect.flow_runs", "prefect.flow_engine", "prefect.task_engine"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, KnownFailureFilter) for f in logger.filters):
+            logger.addFilter(KnownFailureFilter())
+
+
+def _leave(code: int) -> NoReturn:
+    """Exit now: after a failure inside DuckDB, interpreter teardown only adds noise (leak reports)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The `grebench` entry point: the typer app, with the machine's situations in one line."""
+    from tasks.core.errors import GrebenchError
+
+    args = sql_arguments(list(sys.argv[1:] if argv is None else argv))
+    try:
+        app(args=args, prog_name="grebench")
+    except SystemExit as done:
+        if done.code in (EXIT_TIMEOUT, EXIT_INTERRUPTED):   # a query thread may still be inside DuckDB:
+            _leave(done.code)                               # leave now, without waiting on it
+        raise
+    except GrebenchError as error:
+        typer.echo(f"error: {str(error).splitlines()[0] if str(error) else type(error).__name__}", err=True)
+        _leave(2)
+    except Exception as error:
+        line = situation(error)
+        if line is None:
+            raise
+        typer.echo(f"error: {line}", err=True)
+        _leave(1)
+
+
+if __name__ == "__main__":
+    main()

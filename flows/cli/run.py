@@ -1,0 +1,97 @@
+"""What `grebench run` prints for a person at the end: a table per stage (rows in / out, time, LLM
+calls, cost), where the outputs are, and the next commands to try. `--json` prints the summaries
+as JSON instead, for machines."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
+
+import polars as pl
+
+from tasks.core.config import CONFIGURED_STAGES, Config
+from tasks.core.layout import slug
+from tasks.core.summary import StageSummary
+
+# Stages that write per venue; the others write data/<pipeline>/<stage>/ (tasks/core/layout.py).
+PER_VENUE = ("ingest", "curate")
+OUTPUT_STAGES = CONFIGURED_STAGES   # the stages that write Parquet outputs (materialize writes the database)
+
+
+def latest_run(cfg: Config, pipeline: str) -> pl.DataFrame:
+    """The newest run record of `pipeline` (one row per stage), or an empty frame."""
+    files = sorted((cfg.data_dir / pipeline / "runs").glob("*.parquet"), key=lambda p: p.stat().st_mtime)
+    return pl.read_parquet(files[-1]) if files else pl.DataFrame()
+
+
+def _shown(path: Path) -> str:
+    """A path as a person would type it: relative to the working directory when it is below it."""
+    try:
+        return os.path.relpath(path) if Path(path).resolve().is_relative_to(Path.cwd()) else str(path)
+    except ValueError:
+        return str(path)
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    minutes, rest = divmod(seconds, 60)
+    return f"{int(minutes)}m{rest:04.1f}s" if minutes else f"{rest:.1f}s"
+
+
+def stage_table(summary: Mapping[str, StageSummary], run: pl.DataFrame) -> str:
+    times = dict(zip(run["stage"].to_list(), run["duration_s"].to_list(), strict=True)) if run.height else {}
+    header = ["stage", "rows in", "rows out", "time", "LLM calls", "tokens in/out", "cost ($)"]
+    lines = [[stage, f"{s.rows_in:,}", f"{s.rows_out:,}", _duration(times.get(stage)), f"{s.llm_calls:,}",
+              f"{s.input_tokens:,}/{s.output_tokens:,}", f"{s.cost_usd:.4f}"] for stage, s in summary.items()]
+    if len(summary) > 1:
+        total = sum(summary.values(), StageSummary(0, 0))
+        known = [t for t in times.values() if t is not None]
+        lines.append(["total", "", "", _duration(sum(known)) if known else "-", f"{total.llm_calls:,}",
+                      f"{total.input_tokens:,}/{total.output_tokens:,}", f"{total.cost_usd:.4f}"])
+    widths = [max(len(row[i]) for row in [header, *lines]) for i in range(len(header))]
+
+    def line(row: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths,
+                                                                                           strict=True)))
+
+    rule = "  ".join("-" * w for w in widths)
+    body = [line(r) for r in lines]
+    if len(summary) > 1:
+        body.insert(-1, rule)
+    return "\n".join([line(header), rule, *body])
+
+
+def run_summary(cfg: Config, pipeline: str, summary: Mapping[str, StageSummary]) -> str:
+    """The whole end-of-run text."""
+    run = latest_run(cfg, pipeline)
+    head = f"pipeline {pipeline}: {len(summary)} stage(s) completed"
+    if run.height:
+        first = run.row(0, named=True)
+        head += f" (run {first['run_id']}, config {first['config_hash']}, code {first['code_version']})"
+    out = [head, "", stage_table(summary, run), "", "outputs:"]
+    base = cfg.data_dir / pipeline
+    venues = cfg.pipelines[pipeline].venues if pipeline in cfg.pipelines else ()
+    for stage in (s for s in summary if s in OUTPUT_STAGES):
+        folders = [base / slug(v) / stage for v in venues] if stage in PER_VENUE else [base / stage]
+        out += [f"  {stage:<12} {_shown(folder)}/" for folder in folders[:3]]
+        if len(folders) > 3:
+            out.append(f"  {'':<12} ... and {len(folders) - 3} more venue(s)")
+    out.append(f"  {'run record':<12} {_shown(base / 'runs')}/")
+    built = "materialize" in summary or cfg.database.is_file()
+    if built:
+        out.append(f"  {'database':<12} {_shown(cfg.database)}")
+    out += ["", "next:"]
+    name = shlex.quote(pipeline)   # every suggested command is pasteable as it is
+    pick = f" --pipeline {name}" if cfg.per_pipeline_database else ""
+    if built:
+        leaderboard = shlex.quote("select metric, model, mean, ci_low, ci_high from leaderboard")
+        out += [f"  grebench query{pick} {leaderboard}",
+                f"  grebench site{pick}        # the leaderboard, validation and paper pages as a static website",
+                f"  grebench report{pick}      # figures and a markdown summary"]
+    else:
+        out.append(f"  grebench run {name} --stages materialize   # build the results database")
+    out.append(f"  grebench run {name} --json   # these figures as JSON")
+    return "\n".join(out)

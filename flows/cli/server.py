@@ -1,0 +1,59 @@
+"""The Prefect server a `grebench` command starts dies with that command, however it ends.
+
+Prefect runs its ephemeral API server as a child process (uvicorn) and stops it at exit, but a
+`kill -9` of the CLI skips every exit handler and the server lives on (120-225 MB each). Here the
+server is started through a small launcher instead, which watches its parent's pid once a second
+and stops the server (SIGTERM, then exit) within about a second of the CLI's end. (The kernel's
+parent-death signal, PR_SET_PDEATHSIG, is not used: it follows the thread that started the
+child, and Prefect may start its server from a thread that ends long before the command.)
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+from typing import Any
+
+# Run as `python -c LAUNCHER <parent pid> <uvicorn args...>`.
+LAUNCHER = r"""
+import os, signal, sys, threading, time
+parent = int(sys.argv[1])
+def watch():
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(10)
+    os._exit(1)
+if os.getppid() != parent:
+    sys.exit(1)
+threading.Thread(target=watch, daemon=True).start()
+sys.argv = ["uvicorn", *sys.argv[2:]]
+import runpy
+runpy.run_module("uvicorn", run_name="__main__", alter_sys=True)
+"""
+
+
+def guard_ephemeral_server() -> None:
+    """Make Prefect start its ephemeral server through the launcher (idempotent)."""
+    from prefect.server.api import server
+
+    if getattr(server.SubprocessASGIServer, "_grebench_guarded", False):
+        return
+    original = server.SubprocessASGIServer._run_uvicorn_command
+
+    def run_guarded(self: Any) -> subprocess.Popen[Any]:
+        def popen(args: list[str], **kwargs: Any) -> subprocess.Popen[Any]:
+            if list(args[:3]) == [sys.executable, "-m", "uvicorn"]:
+                args = [sys.executable, "-c", LAUNCHER, str(os.getpid()), *args[3:]]
+            return subprocess.Popen(args, **kwargs)
+
+        server.subprocess = SimpleNamespace(Popen=popen)   # the server module's name only, for this call
+        try:
+            return original(self)
+        finally:
+            server.subprocess = subprocess
+
+    server.SubprocessASGIServer._run_uvicorn_command = run_guarded
+    server.SubprocessASGIServer._grebench_guarded = True

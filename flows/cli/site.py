@@ -1,0 +1,31 @@
+"""`grebench site`, as a plain typer-style function (registered with `app.command()(site)`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from flows.cli.common import ConfigOption, PipelineOption, fail, output_folder, read_config, results_database
+
+
+def site(
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="default: <data_dir>/site "
+                                             "(<data_dir>/<pipeline>/site with a database per pipeline)")] = None,
+    pipeline: PipelineOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Render the static results website (leaderboard, validation, papers, runs) from a results database."""
+    from tasks.report.site import build_site
+
+    cfg = read_config(config)
+    database, note = results_database(cfg, pipeline)
+    if note:
+        typer.echo(note)
+    try:
+        result = build_site(database, output_folder(cfg, database, out, "site"))
+    except FileNotFoundError as error:
+        fail(str(error))
+    typer.echo(f"{len(result.pages)} pages, {len(result.charts)} charts in {result.out_dir}")
+    typer.echo(f"open {result.index.resolve().as_uri()}")

@@ -1,0 +1,7 @@
+-- The changelog: per release, what differs from the previous one (venues, papers, models, metrics,
+-- eval_lms, prompts added / removed; a reference judgments or metric settings change by its hash).
+-- requires: staging.release_changes
+CREATE OR REPLACE TABLE release_changes AS
+SELECT release_id, previous_id, created_at, what, added, removed, detail
+FROM staging.release_changes
+ORDER BY created_at, release_id, what;

@@ -1,0 +1,49 @@
+"""Names in the config checked against the registries, in one place.
+
+The config (tasks/core/config.py) validates its own shape; whether a metric or a validation
+strategy it names exists is known only to the registries above it (tasks/metrics/registry.py,
+tasks/stages/validate/strategies.py). `check_config` asks them, for the file's own tables and for
+every pipeline's overrides, and raises the same one-line `ConfigError` the shape checks do.
+The pipeline flow and the CLI read the config through `load_checked_config`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from tasks.core.config import DEFAULT_CONFIG, Config, ConfigError, load_config
+from tasks.metrics import check_names
+from tasks.stages.validate.strategies import check_strategies
+
+
+def _names(cfg: Config) -> list[tuple[str, Sequence[str], Callable[[Sequence[str]], object]]]:
+    return [
+        ("score.metrics", cfg.score.metrics, check_names),
+        ("score.baselines", cfg.score.baselines, lambda names: check_names(names) if names else names),
+        ("validate.metrics", cfg.validate.metrics, check_names),
+        ("validate.strategies", cfg.validate.strategies, check_strategies),
+    ]
+
+
+def check_config(cfg: Config, pipelines: bool = True) -> Config:
+    """`cfg` when every metric and strategy it names (its pipelines' overrides too) is registered."""
+    scopes = [("", cfg)]
+    if pipelines:
+        scopes += [(f"pipelines.{name}.", cfg._merged(name, spec)) for name, spec in cfg.pipelines.items()]
+    for prefix, scoped in scopes:
+        for key, names, check in _names(scoped):
+            try:
+                check(names)
+            except ValueError as error:
+                raise ConfigError(f"{prefix}{key}: {error} (got {tuple(names)!r})") from None
+    return cfg
+
+
+def load_checked_config(path: Path | str = DEFAULT_CONFIG) -> Config:
+    """`load_config(path)` with every name checked against the registries."""
+    cfg = load_config(path)
+    try:
+        return check_config(cfg)
+    except ConfigError as error:
+        raise ConfigError(f"{path}: {error}") from None

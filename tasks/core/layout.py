@@ -1,0 +1,67 @@
+"""Where each stage reads and writes under `data/`, and the one atomic Parquet writer.
+
+    data/raw/<venue>/v1|v2/...            raw OpenReview API pages (download cache)
+    data/<pipeline>/<venue>/ingest/        papers, reviews, rejects, pdf_texts .parquet; pdfs/
+    data/<pipeline>/<venue>/curate/        papers, reviews, rejects, curation_report .parquet
+    data/<pipeline>/preprocess/            judgments, synopses, rejects, usage .parquet
+    data/<pipeline>/generate/              candidates, exclusions, candidate_judgments, rejects, usage .parquet
+    data/<pipeline>/score/                 requests/ and results/ shards, scores.parquet
+    data/<pipeline>/validate/              validation, leaderboard, ... .parquet
+    data/<pipeline>/submit/<name>/         one folder per `grebench submit` (tasks/core/submitted.py)
+    data/<pipeline>/releases/<id>.parquet  one row per release (tasks/stages/validate/releases.py)
+    data/<pipeline>/runs/<run_id>.parquet  the run records (tasks/core/runs.py)
+    data/cache/llm/                        content-addressed LLM answers
+    data/<pipeline>/grebench.duckdb        the results database of each pipeline (paths.database)
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import polars as pl
+
+from tasks.core.config import Config
+from tasks.core.locks import write_atomic
+
+
+def slug(identifier: str) -> str:
+    """The one file-system-safe name for an id (a venue, a paper, a candidate): runs of other characters
+    become "_", no leading dot: "ICLR.cc/2023/Conference" -> "ICLR.cc_2023_Conference"."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", identifier).strip("_").lstrip(".") or "_"
+
+
+def pipeline_dir(cfg: Config, pipeline: str) -> Path:
+    return cfg.data_dir / pipeline
+
+
+def stage_dir(cfg: Config, pipeline: str, stage: str, venue_id: str | None = None) -> Path:
+    """Output folder of `stage`; per venue for ingest and curate, per pipeline otherwise."""
+    base = pipeline_dir(cfg, pipeline)
+    path = base / slug(venue_id) / stage if venue_id else base / stage
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def raw_dir(cfg: Config, venue_id: str, api_version: int) -> Path:
+    path = cfg.data_dir / "raw" / slug(venue_id) / f"v{api_version}"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def cache_dir(cfg: Config, kind: str) -> Path:
+    path = cfg.data_dir / "cache" / kind
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def write_parquet(frame: pl.DataFrame, path: Path) -> Path:
+    """Write `frame` to `path` atomically: a reader sees the old file or the new one, never half of
+    one (tasks/core/locks.py `write_atomic`). The one Parquet writer of the stages."""
+    return write_atomic(Path(path), frame.write_parquet)
+
+
+def write_stage_frames(cfg: Config, pipeline: str, stage: str, frames: dict[str, pl.DataFrame]) -> dict[str, str]:
+    """Write each frame to <stage dir>/<name>.parquet, replaced atomically (reruns overwrite)."""
+    folder = stage_dir(cfg, pipeline, stage)
+    return {name: str(write_parquet(frame, folder / f"{name}.parquet")) for name, frame in frames.items()}

@@ -1,0 +1,140 @@
+"""BARTScore (Yuan et al. 2021), as GEM's Tables 1-2 report it: precision, recall and F1.
+
+A seq2seq model scores a text y given a text x by the mean log-probability of y's tokens (the
+end-of-sequence token included) under teacher forcing:
+
+    s(x -> y) = 1/|y| sum_t log p(y_t | y_<t, x)
+
+Per (candidate c, reference r) pair, on the raw review texts:
+
+    bartscore_precision = s(r -> c)    how well the reference explains the candidate
+    bartscore_recall    = s(c -> r)    how well the candidate explains the reference
+    bartscore_f1        = (precision + recall) / 2   (the arithmetic mean, as BARTScore defines its F score)
+
+The model is `[score] bartscore_model`: any model `AutoModelForSeq2SeqLM` loads (a folder or a model
+id; BARTScore used facebook/bart-large-cnn, GEM used its evaluation LM). Without one the metrics
+cannot run, and the run says so before scoring (`MissingResource`). Texts longer than the model's
+positions are cut to them (as BARTScore does); all three values are <= 0, higher is better.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from tasks.core.schema import SCORES
+from tasks.metrics.registry import Metric, Resources, reference_sets, register, usable
+
+BATCH_SIZE = 8
+
+
+class Seq2SeqScorer:
+    """A seq2seq model (loaded on first use) that gives s(x -> y) for many pairs at once."""
+
+    def __init__(self, name: str, device: str | None = None) -> None:
+        self.name = name
+        self.device = device
+        self._loaded: tuple[Any, Any] | None = None
+        self._lock = threading.Lock()
+
+    def _model(self) -> tuple[Any, Any]:
+        with self._lock:
+            if self._loaded is None:
+                import torch
+                from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+                try:
+                    tokenizer = AutoTokenizer.from_pretrained(self.name)
+                    model = AutoModelForSeq2SeqLM.from_pretrained(self.name).eval()
+                except (OSError, ValueError) as error:
+                    raise RuntimeError(f"bartscore_model {self.name!r} is not a seq2seq model that can be loaded "
+                                       f"here: {str(error).splitlines()[0]}") from error
+                device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
+                self._loaded = (model.to(device), tokenizer)
+            return self._loaded
+
+    def max_length(self) -> int:
+        model, tokenizer = self._model()
+        limits = [getattr(model.config, "max_position_embeddings", None), tokenizer.model_max_length]
+        return min(int(v) for v in limits if isinstance(v, int) and 0 < v < 10**6) if any(
+            isinstance(v, int) and 0 < v < 10**6 for v in limits) else 1024
+
+    def score(self, sources: Sequence[str], targets: Sequence[str]) -> np.ndarray:
+        """s(source -> target) of each pair: mean log-probability per target token, in nats."""
+        import torch
+
+        model, tokenizer = self._model()
+        limit = self.max_length()
+        out = np.full(len(sources), np.nan)
+        order = sorted(range(len(sources)), key=lambda i: -len(sources[i]) - len(targets[i]))   # longest first
+        with torch.inference_mode():
+            for start in range(0, len(order), BATCH_SIZE):
+                idx = order[start:start + BATCH_SIZE]
+                enc = tokenizer([sources[i] for i in idx], max_length=limit, truncation=True, padding=True,
+                                return_tensors="pt").to(model.device)
+                dec = tokenizer(text_target=[targets[i] for i in idx], max_length=limit, truncation=True,
+                                padding=True, return_tensors="pt").to(model.device)
+                labels = dec["input_ids"].masked_fill(dec["attention_mask"] == 0, -100)
+                logits = model(**enc, labels=labels).logits.float()
+                logp = torch.log_softmax(logits, dim=-1)
+                mask = labels != -100
+                picked = logp.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1) * mask
+                means = picked.sum(-1) / mask.sum(-1).clamp(min=1)
+                out[idx] = means.double().cpu().numpy()
+        return out
+
+
+def bartscore_prf(scorer: Seq2SeqScorer, candidates: Sequence[str | None], references: Sequence[str | None]) -> np.ndarray:
+    """An (n, 3) array of precision s(r -> c), recall s(c -> r) and F1 (their mean); NaN where a text is missing."""
+    out = np.full((len(candidates), 3), np.nan)
+    pairs = [i for i, (c, r) in enumerate(zip(candidates, references, strict=True)) if usable(c) and usable(r)]
+    if not pairs:
+        return out
+    cands = [candidates[i] or "" for i in pairs]
+    refs = [references[i] or "" for i in pairs]
+    both = scorer.score(refs + cands, cands + refs)
+    precision, recall = both[: len(pairs)], both[len(pairs):]
+    out[pairs, 0], out[pairs, 1], out[pairs, 2] = precision, recall, (precision + recall) / 2
+    return out
+
+
+COLUMN = {"bartscore_precision": 0, "bartscore_recall": 1, "bartscore_f1": 2}
+
+
+def bartscore_family(metrics: Sequence[Metric], candidates: pl.DataFrame, references: pl.DataFrame,
+                     negatives: pl.DataFrame | None, synopses: pl.DataFrame, resources: Resources) -> pl.DataFrame:
+    """SCORES rows of the BARTScore metrics given, on the raw review texts: one model pass for all three."""
+    scorer: Seq2SeqScorer = resources.seq2seq
+    base: list[dict[str, Any]] = []
+    for cand, refs in reference_sets(candidates, references):
+        head = {"paper_id": cand["paper_id"], "candidate": cand["candidate"], "source": cand["source"]}
+        if not refs:
+            base.append({**head, "reference": None, "x": None, "y": None, "reason": "no_reference"})
+        for ref in refs:
+            x, y = cand["review_text"], ref["review_text"]
+            reason = None if usable(x) else "no_candidate_raw"
+            base.append({**head, "reference": ref["review_id"], "x": x, "y": y,
+                         "reason": reason or (None if usable(y) else "no_reference_raw")})
+    values = bartscore_prf(scorer, [b["x"] for b in base], [b["y"] for b in base]) if base else np.zeros((0, 3))
+    rows = [{**{k: v for k, v in b.items() if k not in ("x", "y")}, "metric": m.name,
+             "score": float(values[i, COLUMN[m.name]]), "eval_lm": scorer.name}
+            for m in metrics for i, b in enumerate(base)]
+    frame = pl.DataFrame(rows, schema={**SCORES}) if rows else pl.DataFrame(schema=SCORES)
+    return frame.select(SCORES.names()).sort("metric", "paper_id", "candidate", "reference")
+
+
+register(
+    Metric("bartscore_precision", "raw", "none", "seq2seq", True,
+           "BARTScore precision: mean log-probability per token of the candidate's raw review given a human "
+           "reference, under the seq2seq model [score] bartscore_model", bartscore_family),
+    Metric("bartscore_recall", "raw", "none", "seq2seq", True,
+           "BARTScore recall: mean log-probability per token of the reference given the candidate "
+           "([score] bartscore_model)", bartscore_family),
+    Metric("bartscore_f1", "raw", "none", "seq2seq", True,
+           "BARTScore F1: the mean of bartscore_precision and bartscore_recall ([score] bartscore_model)",
+           bartscore_family),
+)

@@ -1,0 +1,46 @@
+"""Several evaluation LMs in one run (GEM section 5: do the boards of two evaluation LMs agree?).
+
+`[score] eval_lms` lists them (a model name, or a table with eval_lm / eval_lm_cuda / dtype /
+quantization); left empty, the single `[score] eval_lm` is a one-element list. The metrics that
+read an evaluation LM (`EVAL_LM_NEEDS`) are scored once per evaluation LM; the others (BLEU,
+ROUGE-L, BERTScore, judges) once, with the first. Every score row carries its `eval_lm` (the
+resolved spec's key), so the leaderboard has one board per evaluation LM and
+`tasks.stages.validate.leaderboard.agreement` compares them.
+
+Log-likelihood shards of every evaluation LM live in the same requests/ and results/ folders
+without colliding: a request key hashes the evaluation LM's key (tasks/metrics/gem.py
+`request_key`), and a shard's name hashes its keys, so each evaluation LM has its own shards and a
+finished shard of one is never taken for another's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import polars as pl
+
+from tasks.core.schema import SCORES
+from tasks.lm import ModelSpec
+from tasks.metrics import Resources, get, score_metrics
+
+EVAL_LM_NEEDS = frozenset({"lm_logprobs", "lm_readout"})
+
+
+def eval_lm_metrics(names: Sequence[str]) -> tuple[str, ...]:
+    """The metrics among `names` that read an evaluation LM (scored once per evaluation LM)."""
+    return tuple(m.name for m in get(list(dict.fromkeys(names))) if m.needs in EVAL_LM_NEEDS)
+
+
+def metrics_per_eval_lm(names: Sequence[str], n_lms: int) -> list[tuple[str, ...]]:
+    """What each evaluation LM scores: every metric with the first, the evaluation-LM metrics with the rest."""
+    return [tuple(dict.fromkeys(names)) if i == 0 else eval_lm_metrics(names) for i in range(n_lms)]
+
+
+def score_each_eval_lm(names: Sequence[str], specs: Sequence[ModelSpec], resources: Callable[[ModelSpec], Resources],
+                       candidates: pl.DataFrame, references: pl.DataFrame, synopses: pl.DataFrame,
+                       negatives: pl.DataFrame | None = None) -> pl.DataFrame:
+    """SCORES rows of `names` under every evaluation LM in `specs`; `resources(spec)` builds one
+    evaluation LM's Resources (the score stage: over its shards)."""
+    parts = [score_metrics(metrics, candidates, references, synopses, resources(spec), negatives=negatives)
+             for spec, metrics in zip(specs, metrics_per_eval_lm(names, len(specs)), strict=True) if metrics]
+    return pl.concat(parts) if parts else pl.DataFrame(schema=SCORES)

@@ -1,0 +1,118 @@
+"""A judge's 0-10 rating, read from its probabilities where it has them, else generated and parsed.
+
+`rate_panel` asks every member of the judging panel (tasks/metrics/panel.py) the same questions
+and averages their ratings, NaN where no member gave one. Per member:
+
+* readout (a backend whose `loglikelihood` answers: the local models, and any backend the LM layer
+  gives log-likelihoods): the rating is the expectation over the scale 0-10 at the answer position
+  after "Score:", as G-Eval reads it (`tasks.lm.readout.expected_ratings`): deterministic, and a
+  number for every question the model can read at all. A judge that writes an analysis first
+  (lm_examiner) generates it, and the rating is read after it.
+* generate: the answer is generated (greedy, cached) and the number after "Score:" parsed
+  (`judge.parse_rating`); an answer without one leaves the question to the other members.
+
+`[score] judge_method = "generate"` (Resources.judge_method) skips the readout. Each member's
+answers go to the LLM log under the purpose (a readout is logged as its expectation and the
+probability mass the scale held). The panel's name, "<method>:<backend>/<model>" joined by "+",
+goes into the score rows' `eval_lm`, so the leaderboard says which method produced a column.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from tasks.lm.types import ChatRequest, ChatResult, Unsupported
+from tasks.metrics.panel import mean_of_members, model_key
+from tasks.metrics.registry import ChatLM, Resources
+
+SCALE = tuple(range(11))
+ANALYSIS_END = "</analysis>"
+
+
+def _prefix(analysis: str) -> str:
+    """The examiner's answer up to the end of its analysis (closed where it ran out), then "Score:"."""
+    from tasks.metrics.judge import RATING_PREFILL
+
+    head, found, _ = analysis.partition(ANALYSIS_END)
+    return f"{head.rstrip()}\n{ANALYSIS_END}\n{RATING_PREFILL}" if found else \
+        f"{analysis.rstrip()}\n{ANALYSIS_END}\n{RATING_PREFILL}"
+
+
+def _after_analysis(text: str) -> str:
+    return text.partition(ANALYSIS_END)[2] if ANALYSIS_END in text else text
+
+
+def rate_member(llm: ChatLM, method: str, prompts: Sequence[tuple[str, str]], keys: Sequence[str], max_tokens: int,
+                analysis: bool) -> tuple[list[float], str, list[ChatResult]]:
+    """(ratings, "readout" or "generate", what to log) of one judge for the prompts, in order."""
+    from tasks.lm.readout import expected_ratings
+    from tasks.metrics.judge import ANALYSIS_PREFILL, RATING_PREFILL, parse_rating
+
+    written: list[ChatResult] = []
+    prefills = [RATING_PREFILL] * len(prompts)
+    if analysis:   # the analysis is written in both methods; the rating follows it
+        written = llm.generate([ChatRequest(s, u, max_tokens=max_tokens, custom_id=k[:64], prefill=ANALYSIS_PREFILL)
+                                for (s, u), k in zip(prompts, keys, strict=True)])
+        prefills = [_prefix(r.text) if r.error is None else "" for r in written]
+    read = getattr(llm, "loglikelihood", None)
+    if method == "auto" and read is not None:
+        try:
+            values = [math.nan] * len(prompts)
+            todo = [i for i, p in enumerate(prefills) if p]
+            by_prefill: dict[str, list[int]] = {}
+            for i in todo:
+                by_prefill.setdefault(prefills[i], []).append(i)
+            for prefill, idx in by_prefill.items():
+                for i, got in zip(idx, expected_ratings(llm, [prompts[i] for i in idx], prefill, SCALE), strict=True):
+                    values[i] = got.expected if got is not None else math.nan
+            return values, "readout", written
+        except Unsupported:
+            pass
+    if not analysis:
+        written = llm.generate([ChatRequest(s, u, max_tokens=max_tokens, custom_id=k[:64], prefill=RATING_PREFILL)
+                                for (s, u), k in zip(prompts, keys, strict=True)])
+        return [parse_rating(r.text) if r.error is None else math.nan for r in written], "generate", written
+    return [parse_rating(_after_analysis(r.text)) if r.error is None else math.nan for r in written], "generate", written
+
+
+def rate_panel(resources: Resources, questions: Mapping[str, tuple[str, str]], purpose: str, max_tokens: int,
+               analysis: bool = False) -> tuple[dict[str, float], str]:
+    """(key -> the panel's mean rating, NaN where no member gave one; the panel's name with each member's method)."""
+    members = resources.panel()
+    if not members:
+        raise ValueError("no model in the judging role (neither [score] judges nor [score.oracle])")
+    keys = sorted(questions)
+    prompts = [questions[k] for k in keys]
+    per_member: list[list[float]] = []
+    names: list[str] = []
+    for llm in members:
+        method = resources.judge_method
+        if not keys:   # nothing to ask: name the method the member would use
+            names.append(f"{'readout' if method == 'auto' and _reads(llm) else 'generate'}:{model_key(llm)}")
+            continue
+        values, how, written = rate_member(llm, method, prompts, keys, max_tokens, analysis)
+        names.append(f"{how}:{model_key(llm)}")
+        logged = written if how == "generate" else [
+            ChatResult(text=f"expected rating {v:.4f}" + (f" after: {w.text}" if w is not None else ""),
+                       model=llm.model, cached=w.cached if w is not None else False,
+                       input_tokens=w.input_tokens if w is not None else 0,
+                       output_tokens=w.output_tokens if w is not None else 0)
+            for v, w in zip(values, written or [None] * len(values), strict=True)]
+        resources.log.record(purpose, llm.name, llm.model, llm.cfg, keys, logged,
+                             [None if math.isnan(v) else v for v in values])
+        per_member.append(values)
+    ratings = {k: mean_of_members([m[i] for m in per_member]) for i, k in enumerate(keys)}
+    return ratings, "+".join(names)
+
+
+def _reads(llm: ChatLM) -> bool:
+    """Whether the member's backend gives log-likelihoods (asked with no request: no call is made)."""
+    read = getattr(llm, "loglikelihood", None)
+    if read is None:
+        return False
+    try:
+        read([])
+    except Unsupported:
+        return False
+    return True

@@ -1,0 +1,55 @@
+"""Binoculars per review (appendix E of Beyond Rating): the mean over the review's summary,
+strengths, weaknesses and questions of `formulas.binoculars`, from an observer and a performer
+causal LM that share one tokenizer, both loaded through the LM layer (tasks.lm.load_model).
+
+`score_texts` takes the two models and their tokenizer, so a test can give it two small models
+it builds itself; `review_scores` loads the configured pair. Two LMs whose tokenizers differ give
+NaN with `tokenizers_differ` (their logits would index different tokens): never one LM twice.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tasks.metrics.review_quality.fields import sections
+from tasks.metrics.review_quality.formulas import Scored, binoculars
+
+TEXT_FIELDS = ("summary", "strengths", "weaknesses", "questions")
+MAX_TOKENS = 512
+
+
+def score_texts(observer: Any, performer: Any, tokenizer: Any, texts: Sequence[str]) -> list[float]:
+    """One Binoculars score per text (NaN for a text of fewer than two tokens)."""
+    import torch
+
+    out = []
+    for text in texts:
+        ids = tokenizer(text, return_tensors="pt", truncation=True, max_length=MAX_TOKENS)["input_ids"]
+        if ids.shape[1] < 2:
+            out.append(math.nan)
+            continue
+        with torch.inference_mode():
+            lo = observer(ids.to(observer.device)).logits[0, :-1].float().cpu().numpy()
+            lp = performer(ids.to(performer.device)).logits[0, :-1].float().cpu().numpy()
+        out.append(binoculars(lo, lp, ids[0, 1:].numpy()))
+    return out
+
+
+def review_score(observer: Any, performer: Any, tokenizer: Any, review_text: str | None) -> Scored:
+    parts = [t for name, t in sections(review_text).items() if name in TEXT_FIELDS]
+    values = [v for v in score_texts(observer, performer, tokenizer, parts) if not math.isnan(v)]
+    return (float(np.mean(values)), None) if values else (math.nan, "no_text")
+
+
+def review_scores(models: tuple[str, str], items: Sequence[tuple[str, str | None]]) -> dict[tuple[str, str], Scored]:
+    """(candidate, "binoculars") -> score of each (candidate, review text), from the configured pair."""
+    from tasks.lm import ModelSpec, load_model
+
+    (observer, tok_o), (performer, tok_p) = (load_model(ModelSpec(name)) for name in models)
+    if tok_o.get_vocab() != tok_p.get_vocab():
+        return {(c, "binoculars"): (math.nan, "tokenizers_differ") for c, _ in items}
+    return {(c, "binoculars"): review_score(observer, performer, tok_o, text) for c, text in items}

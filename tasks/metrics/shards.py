@@ -1,0 +1,119 @@
+"""Log-likelihood requests as Parquet shards, one Prefect task per shard, resumable.
+
+    score/requests/<shard>.parquet   LOGLIK_REQUESTS: key, system, user, continuation
+    score/results/<shard>.parquet    LOGLIK_RESULTS: key, logprob, n_tokens, truncated
+
+A shard's name hashes the keys it holds, so the same requests always give the same shards. Files
+are written atomically (a temporary file renamed into place): a results file exists only when the
+shard is complete, and a shard with results is skipped, so a crashed run resumes where it stopped.
+`ShardedLoglikelihood` is the `loglikelihood` resource the metrics call; how its shards run (in
+this process, or fanned out as Prefect tasks behind a concurrency limit) is its `run` argument.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from tasks.core.config import ScoreConfig
+from tasks.core.layout import write_parquet
+from tasks.core.schema import LOGLIK_RESULTS, with_truncated
+from tasks.lm import ModelSpec
+from tasks.metrics.resources import engine_loglikelihood
+
+CONCURRENCY_LIMIT = "grebench-eval-lm"
+
+# (requests_dir, results_dir, shard names, spec, token_budget) -> one status dict per shard
+ShardRunner = Callable[[Path, Path, list[str], ModelSpec, int], list[dict]]
+
+
+def write_request_shards(requests: pl.DataFrame, folder: Path, shard_size: int) -> list[str]:
+    """Write the requests as shards of `shard_size` (prompts kept together for prefix reuse); their names."""
+    ordered = requests.unique("key").sort("system", "user", "continuation", "key")
+    names = []
+    for offset in range(0, ordered.height, shard_size):
+        shard = ordered.slice(offset, shard_size)
+        name = "shard-" + hashlib.sha256("\n".join(shard["key"]).encode()).hexdigest()[:16]
+        path = folder / f"{name}.parquet"
+        if not path.is_file():
+            write_parquet(shard, path)
+        names.append(name)
+    return names
+
+
+def score_shard(requests_dir: Path, results_dir: Path, shard: str, spec: ModelSpec, token_budget: int) -> dict:
+    """Score one shard and write its results; a shard already done is skipped."""
+    out = Path(results_dir) / f"{shard}.parquet"
+    if out.is_file():
+        return {"shard": shard, "status": "skipped", "requests": 0, "seconds": 0.0}
+    frame = pl.read_parquet(Path(requests_dir) / f"{shard}.parquet")
+    started = time.perf_counter()
+    results = engine_loglikelihood(spec, token_budget)(frame)
+    seconds = time.perf_counter() - started
+    write_parquet(results, out)
+    return {"shard": shard, "status": "scored", "requests": frame.height, "seconds": round(seconds, 3)}
+
+
+def run_in_process(requests_dir: Path, results_dir: Path, shards: list[str], spec: ModelSpec,
+                   token_budget: int) -> list[dict]:
+    """Score the shards one after the other in this process."""
+    return [score_shard(requests_dir, results_dir, name, spec, token_budget) for name in shards]
+
+
+def read_results(results_dir: Path, shards: list[str]) -> pl.DataFrame:
+    """All results of the given shards; a missing shard is an error (the run is not complete)."""
+    missing = [s for s in shards if not (Path(results_dir) / f"{s}.parquet").is_file()]
+    if missing:
+        raise FileNotFoundError(f"{len(missing)} shard(s) have no results, e.g. {missing[0]}")
+    if not shards:
+        return pl.DataFrame(schema=LOGLIK_RESULTS)
+    frames = [with_truncated(pl.read_parquet(Path(results_dir) / f"{s}.parquet")) for s in shards]
+    return pl.concat(frames, how="diagonal_relaxed").select(LOGLIK_RESULTS.names()).cast(dict(LOGLIK_RESULTS))
+
+
+class ShardedLoglikelihood:
+    """LOGLIK_REQUESTS -> LOGLIK_RESULTS through shards under `folder` (requests/, results/).
+
+    Finished shards are reused; `runs` collects the status of every shard run, and `requests` /
+    `shards` count what the calls asked for (for the stage summary)."""
+
+    def __init__(self, folder: Path, spec: ModelSpec, token_budget: int, shard_size: int,
+                 run: ShardRunner = run_in_process) -> None:
+        self.folder, self.spec, self.token_budget, self.shard_size, self.run = (
+            Path(folder), spec, token_budget, shard_size, run)
+        self.runs: list[dict] = []
+        self.requests = self.shards = 0
+
+    def __call__(self, requests: pl.DataFrame) -> pl.DataFrame:
+        names = write_request_shards(requests, self.folder / "requests", self.shard_size)
+        (self.folder / "results").mkdir(parents=True, exist_ok=True)
+        self.runs += self.run(self.folder / "requests", self.folder / "results", names, self.spec, self.token_budget)
+        self.requests, self.shards = self.requests + requests.height, self.shards + len(names)
+        return read_results(self.folder / "results", names).filter(pl.col("key").is_in(requests["key"].implode()))
+
+
+def ensure_concurrency_limit(name: str, slots: int) -> None:
+    """Create (or resize) the Prefect global concurrency limit the scoring tasks occupy."""
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        client.upsert_global_concurrency_limit_by_name(name, slots)
+
+
+def make_task_runner(cfg: ScoreConfig) -> Any:
+    """The task runner named in the config: threads here, or a Dask cluster (local or remote)."""
+    if cfg.task_runner == "thread":
+        from prefect.task_runners import ThreadPoolTaskRunner
+
+        return ThreadPoolTaskRunner(max_workers=max(cfg.workers, cfg.gpu_concurrency))
+    from prefect_dask import DaskTaskRunner
+
+    if cfg.runner_address:
+        return DaskTaskRunner(address=cfg.runner_address)
+    return DaskTaskRunner(cluster_kwargs={"n_workers": cfg.workers, "threads_per_worker": 1,
+                                          "processes": True, "dashboard_address": None})

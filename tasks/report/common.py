@@ -1,0 +1,51 @@
+"""What the report and the site share: reading the results database, plots, markdown tables."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import polars as pl
+
+
+def read_tables(database: Path, names: Sequence[str]) -> dict[str, pl.DataFrame]:
+    """The tables `names` of a DuckDB results file; a table the pipeline has not built yet is empty."""
+    import duckdb
+
+    if not Path(database).is_file():
+        raise FileNotFoundError(f"no results database at {database}: run `grebench run demo` first")
+    with duckdb.connect(str(database), read_only=True) as con:
+        present = {row[0] for row in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()}
+        return {name: con.sql(f'SELECT * FROM "{name}"').pl() if name in present else pl.DataFrame()
+                for name in names}
+
+
+def pyplot():
+    """matplotlib.pyplot on the file-only Agg backend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def finite(value: object) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
+
+
+def fmt(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return "nan" if math.isnan(value) else f"{value:.3g}" if abs(value) < 1e-3 and value else f"{value:.3f}"
+    return str(value)
+
+
+def markdown_table(frame: pl.DataFrame, columns: list[str]) -> str:
+    cols = [c for c in columns if c in frame.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(fmt(row[c]) for c in cols) + " |" for row in frame.iter_rows(named=True)]
+    return "\n".join(lines)

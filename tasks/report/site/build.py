@@ -1,0 +1,207 @@
+"""Render the site: read the marts, draw the charts, fill the templates, write the files.
+
+    index.html          what is here, the papers by year, the latest run
+    leaderboard.html    per metric and evaluation LM: chart (mean, CI, human band) and a sortable table
+    validation.html     pass / fail per metric and strategy (SMD, CI and p on hover), human correlation
+    papers/<id>.html    title, abstract, human reviews and their judgments, candidates, per-pair scores
+    runs.html           every pipeline run, stage by stage
+    releases.html       the releases, newest first, each with what changed since the one before
+    submissions.html    submitted candidates (`grebench submit`): counts and rejected rows by reason
+    charts/*.svg        the leaderboard charts (static SVG, shown with <img>)
+
+Every text from OpenReview or a model goes through Jinja2's autoescaping: a review holding
+`<script>` shows as text.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import polars as pl
+
+from tasks.core.layout import slug
+from tasks.report.common import read_tables
+from tasks.report.site.charts import leaderboard_chart, to_svg
+from tasks.report.site.data import TABLES, paper_bundle, rows, site_papers, year_of
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+@dataclass(frozen=True)
+class SiteResult:
+    out_dir: Path
+    pages: list[Path] = field(default_factory=list)
+    charts: list[Path] = field(default_factory=list)
+
+    @property
+    def index(self) -> Path:
+        return self.out_dir / "index.html"
+
+
+def number(value: object, digits: int = 3) -> str:
+    """Numbers for people: 3 significant decimals, small values in scientific notation, NaN as a dash."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.2e}" if value and abs(value) < 10 ** -digits else f"{value:.{digits}f}"
+    return str(value)
+
+
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["num"] = number
+    env.filters["slug"] = slug
+    env.filters["sortkey"] = lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else v
+    return env
+
+
+def leaderboard_groups(board: pl.DataFrame) -> list[dict[str, Any]]:
+    if board.is_empty():
+        return []
+    groups = []
+    for (metric, lm), group in board.sort("metric", "eval_lm").group_by("metric", "eval_lm", maintain_order=True):
+        entries = rows(group.sort("rank", "model", nulls_last=True))
+        confidence = next((r["confidence"] for r in entries if r["confidence"] is not None), None)
+        groups.append({"metric": metric, "eval_lm": lm, "rows": entries, "slug": slug(f"{metric}-{lm}"),
+                       "level": f"{100 * confidence:.0f}%" if confidence else "CI",
+                       "predictor": next((r.get("predictor") for r in entries if r.get("predictor")), None),
+                       "not_qualified": any(r.get("qualified") is False for r in entries)})
+    return groups
+
+
+def validation_matrix(validation: pl.DataFrame) -> list[dict[str, Any]]:
+    """One matrix per (level, evaluation LM): metrics x strategies, each cell a verdict, and per metric
+    how many degradations and manipulations it fails (the shape of the Scoring Rules paper's tables 4-5)."""
+    if validation.is_empty():
+        return []
+    frame = validation
+    for column in ("level", "eval_lm", "verdict", "perturber"):
+        if column not in frame.columns:
+            frame = frame.with_columns(pl.lit(None, pl.String).alias(column))
+    frame = frame.with_columns(pl.col("verdict").fill_null(
+        pl.when(pl.col("passed").is_null()).then(pl.lit("inconclusive"))
+        .when(pl.col("passed")).then(pl.lit("pass")).otherwise(pl.lit("fail"))))
+    matrices = []
+    for (level, lm), group in frame.sort("level", "eval_lm", nulls_last=True).group_by(
+            "level", "eval_lm", maintain_order=True):
+        strategies = rows(group.select("strategy", "kind").unique(maintain_order=True).sort("kind", "strategy"))
+        cells = {(r["metric"], r["strategy"]): r for r in rows(group)}
+        metrics = sorted(set(group["metric"].to_list()))
+        fails = {m: {kind: sum(1 for (metric, _), c in cells.items() if metric == m and c["kind"] == kind
+                               and c["verdict"] == "fail")
+                     for kind in ("degradation", "manipulation")} for m in metrics}
+        totals = {kind: sum(1 for s in strategies if s["kind"] == kind) for kind in ("degradation", "manipulation")}
+        matrices.append({"level": level or "judgments", "eval_lm": lm or "–", "metrics": metrics,
+                         "strategies": strategies, "cells": cells, "fails": fails, "totals": totals})
+    return matrices
+
+
+def quality_bundle(tables: dict[str, pl.DataFrame]) -> dict[str, Any]:
+    """The judges' exam (one row per model, role and test) and Beyond Rating's review quality per model
+    (points metrics, rating outcomes), with the number of atomic points per model and field."""
+    exam = tables["qualification"]
+    quality = tables["review_quality_models"]
+    points = tables["points"]
+    counts = (points.group_by("source", "field").len().sort("source", "field") if points.height else points)
+    return {"exam": rows(exam.sort("role", "model", "test")) if exam.height else [],
+            "quality": rows(quality.sort("metric", "model")) if quality.height else [],
+            "points": rows(counts) if counts.height else []}
+
+
+def run_groups(runs: pl.DataFrame) -> list[dict[str, Any]]:
+    if runs.is_empty():
+        return []
+    out = []
+    for (run_id,), stages in runs.sort("started_at").group_by("run_id", maintain_order=True):
+        first = stages.row(0, named=True)
+        out.append({"run_id": run_id, "pipeline": first["pipeline"], "config_hash": first["config_hash"],
+                    "code_version": first["code_version"], "started_at": stages["started_at"].min(),
+                    "ended_at": stages["ended_at"].max(), "llm_calls": stages["llm_calls"].sum(),
+                    "cost_usd": stages["cost_usd"].sum(), "duration_s": stages["duration_s"].sum(),
+                    "failed": stages.filter(pl.col("status") != "completed").height,
+                    "stages": rows(stages.sort("position"))})
+    return list(reversed(out))      # newest first
+
+
+def release_context(tables: dict[str, pl.DataFrame]) -> dict[str, Any]:
+    """The releases newest first and each one's changelog rows."""
+    changes: dict[str, list[dict[str, Any]]] = {}
+    for row in rows(tables["release_changes"]):
+        changes.setdefault(str(row["release_id"]), []).append(row)
+    return {"releases": rows(tables["releases"].sort("created_at", "release_id", descending=True)),
+            "changelog": changes}
+
+
+def submission_context(tables: dict[str, pl.DataFrame]) -> dict[str, Any]:
+    """The submissions and, per submission, its rejected rows grouped by rule."""
+    rejects = tables["rejects"]
+    by_name: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    if rejects.height:
+        for row in rows(rejects.filter(pl.col("stage") == "submit").sort("rule", "entity_id")):
+            name = str(row["entity_id"]).rsplit("#", 1)[0]
+            by_name.setdefault(name, {}).setdefault(str(row["rule"]), []).append(row)
+    return {"submissions": rows(tables["submissions"].sort("name")), "rejects": by_name}
+
+
+def build_site(database: Path, out_dir: Path) -> SiteResult:
+    """Write the whole site into out_dir (overwriting the pages it writes) and say what was written."""
+    tables = read_tables(database, TABLES)
+    env = environment()
+    out_dir = Path(out_dir)
+    (out_dir / "papers").mkdir(parents=True, exist_ok=True)
+    (out_dir / "charts").mkdir(parents=True, exist_ok=True)
+    result = SiteResult(out_dir)
+    from tasks.core.locks import built_for
+
+    common = {"generated_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "database": Path(database).name,
+              "pipeline": built_for(Path(database)) or "unknown",
+              "has_releases": tables["releases"].height > 0, "has_submissions": tables["submissions"].height > 0}
+
+    def page(template: str, path: Path, root: str = "", **context: Any) -> None:
+        path.write_text(env.get_template(template).render(root=root, **common, **context), encoding="utf-8")
+        result.pages.append(path)
+
+    groups = leaderboard_groups(tables["leaderboard"])
+    for group in groups:
+        chart = out_dir / "charts" / f"leaderboard-{group['slug']}.svg"
+        title = f"{group['metric']} ({group['eval_lm']}; {group['level']} CI)"
+        chart.write_text(to_svg(leaderboard_chart(group["rows"], title)), encoding="utf-8")
+        result.charts.append(chart)
+        group["chart"] = f"charts/{chart.name}"
+    board = tables["leaderboard"]
+    release_ids = sorted(set(board["release_id"].drop_nulls().to_list())) if "release_id" in board.columns else []
+    page("leaderboard.html", out_dir / "leaderboard.html", groups=groups, releases=release_ids)
+    if common["has_releases"]:
+        page("releases.html", out_dir / "releases.html", **release_context(tables))
+    if common["has_submissions"]:
+        page("submissions.html", out_dir / "submissions.html", **submission_context(tables))
+
+    page("validation.html", out_dir / "validation.html", matrices=validation_matrix(tables["validation"]),
+         correlation=rows(tables["human_correlation"]))
+
+    papers = rows(site_papers(tables))
+    for paper in papers:
+        paper["page"] = f"papers/{slug(str(paper['paper_id']))}.html"
+        page("paper.html", out_dir / paper["page"], root="../", **paper_bundle(tables, paper))
+
+    runs = run_groups(tables["runs"])
+    page("runs.html", out_dir / "runs.html", runs=runs)
+
+    page("quality.html", out_dir / "quality.html", **quality_bundle(tables))
+
+    years: dict[str, list[dict[str, Any]]] = {}
+    for paper in papers:
+        years.setdefault(year_of(str(paper.get("venue_id"))), []).append(paper)
+    counts = {name: frame.height for name, frame in tables.items()}
+    models = sorted(set(tables["candidates"]["model"].to_list())) if tables["candidates"].height else []
+    page("index.html", out_dir / "index.html", years=dict(sorted(years.items(), reverse=True)),
+         counts=counts, models=models, latest=runs[0] if runs else None, groups=groups)
+    return result

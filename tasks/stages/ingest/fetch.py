@@ -1,0 +1,421 @@
+"""Ingest one OpenReview venue: submissions with their replies, in bulk, into Parquet.
+
+Submissions are pulled page by page with their replies (`details=directReplies`), never one call
+per paper, through the real `openreview-py` client (API v1 or v2, per venue). Each page is saved
+under `data/raw/<venue>/v<N>/` as it arrives (temp file + rename), so a rerun downloads nothing
+already saved and a crashed run resumes where it stopped. A page that stays malformed after
+retries is recorded in rejects (entity "page") and the run goes on. Outputs in `out_dir`:
+papers, reviews, rejects (and pdf_texts) .parquet, each rewritten whole, so reruns are idempotent.
+Every review met is either kept or rejected with a rule: reviews_ingested = reviews + review rejects.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import requests
+
+from tasks.core.config import Config, IngestConfig
+from tasks.core.errors import SourceError
+from tasks.core.layout import raw_dir, slug, write_parquet
+from tasks.core.locks import locked, write_bytes_atomic
+from tasks.core.progress import progress
+from tasks.core.schema import PAPERS, REJECTS, REVIEWS, conform, empty
+from tasks.core.summary import StageSummary
+from tasks.core.venue_facts import history_hidden
+from tasks.stages.ingest.forms import normalise_submission, reject, value
+from tasks.stages.ingest.openreview_client import make_client
+from tasks.stages.ingest.raw_cache import quarantine, read_cached
+from tasks.stages.ingest.throttle import Throttle
+from tasks.stages.ingest.versions import apply_versions, download_source, without_history
+
+log = logging.getLogger(__name__)
+IDENTITY_KEYS = ("signatures", "writers", "readers", "nonreaders", "tauthor")
+PRIVATE_CONTENT = ("authors", "authorids")
+DETAILS = "directReplies"
+SORT = "number:asc"
+SITE_URL = "https://openreview.net"   # pdf_url is the paper's public link, stable whatever API host served it
+
+
+class MalformedPage(ValueError):
+    """A page whose body stayed unreadable after retries."""
+
+
+@dataclass
+class IngestResult:
+    venue_id: str
+    api_version: int
+    papers: int = 0
+    reviews: int = 0
+    reviews_ingested: int = 0      # every review met: reviews + review rejects
+    rejects: int = 0
+    pages_fetched: int = 0
+    pages_cached: int = 0
+    pages_rejected: int = 0
+    pdfs: int = 0                  # PDFs on disk for active papers
+    histories_fetched: int = 0     # revision histories read from the API / the raw cache (tasks/stages/ingest/versions.py)
+    histories_cached: int = 0
+    reviews_edited: int = 0        # reviews whose rating, confidence or text changed after posting
+    pdfs_revised: int = 0          # papers with more than one PDF version
+    pdfs_hidden: int = 0           # v2 papers whose history is not public: latest PDF kept
+    reviews_hidden: int = 0        # v2 reviews whose history is not public: final version kept
+    pdf_texts: int | None = None   # None when the PDF step did not run
+    rejects_by_rule: dict[str, int] = field(default_factory=dict)
+
+    def summary(self) -> StageSummary:
+        """Reviews fetched in, reviews written out; the venue's figures in the details."""
+        return StageSummary(self.reviews_ingested, self.reviews, details={self.venue_id: asdict(self)})
+
+
+def note_json(note: Any) -> dict[str, Any]:
+    """A client Note as a JSON dict, without reviewer or author identity."""
+    raw = {k: v for k, v in vars(note).items() if k not in IDENTITY_KEYS and v is not None}
+    if isinstance(raw.get("content"), dict):
+        raw["content"] = {k: v for k, v in raw["content"].items() if k not in PRIVATE_CONTENT}
+    details = raw.get("details")
+    if isinstance(details, dict):
+        raw["details"] = {k: [_strip(r) for r in v] if isinstance(v, list) else v for k, v in details.items()}
+    return raw
+
+
+def _strip(reply: Any) -> Any:
+    return {k: v for k, v in reply.items() if k not in IDENTITY_KEYS} if isinstance(reply, dict) else reply
+
+
+def _page_problem(offset: int) -> Callable[[Any], str | None]:
+    def problem(page: Any) -> str | None:
+        if not isinstance(page, dict) or not isinstance(page.get("notes"), list):
+            return "not a page of notes"
+        if page.get("offset") != offset or not isinstance(page.get("count"), int | None):
+            return "offset or count missing or wrong"
+        if not all(isinstance(n, dict) for n in page["notes"]):
+            return "a note that is not an object"
+        return None
+    return problem
+
+
+def _fetch(client: Any, params: dict[str, Any], cfg: IngestConfig, with_count: bool) -> tuple[list[dict], int | None]:
+    """One page through the client; a malformed body is retried with back-off, then MalformedPage."""
+    problem: Exception | None = None
+    for attempt in range(cfg.max_retries + 1):
+        if attempt:
+            time.sleep(min(cfg.max_backoff_seconds, cfg.backoff_seconds * 2 ** (attempt - 1)))
+        try:
+            if with_count:
+                notes, count = client.get_notes(**params, with_count=True)
+            else:
+                notes, count = client.get_notes(**params), None
+            return [note_json(n) for n in notes], count
+        except (ValueError, KeyError, TypeError) as error:   # JSONDecodeError is a ValueError
+            problem = error
+            log.warning("malformed page %s (attempt %d): %s", params, attempt + 1, error)
+    raise MalformedPage(f"{type(problem).__name__}: {problem}")
+
+
+@dataclass
+class _Pager:
+    """Pages of one invitation, read from the raw cache or fetched and cached."""
+
+    client: Any
+    cfg: IngestConfig
+    folder: Path
+    venue_id: str
+    result: IngestResult
+    rejects: list[dict[str, Any]]
+
+    def pages(self, invitation: str) -> Iterator[list[dict[str, Any]]]:
+        """The invitation's pages in order; a paced run shows them as progress with an ETA."""
+        bars: list[Any] = []   # the bar, once the first page tells the count
+        try:
+            yield from self._pages(invitation, bars)
+        finally:
+            for bar in bars:
+                bar.close()
+
+    def _pages(self, invitation: str, bars: list[Any]) -> Iterator[list[dict[str, Any]]]:
+        limit = self.cfg.page_size
+        folder = self.folder / f"{slug(invitation)}__{DETAILS}__limit{limit}"
+        offset, step, count = 0, None, None
+        while count is None or offset < count:
+            path = folder / f"offset_{offset:08d}.json"
+            page = read_cached(path, self.folder, _page_problem(offset))
+            if page is not None:
+                self.result.pages_cached += 1
+            else:
+                params = {"invitation": invitation, "details": DETAILS, "limit": limit, "sort": SORT,
+                          "offset": offset or None}
+                try:
+                    notes, total = _fetch(self.client, params, self.cfg, with_count=offset == 0)
+                except MalformedPage as error:
+                    self.result.pages_rejected += 1
+                    self.rejects.append(reject("page", f"{invitation}@offset={offset}", None, self.venue_id,
+                                               "malformed_page", str(error)))
+                    if step is None:    # without the first page the size of the venue is unknown
+                        raise SourceError(f"{self.venue_id}: the first page of {invitation} stayed malformed "
+                                          f"after {self.cfg.max_retries + 1} attempts ({error})") from None
+                    offset += step
+                    continue
+                page = {"invitation": invitation, "offset": offset, "limit": limit, "count": total, "notes": notes}
+                write_bytes_atomic(path, json.dumps(page, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+                self.result.pages_fetched += 1
+            if offset == 0:
+                count = page["count"] if page["count"] is not None else float("inf")
+                step = len(page["notes"]) or limit
+                if count != float("inf"):
+                    bars.append(progress(max(1, -(-int(count) // step)), f"pages of {invitation}", "page"))
+            for bar in bars:
+                bar.update(1)
+            yield page["notes"]
+            if not page["notes"]:
+                return
+            offset += step or limit
+
+
+def _submission_invitations(client: Any, api_version: int, venue_id: str, folder: Path) -> list[str]:
+    """v2: the submission invitation the venue group names (`submission_id`, else `submission_name`;
+    cached); v1: blind, withdrawn and desk-rejected ones (`collect_venue` falls back to
+    `<venue>/-/Submission` when a v1 venue has no blind submissions)."""
+    if api_version == 1:
+        return [f"{venue_id}/-/{name}" for name in ("Blind_Submission", "Withdrawn_Submission",
+                                                     "Desk_Rejected_Submission")]
+    path = folder / "group.json"
+    content = read_cached(path, folder, lambda c: None if isinstance(c, dict) else "not a JSON object")
+    if content is None:
+        group = client.get_group(venue_id)
+        content = {k: v for k, v in (group.content or {}).items() if k.endswith(("_id", "_name"))}
+        write_bytes_atomic(path, json.dumps(content).encode())
+    name = value(content, "submission_name")
+    return [value(content, "submission_id") or f"{venue_id}/-/{name or 'Submission'}"]
+
+
+def _frame(rows: list[dict[str, Any]], schema: pl.Schema) -> pl.DataFrame:
+    """Rows (dates as epoch milliseconds) as a frame of `schema`."""
+    if not rows:
+        return empty(schema)
+    dates = [n for n, t in schema.items() if isinstance(t, pl.Datetime)]
+    raw = pl.Schema({n: (pl.Int64 if n in dates else t) for n, t in schema.items()})
+    frame = pl.DataFrame(rows, schema=raw)
+    return conform(frame.with_columns(pl.from_epoch(pl.col(d), time_unit="ms").dt.replace_time_zone("UTC")
+                                      for d in dates), schema)
+
+
+def collect_venue(client: Any, venue_id: str, api_version: int, cfg: IngestConfig, folder: Path,
+                  pdf_base: str, result: IngestResult, form: Mapping[str, str] | None = None
+                  ) -> tuple[pl.DataFrame, pl.DataFrame, list[dict]]:
+    """(papers, reviews, reject rows) of a venue, page by page, deduplicated; `form` is the venue
+    table's field mapping (tasks/stages/ingest/forms.py)."""
+    rejects: list[dict[str, Any]] = []
+    pager = _Pager(client, cfg, folder, venue_id, result, rejects)
+    seen_papers: set[str] = set()
+    seen_reviews: set[str] = set()
+    papers, reviews = [], []
+    invitations = _submission_invitations(client, api_version, venue_id, folder)
+    served: dict[str, int] = {}
+    if api_version == 1:   # a v1 venue without blind copies lists its papers under Submission only
+        invitations.append(f"{venue_id}/-/Submission")
+    for invitation in invitations:
+        fallback = invitation == f"{venue_id}/-/Submission" and api_version == 1
+        if fallback and served.get(f"{venue_id}/-/Blind_Submission"):
+            continue
+        served[invitation] = 0
+        for notes in pager.pages(invitation):
+            served[invitation] += len(notes)
+            paper_rows, review_rows = [], []
+            for note in notes:
+                if fallback and note.get("id") in seen_papers:   # Submission lists the withdrawn ones too
+                    continue
+                found = normalise_submission(note, venue_id, api_version, pdf_base, seen_reviews, form)
+                result.reviews_ingested += found.reviews_seen
+                rejects.extend(found.rejects)
+                review_rows.extend(found.reviews)
+                if found.paper is None:
+                    continue
+                if found.paper["paper_id"] in seen_papers:
+                    rejects.append(reject("paper", found.paper["paper_id"], found.paper["paper_id"], venue_id,
+                                          "duplicate_paper", f"served again by {invitation}"))
+                    continue
+                seen_papers.add(found.paper["paper_id"])
+                paper_rows.append(found.paper)
+            papers.append(_frame(paper_rows, PAPERS))
+            reviews.append(_frame(review_rows, REVIEWS))
+    paper_frame = pl.concat([empty(PAPERS), *papers]).sort("number", "paper_id", nulls_last=True)
+    review_frame = pl.concat([empty(REVIEWS), *reviews]).sort("paper_id", "review_id")
+    return paper_frame, review_frame, rejects
+
+
+def download_pdfs(client: Any, paper_ids: list[str], pdf_dir: Path, cfg: IngestConfig, venue_id: str,
+                  sources: Mapping[str, tuple[str, dict[str, str], str | None]] | None = None
+                  ) -> tuple[list[str], list[dict[str, Any]]]:
+    """Fetch each paper's PDF into `pdf_dir/<paper_id>.pdf` (cached); (ids on disk, reject rows).
+
+    Streams through the client's own session (the client's `get_pdf` would read the whole body
+    first): a declared or actual size above `pdf_max_bytes` stops the download. Permanent
+    failures (too large, not found) are remembered in `<paper_id>.reject.json`, so reruns skip them.
+    `sources` maps a paper to (URL, query, version id) of the PDF version to fetch (default: the
+    latest, `/pdf?id=`, version None); an earlier version on disk is noted in `<paper_id>.version`,
+    so a file of another version is fetched again. The download is a queue that survives restarts:
+    a file is written whole (temp file + rename) or not at all, and a file on disk is done unless it
+    is damaged (empty, not a PDF, cut short) on disk: then it is quarantined and fetched again. A PDF
+    the server itself sends damaged is noted (`<paper_id>.served-damaged`) and kept: the text step
+    rejects it as `corrupt_pdf` without fetching it on every rerun.
+    """
+    pdf_dir.mkdir(parents=True, exist_ok=True)
+    sources = sources or {}
+
+    def one(paper_id: str) -> tuple[str | None, dict[str, Any] | None]:
+        path, marker = pdf_dir / f"{paper_id}.pdf", pdf_dir / f"{paper_id}.reject.json"
+        url, params, version = sources.get(paper_id) or (client.pdf_url, {"id": paper_id}, None)
+        noted = pdf_dir / f"{paper_id}.version"
+        served = pdf_dir / f"{paper_id}.served-damaged"   # the server sent it so: the parser reports it
+        if path.exists() and (noted.read_text() == version if noted.exists() else version is None):
+            damage = pdf_damage(path)
+            if damage is None or (served.exists() and served.read_text() == str(path.stat().st_size)):
+                return paper_id, None
+            quarantine(path, pdf_dir, damage)   # damaged on disk: fetched again below, like a damaged page
+            noted.unlink(missing_ok=True)
+        remembered = read_cached(marker, pdf_dir, lambda c: None if isinstance(c, dict) else "not a JSON object")
+        if remembered is not None:
+            return None, remembered
+        try:
+            with client.session.get(url, params=params, headers=client.headers, stream=True) as response:
+                if response.status_code == 404:
+                    return None, _remember(marker, reject("pdf", paper_id, paper_id, venue_id, "pdf_not_found",
+                                                          "the API has no PDF for this paper"))
+                response.raise_for_status()
+                declared = int(response.headers.get("Content-Length") or 0)
+                if declared > cfg.pdf_max_bytes:
+                    return None, _remember(marker, reject("pdf", paper_id, paper_id, venue_id, "pdf_too_large",
+                                                          f"declared {declared} bytes > {cfg.pdf_max_bytes}"))
+                chunks, size = [], 0
+                for chunk in response.iter_content(1 << 16):
+                    size += len(chunk)
+                    if size > cfg.pdf_max_bytes:
+                        return None, _remember(marker, reject("pdf", paper_id, paper_id, venue_id, "pdf_too_large",
+                                                              f"body exceeds {cfg.pdf_max_bytes} bytes"))
+                    chunks.append(chunk)
+            body = b"".join(chunks)
+            write_bytes_atomic(path, body)   # then its notes: a kill in between costs a refetch, no more
+            if pdf_damage(path):
+                write_bytes_atomic(served, str(len(body)).encode())
+            else:
+                served.unlink(missing_ok=True)
+            if version is not None:
+                write_bytes_atomic(noted, version.encode())
+            else:
+                noted.unlink(missing_ok=True)
+            return paper_id, None
+        except requests.RequestException as error:
+            return None, reject("pdf", paper_id, paper_id, venue_id, "pdf_download_failed", repr(error))
+
+    results = []
+    with ThreadPoolExecutor(cfg.pdf_workers) as pool, progress(len(paper_ids), f"PDFs of {venue_id}", "pdf") as bar:
+        for found in pool.map(one, paper_ids):
+            results.append(found)
+            bar.update(1)
+    return [p for p, _ in results if p], [r for _, r in results if r]
+
+
+def pdf_damage(path: Path) -> str | None:
+    """Why a cached PDF is unusable (empty, not a PDF, cut short: no %%EOF near its end), else None.
+    A cheap look at its first and last bytes; a whole but unparseable PDF is the parser's to report."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as file:
+            head = file.read(5)
+            file.seek(max(0, size - 2048))
+            tail = file.read()
+    except OSError as error:
+        return f"unreadable: {error.strerror}"
+    if not size:
+        return "empty file"
+    if head != b"%PDF-":
+        return f"not a PDF (starts with {head!r})"
+    if b"%%EOF" not in tail:
+        return "truncated (no %%EOF at the end)"
+    return None
+
+
+def _remember(marker: Path, row: dict[str, Any]) -> dict[str, Any]:
+    write_bytes_atomic(marker, json.dumps(row).encode())
+    return row
+
+
+def _extract_texts(pdf_dir: Path, ids: list[str], cfg: IngestConfig, venue_id: str
+                   ) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+    try:
+        from tasks.stages.ingest.pdf import extract_pdfs
+    except ImportError:
+        log.warning("tasks.stages.ingest.pdf is not available; PDF text extraction skipped")
+        return None
+    return extract_pdfs(pdf_dir, ids, max_bytes=cfg.pdf_max_bytes, venue_id=venue_id)
+
+
+def ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None = None) -> IngestResult:
+    """Ingest `venue_id` into `out_dir`; see the module docstring for the contract.
+
+    Under the lock of `out_dir`: a second ingest of the same venue waits, then reads the cache.
+    """
+    with locked(out_dir):
+        return _ingest_venue(venue_id, cfg, out_dir, baseurl)
+
+
+def _ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None) -> IngestResult:
+    api_version = cfg.venue(venue_id).api_version(venue_id)
+    settings = cfg.ingest
+    throttle = Throttle.from_config(settings) if baseurl is None else None   # the real API only
+    baseurl = baseurl or (settings.api_v1_url if api_version == 1 else settings.api_v2_url)
+    client = make_client(api_version, baseurl, settings, throttle)
+    result = IngestResult(venue_id, api_version)
+    folder = raw_dir(cfg, venue_id, api_version)
+    papers, reviews, reject_rows = collect_venue(client, venue_id, api_version, settings, folder, SITE_URL, result,
+                                                 cfg.venue(venue_id).form)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    frames = [pl.DataFrame(reject_rows, schema=REJECTS) if reject_rows else empty(REJECTS)]
+    sources = {}
+    if settings.versions:
+        hidden = not settings.probe_hidden_histories and history_hidden(venue_id)   # facts: no request can help
+        papers, reviews, choices, stats = apply_versions(client, api_version, venue_id, papers, reviews, folder,
+                                                         settings.pdf_workers, cfg.venue(venue_id).form, settings.pdf,
+                                                         hidden)
+        # a PDF already on disk is the latest unless its `.version` says otherwise (tasks/stages/ingest/versions.py)
+        sources = {pid: (*download_source(client, api_version, pid, c), None if c.latest else c.version)
+                   for pid, c in choices.items()}
+        result.histories_fetched, result.histories_cached = stats.histories_fetched, stats.histories_cached
+        result.reviews_edited, result.pdfs_revised = stats.reviews_edited, stats.pdfs_revised
+        result.pdfs_hidden, result.reviews_hidden = stats.pdfs_hidden, stats.reviews_hidden
+    else:
+        reviews = without_history(reviews)
+    if settings.pdf:
+        wanted = papers.filter((pl.col("status") == "active") & pl.col("pdf_url").is_not_null())["paper_id"]
+        on_disk, pdf_rejects = download_pdfs(client, wanted.to_list(), out_dir / "pdfs", settings, venue_id, sources)
+        result.pdfs = len(on_disk)
+        frames.append(pl.DataFrame(pdf_rejects, schema=REJECTS) if pdf_rejects else empty(REJECTS))
+        extracted = _extract_texts(out_dir / "pdfs", sorted(on_disk), settings, venue_id)
+        if extracted is not None:
+            texts, text_rejects = extracted
+            frames.append(conform(text_rejects, REJECTS))
+            write_parquet(texts.sort("paper_id"), out_dir / "pdf_texts.parquet")
+            result.pdf_texts = texts.height
+    rejects = pl.concat(frames).sort("entity", "rule", "entity_id", nulls_last=True)
+    review_rejects = rejects.filter(pl.col("entity") == "review").height
+    if result.reviews_ingested != reviews.height + review_rejects:
+        raise RuntimeError(f"{venue_id}: {result.reviews_ingested} reviews ingested but {reviews.height} kept "
+                           f"+ {review_rejects} rejected")
+    write_parquet(papers, out_dir / "papers.parquet")
+    write_parquet(reviews, out_dir / "reviews.parquet")
+    write_parquet(rejects, out_dir / "rejects.parquet")
+    result.papers, result.reviews, result.rejects = papers.height, reviews.height, rejects.height
+    result.rejects_by_rule = dict(sorted(rejects.group_by("rule").len().iter_rows()))
+    log.info("ingested %s: %s", venue_id, result)
+    return result
+
+
+# A retry after a 429 / 5xx / timeout resumes from the cached pages.

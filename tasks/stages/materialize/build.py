@@ -1,0 +1,227 @@
+"""Build the DuckDB results database from the Parquet outputs with the `.sql` files in `sql/`.
+
+Layers run in order: `sql/staging/` (one file per Parquet source, read with bound parameters),
+`sql/marts/` (the tables people query), then `sql/tests/` (data tests: a query that returns rows
+has found a problem). Each file says what it needs in header comments:
+
+    -- source: <glob under data/<pipeline>/> ...  staging files: the Parquet files they read (globs
+                                                  separated by spaces)
+    -- requires: <table>, <table>                 marts and tests: tables that must exist
+
+A staging file whose source has no files is skipped, and so is everything that requires its
+table, so the database holds exactly what the pipeline has produced so far. The database is built
+in a scratch file unique to the process, under a lock, and swapped in only after the data tests
+pass: readers never see half a build, a second build waits for the first, a crash leaves nothing
+that blocks the next run (tasks/core/locks.py), and rebuilding is idempotent.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from tasks.core.config import Config
+from tasks.core.errors import DataTestError, FatalError
+from tasks.core.layout import pipeline_dir
+from tasks.core.locks import (
+    built_for,
+    copy_database,
+    discard,
+    locked,
+    recover_database,
+    scratch_path,
+    swap_database,
+)
+from tasks.core.summary import StageSummary
+
+SQL_DIR = Path(__file__).resolve().parents[3] / "sql"
+LAYERS = ("staging", "marts")
+
+
+class OtherPipelineError(FatalError):
+    """The database path is shared and holds another pipeline's results: building would replace them."""
+
+
+def refuse_other_pipeline(cfg: Config, pipeline: str, target: Path) -> None:
+    """Stop before a shared database (no {pipeline} in paths.database) loses another pipeline's results."""
+    holder = built_for(target)
+    if holder is not None and holder != pipeline:
+        raise OtherPipelineError(
+            f"{target} holds the results of pipeline {holder!r}; building {pipeline!r} there would replace "
+            "them: put {pipeline} in paths.database (e.g. data/{pipeline}/grebench.duckdb) or move the file")
+
+
+@dataclass(frozen=True)
+class SqlFile:
+    path: Path
+    text: str
+    source: str | None
+    requires: tuple[str, ...]
+
+    @property
+    def table(self) -> str:
+        layer = self.path.parent.name
+        return f"staging.{self.path.stem}" if layer == "staging" else self.path.stem
+
+
+@dataclass
+class BuildResult:
+    database: Path
+    tables: dict[str, int] = field(default_factory=dict)      # mart table -> rows
+    staged: dict[str, int] = field(default_factory=dict)      # staging table -> rows read from Parquet
+    skipped: list[str] = field(default_factory=list)
+    tests_run: int = 0
+
+    def summary(self) -> StageSummary:
+        """Staging rows read in, mart rows written out."""
+        return StageSummary(sum(self.staged.values()), sum(self.tables.values()), details={
+            "database": str(self.database), "tables": self.tables, "skipped": self.skipped,
+            "tests_run": self.tests_run})
+
+
+def read_sql_file(path: Path) -> SqlFile:
+    text = path.read_text(encoding="utf-8")
+    source = re.search(r"^--\s*source:\s*(\S.*?)\s*$", text, re.MULTILINE)
+    requires = re.search(r"^--\s*requires:\s*(.+)$", text, re.MULTILINE)
+    names = tuple(n.strip() for n in requires.group(1).split(",")) if requires else ()
+    return SqlFile(path, text, source.group(1) if source else None, names)
+
+
+def sql_files(layer: str, sql_dir: Path = SQL_DIR) -> list[SqlFile]:
+    return [read_sql_file(p) for p in sorted((sql_dir / layer).glob("*.sql"))]
+
+
+def _parameters(text: str, values: dict[str, object]) -> dict[str, object]:
+    """The named parameters a statement uses, taken from `values`."""
+    used = set(re.findall(r"\$([A-Za-z_]\w*)", text))
+    missing = used - values.keys()
+    if missing:
+        raise KeyError(f"no value for SQL parameter(s) {sorted(missing)}")
+    return {name: values[name] for name in used}
+
+
+def build_database(cfg: Config, pipeline: str, sql_dir: Path = SQL_DIR) -> BuildResult:
+    """(Re)build the pipeline's results database (`cfg.database_for(pipeline)`) from its Parquet
+    outputs; run the data tests. A shared database (no {pipeline} in paths.database) that holds
+    another pipeline's results is left alone: `OtherPipelineError`.
+
+    The build runs in a scratch file unique to this process, under the database's lock, and is
+    swapped in only once every data test has passed (tasks/core/locks.py).
+    """
+    base = pipeline_dir(cfg, pipeline)
+    target = cfg.database_for(pipeline)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    result = BuildResult(database=target)
+    params = _base_parameters(cfg, pipeline)
+    with locked(target):
+        recover_database(target)
+        if not cfg.per_pipeline_database:
+            refuse_other_pipeline(cfg, pipeline, target)
+        scratch = scratch_path(target)
+        try:
+            with duckdb.connect(str(scratch)) as con:
+                present = _run_layers(con, base, params, sql_dir, result)
+                con.execute(
+                    "CREATE OR REPLACE TABLE _build AS SELECT $pipeline AS pipeline, now() AS built_at",
+                    {"pipeline": pipeline},
+                )
+                failures = run_data_tests(con, present, params, sql_dir)
+                result.tests_run = sum(1 for t in sql_files("tests", sql_dir) if set(t.requires) <= present)
+                con.execute("CHECKPOINT")
+            if failures:
+                raise DataTestError("data tests failed:\n" + "\n".join(failures))
+            swap_database(scratch, target)
+        finally:
+            discard(scratch)
+    return result
+
+
+def _base_parameters(cfg: Config, pipeline: str) -> dict[str, object]:
+    return {"scale": list(cfg.curate.common_scale), "pipeline": pipeline}
+
+
+def _run_layers(
+    con: duckdb.DuckDBPyConnection,
+    base: Path,
+    params: dict[str, object],
+    sql_dir: Path,
+    result: BuildResult,
+    only: set[str] | None = None,
+) -> set[str]:
+    """Run staging then marts (restricted to `only` when given); return the tables built."""
+    con.execute("CREATE SCHEMA IF NOT EXISTS staging")
+    present: set[str] = set() if only is None else _existing_tables(con)
+    for layer in LAYERS:
+        for sql in sql_files(layer, sql_dir):
+            if only is not None and sql.table not in only:
+                continue
+            if sql.source:
+                files = sorted(str(p) for pattern in sql.source.split() for p in base.glob(pattern)
+                               # never a hidden scratch file / folder
+                               if not any(part.startswith(".") for part in p.relative_to(base).parts))
+                if not files:
+                    result.skipped.append(sql.table)
+                    continue
+                params["files"] = files
+            if not set(sql.requires) <= present:
+                result.skipped.append(sql.table)
+                continue
+            con.execute(sql.text, _parameters(sql.text, params))
+            present.add(sql.table)
+            counts = result.tables if layer == "marts" else result.staged
+            name = ".".join(f'"{part}"' for part in sql.table.split("."))
+            counts[sql.table] = con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
+    return present
+
+
+def _existing_tables(con: duckdb.DuckDBPyConnection) -> set[str]:
+    rows = con.execute("SELECT schema_name, table_name FROM duckdb_tables()").fetchall()
+    return {name if schema == "main" else f"{schema}.{name}" for schema, name in rows}
+
+
+def update_tables(cfg: Config, pipeline: str, tables: set[str], sql_dir: Path = SQL_DIR) -> BuildResult:
+    """Rebuild only `tables` of the database (e.g. `runs` after a run ends): on a copy, tested, swapped in."""
+    target = cfg.database_for(pipeline)
+    result = BuildResult(database=target)
+    if not target.is_file():
+        return result
+    with locked(target):
+        recover_database(target)
+        if not target.is_file():
+            return result
+        scratch = scratch_path(target)
+        try:
+            copy_database(target, scratch)
+            params = _base_parameters(cfg, pipeline)
+            with duckdb.connect(str(scratch)) as con:
+                holder = con.execute("SELECT any_value(pipeline) FROM _build").fetchone()[0]
+                if holder != pipeline:
+                    return result
+                present = _run_layers(con, pipeline_dir(cfg, pipeline), params, sql_dir, result, tables)
+                failures = run_data_tests(con, present, params, sql_dir)
+                con.execute("CHECKPOINT")
+            if failures:
+                raise DataTestError("data tests failed:\n" + "\n".join(failures))
+            swap_database(scratch, target)
+        finally:
+            discard(scratch)
+    return result
+
+
+def run_data_tests(
+    con: duckdb.DuckDBPyConnection, present: set[str], params: dict[str, object], sql_dir: Path = SQL_DIR
+) -> list[str]:
+    """Run every applicable data test; return one line per failing test with example rows."""
+    failures = []
+    for test in sql_files("tests", sql_dir):
+        if not set(test.requires) <= present:
+            continue
+        rows = con.execute(test.text, _parameters(test.text, params)).fetchmany(5)
+        if rows:
+            failures.append(f"  {test.path.stem}: e.g. {rows}")
+    return failures
+
+

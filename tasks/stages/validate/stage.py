@@ -1,0 +1,263 @@
+"""The validate stage's ends: read the pipeline's outputs, run the workflow, build the leaderboard, write.
+
+    validate/validation.parquet             per metric x strategy: n, mean change, smd + CI, p, passed
+    validate/human_correlation.parquet      per metric: Spearman rho with human quality scores
+    validate/length_confound.parquet        per metric: Spearman rho of the score with the candidate's length
+    validate/adversary.parquet              per metric x candidate: the adversary's best score and its edits
+    validate/leaderboard.parquet            per metric x eval LM x model: mean over papers, 90% CI
+    validate/leaderboard_agreement.parquet  per metric: rho between the boards of two evaluation LMs
+    validate/comparisons.parquet            per board and pair of models: paired difference, interval, p
+    validate/release_changes.parquet        the changelog of the pipeline's releases (releases/<id>.parquet)
+    validate/perturbations.parquet          every perturbed candidate (text, judgments, error)
+    validate/pairs.parquet                  original and perturbed score of every tested candidate
+    validate/rejects.parquet                failed perturbations and preprocessing, unusable reviews
+    validate/requests/, results/            GEM scoring shards (resumable, as in the score stage, and in the
+                                            validate flow fanned out the same way: tasks/metrics/fanout.py);
+                                            requests the score stage already answered come from score/results/
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from tasks.core.config import Config, PreprocessConfig
+from tasks.core.frames import read_judgments, read_synopses
+from tasks.core.layout import cache_dir, stage_dir, write_parquet
+from tasks.core.summary import StageSummary
+from tasks.lm import ModelSpec, eval_spec
+from tasks.metrics import Resources, candidate_scores, get
+from tasks.metrics.llm_log import LLMLog, write_llm_log
+from tasks.metrics.resources import build_resources
+from tasks.metrics.shards import ShardedLoglikelihood, ShardRunner, run_in_process
+from tasks.stages.validate.board_notes import annotate
+from tasks.stages.validate.comparisons import COMPARISONS, CompareSettings, compare, with_ranks_and_ties
+from tasks.stages.validate.eval_lms import validate_each_eval_lm
+from tasks.stages.validate.leaderboard import AGREEMENT, LEADERBOARD, agreement, leaderboard, per_paper
+from tasks.stages.validate.releases import Release, changelog, read_releases, record_release, release_of
+from tasks.stages.validate.reuse import ReusingLoglikelihood
+from tasks.stages.validate.strategies import strategy
+from tasks.stages.validate.workflow import Preprocessor, ValidationResult, run_validation
+
+
+def llm_preprocessor(backend: Any, cfg: PreprocessConfig) -> Preprocessor:
+    """Reviews -> (judgment lines, rejects) with the preprocessing stage's prompt and checks."""
+    from tasks.metrics.judgments import preprocess_reviews
+
+    def run(reviews: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        out = preprocess_reviews(reviews, backend, cfg)
+        return out.judgments, out.rejects
+    return run
+
+
+def read_reviews(cfg: Config, pipeline: str) -> pl.DataFrame:
+    """REVIEWS_IN rows of the pipeline: the curated reviews of the benchmark papers (the sample every
+    stage after curation works on: only these have judgments and synopses, so every metric is
+    validated on the same papers) with their judgments and synopses; group = venue."""
+    from tasks.core.frames import benchmark_only
+
+    frames = []
+    for venue in cfg.pipelines[pipeline].venues:
+        path = stage_dir(cfg, pipeline, "curate", venue) / "reviews.parquet"
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: curated reviews not found; run the curate stage first")
+        frames.append(benchmark_only(pl.read_parquet(path, columns=["paper_id", "review_id", "review_text"]),
+                                     path.parent).with_columns(group=pl.lit(venue)))
+    reviews = pl.concat(frames)
+    metrics = get(cfg.validate.metrics)
+    judgments = read_judgments(cfg, pipeline, metrics)
+    if judgments is not None:
+        reviews = reviews.join(judgments, on="review_id", how="left")
+    synopses = read_synopses(cfg, pipeline, metrics)
+    if synopses is not None:
+        reviews = reviews.join(synopses, on="paper_id", how="left")
+    return reviews
+
+
+def validate_reviews(cfg: Config, reviews: pl.DataFrame, resources: Resources,
+                     metrics: tuple[str, ...] | None = None, strategies: tuple[str, ...] | None = None) -> ValidationResult:
+    """`run_validation` with the config's settings; the LLM backends are built only when needed.
+
+    The preprocessor is the [preprocess] LLM; the LLM strategies rewrite with [validate.perturb_llm]
+    when it is set (else the [preprocess] LLM), rephrase_second with [validate.rephrase_llm].
+    """
+    v = cfg.validate
+    metrics, strategies = metrics or v.metrics, strategies or v.strategies
+    backend = preprocess = None
+    lines = "judgments" in reviews.columns and reviews["judgments"].is_not_null().any()
+    judgment_metrics = any(m.reads == "judgments" for m in get(metrics))
+    raw_level = judgment_metrics and "raw" in v.level
+    backends: dict[str, Any] = {}
+    perturbers: dict[str, str] = {}
+    if any(strategy(s).needs_llm for s in strategies) or (judgment_metrics and not lines) or raw_level:
+        from tasks.lm import make_lm
+
+        backend = make_lm(cfg.preprocess, cache_dir(cfg, "llm"))
+        preprocess = llm_preprocessor(backend, cfg.preprocess)
+        rewriter = v.perturb_llm or cfg.preprocess
+        if v.perturb_llm is not None:
+            backend = make_lm(v.perturb_llm, cache_dir(cfg, "llm"))
+        for name in strategies:
+            if strategy(name).needs_llm:
+                perturbers[name] = f"{rewriter.backend}:{rewriter.model}"
+        if "rephrase_second" in strategies:
+            if v.rephrase_llm is None:
+                raise ValueError("strategy rephrase_second needs a [validate.rephrase_llm] table")
+            backends["rephrase_second"] = make_lm(v.rephrase_llm, cache_dir(cfg, "llm"))
+            perturbers["rephrase_second"] = f"{v.rephrase_llm.backend}:{v.rephrase_llm.model}"
+    settings = v.model_copy(update={"metrics": tuple(metrics), "strategies": tuple(strategies)})
+    return run_validation(reviews, settings, resources, backend=backend, preprocess=preprocess,
+                          negatives=cfg.score.negatives, negatives_seed=cfg.score.negatives_seed,
+                          backends=backends, perturbers=perturbers)
+
+
+def validate_pipeline(cfg: Config, pipeline: str, fan_out: bool = False) -> ValidationResult:
+    """The workflow on the pipeline's curated reviews, once per evaluation LM of `[score] eval_lms`
+    (tasks/stages/validate/eval_lms.py); log-likelihoods the score stage already has are reused, the rest
+    scored as resumable shards (tasks/stages/validate/reuse.py): in this process, or with `fan_out` one
+    Prefect task per shard on the score stage's task runner behind its concurrency limit
+    (tasks/metrics/fanout.py). The judges' / oracle's calls go to validate/usage.parquet."""
+    run: ShardRunner = run_in_process
+    if fan_out:
+        from tasks.metrics.fanout import fan_out as fanned
+        from tasks.metrics.shards import CONCURRENCY_LIMIT, ensure_concurrency_limit
+
+        ensure_concurrency_limit(CONCURRENCY_LIMIT, cfg.score.gpu_concurrency)
+        run = fanned(cfg.score)
+    used: list[ReusingLoglikelihood] = []
+    log = LLMLog()
+    from tasks.metrics.review_quality.setup import quality_work
+
+    quality = quality_work(cfg, pipeline, cache_dir(cfg, "llm"), cfg.validate.metrics)
+
+    def resources(spec: ModelSpec) -> Resources:
+        used.append(validation_loglikelihood(cfg, pipeline, spec, run))
+        return build_resources(cfg.score, used[-1], spec=spec, llm_cache=cache_dir(cfg, "llm"), log=log,
+                               quality=quality)
+    result = validate_each_eval_lm(cfg, read_reviews(cfg, pipeline), resources, validate_reviews)
+    runs = [r for u in used for r in u.inner.runs]
+    result.stats |= {"loglikelihood_reused": sum(u.reused for u in used),
+                     "loglikelihood_asked": sum(u.asked for u in used),
+                     "shards": sum(u.inner.shards for u in used),
+                     "shards_scored": sum(r["status"] == "scored" for r in runs),
+                     "shards_skipped": sum(r["status"] == "skipped" for r in runs)}
+    write_llm_log(log, stage_dir(cfg, pipeline, "validate"))
+    return result
+
+
+def validation_loglikelihood(cfg: Config, pipeline: str, spec: ModelSpec | None = None,
+                             run: ShardRunner = run_in_process) -> ReusingLoglikelihood:
+    """Validation's log-likelihoods under `spec` (default: the first evaluation LM): the score stage's
+    answers where it has them (same request key), the rest scored as resumable shards under the
+    validate folder (tasks/stages/validate/reuse.py), each shard run by `run`."""
+    shards = ShardedLoglikelihood(stage_dir(cfg, pipeline, "validate"), spec or eval_spec(cfg.score),
+                                  cfg.score.token_budget, cfg.score.shard_size, run)
+    return ReusingLoglikelihood(shards, stage_dir(cfg, pipeline, "score"))
+
+
+def read_candidate_scores(cfg: Config, pipeline: str) -> pl.DataFrame | None:
+    """The score stage's per-candidate scores (None when the score stage has not run)."""
+    folder = stage_dir(cfg, pipeline, "score")
+    if (folder / "candidate_scores.parquet").is_file():
+        return pl.read_parquet(folder / "candidate_scores.parquet")
+    if (folder / "scores.parquet").is_file():
+        return candidate_scores(pl.read_parquet(folder / "scores.parquet"))
+    return None
+
+
+@dataclass
+class BoardTables:
+    """The leaderboard and what is published with it (tasks/validate/comparisons.py, releases.py)."""
+
+    leaderboard: pl.DataFrame       # LEADERBOARD + rank_low, rank_high, tied_with, release_id
+    agreement: pl.DataFrame         # AGREEMENT
+    comparisons: pl.DataFrame       # COMPARISONS
+    release: Release | None = None  # None before the score stage has run
+
+
+def read_exclusions(cfg: Config, pipeline: str) -> pl.DataFrame | None:
+    """The contamination guard's exclusions of the generated and the submitted candidates."""
+    from tasks.core.submitted import submitted_exclusions
+
+    path = stage_dir(cfg, pipeline, "generate") / "exclusions.parquet"
+    frames = [pl.read_parquet(path)] if path.is_file() else []
+    submitted = submitted_exclusions(cfg, pipeline)
+    frames += [submitted] if submitted.height else []
+    return pl.concat(frames, how="diagonal_relaxed") if frames else None
+
+
+def build_leaderboard(cfg: Config, pipeline: str) -> BoardTables:
+    """The leaderboard (with rank intervals, ties and the release id), the agreement of evaluation LMs
+    and the paired comparisons, from the score stage's outputs and the guard's exclusions."""
+    from tasks.core.submitted import submitted_names
+
+    scores = read_candidate_scores(cfg, pipeline)
+    if scores is None:
+        return BoardTables(pl.DataFrame(schema=LEADERBOARD), pl.DataFrame(schema=AGREEMENT),
+                           pl.DataFrame(schema=COMPARISONS))
+    exclusions = read_exclusions(cfg, pipeline)
+    v = cfg.validate
+    board = leaderboard(scores, exclusions, v.leaderboard_confidence, submitted_names(cfg, pipeline))
+    pairs = stage_dir(cfg, pipeline, "score") / "scores.parquet"
+    exam = stage_dir(cfg, pipeline, "qualify") / "qualification.parquet"
+    board = annotate(board, pl.read_parquet(pairs) if pairs.is_file() else None,
+                     pl.read_parquet(exam) if exam.is_file() and "qualify" in cfg.pipelines[pipeline].stages else None)
+    settings = CompareSettings(v.leaderboard_confidence, v.compare_alpha, v.compare_correction, v.compare_resamples,
+                               v.seed)
+    comparisons, ranks = compare(per_paper(scores, exclusions), settings, board.select("metric", "eval_lm", "model",
+                                                                                       "rank"))
+    release = release_of(cfg, pipeline)
+    board = with_ranks_and_ties(board, comparisons, ranks).with_columns(release_id=pl.lit(release.release_id))
+    return BoardTables(board, agreement(board), comparisons, release)
+
+
+def write_outputs(cfg: Config, pipeline: str, result: ValidationResult, boards: BoardTables) -> StageSummary:
+    """Write the validate stage's tables and record the release; rows in: candidate x strategy pairs
+    tested, rows out: validation rows."""
+    board = boards.leaderboard
+    frames = {
+        "validation": result.validation,
+        "human_correlation": result.human_correlation,
+        "length_confound": result.length_confound,
+        "adversary": result.adversary,
+        "leaderboard": board,
+        "leaderboard_agreement": boards.agreement,
+        "comparisons": boards.comparisons,
+        "perturbations": result.perturbations,
+        "pairs": result.pairs,
+        "rejects": result.rejects,
+    }
+    if boards.release is not None:
+        record_release(cfg, pipeline, boards.release, sorted(set(board["model"].to_list())))
+        frames["release_changes"] = changelog(read_releases(cfg, pipeline))
+    folder = stage_dir(cfg, pipeline, "validate")
+    for name, frame in frames.items():
+        write_parquet(frame, folder / f"{name}.parquet")
+    from tasks.stages.validate.strategies import STRATEGIES
+
+    by_llm = result.perturbations.filter(pl.col("strategy").is_in([n for n, s in STRATEGIES.items() if s.needs_llm])) \
+        if {"strategy", "error"} <= set(result.perturbations.columns) else pl.DataFrame()
+    if by_llm.height and by_llm["error"].is_not_null().all():   # kept on disk, yet not a result
+        from tasks.core.errors import EmptyOutputError
+
+        raise EmptyOutputError(f"validate: every one of {by_llm.height} LLM perturbations failed (first error: "
+                               f"{by_llm['error'][0]}); see {folder / 'perturbations.parquet'}")
+    failing = result.validation.filter(result.validation["passed"].not_())
+    return StageSummary(
+        rows_in=result.perturbations.height,
+        rows_out=result.validation.height,
+        details={
+            **result.stats,
+            "tests": result.validation.height,
+            "tests_passed": int(result.validation["passed"].sum()),
+            "tests_failed": failing.height,
+            "tests_inconclusive": int(result.validation["passed"].is_null().sum()),
+            "failing": [f"{m}/{s}" for m, s in failing.select("metric", "strategy").iter_rows()],
+            "leaderboard_rows": board.height,
+            "comparisons": boards.comparisons.height,
+            "release_id": boards.release.release_id if boards.release else None,
+            "rejects": result.rejects.height,
+        },
+    )

@@ -1,0 +1,139 @@
+"""POST /v1/completions of the local OpenAI-compatible server, on a local model (tests, demo, benches).
+
+It answers the way vLLM's server does for the parameters log-likelihood scoring uses:
+
+* `prompt`: a string, a list of token ids, or a list of either (one choice per prompt, by `index`);
+  strings are tokenized without special tokens added (the chat template carries them);
+* `echo = true` returns the prompt's tokens in `logprobs` with their log-probabilities, `null` for
+  the first token (nothing precedes it), and `top_logprobs` per position: the `logprobs` most likely
+  tokens plus the actual one, keyed by their text (vLLM adds the actual token the same way);
+* `max_tokens = 0` with `echo` generates nothing (prefill only); a positive `max_tokens` decodes
+  greedily and scores the generated tokens too;
+* `logprobs` above `max_logprobs` (vLLM's `--max-logprobs`, 20 by default) is a 400, as is a prompt
+  longer than the model's context; `echo_logprobs=False` answers `echo` with `logprobs` with the 400
+  OpenAI's own models give; `prompt_logprobs=False` drops the prompt's log-probabilities silently,
+  as llama.cpp's server does (the client must notice).
+
+Each prompt is one plain forward pass in float32 over the whole sequence, nothing shared: the same
+computation as `tasks.lm.loglikelihood.reference_score`, so the local engine and this server agree
+to floating-point noise. Requests are served one at a time (the model is shared with the process).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+MAX_LOGPROBS = 20   # vLLM's default --max-logprobs
+_SCORING = threading.Lock()
+
+
+class RequestError(ValueError):
+    """A request the server refuses, with the HTTP status it answers."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class LocalCompletions:
+    """The completions endpoint on the local `model` (a name `tasks.lm.load_model` knows)."""
+
+    def __init__(self, model: str = "smollm2", max_logprobs: int = MAX_LOGPROBS, echo_logprobs: bool = True,
+                 prompt_logprobs: bool = True) -> None:
+        self.model_name = model
+        self.max_logprobs = max_logprobs
+        self.echo_logprobs = echo_logprobs
+        self.prompt_logprobs = prompt_logprobs
+        self.prompts = 0          # prompts scored
+        self.tokens = 0           # tokens passed through the model
+
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        from tasks.lm import ModelSpec, load_model
+
+        prompts = _prompts(body.get("prompt"))
+        echo = bool(body.get("echo"))
+        top = body.get("logprobs")
+        max_tokens = 16 if body.get("max_tokens") is None else int(body["max_tokens"])
+        if top is not None and not 0 <= int(top) <= self.max_logprobs:
+            raise RequestError(400, f"logprobs must be between 0 and {self.max_logprobs}, got {top}")
+        if echo and top is not None and not self.echo_logprobs:
+            raise RequestError(400, "Setting 'echo' and 'logprobs' at the same time is not supported for this model.")
+        if max_tokens < 0 or (max_tokens == 0 and not echo):
+            raise RequestError(400, "max_tokens must be at least 1 unless echo is set")
+        model, tokenizer = load_model(ModelSpec(name=self.model_name))
+        context = int(getattr(model.config, "max_position_embeddings", 0) or 0)
+        choices, prompt_tokens, completion_tokens = [], 0, 0
+        for index, prompt in enumerate(prompts):
+            ids = list(prompt) if not isinstance(prompt, str) else tokenizer(prompt, add_special_tokens=False)["input_ids"]
+            if not ids:
+                raise RequestError(400, "the prompt is empty")
+            if context and len(ids) + max_tokens > context:
+                raise RequestError(400, f"This model's maximum context length is {context} tokens. However, you "
+                                        f"requested {len(ids) + max_tokens} tokens ({len(ids)} in the messages, "
+                                        f"{max_tokens} in the completion).")
+            with _SCORING:
+                choice = self._choice(model, tokenizer, ids, max_tokens, echo, None if top is None else int(top))
+            choices.append({"index": index, **choice})
+            prompt_tokens += len(ids)
+            completion_tokens += choice.pop("_generated")
+        return {"id": f"cmpl-{time.time_ns()}", "object": "text_completion", "created": int(time.time()),
+                "model": body.get("model", self.model_name), "choices": choices,
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                          "total_tokens": prompt_tokens + completion_tokens}}
+
+    def _choice(self, model: Any, tokenizer: Any, ids: list[int], max_tokens: int, echo: bool,
+                top: int | None) -> dict[str, Any]:
+        import torch
+
+        with torch.inference_mode():
+            generated: list[int] = []
+            if max_tokens:
+                out = model.generate(torch.tensor([ids], device=model.device), max_new_tokens=max_tokens,
+                                     do_sample=False, pad_token_id=tokenizer.pad_token_id)
+                generated = out[0, len(ids):].tolist()
+            sequence = ids + generated
+            logits = model(input_ids=torch.tensor([sequence], device=model.device)).logits[0]
+            logprobs = logits.float().log_softmax(dim=-1)
+        self.prompts += 1
+        self.tokens += len(sequence)
+        shown = sequence if echo else generated
+        first = 0 if echo else len(ids)
+        text = tokenizer.decode(shown)
+        finish = "length" if max_tokens and len(generated) == max_tokens else "stop"
+        choice: dict[str, Any] = {"text": text, "logprobs": None, "finish_reason": finish, "_generated": len(generated)}
+        if top is None:
+            return choice
+        tokens, values, tops, offsets, offset = [], [], [], [], 0
+        for position in range(first, len(sequence)):
+            token = sequence[position]
+            piece = tokenizer.decode([token])
+            tokens.append(piece)
+            offsets.append(offset)
+            offset += len(piece)
+            if position == 0 or (position < len(ids) and not self.prompt_logprobs):
+                values.append(None)
+                tops.append(None)
+                continue
+            row = logprobs[position - 1]
+            values.append(float(row[token]))
+            best = row.topk(top).indices.tolist() if top else []
+            tops.append({tokenizer.decode([t]): float(row[t]) for t in [*best, token]})
+        if echo and not self.prompt_logprobs:   # llama.cpp: log-probabilities of generated tokens only
+            keep = [i for i, v in enumerate(values) if v is not None]
+            tokens, values, tops, offsets = ([x[i] for i in keep] for x in (tokens, values, tops, offsets))
+        choice["logprobs"] = {"tokens": tokens, "token_logprobs": values, "top_logprobs": tops, "text_offset": offsets}
+        return choice
+
+
+def _prompts(prompt: Any) -> list[str | list[int]]:
+    """The request's prompts: one string or token list, or a list of them."""
+    if isinstance(prompt, str):
+        return [prompt]
+    if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+        return [prompt]
+    if isinstance(prompt, list) and prompt and all(
+            isinstance(p, str) or (isinstance(p, list) and p and all(isinstance(t, int) for t in p)) for p in prompt):
+        return prompt
+    raise RequestError(400, "prompt must be a string, a list of token ids, or a non-empty list of either")

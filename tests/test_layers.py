@@ -1,0 +1,110 @@
+"""The layout's one rule: folders import only folders below them, and no folder circle.
+
+    core -> lm -> metrics -> testing -> stages (each stage its own folder) -> checks -> report -> flows -> flows/cli
+
+Every import counts, also one made inside a function. Run it alone to see the graph:
+`python -m pytest tests/test_layers.py -q`.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RANKS = {"tasks/core": 0, "tasks/lm": 1, "tasks/metrics": 2, "tasks/testing": 3, "tasks/stages": 4,
+         "tasks/checks": 5, "tasks/report": 6, "flows": 7, "flows/cli": 8}
+
+
+def unit(module: str) -> str:
+    """The folder a dotted module belongs to: tasks.stages.<stage>, tasks.core, flows.cli, ..."""
+    parts = module.split(".")
+    if parts[:2] == ["tasks", "stages"] and len(parts) > 2:
+        return "/".join(parts[:3])
+    if parts[:2] == ["flows", "cli"]:
+        return "flows/cli"
+    if parts[0] == "flows":
+        return "flows"
+    return "/".join(parts[:2])
+
+
+def rank(folder: str) -> int:
+    return RANKS["tasks/stages"] if folder.startswith("tasks/stages/") else RANKS[folder]
+
+
+def module_of(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> set[str]:
+    """Every module `path` imports, anywhere in the file (functions included)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return {name for name in found if name.split(".")[0] in ("tasks", "flows") and name.count(".") >= 1}
+
+
+def folder_graph() -> dict[str, dict[str, list[str]]]:
+    """folder -> folder it imports -> the files that do."""
+    graph: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for path in sorted([*ROOT.glob("tasks/**/*.py"), *ROOT.glob("flows/**/*.py")]):
+        source = unit(module_of(path))
+        for name in imports(path):
+            target = unit(name)
+            if target != source and (target in RANKS or target.startswith("tasks/stages/")):
+                graph[source][target].append(str(path.relative_to(ROOT)))
+    return graph
+
+
+def test_every_file_belongs_to_a_layer():
+    for path in [*ROOT.glob("tasks/**/*.py"), *ROOT.glob("flows/**/*.py")]:
+        if path.name == "__init__.py" and path.parent.name in ("tasks", "stages"):
+            continue
+        rank(unit(module_of(path)))   # KeyError names a file outside every layer
+
+
+def test_no_folder_imports_a_folder_above_it_or_a_sibling_stage():
+    upward = [f"{files[0]} ({source} -> {target})"
+              for source, targets in folder_graph().items() for target, files in targets.items()
+              if rank(target) > rank(source) or (rank(target) == rank(source) == RANKS["tasks/stages"])]
+    assert upward == [], "imports that point up the layers:\n" + "\n".join(sorted(upward))
+
+
+def test_no_circle_between_folders():
+    graph = {source: set(targets) for source, targets in folder_graph().items()}
+    state: dict[str, int] = {}
+
+    def visit(node: str, trail: list[str]) -> list[str] | None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*trail, node, nxt]
+            if nxt not in state and (circle := visit(nxt, [*trail, node])):
+                return circle
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state:
+            assert (circle := visit(start, [])) is None, " -> ".join(circle)
+
+
+def test_a_stage_flow_imports_only_its_stage_steps_and_core():
+    from tasks.core.config import STAGES
+
+    strays = []
+    for stage in STAGES:
+        path = ROOT / "flows" / f"{stage}.py"
+        allowed = {f"tasks.stages.{stage}.steps"}
+        for name in imports(path):
+            if name.startswith("tasks.") and not name.startswith("tasks.core") and \
+                    not any(name == a or name.startswith(a + ".") for a in allowed):
+                strays.append(f"flows/{stage}.py imports {name}")
+    assert strays == [], "\n".join(sorted(strays))
