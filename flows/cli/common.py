@@ -106,3 +106,13 @@ def read_config(config: Path | None) -> Config:
         return load_checked_config(config_path(config))
     except ConfigError as error:
         fail(str(error))
+
+
+def chosen_results(config: Path | None, pipeline: str | None, out: Path | None, kind: str) -> tuple[Path, Path]:
+    """(results database, output folder) of `report` / `site`: the pipeline's database (or the newest,
+    said in one line) and `out`, or the folder of `kind` beside that database."""
+    cfg = read_config(config)
+    database, note = results_database(cfg, pipeline)
+    if note:
+        typer.echo(note)
+    return database, output_folder(cfg, database, out, kind)

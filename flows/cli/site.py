@@ -7,7 +7,12 @@ from typing import Annotated
 
 import typer
 
-from flows.cli.common import ConfigOption, PipelineOption, fail, output_folder, read_config, results_database
+from flows.cli.common import (
+    ConfigOption,
+    PipelineOption,
+    chosen_results,
+    fail,
+)
 
 
 def site(
@@ -19,12 +24,9 @@ def site(
     """Render the static results website (leaderboard, validation, papers, runs) from a results database."""
     from tasks.report.site import build_site
 
-    cfg = read_config(config)
-    database, note = results_database(cfg, pipeline)
-    if note:
-        typer.echo(note)
+    database, folder = chosen_results(config, pipeline, out, "site")
     try:
-        result = build_site(database, output_folder(cfg, database, out, "site"))
+        result = build_site(database, folder)
     except FileNotFoundError as error:
         fail(str(error))
     typer.echo(f"{len(result.pages)} pages, {len(result.charts)} charts in {result.out_dir}")

@@ -14,7 +14,13 @@ from typing import Annotated
 import polars as pl
 import typer
 
-from flows.cli.common import ConfigOption, PipelineOption, fail, output_folder, read_config, results_database
+from flows.cli.common import (
+    ConfigOption,
+    PipelineOption,
+    chosen_results,
+    fail,
+    read_config,
+)
 
 JSON_KEYS = ("strategy", "metric", "n", "smd", "ci_low", "ci_high", "p_value", "passed")
 
@@ -138,12 +144,9 @@ def report(
     """Write the leaderboard figure, the validation heat map and a markdown summary from a results database."""
     from tasks.report.validation import write_report
 
-    cfg = read_config(config)
-    database, note = results_database(cfg, pipeline)
-    if note:
-        typer.echo(note)
+    database, folder = chosen_results(config, pipeline, out_dir, "report")
     try:
-        paths = write_report(database, output_folder(cfg, database, out_dir, "report"))
+        paths = write_report(database, folder)
     except FileNotFoundError as error:
         fail(str(error))
     for path in paths.values():
