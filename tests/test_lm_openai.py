@@ -323,7 +323,7 @@ def test_the_embedded_model_served_through_the_openai_path(tmp_path):
     assert all(0 < r.output_tokens <= 8 and r.input_tokens > 10 and r.cache_read_tokens == 0 for r in results)
     assert results[1].truncated == (results[1].output_tokens == 8)
     assert results[0].text.startswith("The sky is")
-    assert lm.identity == "openai|served:smollm2|smollm2|temperature=0.0|continue_final_message"
+    assert lm.identity == "openai|served:smollm2|float32|none|smollm2|temperature=0.0|continue_final_message"   # the served model and its dtype
     again = make_lm(cfg, tmp_path).generate([ChatRequest("Answer in one word.", "Name a fruit.", 8)])
     assert again[0].cached and again[0].text == results[1].text
 
