@@ -136,8 +136,8 @@ def test_a_panel_of_judges_is_averaged(tmp_path, monkeypatch) -> None:
         resources = Resources(judges=panel)
         scores = score_metrics(["llm_judge_noref"], cands, refs, syn, resources)
     assert dict(scores.select("candidate", "score").iter_rows()) == {"r0": 6.0, "r1": 6.0, "r2": 8.0}
-    assert set(scores["eval_lm"]) == {"anthropic/judge-a+openai/judge-b"}
-    assert predictor("llm_judge_noref", scores["eval_lm"][0]) == "judge:anthropic/judge-a+openai/judge-b"
+    assert set(scores["eval_lm"]) == {"generate:anthropic/judge-a+generate:openai/judge-b"}   # each member's method
+    assert predictor("llm_judge_noref", scores["eval_lm"][0]) == "judge:generate:anthropic/judge-a+generate:openai/judge-b"
     usage = resources.log.usage()
     assert sorted(usage["model"]) == ["judge-a", "judge-b"] and (usage["requests"] == 3).all()
 

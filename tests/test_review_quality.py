@@ -242,13 +242,14 @@ def test_a_perturbed_copy_of_a_human_review_is_split_from_its_own_text(tmp_path,
     cfg = LLMConfig(backend="anthropic", model="claude-test", use_batches=False, max_retries=0)
     with AnthropicServer(responder) as server:
         work = QualityWork(QualitySettings(match_top_k=10), facts, make_lm(cfg, tmp_path, base_url=server.url))
-        scores = score_metrics(["points_precision_weaknesses", "rating_mae"], cands, refs, syn,
+        scores = score_metrics(["points_precision_weaknesses", "points_precision_strengths", "rating_mae"], cands, refs, syn,
                                Resources("lm", embed=bag_of_words, quality=work))
     got = {(c, m): (s, r) for c, m, s, r in scores.select("candidate", "metric", "score", "reason").iter_rows()}
     assert got[("r0", "points_precision_weaknesses")] == (0.5, None)
     assert got[("r0~cut", "points_precision_weaknesses")][1] == "no_candidate_points"   # its weaknesses were cut
     assert got[("r0~cut", "rating_mae")] == got[("r0", "rating_mae")]          # the reviewer's rating, unchanged
-    assert set(work.tables["points"]["review_id"]) >= {"r0", "r0~cut"}
+    own = work.tables["points"].filter(pl.col("review_id") == "r0~cut")   # split under its own id: strengths only
+    assert set(own["field"]) == {"strengths"}
 
 
 # ---- the embedded SmolLM2 and MiniLM on CPU -----------------------------------------------------

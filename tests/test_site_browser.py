@@ -48,11 +48,11 @@ def test_site_in_chromium_shows_payloads_as_text_and_raises_no_dialog(tmp_path, 
     assert page.url.endswith("/leaderboard.html")
     gem = page.locator("section#gem-lm table.leaderboard tbody tr")
     rows = [[cell.strip() for cell in row.locator("td").all_inner_texts()] for row in gem.all()]
-    assert [r[1] for r in rows] == ["human (human baseline)", "m-b", "m-a"]
-    assert rows[1][2:6] == ["1.900", "1.200", "2.600", "2"]
+    assert [r[2] for r in rows] == ["human (human baseline)", "m-b", "m-a"]   # rank, rank interval, model
+    assert rows[1][3:7] == ["1.900", "1.200", "2.600", "2"]
     assert page.locator("section#gem-lm img").evaluate("img => img.naturalWidth") > 0    # the SVG chart loaded
     page.locator("section#gem-lm th", has_text="mean").first.click()                    # sort by mean, ascending
-    assert gem.locator("td:nth-child(2)").all_inner_texts() == ["m-a", "m-b", "human (human baseline)"]
+    assert gem.locator("td:nth-child(3)").all_inner_texts() == ["m-a", "m-b", "human (human baseline)"]
 
     page.goto(site.index.as_uri())
     page.click(f"text={PAPER_TITLE}")
@@ -103,11 +103,12 @@ def test_site_of_a_pipeline_run_shows_escaped_markup_from_openreview_as_text(bro
     o = load_config(config).pipelines["demo"].synthetic
     html_review = make_venue("GREBench.cc/2025/Demo", n_papers=o.n_papers, reviews_per_paper=o.reviews_per_paper,
                              seed=o.seed, pdfs=o.pdfs, bad_cases=o.bad_cases).bad_cases["html"]
-    with duckdb.connect(str(data / "grebench.duckdb"), read_only=True) as con:
+    database = load_config(config).database_for("demo")
+    with duckdb.connect(str(database), read_only=True) as con:
         (paper_id, text), = con.execute("select paper_id, review_text from reviews where review_id = ?",
                                         [html_review]).fetchall()
     assert SCRIPT in text and IMG in text and "<b>" not in text
-    site = build_site(data / "grebench.duckdb", data / "site")
+    site = build_site(database, database.parent / "site")
     page = browser.new_page()
     dialogs: list[str] = []
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))

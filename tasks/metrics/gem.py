@@ -103,6 +103,8 @@ def assemble_scores(pairs: pl.DataFrame, results: pl.DataFrame, eval_lm: str) ->
 
     Fails loudly when a scorable pair has no result: a silent NaN there would pass for a gap."""
     lookup = with_truncated(results).select("key", "logprob", "n_tokens", "truncated")
+    if "note" not in pairs.columns:   # pairs written before the ASSW note existed
+        pairs = pairs.with_columns(pl.lit(None, pl.String).alias("note"))
     dup = lookup.filter(pl.col("key").is_duplicated())["key"].unique().to_list()
     if dup:
         raise ValueError(f"results: duplicated key {dup[:5]}")
