@@ -97,7 +97,7 @@ def test_a_share_above_one_fails_the_build(tmp_path) -> None:
 
 def test_config_keys_have_defaults_and_clear_errors(tmp_path) -> None:
     from tasks.core.config import ConfigError, load_config
-    from tasks.metrics.review_quality.setup import settings
+    from tasks.metrics.quality import settings
 
     cfg = make_config(tmp_path)
     rq = cfg.score.review_quality
@@ -119,7 +119,7 @@ def test_score_stage_scores_rating_outcomes_into_the_leaderboard(tmp_path) -> No
 
     from tasks.core.config import load_config
     from tasks.core.layout import slug
-    from tasks.metrics.review_quality.setup import quality_work
+    from tasks.metrics.quality import quality_work
     from tasks.stages.score.stage import (
         read_inputs,
         score_inputs_each_eval_lm,

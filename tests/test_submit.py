@@ -151,8 +151,8 @@ def test_submission_is_judged_written_read_by_scoring_and_reconciles_in_the_data
         check_name(cfg, "t", "agent", replace=False)
     assert check_name(cfg, "t", "agent", replace=True) is True
 
+    from tasks.metrics.quality import load_facts
     from tasks.metrics.review_quality.fields import parse_rating
-    from tasks.metrics.review_quality.setup import load_facts
 
     answers = load_facts(cfg, "t").answers()                 # rating_mae / accept_accuracy read these
     assert parse_rating(answers["agent/P3"], cfg.curate.common_scale) == (6.0, None)

@@ -228,7 +228,7 @@ class EvalLMConfig(Frozen):
 
 class ReviewQualityConfig(Frozen):
     """`[score.review_quality]`: Beyond Rating's review-quality metrics and the rating outcomes
-    (tasks/review_quality, tasks/metrics/review_quality/entries.py)."""
+    (tasks/metrics/review_quality, tasks/metrics/quality.py)."""
 
     # The LLM that splits reviews into atomic points, matches points and checks questions (any
     # backend's keys); unset: the [preprocess] backend

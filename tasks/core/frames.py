@@ -7,7 +7,7 @@ readers here. Missing inputs are one clear error naming the stage to run first.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -197,3 +197,27 @@ def pick_version(reviews: pl.DataFrame, which: str) -> pl.DataFrame:
         *(pl.when(edited).then(None).otherwise(pl.col(c)).alias(c) for c in SECTION_COLUMNS),
         review_version=pl.lit("final"),
     )
+
+
+# ---- candidates beside their references (every metric family pairs them this way) ----
+
+def _unique(frame: pl.DataFrame, column: str, what: str) -> None:
+    dup = frame.filter(pl.col(column).is_duplicated())[column].unique().to_list()
+    if dup:
+        raise ValueError(f"{what}: duplicated {column} {dup[:5]}")
+
+
+def reference_sets(candidates: pl.DataFrame, references: pl.DataFrame) -> Iterator[tuple[dict, list[dict]]]:
+    """Each candidate (by paper, then id) with its paper's references, itself left out (leave-one-out)."""
+    _unique(candidates, "candidate", "candidates")
+    _unique(references, "review_id", "references")
+    by_paper: dict[str, list[dict]] = {}
+    for ref in references.sort("paper_id", "review_id").iter_rows(named=True):
+        by_paper.setdefault(ref["paper_id"], []).append(ref)
+    for cand in candidates.sort("paper_id", "candidate").iter_rows(named=True):
+        yield cand, [r for r in by_paper.get(cand["paper_id"], []) if r["review_id"] != cand["review_id"]]
+
+
+def usable(text: str | None) -> str | None:
+    """The text, or None when it is missing or blank (an expected gap, never a zero)."""
+    return text if isinstance(text, str) and text.strip() else None

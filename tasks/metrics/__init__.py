@@ -5,7 +5,7 @@
 Importing the package registers every family below.
 """
 
-from tasks.metrics import bartscore, classic, fmi, gem, judge, oracle, oracle_cells, reviseval  # noqa: F401
+from tasks.metrics import bartscore, classic, fmi, gem, judge, oracle, oracle_cells, quality, reviseval  # noqa: F401
 from tasks.metrics.registry import (
     REGISTRY,
     Metric,
@@ -18,7 +18,6 @@ from tasks.metrics.registry import (
     register,
     score_metrics,
 )
-from tasks.metrics.review_quality import entries as review_quality  # noqa: F401  (registers the family)
 
 __all__ = ["REGISTRY", "Metric", "MissingResource", "Resources", "candidate_scores", "check_names", "get",
            "higher_is_better", "register", "score_metrics"]

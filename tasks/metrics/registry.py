@@ -21,13 +21,14 @@ there, import the module in `tasks/metrics/__init__.py`, and add a test.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 import polars as pl
 
+from tasks.core.frames import reference_sets, usable  # noqa: F401  (the families read them from here)
 from tasks.core.schema import SCORES, conform
 from tasks.metrics.llm_log import LLMLog
 
@@ -205,25 +206,3 @@ def candidate_scores(scores: pl.DataFrame) -> pl.DataFrame:
         )
         .sort("metric", "paper_id", "candidate")
     )
-
-
-def _unique(frame: pl.DataFrame, column: str, what: str) -> None:
-    dup = frame.filter(pl.col(column).is_duplicated())[column].unique().to_list()
-    if dup:
-        raise ValueError(f"{what}: duplicated {column} {dup[:5]}")
-
-
-def reference_sets(candidates: pl.DataFrame, references: pl.DataFrame) -> Iterator[tuple[dict, list[dict]]]:
-    """Each candidate (by paper, then id) with its paper's references, itself left out (leave-one-out)."""
-    _unique(candidates, "candidate", "candidates")
-    _unique(references, "review_id", "references")
-    by_paper: dict[str, list[dict]] = {}
-    for ref in references.sort("paper_id", "review_id").iter_rows(named=True):
-        by_paper.setdefault(ref["paper_id"], []).append(ref)
-    for cand in candidates.sort("paper_id", "candidate").iter_rows(named=True):
-        yield cand, [r for r in by_paper.get(cand["paper_id"], []) if r["review_id"] != cand["review_id"]]
-
-
-def usable(text: str | None) -> str | None:
-    """The text, or None when it is missing or blank (an expected gap, never a zero)."""
-    return text if isinstance(text, str) and text.strip() else None

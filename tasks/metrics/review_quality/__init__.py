@@ -7,5 +7,5 @@
 * `points`: an LLM splits each field into atomic points with a category (table `points`);
 * `matching`: an embedding pre-filter and an LLM judge decide M(a, h) (table `point_matches`);
 * `questions`: whether a question point is grounded / constructive against the paper's chunks;
-* `work`: the per-run context the metric family (tasks/metrics/review_quality/entries.py) reads.
+* `work`: the per-run context the metric family (tasks/metrics/quality.py) reads.
 """

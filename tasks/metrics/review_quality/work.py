@@ -1,4 +1,4 @@
-"""The review-quality work of one run: what the metric family (tasks/metrics/review_quality/entries.py)
+"""The review-quality work of one run: what the metric family (tasks/metrics/quality.py)
 asks for, computed once per call over every candidate, with the tables it leaves behind.
 
 `ReviewFacts` are what the texts do not carry: the human reviews' ratings on the common scale,
@@ -79,8 +79,8 @@ class QualityWork:
     def evaluate(self, names: Sequence[str], candidates: pl.DataFrame, references: pl.DataFrame,
                  synopses: pl.DataFrame, embed: Callable[[Sequence[str]], list[np.ndarray]] | None,
                  log: Any = None) -> dict[tuple[str, str], fm.Scored]:
-        """(candidate, metric) -> (value, reason) for the metrics `names` (tasks/metrics/review_quality/entries.py)."""
-        from tasks.metrics.registry import reference_sets
+        """(candidate, metric) -> (value, reason) for the metrics `names` (tasks/metrics/quality.py)."""
+        from tasks.core.frames import reference_sets
 
         wanted = set(names)
         sets = list(reference_sets(candidates, references))

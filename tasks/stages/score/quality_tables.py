@@ -1,5 +1,5 @@
 """The score stage's side of the review-quality metrics: the tables the work object
-(tasks/metrics/review_quality/setup.py) leaves, written beside the scores:
+(tasks/metrics/quality.py) leaves, written beside the scores:
 
     data/<pipeline>/score/points.parquet           POINTS (tasks/metrics/review_quality/points.py)
     data/<pipeline>/score/point_matches.parquet    POINT_MATCHES (matching.py)

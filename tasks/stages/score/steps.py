@@ -12,7 +12,7 @@ from prefect.cache_policies import NO_CACHE
 
 from tasks.lm import ModelSpec
 from tasks.metrics.fanout import fan_out, score_shard_task
-from tasks.metrics.review_quality.setup import quality_work
+from tasks.metrics.quality import quality_work
 from tasks.metrics.shards import CONCURRENCY_LIMIT, ShardRunner, ensure_concurrency_limit, make_task_runner
 from tasks.stages.score.quality_tables import write_quality_tables
 from tasks.stages.score.stage import (

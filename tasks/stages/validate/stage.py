@@ -128,7 +128,7 @@ def validate_pipeline(cfg: Config, pipeline: str, fan_out: bool = False) -> Vali
         run = fanned(cfg.score)
     used: list[ReusingLoglikelihood] = []
     log = LLMLog()
-    from tasks.metrics.review_quality.setup import quality_work
+    from tasks.metrics.quality import quality_work
 
     quality = quality_work(cfg, pipeline, cache_dir(cfg, "llm"), cfg.validate.metrics)
 
