@@ -17,8 +17,7 @@ import hashlib
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 
@@ -29,9 +28,8 @@ from anthropic.types.messages import MessageBatchResult
 
 from tasks.core.config import LLMConfig
 from tasks.core.errors import AuthenticationError, UnreachableError
-from tasks.lm.api_common import batch_chunks, describe, retryable_api_error, unreachable
+from tasks.lm.api_common import ChatAPI, describe, retryable_api_error, unreachable
 from tasks.lm.types import (
-    Accept,
     ChatRequest,
     ChatResult,
     LoglikelihoodRequest,
@@ -64,29 +62,20 @@ def scrub(text: str) -> str:
     return text.replace(key, "[redacted]") if len(key) >= 4 else text
 
 
-def _retry_after(error: anthropic.APIStatusError) -> float | None:
-    headers = error.response.headers
-    for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            return max(0.0, float(value) * scale)
-        except ValueError:
-            continue
-    return None
-
-
 def _text_of(message: Message) -> str | None:
     """The concatenated text blocks of a message, or None when it has none."""
     parts = [block.text for block in (message.content or []) if getattr(block, "type", "") == "text"]
     return "".join(parts) if parts else None
 
 
-class AnthropicLM:
+class AnthropicLM(ChatAPI):
     """Claude through the Messages API (or the Message Batches API for bulk work); generate only."""
 
     name = "anthropic"
+    status_error = anthropic.APIStatusError
+    max_batch_requests = MAX_BATCH_REQUESTS
+    max_batch_bytes = MAX_BATCH_BYTES
+    scrub = staticmethod(scrub)
 
     def __init__(
         self,
@@ -111,15 +100,6 @@ class AnthropicLM:
         self.client = anthropic.Anthropic(api_key=key, base_url=base_url, max_retries=0)
 
     # ---- public -------------------------------------------------------------------------------
-    def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None) -> list[ChatResult]:
-        """Answers in request order (`accept` is for a caching wrapper; nothing is cached here)."""
-        if not requests:
-            return []
-        if self.cfg.use_batches and len(requests) > 1:
-            return self._complete_batched(requests)
-        with ThreadPoolExecutor(max_workers=self.cfg.max_in_flight) as pool:
-            return list(pool.map(self._complete_one, requests))
-
     def loglikelihood(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
         raise Unsupported(f"{self.model}: the Anthropic API returns no log-probabilities of a given text; "
                           "score with a local model (score.eval_lm)")
@@ -136,13 +116,6 @@ class AnthropicLM:
             "messages": [{"role": "user", "content": request.user}]
             + ([{"role": "assistant", "content": request.prefill}] if request.prefill else []),
         }
-
-    def _wait(self, attempt: int, error: Exception) -> None:
-        """Sleep what Retry-After asks, else an exponential back-off capped at retry_max_seconds."""
-        asked = _retry_after(error) if isinstance(error, anthropic.APIStatusError) else None
-        wait = asked if asked is not None else min(self.backoff_seconds * 2**attempt, self.cfg.retry_max_seconds)
-        log.warning("anthropic: %s; retrying in %.1f s", scrub(describe(error)), wait)
-        self.sleep(wait)
 
     def _with_retries(self, call: Callable[[], T]) -> T:
         """`call()` retried on transient failures; the last transient error is re-raised."""
@@ -198,20 +171,6 @@ class AnthropicLM:
         return replace(result, text=request.prefill + result.text) if result.ok and request.prefill else result
 
     # ---- Message Batches API ------------------------------------------------------------------
-    def _complete_batched(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
-        results: dict[int, ChatResult] = {}
-        pending = list(range(len(requests)))
-        for round_ in range(self.cfg.max_retries + 1):
-            for chunk in _chunks(pending, requests):
-                results.update(self._run_batch(chunk, requests))
-            pending = [i for i in pending if results[i].retryable]
-            if not pending:
-                break
-            log.warning("anthropic batch: %d requests failed transiently; resubmitting", len(pending))
-            if round_ < self.cfg.max_retries:
-                self.sleep(min(self.backoff_seconds * 2**round_, self.cfg.retry_max_seconds))
-        return [results[i] for i in range(len(requests))]
-
     def _run_batch(self, indices: list[int], requests: Sequence[ChatRequest]) -> dict[int, ChatResult]:
         ids = {f"req-{i}": i for i in indices}
         batch_key = hashlib.sha256(
@@ -261,7 +220,3 @@ class AnthropicLM:
 
 def _transient(error: Exception) -> bool:
     return retryable_api_error(error, anthropic.APIStatusError, anthropic.APIConnectionError, RETRY_STATUSES)
-
-
-def _chunks(indices: list[int], requests: Sequence[ChatRequest]) -> Iterator[list[int]]:
-    return batch_chunks(indices, requests, MAX_BATCH_REQUESTS, MAX_BATCH_BYTES)

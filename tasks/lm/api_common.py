@@ -1,12 +1,18 @@
 """What the API backends (anthropic_api.py, openai_api.py) share: how an error reads, which errors
-are worth retrying, and how pending requests are cut into batches under the APIs' size limits."""
+are worth retrying, how long to wait before the next try, how pending requests are cut into batches
+under the APIs' size limits, and `ChatAPI`, the generate / batch-resubmit loop both run."""
 
 from __future__ import annotations
 
+import logging
 import socket
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
-from tasks.lm.types import ChatRequest
+from tasks.lm.types import Accept, ChatRequest, ChatResult
+
+log = logging.getLogger(__name__)
 
 
 def describe(error: Exception) -> str:
@@ -60,3 +66,70 @@ def batch_chunks(indices: list[int], requests: Sequence[ChatRequest], max_reques
         size += n
     if chunk:
         yield chunk
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds a 429 / 5xx answer asks to wait (`retry-after-ms`, else `retry-after`), or None."""
+    for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value) * scale)
+        except ValueError:
+            continue
+    return None
+
+
+class ChatAPI:
+    """The loop an API backend runs around its own calls: requests in parallel (Messages / Chat
+    Completions), or in batches resubmitted while some answers failed transiently; waits between
+    tries as the server asks, else an exponential back-off. A backend gives `_complete_one`,
+    `_run_batch`, `scrub`, `status_error` (its client's error with a response) and the batch limits."""
+
+    name: str
+    cfg: Any                      # LLMConfig: max_retries, retry_max_seconds, use_batches, max_in_flight
+    sleep: Callable[[float], None]
+    backoff_seconds: float
+    status_error: type[Exception]
+    max_batch_requests: int
+    max_batch_bytes: int
+
+    def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None) -> list[ChatResult]:
+        """Answers in request order (`accept` is for a caching wrapper; nothing is cached here)."""
+        if not requests:
+            return []
+        if self.cfg.use_batches and len(requests) > 1:
+            return self._complete_batched(requests)
+        with ThreadPoolExecutor(max_workers=self.cfg.max_in_flight) as pool:
+            return list(pool.map(self._complete_one, requests))
+
+    def scrub(self, text: str) -> str:
+        raise NotImplementedError
+
+    def _complete_one(self, request: ChatRequest) -> ChatResult:
+        raise NotImplementedError
+
+    def _run_batch(self, indices: list[int], requests: Sequence[ChatRequest]) -> dict[int, ChatResult]:
+        raise NotImplementedError
+
+    def _wait(self, attempt: int, error: Exception) -> None:
+        """Sleep what Retry-After asks, else an exponential back-off capped at retry_max_seconds."""
+        asked = retry_after(error.response.headers) if isinstance(error, self.status_error) else None
+        wait = asked if asked is not None else min(self.backoff_seconds * 2**attempt, self.cfg.retry_max_seconds)
+        log.warning("%s: %s; retrying in %.1f s", self.name, self.scrub(describe(error)), wait)
+        self.sleep(wait)
+
+    def _complete_batched(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
+        results: dict[int, ChatResult] = {}
+        pending = list(range(len(requests)))
+        for round_ in range(self.cfg.max_retries + 1):
+            for chunk in batch_chunks(pending, requests, self.max_batch_requests, self.max_batch_bytes):
+                results.update(self._run_batch(chunk, requests))
+            pending = [i for i in pending if results[i].retryable]
+            if not pending:
+                break
+            log.warning("%s batch: %d requests failed transiently; resubmitting", self.name, len(pending))
+            if round_ < self.cfg.max_retries:
+                self.sleep(min(self.backoff_seconds * 2**round_, self.cfg.retry_max_seconds))
+        return [results[i] for i in range(len(requests))]

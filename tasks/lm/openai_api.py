@@ -29,8 +29,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -41,9 +40,8 @@ import openai
 from tasks.core.config import LLMConfig
 from tasks.core.errors import AuthenticationError, FatalError, UnreachableError
 from tasks.lm.anthropic_api import BatchStore
-from tasks.lm.api_common import batch_chunks, describe, retryable_api_error, unreachable
+from tasks.lm.api_common import ChatAPI, describe, retryable_api_error, unreachable
 from tasks.lm.types import (
-    Accept,
     ChatRequest,
     ChatResult,
     LoglikelihoodRequest,
@@ -66,10 +64,13 @@ NO_KEY = "none"                    # sent when `api_key_env = ""` (a local serve
 SERVED = "served:"                 # base_url "served:<local model>": tasks/testing/openai_server.py
 
 
-class OpenAILM:
+class OpenAILM(ChatAPI):
     """A chat model behind an OpenAI-compatible API (Chat Completions or the Batch API); generate only."""
 
     name = "openai"
+    status_error = openai.APIStatusError
+    max_batch_requests = MAX_BATCH_REQUESTS
+    max_batch_bytes = MAX_BATCH_BYTES
 
     def __init__(
         self,
@@ -105,15 +106,6 @@ class OpenAILM:
         self.client = openai.OpenAI(api_key=key, base_url=self.base_url, max_retries=0)
 
     # ---- public -------------------------------------------------------------------------------
-    def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None) -> list[ChatResult]:
-        """Answers in request order (`accept` is for a caching wrapper; nothing is cached here)."""
-        if not requests:
-            return []
-        if self.cfg.use_batches and len(requests) > 1:
-            return self._complete_batched(requests)
-        with ThreadPoolExecutor(max_workers=self.cfg.max_in_flight) as pool:
-            return list(pool.map(self._complete_one, requests))
-
     def loglikelihood(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
         raise Unsupported(f"{self.model}: Chat Completions return log-probabilities of sampled tokens only, "
                           "not of a given text; serve the model with a completions endpoint (api = "
@@ -151,13 +143,6 @@ class OpenAILM:
         extra = {k: params.pop(k) for k in ("continue_final_message", "add_generation_prompt") if k in params}
         completion = self.client.chat.completions.create(**params, extra_body=extra or None)
         return completion.model_dump()
-
-    def _wait(self, attempt: int, error: Exception) -> None:
-        """Sleep what Retry-After asks, else an exponential back-off capped at retry_max_seconds."""
-        asked = _retry_after(error) if isinstance(error, openai.APIStatusError) else None
-        wait = asked if asked is not None else min(self.backoff_seconds * 2**attempt, self.cfg.retry_max_seconds)
-        log.warning("openai: %s; retrying in %.1f s", self.scrub(describe(error)), wait)
-        self.sleep(wait)
 
     def _with_retries(self, call: Callable[[], T]) -> T:
         """`call()` retried on transient failures; the last error is re-raised. A refusal (401 / 403)
@@ -230,20 +215,6 @@ class OpenAILM:
         return self._with_prefill(self._result(body), request)
 
     # ---- Batch API ----------------------------------------------------------------------------
-    def _complete_batched(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
-        results: dict[int, ChatResult] = {}
-        pending = list(range(len(requests)))
-        for round_ in range(self.cfg.max_retries + 1):
-            for chunk in _chunks(pending, requests):
-                results.update(self._run_batch(chunk, requests))
-            pending = [i for i in pending if results[i].retryable]
-            if not pending:
-                break
-            log.warning("openai batch: %d requests failed transiently; resubmitting", len(pending))
-            if round_ < self.cfg.max_retries:
-                self.sleep(min(self.backoff_seconds * 2**round_, self.cfg.retry_max_seconds))
-        return [results[i] for i in range(len(requests))]
-
     def _run_batch(self, indices: list[int], requests: Sequence[ChatRequest]) -> dict[int, ChatResult]:
         ids = {f"req-{i}": i for i in indices}
         lines = [{"custom_id": cid, "method": "POST", "url": ENDPOINT, "body": self._params(requests[i])}
@@ -314,22 +285,5 @@ def served_key(cfg: LLMConfig) -> str:
     return SERVED + ModelSpec((cfg.base_url or "").removeprefix(SERVED)).resolved().key
 
 
-def _retry_after(error: openai.APIStatusError) -> float | None:
-    headers = error.response.headers
-    for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            return max(0.0, float(value) * scale)
-        except ValueError:
-            continue
-    return None
-
-
 def _transient(error: Exception) -> bool:
     return retryable_api_error(error, openai.APIStatusError, openai.APIConnectionError, RETRY_STATUSES)
-
-
-def _chunks(indices: list[int], requests: Sequence[ChatRequest]) -> Iterator[list[int]]:
-    return batch_chunks(indices, requests, MAX_BATCH_REQUESTS, MAX_BATCH_BYTES)

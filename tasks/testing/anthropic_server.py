@@ -15,33 +15,20 @@ is counted in `counts`.
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
-import threading
-import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from tasks.testing.http import send
-from tasks.testing.local_http import LocalHTTPServer
+from tasks.testing.local_http import BatchFault, ScriptedAPI
 
 Responder = Callable[[dict[str, Any]], str]
-BatchFault = Callable[[int, int, str], str | None]   # (batch number, position, custom_id) -> fault
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error",
                500: "api_error", 529: "overloaded_error"}
-
-
-@dataclass
-class Fault:
-    status: int = 500                 # HTTP status; 200 with `kind` for malformed successes
-    retry_after: float | None = None
-    kind: str = "error"               # error | no_text | bad_json
-    message: str = "scripted failure"
 
 
 def count_tokens(text: str) -> int:
@@ -104,7 +91,12 @@ def heuristic_responder(params: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-class AnthropicServer(LocalHTTPServer):
+class AnthropicServer(ScriptedAPI):
+    """Messages (route `messages`) and Message Batches (`batches_create`, `batches_retrieve`,
+    `batches_results`); `received` holds the bodies of messages and batch creates."""
+
+    answer_route = "messages"
+
     def __init__(
         self,
         responder: Responder = heuristic_responder,
@@ -114,32 +106,8 @@ class AnthropicServer(LocalHTTPServer):
         echo_key_in_errors: bool = False,
         reject_key: str | None = None,
     ) -> None:
-        self.responder = responder
-        self.polls_before_end = polls_before_end
-        self.batch_fault = batch_fault
-        self.echo_key_in_errors = echo_key_in_errors
-        self.reject_key = reject_key            # requests with this key get 401
-        self.counts: Counter[str] = Counter()
-        self.times: dict[str, list[float]] = {}
-        self.received: list[dict[str, Any]] = []  # request bodies of /v1/messages and batch creates
-        self.batches: dict[str, dict[str, Any]] = {}
-        self._faults: dict[str, deque[Fault]] = {}
+        super().__init__(responder, polls_before_end, batch_fault, echo_key_in_errors, reject_key)
         self._cached_systems: set[str] = set()
-        self._ids = itertools.count(1)
-        self._lock = threading.Lock()
-        self._httpd: ThreadingHTTPServer | None = None
-        self.url = ""
-
-    # ---- scripting ----------------------------------------------------------------------------
-    def fail_next(self, status: int, times: int = 1, retry_after: float | None = None,
-                  route: str = "messages") -> None:
-        """The next `times` requests to `route` (messages | batches_create | batches_retrieve |
-        batches_results) get HTTP `status`."""
-        self._faults.setdefault(route, deque()).extend(Fault(status, retry_after) for _ in range(times))
-
-    def malformed_next(self, kind: str = "no_text", times: int = 1) -> None:
-        """The next `times` /v1/messages answers are 200 but unusable: no text block or bad JSON."""
-        self._faults.setdefault("messages", deque()).extend(Fault(200, kind=kind) for _ in range(times))
 
     # ---- HTTP ---------------------------------------------------------------------------------
     def _handle(self, handler: BaseHTTPRequestHandler, method: str) -> None:
@@ -149,13 +117,7 @@ class AnthropicServer(LocalHTTPServer):
         bearer = handler.headers.get("authorization", "")
         key = handler.headers.get("x-api-key") or bearer.removeprefix("Bearer ").strip()
         route, batch_id = _route(method, path)
-        with self._lock:
-            self.counts[route] += 1
-            self.times.setdefault(route, []).append(time.monotonic())
-            if route in ("messages", "batches_create"):
-                self.received.append(body)
-            queue = self._faults.get(route)
-            fault = queue.popleft() if queue else None
+        fault = self._arrived(route, body if route in ("messages", "batches_create") else None)
         if route == "unknown":
             return _send_error(handler, 404, f"no route {method} {path}")
         if not key or key == self.reject_key:

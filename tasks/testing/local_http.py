@@ -1,11 +1,27 @@
-"""The lifecycle the local API test servers share (anthropic_server.py, openai_server.py): an HTTP
-server on 127.0.0.1 at a free port, started by `with`, handing every GET and POST to `_handle`."""
+"""What the local API test servers share (anthropic_server.py, openai_server.py): an HTTP server on
+127.0.0.1 at a free port, started by `with`, handing every GET and POST to `_handle`; and
+`ScriptedAPI`, their record of what arrived and their scripted faults."""
 
 from __future__ import annotations
 
+import itertools
 import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
+
+BatchFault = Callable[[int, int, str], str | None]   # (batch number, position, custom_id) -> fault
+
+
+@dataclass
+class Fault:
+    status: int = 500                 # HTTP status; 200 with `kind` for malformed successes
+    retry_after: float | None = None
+    kind: str = "error"               # error | no_text | bad_json
+    message: str = "scripted failure"
 
 
 class LocalHTTPServer:
@@ -41,3 +57,45 @@ class LocalHTTPServer:
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
+
+
+class ScriptedAPI(LocalHTTPServer):
+    """A local API server that records each request by route (`counts`, `times`, `received`) and
+    answers the next requests of a route with scripted faults. `answer_route` is the route of
+    single answers (Messages / Chat Completions), which `malformed_next` breaks."""
+
+    answer_route = ""
+
+    def __init__(self, responder: Callable[[dict[str, Any]], Any], polls_before_end: int,
+                 batch_fault: BatchFault | None, echo_key_in_errors: bool, reject_key: str | None) -> None:
+        self.responder = responder
+        self.polls_before_end = polls_before_end
+        self.batch_fault = batch_fault
+        self.echo_key_in_errors = echo_key_in_errors
+        self.reject_key = reject_key            # requests with this key are refused
+        self.counts: Counter[str] = Counter()
+        self.times: dict[str, list[float]] = {}
+        self.received: list[dict[str, Any]] = []
+        self.batches: dict[str, dict[str, Any]] = {}
+        self._faults: dict[str, deque[Fault]] = {}
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def fail_next(self, status: int, times: int = 1, retry_after: float | None = None, route: str = "") -> None:
+        """The next `times` requests to `route` (default: the answer route) get HTTP `status`."""
+        self._faults.setdefault(route or self.answer_route, deque()).extend(
+            Fault(status, retry_after) for _ in range(times))
+
+    def malformed_next(self, kind: str = "no_text", times: int = 1) -> None:
+        """The next `times` answers are 200 but unusable: no text (`no_text`) or bad JSON (`bad_json`)."""
+        self._faults.setdefault(self.answer_route, deque()).extend(Fault(200, kind=kind) for _ in range(times))
+
+    def _arrived(self, route: str, body: dict[str, Any] | None = None) -> Fault | None:
+        """Count a request on `route` (keep `body` when given) and pop the fault scripted for it."""
+        with self._lock:
+            self.counts[route] += 1
+            self.times.setdefault(route, []).append(time.monotonic())
+            if body is not None:
+                self.received.append(body)
+            queue = self._faults.get(route)
+            return queue.popleft() if queue else None

@@ -19,31 +19,35 @@ is counted in `counts`.
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
 import threading
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable
 from email.parser import BytesParser
 from email.policy import HTTP
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from tasks.lm import register_base_url_scheme
-from tasks.testing.anthropic_server import Fault, count_tokens, heuristic_responder
+from tasks.testing.anthropic_server import count_tokens, heuristic_responder
 from tasks.testing.http import send
-from tasks.testing.local_http import LocalHTTPServer
+from tasks.testing.local_http import BatchFault, ScriptedAPI
 
 Answer = tuple[str, int, int]   # text, prompt tokens, completion tokens (a model that counts them)
 Responder = Callable[[dict[str, Any]], "str | Answer"]
-BatchFault = Callable[[int, int, str], str | None]   # (batch number, position, custom_id) -> fault
 ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 403: "permission_denied",
                429: "rate_limit_exceeded", 500: "server_error"}
 
 
-class OpenAIServer(LocalHTTPServer):
+class OpenAIServer(ScriptedAPI):
+    """Chat Completions (route `chat`), Completions (`completions`, when `completions` answers),
+    Files (`files_create`, `files_content`) and Batches (`batches_create`, `batches_retrieve`);
+    `received` holds the bodies of chat completions and of batch items."""
+
+    answer_route = "chat"
+
     def __init__(
         self,
         responder: Responder = heuristic_responder,
@@ -56,40 +60,16 @@ class OpenAIServer(LocalHTTPServer):
         invalid_batches: str | None = None,
         completions: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
-        self.responder = responder
+        super().__init__(responder, polls_before_end, batch_fault, echo_key_in_errors, reject_key)
         self.completions = completions          # POST /v1/completions: body -> response (None: 404)
-        self.polls_before_end = polls_before_end
-        self.batch_fault = batch_fault
-        self.echo_key_in_errors = echo_key_in_errors
-        self.reject_key = reject_key            # requests with this key get `reject_status` (401 / 403)
-        self.reject_status = reject_status
+        self.reject_status = reject_status      # the status a `reject_key` request gets (401 / 403)
         self.invalid_batches = invalid_batches  # every batch fails validation with this message
-        self.counts: Counter[str] = Counter()
-        self.times: dict[str, list[float]] = {}
-        self.received: list[dict[str, Any]] = []  # bodies of chat completions and of batch items
         self.files: dict[str, bytes] = {}
-        self.batches: dict[str, dict[str, Any]] = {}
-        self._faults: dict[str, deque[Fault]] = {}
         self._seen_systems: set[str] = set()
-        self._ids = itertools.count(1)
-        self._lock = threading.Lock()
-        self._httpd: ThreadingHTTPServer | None = None
-        self.url = ""
 
     @property
     def base_url(self) -> str:
         return f"{self.url}/v1"
-
-    # ---- scripting ----------------------------------------------------------------------------
-    def fail_next(self, status: int, times: int = 1, retry_after: float | None = None,
-                  route: str = "chat") -> None:
-        """The next `times` requests to `route` (chat | completions | files_create | files_content |
-        batches_create | batches_retrieve) get HTTP `status`."""
-        self._faults.setdefault(route, deque()).extend(Fault(status, retry_after) for _ in range(times))
-
-    def malformed_next(self, kind: str = "no_text", times: int = 1) -> None:
-        """The next `times` chat answers are 200 but unusable: no content or bad JSON."""
-        self._faults.setdefault("chat", deque()).extend(Fault(200, kind=kind) for _ in range(times))
 
     # ---- HTTP ---------------------------------------------------------------------------------
     def _handle(self, handler: BaseHTTPRequestHandler, method: str) -> None:
@@ -98,11 +78,7 @@ class OpenAIServer(LocalHTTPServer):
         raw = handler.rfile.read(length) if length else b""
         key = handler.headers.get("authorization", "").removeprefix("Bearer ").strip()
         route, item = _route(method, path)
-        with self._lock:
-            self.counts[route] += 1
-            self.times.setdefault(route, []).append(time.monotonic())
-            queue = self._faults.get(route)
-            fault = queue.popleft() if queue else None
+        fault = self._arrived(route)
         if route == "unknown" or (route == "completions" and self.completions is None):
             return _send_error(handler, 404, f"no route {method} {path}")
         if not key or key == self.reject_key:
