@@ -22,7 +22,6 @@ from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 
 import anthropic
-import numpy as np
 from anthropic.types import Message
 from anthropic.types.messages import MessageBatchResult
 
@@ -30,12 +29,9 @@ from tasks.core.config import LLMConfig
 from tasks.core.errors import AuthenticationError, UnreachableError
 from tasks.lm.api_common import ChatAPI, describe, retryable_api_error, unreachable
 from tasks.lm.types import (
+    Backend,
     ChatRequest,
     ChatResult,
-    LoglikelihoodRequest,
-    LoglikelihoodResult,
-    Pooling,
-    Unsupported,
 )
 
 log = logging.getLogger(__name__)
@@ -68,10 +64,15 @@ def _text_of(message: Message) -> str | None:
     return "".join(parts) if parts else None
 
 
-class AnthropicLM(ChatAPI):
+class AnthropicLM(ChatAPI, Backend):
     """Claude through the Messages API (or the Message Batches API for bulk work); generate only."""
 
     name = "anthropic"
+    cannot = {
+        "loglikelihood": ("{model}: the Anthropic API returns no log-probabilities of a given text; score with "
+                          "a local model (score.eval_lm)"),
+        "embed": ("{model}: the Anthropic API has no embedding endpoint; use tasks.lm.embedder()"),
+    }
     status_error = anthropic.APIStatusError
     max_batch_requests = MAX_BATCH_REQUESTS
     max_batch_bytes = MAX_BATCH_BYTES
@@ -100,13 +101,6 @@ class AnthropicLM(ChatAPI):
         self.client = anthropic.Anthropic(api_key=key, base_url=base_url, max_retries=0)
 
     # ---- public -------------------------------------------------------------------------------
-    def loglikelihood(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
-        raise Unsupported(f"{self.model}: the Anthropic API returns no log-probabilities of a given text; "
-                          "score with a local model (score.eval_lm)")
-
-    def embed(self, texts: Sequence[str], pooling: Pooling = "tokens") -> list[np.ndarray]:
-        raise Unsupported(f"{self.model}: the Anthropic API has no embedding endpoint; use tasks.lm.embedder()")
-
     # ---- shared pieces ------------------------------------------------------------------------
     def _params(self, request: ChatRequest) -> dict[str, Any]:
         return {

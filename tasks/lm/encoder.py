@@ -15,34 +15,27 @@ import numpy as np
 from tasks.lm.batching import map_batches
 from tasks.lm.loading import ENCODER_SPEC, ModelSpec, load_model
 from tasks.lm.types import (
-    Accept,
-    ChatRequest,
-    ChatResult,
-    LoglikelihoodRequest,
-    LoglikelihoodResult,
+    Backend,
     Pooling,
-    Unsupported,
 )
 
 WINDOW = 256          # tokens per encoder window, the length all-MiniLM-L6-v2 was trained with
 BATCH_SIZE = 32       # windows per forward pass
 
 
-class Encoder:
+class Encoder(Backend):
     """A bidirectional sentence encoder behind the `LanguageModel` interface."""
 
     name = "encoder"
+    cannot = {
+        "generate": ("{model} is a sentence encoder: it cannot generate text"),
+        "loglikelihood": ("{model} is a sentence encoder: it gives no log-likelihoods"),
+    }
 
     def __init__(self, spec: ModelSpec = ENCODER_SPEC) -> None:
         self.spec = spec
         self.model = spec.name
         self.identity = f"encoder|{spec.resolved().key}|window-{WINDOW}"
-
-    def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None) -> list[ChatResult]:
-        raise Unsupported(f"{self.model} is a sentence encoder: it cannot generate text")
-
-    def loglikelihood(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
-        raise Unsupported(f"{self.model} is a sentence encoder: it gives no log-likelihoods")
 
     def embed(self, texts: Sequence[str], pooling: Pooling = "tokens") -> list[np.ndarray]:
         tokens = self._token_embeddings(texts)

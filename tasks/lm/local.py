@@ -33,8 +33,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
-import numpy as np
-
 from tasks.core.progress import track
 from tasks.lm.batching import batches
 from tasks.lm.fitting import request_window
@@ -42,12 +40,11 @@ from tasks.lm.line_prefixes import LinePrefixConstraint
 from tasks.lm.loading import ModelSpec, Tokens, chat_ids, load_model
 from tasks.lm.types import (
     Accept,
+    Backend,
     ChatRequest,
     ChatResult,
     LoglikelihoodRequest,
     LoglikelihoodResult,
-    Pooling,
-    Unsupported,
 )
 
 if TYPE_CHECKING:
@@ -65,13 +62,16 @@ DRAFT_TOKENS = 8         # the fast decoder's most drafted tokens per row and st
 _CONSTRAINTS: dict[tuple[int, tuple[str, ...]], LinePrefixConstraint] = {}
 
 
-class LocalLM:
+class LocalLM(Backend):
     """A local causal LM (`spec`): generate and loglikelihood; `batch_size` prompts per generate()
     call, `token_budget` padded tokens per log-likelihood forward batch. `decoder`: "fast" (the
     loop of tasks/lm/decode.py, with drafts copied from the context), "stepwise" (the same loop,
     one token per step) or "generate" (transformers' `generate`, the reference both must match)."""
 
     name = "local"
+    cannot = {
+        "embed": ("{model} is a causal LM; embeddings come from the sentence encoder (tasks.lm.embedder())"),
+    }
 
     def __init__(self, spec: ModelSpec, batch_size: int = 8, token_budget: int = 4096,
                  decoder: Decoder = "fast") -> None:
@@ -113,10 +113,6 @@ class LocalLM:
 
     def loglikelihood(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
         return self.engine.score(requests)
-
-    def embed(self, texts: Sequence[str], pooling: Pooling = "tokens") -> list[np.ndarray]:
-        raise Unsupported(f"{self.model} is a causal LM; embeddings come from the sentence encoder "
-                          "(tasks.lm.embedder())")
 
     def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None) -> list[ChatResult]:
         """Greedy answers in request order (`accept` is for a caching wrapper; nothing is cached here)."""

@@ -34,7 +34,6 @@ from dataclasses import replace
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-import numpy as np
 import openai
 
 from tasks.core.config import LLMConfig
@@ -42,12 +41,9 @@ from tasks.core.errors import AuthenticationError, FatalError, UnreachableError
 from tasks.lm.anthropic_api import BatchStore
 from tasks.lm.api_common import ChatAPI, describe, retryable_api_error, unreachable
 from tasks.lm.types import (
+    Backend,
     ChatRequest,
     ChatResult,
-    LoglikelihoodRequest,
-    LoglikelihoodResult,
-    Pooling,
-    Unsupported,
 )
 
 log = logging.getLogger(__name__)
@@ -64,10 +60,17 @@ NO_KEY = "none"                    # sent when `api_key_env = ""` (a local serve
 SERVED = "served:"                 # base_url "served:<local model>": tasks/testing/openai_server.py
 
 
-class OpenAILM(ChatAPI):
+class OpenAILM(ChatAPI, Backend):
     """A chat model behind an OpenAI-compatible API (Chat Completions or the Batch API); generate only."""
 
     name = "openai"
+    cannot = {
+        "loglikelihood": ("{model}: Chat Completions return log-probabilities of sampled tokens only, not of a "
+                          "given text; serve the model with a completions endpoint (api = \"completions\", "
+                          "[score.eval_server]) or score with a local model (score.eval_lm)"),
+        "embed": ("{model}: this backend does not embed (pooled API embeddings have no per-token "
+                  "vectors); use tasks.lm.embedder()"),
+    }
     status_error = openai.APIStatusError
     max_batch_requests = MAX_BATCH_REQUESTS
     max_batch_bytes = MAX_BATCH_BYTES
@@ -106,15 +109,6 @@ class OpenAILM(ChatAPI):
         self.client = openai.OpenAI(api_key=key, base_url=self.base_url, max_retries=0)
 
     # ---- public -------------------------------------------------------------------------------
-    def loglikelihood(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
-        raise Unsupported(f"{self.model}: Chat Completions return log-probabilities of sampled tokens only, "
-                          "not of a given text; serve the model with a completions endpoint (api = "
-                          "\"completions\", [score.eval_server]) or score with a local model (score.eval_lm)")
-
-    def embed(self, texts: Sequence[str], pooling: Pooling = "tokens") -> list[np.ndarray]:
-        raise Unsupported(f"{self.model}: this backend does not embed (pooled API embeddings have no "
-                          "per-token vectors); use tasks.lm.embedder()")
-
     # ---- shared pieces ------------------------------------------------------------------------
     def scrub(self, text: str) -> str:
         """`text` on one line, with the API key replaced by a placeholder."""

@@ -116,6 +116,27 @@ class LanguageModel(Protocol):
     def embed(self, texts: Sequence[str], pooling: Pooling = "tokens") -> list[np.ndarray]: ...
 
 
+class Backend:
+    """A `LanguageModel` base for backends that do only some operations: each one a backend does not
+    give raises `Unsupported` with its reason from `cannot` (operation -> message; `{model}` is
+    filled in), so a caller learns what to use instead."""
+
+    model: str
+    cannot: dict[str, str] = {}
+
+    def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None) -> list[ChatResult]:
+        raise Unsupported(self._why("generate"))
+
+    def loglikelihood(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
+        raise Unsupported(self._why("loglikelihood"))
+
+    def embed(self, texts: Sequence[str], pooling: Pooling = "tokens") -> list[np.ndarray]:
+        raise Unsupported(self._why("embed"))
+
+    def _why(self, operation: str) -> str:
+        return self.cannot.get(operation, "{model} does not " + operation).format(model=self.model)
+
+
 @dataclass
 class Usage:
     """Token and dollar totals over a set of results; `add` is thread-safe."""
