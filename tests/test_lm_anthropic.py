@@ -3,49 +3,23 @@
 from __future__ import annotations
 
 import logging
-import threading
-import time
 
 import pytest
 
 from tasks.core.config import LLMConfig
 from tasks.core.errors import AuthenticationError
-from tasks.lm import ChatRequest, Usage, cost_usd
+from tasks.lm import Usage, cost_usd
 from tasks.lm.anthropic_api import AnthropicLM
 from tasks.testing.anthropic_server import AnthropicServer, heuristic_responder
-
-KEY = "fake-test-key-7f3c0d9e1b2a4c5d"
-REVIEW = "<review>\nThe paper is clear. The proofs are incomplete. Why is the bound tight?\n</review>"
+from tests.chat_api_data import ANTHROPIC_KEY as KEY
+from tests.chat_api_data import REVIEW, Sleeps, request
+from tests.chat_api_data import anthropic_lm as make
 
 
 @pytest.fixture(autouse=True)
 def api_key(monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
     return KEY
-
-
-class Sleeps(list):
-    """Records every wait; sleeps for real only when asked to."""
-
-    def __init__(self, real: bool = False) -> None:
-        super().__init__()
-        self.real = real
-
-    def __call__(self, seconds: float) -> None:
-        self.append(seconds)
-        if self.real:
-            time.sleep(seconds)
-
-
-def make(server: AnthropicServer, sleep=None, **overrides) -> AnthropicLM:
-    settings = {"backend": "anthropic", "model": "claude-test", "poll_seconds": 0.01, "max_retries": 3,
-                "use_batches": False, **overrides}
-    return AnthropicLM(LLMConfig(**settings), base_url=server.url, sleep=sleep if sleep is not None else Sleeps(),
-                            backoff_seconds=0.01)
-
-
-def request(user: str = REVIEW, max_tokens: int = 200, **kw) -> ChatRequest:
-    return ChatRequest("Rewrite the review as judgments.", user, max_tokens, **kw)
 
 
 def test_success_with_prompt_caching_and_usage():
@@ -102,38 +76,11 @@ def test_400_is_not_retried():
     assert not result.retryable and "HTTP 400" in result.error
 
 
-@pytest.mark.parametrize("kind, message", [("no_text", "no text block"), ("bad_json", "malformed response")])
-def test_malformed_content_is_an_error_result(kind, message):
-    with AnthropicServer() as server:
-        server.malformed_next(kind)
-        bad, good = (make(server).generate([request()])[0] for _ in range(2))
-    assert message in bad.error and bad.text == "" and not bad.ok
-    assert good.ok
-
-
 def test_prefill_is_sent_as_the_start_of_the_answer():
     with AnthropicServer(lambda params: " appreciates the figures.") as server:
         result = make(server).generate([request(prefill="The reviewer")])[0]
     assert server.received[0]["messages"][-1] == {"role": "assistant", "content": "The reviewer"}
     assert result.text == "The reviewer appreciates the figures."
-
-
-def test_requests_in_flight_are_bounded():
-    lock, state = threading.Lock(), {"now": 0, "peak": 0}
-
-    def slow(params):
-        with lock:
-            state["now"] += 1
-            state["peak"] = max(state["peak"], state["now"])
-        time.sleep(0.15)
-        with lock:
-            state["now"] -= 1
-        return "The reviewer appreciates the writing."
-
-    with AnthropicServer(slow) as server:
-        results = make(server, max_in_flight=2).generate([request(f"<review>{i}</review>") for i in range(6)])
-    assert all(r.ok for r in results)
-    assert state["peak"] == 2
 
 
 def test_batch_lifecycle_with_errored_results_resubmitted():

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
-import time
 import tomllib
 from pathlib import Path
 
@@ -18,43 +16,17 @@ from tasks.lm import ChatRequest, Unsupported, Usage, cost_usd, make_lm
 from tasks.lm.openai_api import OpenAILM
 from tasks.testing.anthropic_server import heuristic_responder
 from tasks.testing.openai_server import OpenAIServer
-
-KEY = "sk-fake-test-key-9a8b7c6d5e4f"
-ENV = "GREBENCH_TEST_OPENAI_KEY"
-REVIEW = "<review>\nThe paper is clear. The proofs are incomplete. Why is the bound tight?\n</review>"
+from tests.chat_api_data import OPENAI_ENV as ENV
+from tests.chat_api_data import OPENAI_KEY as KEY
+from tests.chat_api_data import Sleeps, request
+from tests.chat_api_data import openai_config as config
+from tests.chat_api_data import openai_lm as make
 
 
 @pytest.fixture(autouse=True)
 def api_key(monkeypatch):
     monkeypatch.setenv(ENV, KEY)
     return KEY
-
-
-class Sleeps(list):
-    """Records every wait; sleeps for real only when asked to."""
-
-    def __init__(self, real: bool = False) -> None:
-        super().__init__()
-        self.real = real
-
-    def __call__(self, seconds: float) -> None:
-        self.append(seconds)
-        if self.real:
-            time.sleep(seconds)
-
-
-def config(server: OpenAIServer, **overrides) -> LLMConfig:
-    settings = {"backend": "openai", "model": "gpt-test", "base_url": server.base_url, "api_key_env": ENV,
-                "poll_seconds": 0.01, "max_retries": 3, "use_batches": False, **overrides}
-    return LLMConfig(**settings)
-
-
-def make(server: OpenAIServer, sleep=None, **overrides) -> OpenAILM:
-    return OpenAILM(config(server, **overrides), sleep=sleep if sleep is not None else Sleeps(), backoff_seconds=0.01)
-
-
-def request(user: str = REVIEW, max_tokens: int = 200, **kw) -> ChatRequest:
-    return ChatRequest("Rewrite the review as judgments.", user, max_tokens, **kw)
 
 
 def test_answers_in_order_with_usage_and_greedy_decoding():
@@ -160,38 +132,11 @@ def test_a_server_without_auth_needs_no_key(monkeypatch):
     assert result.ok
 
 
-@pytest.mark.parametrize("kind, message", [("no_text", "no message content"), ("bad_json", "malformed response")])
-def test_malformed_content_is_an_error_result(kind, message):
-    with OpenAIServer() as server:
-        server.malformed_next(kind)
-        bad, good = (make(server).generate([request()])[0] for _ in range(2))
-    assert message in bad.error and bad.text == "" and not bad.ok
-    assert good.ok
-
-
 def test_prefill_is_asked_for_and_the_answer_starts_with_it():
     with OpenAIServer(lambda body: "appreciates the figures.") as server:
         result = make(server).generate([request(prefill="The reviewer ")])[0]
     assert "Begin your answer with exactly: The reviewer" in server.received[0]["messages"][1]["content"]
     assert result.text == "The reviewer appreciates the figures."
-
-
-def test_requests_in_flight_are_bounded():
-    lock, state = threading.Lock(), {"now": 0, "peak": 0}
-
-    def slow(body):
-        with lock:
-            state["now"] += 1
-            state["peak"] = max(state["peak"], state["now"])
-        time.sleep(0.15)
-        with lock:
-            state["now"] -= 1
-        return "The reviewer appreciates the writing."
-
-    with OpenAIServer(slow) as server:
-        results = make(server, max_in_flight=2).generate([request(f"<review>{i}</review>") for i in range(6)])
-    assert all(r.ok for r in results)
-    assert state["peak"] == 2
 
 
 def test_batch_lifecycle_with_failed_items_resubmitted(tmp_path):
