@@ -1,7 +1,8 @@
 """The engine's prompt clusters: prompts that share a long prefix beyond the call's common one get a
 head of their own (an oracle's questions quoting one candidate), the others are scored together."""
 
-from tasks.lm.loglikelihood import _common_prefix, prompt_clusters
+from tasks.lm.loading import common_prefix
+from tasks.lm.loglikelihood import prompt_clusters
 
 SYSTEM = (1, 2, 3)
 A, B = tuple(range(100, 140)), tuple(range(200, 240))    # two long quoted candidates
@@ -13,7 +14,7 @@ def test_questions_quoting_one_candidate_share_a_cluster_and_the_rest_go_togethe
     clusters = prompt_clusters(prompts, shared_min=32)
     assert clusters == [[SYSTEM + A + (7,), SYSTEM + A + (9, 9)], [SYSTEM + B + (6,), SYSTEM + B + (8,)],
                         [SYSTEM + (4, 4), SYSTEM + (5,)]]
-    assert [_common_prefix(c) for c in clusters] == [len(SYSTEM + A), len(SYSTEM + B), len(SYSTEM)]
+    assert [common_prefix(c) for c in clusters] == [len(SYSTEM + A), len(SYSTEM + B), len(SYSTEM)]
     assert sorted(p for c in clusters for p in c) == sorted(prompts)           # each prompt exactly once
 
 

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 import torch
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
-from tasks.lm.loading import Tokens
+from tasks.lm.loading import Tokens, common_prefix
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -350,11 +350,11 @@ class GreedyDecoder:
         prefix the whole call shares. A shared prefix is computed once and kept for later calls."""
         from tasks.lm.loglikelihood import prompt_clusters
 
-        call = min(_common_prefix(prompts), min(map(len, prompts)) - 1)
+        call = min(common_prefix(prompts), min(map(len, prompts)) - 1)
         found: dict[Tokens, tuple[int, KV]] = {}
         if len(prompts) > 1:
             for cluster in prompt_clusters([tuple(ids) for ids in prompts]):
-                length = min(_common_prefix(cluster), min(map(len, cluster)) - 1)
+                length = min(common_prefix(cluster), min(map(len, cluster)) - 1)
                 if len(cluster) > 1 and length > call:
                     kv = self._head(cluster[0][:length], keep=True)
                     found.update({ids: (length, kv) for ids in cluster})
@@ -426,9 +426,3 @@ def _squeeze(cache: Cache, mask: torch.Tensor) -> torch.Tensor:
     return squeezed
 
 
-def _common_prefix(prompts: Sequence[Tokens]) -> int:
-    first, last = min(prompts), max(prompts)   # the LCP of a set is the LCP of its extremes
-    n = 0
-    while n < min(len(first), len(last)) and first[n] == last[n]:
-        n += 1
-    return n

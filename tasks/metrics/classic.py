@@ -72,22 +72,28 @@ def greedy_f1(candidate: np.ndarray, reference: np.ndarray) -> tuple[float, floa
     return precision, recall, f1
 
 
-def bertscore_prf(candidates: Texts, references: Texts, embed: Embed) -> np.ndarray:
-    """An (n, 3) array of BERTScore-style precision, recall and F1 (no idf, no rescaling).
-
-    Precision averages, over candidate tokens, the best cosine similarity with any reference token;
-    recall does the same from the reference side. Each distinct text is embedded once.
-    """
+def _greedy_prf(candidates: Texts, references: Texts, vectors: Embed) -> np.ndarray:
+    """(n, 3) greedy precision, recall and F1 of each usable pair's vectors (`vectors` maps texts to
+    one matrix each); each distinct text goes through `vectors` once; NaN rows for unusable pairs."""
     _check(candidates, references)
     out = np.full((len(candidates), 3), np.nan)
     pairs = [i for i, (c, r) in enumerate(zip(candidates, references, strict=True)) if usable(c) and usable(r)]
     if not pairs:
         return out
     distinct = list(dict.fromkeys(t for i in pairs for t in (candidates[i], references[i])))
-    embedded = dict(zip(distinct, embed(distinct), strict=True))
+    embedded = dict(zip(distinct, vectors(distinct), strict=True))
     for i in pairs:
         out[i] = greedy_f1(embedded[candidates[i]], embedded[references[i]])
     return out
+
+
+def bertscore_prf(candidates: Texts, references: Texts, embed: Embed) -> np.ndarray:
+    """An (n, 3) array of BERTScore-style precision, recall and F1 (no idf, no rescaling).
+
+    Precision averages, over candidate tokens, the best cosine similarity with any reference token;
+    recall does the same from the reference side. Each distinct text is embedded once.
+    """
+    return _greedy_prf(candidates, references, embed)
 
 
 def bertscore(candidates: Texts, references: Texts, embed: Embed) -> np.ndarray:
@@ -124,16 +130,7 @@ def sentence_vectors(texts: Sequence[str], embed: Embed) -> list[np.ndarray]:
 def bertscore_sentences_prf(candidates: Texts, references: Texts, embed: Embed) -> np.ndarray:
     """An (n, 3) array of precision, recall and F1 of greedy cosine matching between the candidate's
     and the reference's sentence vectors (GEM's BERTScore); each distinct text is embedded once."""
-    _check(candidates, references)
-    out = np.full((len(candidates), 3), np.nan)
-    pairs = [i for i, (c, r) in enumerate(zip(candidates, references, strict=True)) if usable(c) and usable(r)]
-    if not pairs:
-        return out
-    distinct = list(dict.fromkeys(t for i in pairs for t in (candidates[i], references[i])))
-    embedded = dict(zip(distinct, sentence_vectors(distinct, embed), strict=True))
-    for i in pairs:
-        out[i] = greedy_f1(embedded[candidates[i]], embedded[references[i]])
-    return out
+    return _greedy_prf(candidates, references, lambda texts: sentence_vectors(texts, embed))
 
 
 def _values(name: str, x: Texts, y: Texts, resources: Resources) -> tuple[np.ndarray, str | None]:
@@ -148,16 +145,7 @@ def _values(name: str, x: Texts, y: Texts, resources: Resources) -> tuple[np.nda
 def classic_family(metrics: Sequence[Metric], candidates: pl.DataFrame, references: pl.DataFrame,
                    negatives: pl.DataFrame | None, synopses: pl.DataFrame, resources: Resources) -> pl.DataFrame:
     """SCORES rows of the classic metrics given, on raw review texts; the log-probability columns stay null."""
-    base: list[dict[str, Any]] = []
-    for cand, refs in reference_sets(candidates, references):
-        head = {"paper_id": cand["paper_id"], "candidate": cand["candidate"], "source": cand["source"]}
-        if not refs:
-            base.append({**head, "reference": None, "x": None, "y": None, "reason": "no_reference"})
-        for ref in refs:
-            x, y = cand["review_text"], ref["review_text"]
-            reason = None if usable(x) else "no_candidate_raw"
-            reason = reason or (None if usable(y) else "no_reference_raw")
-            base.append({**head, "reference": ref["review_id"], "x": x, "y": y, "reason": reason})
+    base = raw_pairs(candidates, references)
     frames = []
     for metric in metrics:
         values, model = _values(metric.name, [b["x"] for b in base], [b["y"] for b in base], resources) \
@@ -183,3 +171,19 @@ register(
            "BERTScore's token matching: F1 of greedy cosine matching between the raw reviews' all-MiniLM-L6-v2 "
            "token vectors (BERTScore used roberta-large); no idf, no rescaling", classic_family),
 )
+
+
+def raw_pairs(candidates: pl.DataFrame, references: pl.DataFrame) -> list[dict[str, Any]]:
+    """One row per (candidate, reference) of raw review texts: `x` the candidate's, `y` the reference's,
+    and the `reason` a pair cannot be scored (no reference, an empty text on either side)."""
+    base: list[dict[str, Any]] = []
+    for cand, refs in reference_sets(candidates, references):
+        head = {"paper_id": cand["paper_id"], "candidate": cand["candidate"], "source": cand["source"]}
+        if not refs:
+            base.append({**head, "reference": None, "x": None, "y": None, "reason": "no_reference"})
+        for ref in refs:
+            x, y = cand["review_text"], ref["review_text"]
+            reason = None if usable(x) else "no_candidate_raw"
+            reason = reason or (None if usable(y) else "no_reference_raw")
+            base.append({**head, "reference": ref["review_id"], "x": x, "y": y, "reason": reason})
+    return base

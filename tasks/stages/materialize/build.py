@@ -131,12 +131,17 @@ def build_database(cfg: Config, pipeline: str, sql_dir: Path = SQL_DIR) -> Build
                 failures = run_data_tests(con, present, params, sql_dir)
                 result.tests_run = sum(1 for t in sql_files("tests", sql_dir) if set(t.requires) <= present)
                 con.execute("CHECKPOINT")
-            if failures:
-                raise DataTestError("data tests failed:\n" + "\n".join(failures))
-            swap_database(scratch, target)
+            _swap_in_if_passed(failures, scratch, target)
         finally:
             discard(scratch)
     return result
+
+
+def _swap_in_if_passed(failures: list[str], scratch: Path, target: Path) -> None:
+    """The scratch database (closed) replaces the target when every data test passed."""
+    if failures:
+        raise DataTestError("data tests failed:\n" + "\n".join(failures))
+    swap_database(scratch, target)
 
 
 def _base_parameters(cfg: Config, pipeline: str) -> dict[str, object]:
@@ -203,9 +208,7 @@ def update_tables(cfg: Config, pipeline: str, tables: set[str], sql_dir: Path = 
                 present = _run_layers(con, pipeline_dir(cfg, pipeline), params, sql_dir, result, tables)
                 failures = run_data_tests(con, present, params, sql_dir)
                 con.execute("CHECKPOINT")
-            if failures:
-                raise DataTestError("data tests failed:\n" + "\n".join(failures))
-            swap_database(scratch, target)
+            _swap_in_if_passed(failures, scratch, target)
         finally:
             discard(scratch)
     return result
