@@ -23,8 +23,9 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tasks.testing.http import send
-from tasks.testing.local_http import BatchFault, ScriptedAPI
+from tasks.testing.http import send, send_json
+from tasks.testing.local_http import ScriptedAPI
+from tasks.testing.local_http import route as serve_route
 
 Responder = Callable[[dict[str, Any]], str]
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error",
@@ -97,17 +98,9 @@ class AnthropicServer(ScriptedAPI):
 
     answer_route = "messages"
 
-    def __init__(
-        self,
-        responder: Responder = heuristic_responder,
-        *,
-        polls_before_end: int = 1,
-        batch_fault: BatchFault | None = None,
-        echo_key_in_errors: bool = False,
-        reject_key: str | None = None,
-    ) -> None:
-        super().__init__(responder, polls_before_end, batch_fault, echo_key_in_errors, reject_key)
-        self._cached_systems: set[str] = set()
+    def __init__(self, responder: Responder = heuristic_responder, **scripted: Any) -> None:
+        """`scripted`: polls_before_end, batch_fault, echo_key_in_errors, reject_key (ScriptedAPI)."""
+        super().__init__(responder, **scripted)
 
     # ---- HTTP ---------------------------------------------------------------------------------
     def _handle(self, handler: BaseHTTPRequestHandler, method: str) -> None:
@@ -116,7 +109,7 @@ class AnthropicServer(ScriptedAPI):
         body = json.loads(handler.rfile.read(length) or b"{}") if length else {}
         bearer = handler.headers.get("authorization", "")
         key = handler.headers.get("x-api-key") or bearer.removeprefix("Bearer ").strip()
-        route, batch_id = _route(method, path)
+        route, batch_id = serve_route(ROUTES, method, path)
         fault = self._arrived(route, body if route in ("messages", "batches_create") else None)
         if route == "unknown":
             return _send_error(handler, 404, f"no route {method} {path}")
@@ -131,12 +124,12 @@ class AnthropicServer(ScriptedAPI):
             message = self._message(body, no_text=fault is not None)
             return send(handler, 200, json.dumps(message).encode(), "application/json")
         if route == "batches_create":
-            return _send_json(handler, self._create_batch(body))
+            return send_json(handler, self._create_batch(body))
         batch = self.batches.get(batch_id or "")
         if batch is None:
             return _send_error(handler, 404, f"no batch {batch_id}")
         if route == "batches_retrieve":
-            return _send_json(handler, self._poll(batch))
+            return send_json(handler, self._poll(batch))
         if batch["status"] != "ended":
             return _send_error(handler, 400, "batch has not ended")
         lines = "".join(json.dumps(line) + "\n" for line in batch["results"]).encode()
@@ -152,10 +145,10 @@ class AnthropicServer(ScriptedAPI):
         with self._lock:
             if not cacheable:
                 usage["input_tokens"] += count_tokens(system)
-            elif system in self._cached_systems:
+            elif system in self._seen_systems:
                 usage["cache_read_input_tokens"] = count_tokens(system)
             else:
-                self._cached_systems.add(system)
+                self._seen_systems.add(system)
                 usage["cache_creation_input_tokens"] = count_tokens(system)
         limit = int(params.get("max_tokens", 1024))
         stop = "end_turn"
@@ -177,10 +170,7 @@ class AnthropicServer(ScriptedAPI):
             return self._batch_json(self.batches[batch_id])
 
     def _poll(self, batch: dict[str, Any]) -> dict[str, Any]:
-        with self._lock:
-            batch["polls"] += 1
-            finish = batch["status"] == "in_progress" and batch["polls"] > self.polls_before_end
-        if finish:
+        if self._ends_now(batch):
             results = [self._batch_result(batch["number"], i, r) for i, r in enumerate(batch["requests"])]
             with self._lock:
                 batch["results"], batch["status"] = results, "ended"
@@ -214,24 +204,12 @@ class AnthropicServer(ScriptedAPI):
         }
 
 
-def _route(method: str, path: str) -> tuple[str, str | None]:
-    if method == "POST" and path == "/v1/messages":
-        return "messages", None
-    if method == "POST" and path == "/v1/messages/batches":
-        return "batches_create", None
-    match = re.fullmatch(r"/v1/messages/batches/([\w-]+)(/results)?", path)
-    if method == "GET" and match:
-        return ("batches_results" if match.group(2) else "batches_retrieve"), match.group(1)
-    return "unknown", None
-
-
-def _send_json(handler: BaseHTTPRequestHandler, data: dict[str, Any]) -> None:
-    send(handler, 200, json.dumps(data).encode(), "application/json")
+ROUTES = [("POST", r"/v1/messages", "messages"), ("POST", r"/v1/messages/batches", "batches_create"),
+          ("GET", r"/v1/messages/batches/([\w-]+)/results", "batches_results"),
+          ("GET", r"/v1/messages/batches/([\w-]+)", "batches_retrieve")]
 
 
 def _send_error(handler: BaseHTTPRequestHandler, status: int, message: str,
                 retry_after: float | None = None) -> None:
     kind = ERROR_TYPES.get(status, "api_error")
-    payload = json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
-    headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
-    send(handler, status, payload, "application/json", headers)
+    send_json(handler, {"type": "error", "error": {"type": kind, "message": message}}, status, retry_after)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from http.server import BaseHTTPRequestHandler
+from typing import Any
 
 
 def send(handler: BaseHTTPRequestHandler, status: int, body: bytes, content_type: str,
@@ -15,3 +17,9 @@ def send(handler: BaseHTTPRequestHandler, status: int, body: bytes, content_type
         handler.send_header(name, value)
     handler.end_headers()
     handler.wfile.write(body)
+
+
+def send_json(handler: BaseHTTPRequestHandler, data: Any, status: int = 200, retry_after: float | None = None) -> None:
+    """`data` as a JSON response; a `retry-after` header (seconds) when given."""
+    headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
+    send(handler, status, json.dumps(data).encode(), "application/json", headers)

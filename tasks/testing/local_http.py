@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 import threading
 import time
 from collections import Counter, deque
@@ -14,6 +15,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
 BatchFault = Callable[[int, int, str], str | None]   # (batch number, position, custom_id) -> fault
+
+
+def route(routes: list[tuple[str, str, str]], method: str, path: str) -> tuple[str, str | None]:
+    """(route name, the id in the path or None) of the first (method, path pattern, name) that matches."""
+    for verb, pattern, name in routes:
+        match = re.fullmatch(pattern, path)
+        if method == verb and match:
+            return name, match.group(1) if match.groups() else None
+    return "unknown", None
 
 
 @dataclass
@@ -66,8 +76,9 @@ class ScriptedAPI(LocalHTTPServer):
 
     answer_route = ""
 
-    def __init__(self, responder: Callable[[dict[str, Any]], Any], polls_before_end: int,
-                 batch_fault: BatchFault | None, echo_key_in_errors: bool, reject_key: str | None) -> None:
+    def __init__(self, responder: Callable[[dict[str, Any]], Any], *, polls_before_end: int = 1,
+                 batch_fault: BatchFault | None = None, echo_key_in_errors: bool = False,
+                 reject_key: str | None = None) -> None:
         self.responder = responder
         self.polls_before_end = polls_before_end
         self.batch_fault = batch_fault
@@ -80,6 +91,7 @@ class ScriptedAPI(LocalHTTPServer):
         self._faults: dict[str, deque[Fault]] = {}
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
+        self._seen_systems: set[str] = set()   # system prompts seen: a repeated one reads from the cache
 
     def fail_next(self, status: int, times: int = 1, retry_after: float | None = None, route: str = "") -> None:
         """The next `times` requests to `route` (default: the answer route) get HTTP `status`."""
@@ -99,3 +111,9 @@ class ScriptedAPI(LocalHTTPServer):
                 self.received.append(body)
             queue = self._faults.get(route)
             return queue.popleft() if queue else None
+
+    def _ends_now(self, batch: dict[str, Any]) -> bool:
+        """Count a poll of `batch`; True once, when an in-progress batch has been polled enough to end."""
+        with self._lock:
+            batch["polls"] += 1
+            return batch["status"] == "in_progress" and batch["polls"] > self.polls_before_end

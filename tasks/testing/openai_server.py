@@ -20,7 +20,6 @@ is counted in `counts`.
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 from collections import Counter
@@ -32,8 +31,9 @@ from typing import Any
 
 from tasks.lm import register_base_url_scheme
 from tasks.testing.anthropic_server import count_tokens, heuristic_responder
-from tasks.testing.http import send
-from tasks.testing.local_http import BatchFault, ScriptedAPI
+from tasks.testing.http import send, send_json
+from tasks.testing.local_http import ScriptedAPI
+from tasks.testing.local_http import route as serve_route
 
 Answer = tuple[str, int, int]   # text, prompt tokens, completion tokens (a model that counts them)
 Responder = Callable[[dict[str, Any]], "str | Answer"]
@@ -48,24 +48,15 @@ class OpenAIServer(ScriptedAPI):
 
     answer_route = "chat"
 
-    def __init__(
-        self,
-        responder: Responder = heuristic_responder,
-        *,
-        polls_before_end: int = 1,
-        batch_fault: BatchFault | None = None,
-        echo_key_in_errors: bool = False,
-        reject_key: str | None = None,
-        reject_status: int = 401,
-        invalid_batches: str | None = None,
-        completions: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-    ) -> None:
-        super().__init__(responder, polls_before_end, batch_fault, echo_key_in_errors, reject_key)
+    def __init__(self, responder: Responder = heuristic_responder, *, reject_status: int = 401,
+                 invalid_batches: str | None = None,
+                 completions: Callable[[dict[str, Any]], dict[str, Any]] | None = None, **scripted: Any) -> None:
+        """`scripted`: polls_before_end, batch_fault, echo_key_in_errors, reject_key (ScriptedAPI)."""
+        super().__init__(responder, **scripted)
         self.completions = completions          # POST /v1/completions: body -> response (None: 404)
         self.reject_status = reject_status      # the status a `reject_key` request gets (401 / 403)
         self.invalid_batches = invalid_batches  # every batch fails validation with this message
         self.files: dict[str, bytes] = {}
-        self._seen_systems: set[str] = set()
 
     @property
     def base_url(self) -> str:
@@ -77,7 +68,7 @@ class OpenAIServer(ScriptedAPI):
         length = int(handler.headers.get("content-length") or 0)
         raw = handler.rfile.read(length) if length else b""
         key = handler.headers.get("authorization", "").removeprefix("Bearer ").strip()
-        route, item = _route(method, path)
+        route, item = serve_route(ROUTES, method, path)
         fault = self._arrived(route)
         if route == "unknown" or (route == "completions" and self.completions is None):
             return _send_error(handler, 404, f"no route {method} {path}")
@@ -96,11 +87,11 @@ class OpenAIServer(ScriptedAPI):
                 completion = self._completion(body, no_text=fault is not None)
             except Exception as error:  # the responder failed: a 500, as a real server would answer
                 return _send_error(handler, 500, f"{type(error).__name__}: {error}")
-            return _send_json(handler, completion)
+            return send_json(handler, completion)
         if route == "completions":
             return self._complete_text(handler, raw)
         if route == "files_create":
-            return _send_json(handler, self._store_file(handler.headers.get("content-type", ""), raw))
+            return send_json(handler, self._store_file(handler.headers.get("content-type", ""), raw))
         if route == "files_content":
             if item not in self.files:
                 return _send_error(handler, 404, f"no file {item}")
@@ -109,11 +100,11 @@ class OpenAIServer(ScriptedAPI):
             body = json.loads(raw or b"{}")
             if body.get("input_file_id") not in self.files:
                 return _send_error(handler, 400, f"no file {body.get('input_file_id')}")
-            return _send_json(handler, self._create_batch(body))
+            return send_json(handler, self._create_batch(body))
         batch = self.batches.get(item or "")
         if batch is None:
             return _send_error(handler, 404, f"no batch {item}")
-        return _send_json(handler, self._poll(batch))
+        return send_json(handler, self._poll(batch))
 
     # ---- behaviour ----------------------------------------------------------------------------
     def _complete_text(self, handler: BaseHTTPRequestHandler, raw: bytes) -> None:
@@ -124,7 +115,7 @@ class OpenAIServer(ScriptedAPI):
             body = json.loads(raw or b"{}")
             with self._lock:
                 self.received.append(body)
-            return _send_json(handler, self.completions(body))  # type: ignore[misc]
+            return send_json(handler, self.completions(body))  # type: ignore[misc]
         except RequestError as error:
             return _send_error(handler, error.status, str(error))
         except Exception as error:  # the model failed: a 500, as a real server would answer
@@ -187,10 +178,7 @@ class OpenAIServer(ScriptedAPI):
             return self._batch_json(self.batches[batch_id])
 
     def _poll(self, batch: dict[str, Any]) -> dict[str, Any]:
-        with self._lock:
-            batch["polls"] += 1
-            finish = batch["status"] == "in_progress" and batch["polls"] > self.polls_before_end
-        if finish:
+        if self._ends_now(batch):
             done, failed = [], []
             for position, line in enumerate(batch["requests"]):
                 result = self._batch_item(batch["number"], position, line)
@@ -244,34 +232,15 @@ class OpenAIServer(ScriptedAPI):
         }
 
 
-def _route(method: str, path: str) -> tuple[str, str | None]:
-    if method == "POST" and path == "/v1/chat/completions":
-        return "chat", None
-    if method == "POST" and path == "/v1/completions":
-        return "completions", None
-    if method == "POST" and path == "/v1/files":
-        return "files_create", None
-    if method == "POST" and path == "/v1/batches":
-        return "batches_create", None
-    match = re.fullmatch(r"/v1/files/([\w-]+)/content", path)
-    if method == "GET" and match:
-        return "files_content", match.group(1)
-    match = re.fullmatch(r"/v1/batches/([\w-]+)", path)
-    if method == "GET" and match:
-        return "batches_retrieve", match.group(1)
-    return "unknown", None
-
-
-def _send_json(handler: BaseHTTPRequestHandler, data: dict[str, Any]) -> None:
-    send(handler, 200, json.dumps(data).encode(), "application/json")
+ROUTES = [("POST", r"/v1/chat/completions", "chat"), ("POST", r"/v1/completions", "completions"),
+          ("POST", r"/v1/files", "files_create"), ("POST", r"/v1/batches", "batches_create"),
+          ("GET", r"/v1/files/([\w-]+)/content", "files_content"), ("GET", r"/v1/batches/([\w-]+)", "batches_retrieve")]
 
 
 def _send_error(handler: BaseHTTPRequestHandler, status: int, message: str,
                 retry_after: float | None = None) -> None:
     kind = ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-    payload = json.dumps({"error": {"message": message, "type": kind, "param": None, "code": None}}).encode()
-    headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
-    send(handler, status, payload, "application/json", headers)
+    send_json(handler, {"error": {"message": message, "type": kind, "param": None, "code": None}}, status, retry_after)
 
 
 # ---- a local model behind the server (the offline demo's OpenAI-compatible candidate) ----------
