@@ -20,35 +20,16 @@ from tasks.lm.readout import expected_ratings, rating_masses
 from tasks.metrics.judge import judge_family, load_prompt
 from tasks.metrics.registry import REGISTRY, Resources
 from tasks.metrics.resources import LazyLM
+from tests.tiny_models import tiny_llama
 
 SCORES_0_10 = [str(n) for n in range(11)]
 WORDS = ["[UNK]", "<|end|>", "<|system|>", "<|user|>", "<|assistant|>", "Score:", *SCORES_0_10,
          "the", "review", "paper", "is", "good", "weak", "method", "###", "Candidate", "Synopsis", "of"]
-TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} <|end|> {% endfor %}"
-            "{% if add_generation_prompt %}<|assistant|> {% endif %}")
 
 
 def tiny_judge(folder: Path) -> str:
-    """A 2-layer random-weight Llama with a word-level tokenizer and a chat template, saved to `folder`."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    raw = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="[UNK]"))
-    raw.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=raw, unk_token="[UNK]", eos_token="<|end|>",
-                                                     pad_token="<|end|>")
-    tokenizer.chat_template = TEMPLATE
-    config = transformers.LlamaConfig(vocab_size=len(WORDS), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=4096,
-                                      eos_token_id=1, pad_token_id=1, bos_token_id=1, tie_word_embeddings=False)
-    torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(config).eval()
-    with torch.no_grad():   # sharper logits: the scale's probabilities clearly differ
-        model.lm_head.weight.mul_(8)
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return str(folder)
+    """A tiny random-weight Llama whose vocabulary holds the scale's numbers (tests/tiny_models.py)."""
+    return tiny_llama(folder, WORDS, seed=0, sharpen=8)
 
 
 def by_hand(folder: str, system: str, user: str) -> float:

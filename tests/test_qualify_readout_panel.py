@@ -19,36 +19,17 @@ from tasks.metrics.predictors import ask, oracle_key
 from tasks.metrics.readout_panel import readout_entries, readout_members, readout_specs
 from tasks.metrics.registry import ReadoutMember, Resources, predictor
 from tasks.stages.qualify.stage import QualificationFailed, qualified_config, qualify, seats
+from tests.tiny_models import tiny_llama
 
 TOPICS = ["graph", "protein", "robot", "speech", "vision", "climate"]
 WORDS = ["[UNK]", "<|end|>", "<|system|>", "<|user|>", "<|assistant|>", "Yes", "No", "1", "2", "3", "4", "5", "6",
          "7", "the", "model", "is", "tested", "on", "data", "ablation", "missing", "review", "point", "same",
          "which", "more", "informative", "statement", *TOPICS]
-TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} <|end|> {% endfor %}"
-            "{% if add_generation_prompt %}<|assistant|> {% endif %}")
 
 
 def tiny_lm(folder: Path, seed: int) -> str:
-    """A 2-layer random-weight Llama with a word-level tokenizer and a chat template, saved to `folder`."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    raw = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="[UNK]"))
-    raw.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=raw, unk_token="[UNK]", eos_token="<|end|>",
-                                                     pad_token="<|end|>")
-    tokenizer.chat_template = TEMPLATE
-    config = transformers.LlamaConfig(vocab_size=len(WORDS), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=2048,
-                                      eos_token_id=1, pad_token_id=1, bos_token_id=1, tie_word_embeddings=False)
-    torch.manual_seed(seed)
-    model = transformers.LlamaForCausalLM(config).eval()
-    with torch.no_grad():   # sharper logits, so the members' readouts clearly differ
-        model.lm_head.weight.mul_(20)
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return str(folder)
+    """A tiny random-weight Llama (tests/tiny_models.py); sharp, so the members' readouts clearly differ."""
+    return tiny_llama(folder, WORDS, seed=seed, sharpen=20, max_positions=2048)
 
 
 @pytest.fixture(scope="module")
