@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,6 +17,7 @@ from tasks.stages.ingest.fetch import ingest_venue
 from tasks.stages.ingest.openreview_client import is_transient
 from tasks.testing.openreview_server import Fault, serve_venues
 from tasks.testing.synthetic import make_venue
+from tests.crash import ingest_killed_when
 
 ROOT = Path(__file__).resolve().parents[1]
 V2_VENUE, V1_VENUE = "GREBench.cc/2025/Demo", "ICLR.cc/2023/Conference"
@@ -164,24 +161,10 @@ def test_crash_after_some_pages_resumes_without_duplicates(server, reference, tm
 
 
 def test_killed_process_resumes_without_duplicates_or_gaps(server, reference, tmp_path):
-    script = (
-        "import sys; from pathlib import Path; from tasks.core.config import Config, IngestConfig;"
-        "from tasks.stages.ingest.fetch import ingest_venue;"
-        "cfg = Config(root=Path(sys.argv[1]), ingest=IngestConfig(page_size=5, pdf=False));"
-        "ingest_venue('GREBench.cc/2025/Demo', cfg, Path(sys.argv[1]) / 'out', sys.argv[2])"
-    )
     server.inject(Fault("slow", delay=60, when=lambda p: p.get("offset") == "10"))
-    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path), server.v2_url], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 60      # wait until the slow page is in flight, then kill
-        while not any(p.get("offset") == "10" for _, _, p in list(server.arrivals)):
-            assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
+    # killed while the slow page is in flight
+    ingest_killed_when(lambda: any(p.get("offset") == "10" for _, _, p in list(server.arrivals)),
+                       tmp_path, server.v2_url, "pdf=False")
     saved = list(raw_dir(config(tmp_path), V2_VENUE, 2).rglob("offset_*.json"))
     assert len(saved) == 2                                       # pages 0 and 5 made it to disk
     server.clear()

@@ -4,11 +4,6 @@ download as a queue that survives a killed process."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import polars as pl
@@ -22,6 +17,7 @@ from tasks.stages.ingest.forms import parse_score
 from tasks.stages.ingest.versions import HIDDEN_PDF, REVIEW_HIDDEN, choose_pdf
 from tasks.testing.openreview_server import Fault, serve_venues
 from tasks.testing.synthetic import make_venue, revise_pdf
+from tests.crash import ingest_killed_when
 
 ROOT = Path(__file__).resolve().parents[1]
 V2_VENUE, V1_VENUE = "GREBench.cc/2025/Demo", "ICLR.cc/2023/Conference"
@@ -193,28 +189,12 @@ def test_revised_pdf_differs_and_stays_readable(venues):
 def test_killed_pdf_download_resumes_with_only_the_missing_pdfs(venues, server, tmp_path):
     """The PDF queue survives a kill: what is on disk is done (written whole), the rest is fetched."""
     venue = venues[V2_VENUE]
-    script = (
-        "import sys; from pathlib import Path; from tasks.core.config import Config, IngestConfig;"
-        "from tasks.stages.ingest.fetch import ingest_venue;"
-        "cfg = Config(root=Path(sys.argv[1]), ingest=IngestConfig(page_size=5, pdf_workers=1));"
-        "ingest_venue('GREBench.cc/2025/Demo', cfg, Path(sys.argv[1]) / 'out', sys.argv[2])"
-    )
     wanted = [p.paper_id for p in venue.papers if p.status == "active"]
     special = set(venue.revised["pdfs"]) | set(venue.bad_cases.values())
     stall = next(p for p in wanted[2:] if p not in special)
     server.inject(Fault("slow", endpoint="pdf", delay=60, when=lambda p: p.get("id") == stall))
-    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path), server.v2_url], cwd=ROOT,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 60
-        while not any(e == "pdf" and p.get("id") == stall for _, e, p in list(server.arrivals)):
-            assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
+    ingest_killed_when(lambda: any(e == "pdf" and p.get("id") == stall for _, e, p in list(server.arrivals)),
+                       tmp_path, server.v2_url, "pdf_workers=1")
     pdf_dir = tmp_path / "out" / "pdfs"
     done = {p.stem for p in pdf_dir.glob("*.pdf")}
     assert done and stall not in done and len(done) < len(wanted)
