@@ -33,7 +33,7 @@ def frames() -> dict[str, pl.DataFrame]:
     })
     correlation = pl.DataFrame({"metric": ["gem"], "eval_lm": ["smollm2"], "n": [12], "n_dropped": [0],
                                 "rho": [0.41], "p_value": [0.18], "reason": [None]})
-    return {"leaderboard": leaderboard(pl.DataFrame(rows)), "validation": validation_table(pairs),
+    return {"leaderboard": leaderboard(pl.DataFrame(rows), submitted={"big-lm"}), "validation": validation_table(pairs),
             "human_correlation": correlation}
 
 
@@ -55,7 +55,8 @@ def test_report_from_frames(tmp_path):
     assert data["validation"].filter(pl.col("metric") == "bleu")["passed"].to_list() == [False, False]
     text = check_outputs(write_report(data, tmp_path / "out"))
     assert "| metric | eval_lm | rank | model | mean |" in text
-    assert "| gem | smollm2 | 1 | big-lm |" in text and "| gem | smollm2 | 2 | human |" in text
+    assert "| gem | smollm2 | 1 | big-lm (submitted) |" in text and "| gem | smollm2 | 2 | human |" in text
+    assert "*(submitted)*: reviews a system's authors submitted" in text
     assert "### Metrics that fail any test" in text and "- bleu: sentence_deletion, meaningless_elongation" in text
     assert "| gem | smollm2 | 12 | 0.410 |" in text
     assert "![leaderboard](leaderboard.png)" in text

@@ -26,6 +26,14 @@ TABLES = ("leaderboard", "validation", "human_correlation", "length_confound",
           "focus_categories", "review_quality_models", "rating_relation")   # the last three: tasks/report/review_quality.py
 
 
+def model_label(board: pl.DataFrame) -> pl.Expr:
+    """The model's name as the report shows it: "<name> (submitted)" for a system's submitted reviews."""
+    if "kind" not in board.columns:
+        return pl.col("model")
+    return (pl.when(pl.col("kind") == "submitted").then(pl.col("model") + " (submitted)")
+            .otherwise(pl.col("model")).alias("model"))
+
+
 def plot_leaderboard(board: pl.DataFrame, path: Path) -> Path:
     """One panel per (metric, eval_lm): models sorted by mean with CI bars, the human baseline as a band."""
     plt = pyplot()
@@ -47,7 +55,8 @@ def plot_leaderboard(board: pl.DataFrame, path: Path) -> Path:
             low = [m - lo if finite(lo) else 0 for m, lo in zip(means, models["ci_low"].to_list(), strict=True)]
             high = [hi - m if finite(hi) else 0 for m, hi in zip(means, models["ci_high"].to_list(), strict=True)]
             ax.errorbar(x, means, yerr=[low, high], fmt="o", capsize=4, color="tab:blue", label="model (CI)")
-            ax.set_xticks(x, models["model"].to_list(), rotation=30, ha="right", fontsize=8)
+            ax.set_xticks(x, models.select(model_label(models))["model"].to_list(), rotation=30, ha="right",
+                          fontsize=8)
         else:
             ax.set_xticks([])
             ax.text(0.5, 0.9, "no model candidates yet", ha="center", transform=ax.transAxes, fontsize=8)
@@ -139,8 +148,16 @@ def markdown(frames: Mapping[str, Any], figures: Mapping[str, Path]) -> str:
         out += [f"Results of pipeline `{frames['_pipeline']}`.", ""]
     out += [f"![{name}]({path.name})" for name, path in figures.items()] + [""]
     out += ["## Leaderboard", ""]
-    out.append(markdown_table(board, ["metric", "eval_lm", "rank", "model", "mean", "ci_low", "ci_high",
-                                      "n_papers", "n_missing", "n_excluded"]) if board.height else "No scores yet.")
+    if board.height:
+        shown = board.with_columns(model_label(board))   # a submitted system says so beside its name
+        columns = [c for c in ("metric", "eval_lm", "rank", "rank_low", "rank_high", "model", "mean", "ci_low",
+                               "ci_high", "n_papers", "n_missing", "n_excluded") if c in shown.columns]
+        out.append(markdown_table(shown, columns))
+        if "kind" in board.columns and (board["kind"] == "submitted").any():
+            out += ["", "*(submitted)*: reviews a system's authors submitted (`grebench submit`), not generated "
+                    "by the pipeline."]
+    else:
+        out.append("No scores yet.")
     out += ["", "## Metric validation", ""]
     if validation.height:
         out.append(markdown_table(validation, ["metric", "strategy", "kind", "level", "n", "mean_change", "smd", "ci_low",
