@@ -65,7 +65,7 @@ def _digest(*parts: str) -> str:
 
 
 def _rows(frame: pl.DataFrame, key: Sequence[str]) -> str:
-    return frame.sort(list(key), *[c for c in frame.columns if c not in key]).write_ndjson()
+    return frame.sort([*key, *(c for c in frame.columns if c not in key)]).write_ndjson()
 
 
 def identity(cfg: Config, names: Sequence[str], eval_lm: str) -> str:
