@@ -21,7 +21,12 @@ from tasks.core.config import load_config
 from tasks.core.layout import cache_dir, slug, stage_dir
 from tasks.metrics.metric_shards import sharded_metrics
 from tasks.metrics.quality import quality_work
-from tasks.stages.score.stage import metric_shards, read_inputs, score_inputs_each_eval_lm, sharded_loglikelihoods
+from tasks.stages.score.stage import (
+    metric_shards,
+    read_inputs,
+    score_inputs_each_eval_lm,
+    sharded_loglikelihoods,
+)
 from tasks.testing.anthropic_server import user_text
 from tasks.testing.openai_server import OpenAIServer
 
