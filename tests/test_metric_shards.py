@@ -104,6 +104,7 @@ def test_sharded_scores_equal_the_unsharded_ones_and_a_rerun_skips_every_shard(t
         assert one.details()["metric_shards_scored"] == 1 and first.is_file()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_killed_score_run_resumes_without_recomputing_a_finished_metric_shard(tmp_path) -> None:
     with OpenAIServer(slow_answer) as server:
