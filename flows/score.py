@@ -2,7 +2,9 @@
 
 The log-likelihoods of the lm_logprobs metrics (GEM) go through Parquet shards, one Prefect task
 per shard (`.map`) on the configured task runner, behind the evaluation-LM concurrency limit;
-finished shards are skipped, so a crashed run resumes. With several evaluation LMs
+finished shards are skipped, so a crashed run resumes. The metrics behind an LLM (oracle cells,
+judges, RevisEval, review quality but focus_kl_*) are paper shards fanned out the same way
+(tasks/metrics/metric_shards.py). With several evaluation LMs
 (`[score] eval_lms`) those metrics are scored once per evaluation LM (tasks/metrics/eval_lms.py).
 """
 
@@ -17,6 +19,8 @@ from tasks.stages.score.steps import (
     CONCURRENCY_LIMIT,
     ensure_concurrency_limit,
     fan_out,
+    fan_out_metrics,
+    metric_shards,
     quality_work,
     read_inputs_task,
     score_inputs_each_eval_lm,
@@ -32,10 +36,12 @@ def score_flow(cfg: Config, pipeline: str) -> StageSummary:
     inputs = read_inputs_task(cfg, pipeline)
     ensure_concurrency_limit(CONCURRENCY_LIMIT, cfg.score.gpu_concurrency)
     shards = sharded_loglikelihoods(cfg, pipeline, run=fan_out(cfg.score))   # one per evaluation LM
-    # called in the flow itself: the shard fan-out it triggers is a subflow of this one
+    by_paper = metric_shards(cfg, pipeline, cache_dir(cfg, "llm"), run=fan_out_metrics(cfg.score))
+    # called in the flow itself: the shard fan-outs it triggers are subflows of this one
     quality = quality_work(cfg, pipeline, cache_dir(cfg, "llm"), cfg.score.all_metrics)   # None: no such metric
-    scores, log = score_inputs_each_eval_lm(cfg, inputs, shards, llm_cache=cache_dir(cfg, "llm"), quality=quality)
-    details = {**shards_details(shards), **write_quality_tables(cfg, pipeline, quality)}
+    scores, log = score_inputs_each_eval_lm(cfg, inputs, shards, llm_cache=cache_dir(cfg, "llm"), quality=quality,
+                                            by_paper=by_paper)
+    details = {**shards_details(shards), **by_paper.details(), **write_quality_tables(cfg, pipeline, quality)}
     summary = write_scores_task(cfg, pipeline, scores, details, inputs.negatives, log)
     print(f"score {pipeline}: {summary.as_dict()}")
     return summary

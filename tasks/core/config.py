@@ -266,6 +266,7 @@ class ScoreConfig(Frozen):
     quantization: Literal["auto", "none", "nf4"] = "auto"   # auto: nf4 on CUDA, none on CPU
     token_budget: int = Field(4096, ge=64)   # tokens per forward batch
     shard_size: int = Field(256, ge=1)       # scoring requests per Parquet shard
+    metric_shard_papers: int = Field(8, ge=1)   # papers per shard of the LLM metrics (tasks/metrics/metric_shards.py)
     task_runner: Literal["thread", "dask"] = "thread"
     workers: int = Field(1, ge=1)            # workers of the dask cluster started locally
     runner_address: str | None = None        # an existing dask scheduler

@@ -1,38 +1,47 @@
-"""The fan-out every sharded stage shares: one Prefect task per Parquet shard (tasks/metrics/shards.py),
-mapped on the configured task runner (threads, or a Dask cluster), each holding one slot of the
-evaluation-LM concurrency limit while it scores.
+"""The fan-out every sharded stage shares: one Prefect task per Parquet shard, mapped on the configured
+task runner (threads, or a Dask cluster), each holding one slot of the evaluation-LM concurrency limit
+while it scores.
 
-`fan_out(cfg)` is a `ShardRunner`: the score stage's log-likelihoods and validation's rescoring both
-hand it their shards. It is a subflow, so it runs from a flow body (score) or from inside a task
-(validation's); a shard whose results exist is skipped by its task without taking a slot.
+Two kinds of shard go through it: log-likelihood requests (tasks/metrics/shards.py; `fan_out(cfg)`, a
+`ShardRunner`: the score stage's GEM requests and validation's rescoring) and paper shards of the
+metrics behind an LLM (tasks/metrics/metric_shards.py; `fan_out_metrics(cfg)`, a `MetricShardRunner`:
+the oracle cells, the judges, RevisEval, review quality). Both are subflows, so they run from a flow
+body (score) or from inside a task (validation's); a shard already done is skipped by its task
+without taking a slot.
 """
 
 from __future__ import annotations
 
-import contextlib
+from collections.abc import Callable
 from pathlib import Path
 
 from prefect import flow, task, unmapped
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import wait
 
-from tasks.core.config import ScoreConfig
+from tasks.core.config import Config, ScoreConfig
 from tasks.lm import ModelSpec
-from tasks.metrics import shards
+from tasks.metrics import metric_shards, shards
+from tasks.metrics.metric_shards import MetricShardRunner
 from tasks.metrics.shards import ShardRunner, make_task_runner
+
+
+def holding_a_slot(limit: str | None, done: bool, work: Callable[[], dict]) -> dict:
+    """`work()`, inside one slot of the concurrency limit `limit` unless the shard is `done` (it only skips)."""
+    if done or not limit:
+        return work()
+    from prefect.concurrency.sync import concurrency
+
+    with concurrency(limit, occupy=1, strict=True):
+        return work()
 
 
 @task(name="score-shard", cache_policy=NO_CACHE, tags=["eval-lm"])
 def score_shard_task(requests_dir: Path, results_dir: Path, shard: str, spec: ModelSpec, token_budget: int,
                      limit: str | None = shards.CONCURRENCY_LIMIT) -> dict:
     """`score_shard` holding one slot of the evaluation-LM concurrency limit while it scores."""
-    if (Path(results_dir) / f"{shard}.parquet").is_file():
-        return shards.score_shard(requests_dir, results_dir, shard, spec, token_budget)
-    from prefect.concurrency.sync import concurrency
-
-    slot = concurrency(limit, occupy=1, strict=True) if limit else contextlib.nullcontext()
-    with slot:
-        return shards.score_shard(requests_dir, results_dir, shard, spec, token_budget)
+    return holding_a_slot(limit, (Path(results_dir) / f"{shard}.parquet").is_file(),
+                          lambda: shards.score_shard(requests_dir, results_dir, shard, spec, token_budget))
 
 
 @flow(name="score-shards")
@@ -48,3 +57,26 @@ def score_shards_flow(requests_dir: Path, results_dir: Path, shards: list[str], 
 def fan_out(cfg: ScoreConfig) -> ShardRunner:
     """Run shards through `score_shards_flow` on the configured task runner."""
     return score_shards_flow.with_options(task_runner=make_task_runner(cfg))
+
+
+@task(name="metric-shard", cache_policy=NO_CACHE, tags=["eval-lm"])
+def metric_shard_task(folder: Path, shard: str, names: tuple[str, ...], cfg: Config, pipeline: str,
+                      llm_cache: Path | None, limit: str | None = shards.CONCURRENCY_LIMIT) -> dict:
+    """`score_metric_shard` holding one slot of the concurrency limit while it scores."""
+    return holding_a_slot(limit, (Path(folder) / shard / "scores.parquet").is_file(),
+                          lambda: metric_shards.score_metric_shard(folder, shard, names, cfg, pipeline, llm_cache))
+
+
+@flow(name="metric-shards")
+def metric_shards_flow(folder: Path, shards: list[str], names: tuple[str, ...], cfg: Config, pipeline: str,
+                       llm_cache: Path | None) -> list[dict]:
+    """One task per metric shard, on whatever task runner this flow was given."""
+    futures = metric_shard_task.map(unmapped(folder), shards, unmapped(names), unmapped(cfg), unmapped(pipeline),
+                                    unmapped(llm_cache))
+    wait(futures)
+    return futures.result()
+
+
+def fan_out_metrics(cfg: ScoreConfig) -> MetricShardRunner:
+    """Run metric shards through `metric_shards_flow` on the configured task runner."""
+    return metric_shards_flow.with_options(task_runner=make_task_runner(cfg))

@@ -47,6 +47,12 @@ class LLMLog:
             self._usage.append({"purpose": purpose, "backend": backend, "model": model, **usage})
             self._answers += answers
 
+    def add(self, usage: pl.DataFrame, answers: pl.DataFrame) -> None:
+        """Another log's USAGE rows and answers (a metric shard's, read back from its files)."""
+        with self._lock:
+            self._usage += usage.select(USAGE.names()).to_dicts()
+            self._answers += answers.select(LLM_ANSWERS.names()).to_dicts()
+
     def usage(self) -> pl.DataFrame:
         """USAGE: one row per purpose (calls of the same purpose in one run added up)."""
         with self._lock:

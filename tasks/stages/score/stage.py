@@ -1,6 +1,7 @@
 """The score stage's plain functions: score every configured metric, write the scores.
 
     score/requests/, results/       log-likelihood shards of the lm_logprobs metrics (tasks/metrics/shards.py)
+    score/metric_shards/            paper shards of the metrics behind an LLM (tasks/metrics/metric_shards.py)
     score/scores.parquet            SCORES: one row per (candidate, reference, metric)
     score/candidate_scores.parquet  CANDIDATE_SCORES: per (paper, candidate, metric), the mean over references
     score/negatives.parquet         NEGATIVES: the negative references drawn, when a metric reads them
@@ -20,6 +21,12 @@ from tasks.lm import eval_specs
 from tasks.metrics import Resources, candidate_scores, get, score_metrics
 from tasks.metrics.eval_lms import score_each_eval_lm
 from tasks.metrics.llm_log import LLMLog, write_llm_log
+from tasks.metrics.metric_shards import (
+    MetricShardRunner,
+    MetricShards,
+    run_metric_shards_in_process,
+    sharded_metrics,
+)
 from tasks.metrics.resources import build_resources, eval_spec
 from tasks.metrics.shards import ShardedLoglikelihood, ShardRunner, run_in_process
 from tasks.stages.score.inputs import ScoringInputs, load_inputs
@@ -43,16 +50,45 @@ def sharded_loglikelihoods(cfg: Config, pipeline: str, run: ShardRunner = run_in
                                  cfg.score.shard_size, run) for spec in eval_specs(cfg.score)]
 
 
+def metric_shards(cfg: Config, pipeline: str, llm_cache: Path | None,
+                  run: MetricShardRunner = run_metric_shards_in_process) -> MetricShards:
+    """The metrics behind an LLM as resumable paper shards under the score stage's folder."""
+    return MetricShards(stage_dir(cfg, pipeline, "score") / "metric_shards", cfg, pipeline, llm_cache, run)
+
+
 def score_inputs_each_eval_lm(cfg: Config, inputs: ScoringInputs, shards: list[ShardedLoglikelihood],
-                              llm_cache: Path | None = None, quality: object | None = None) -> tuple[pl.DataFrame, LLMLog]:
+                              llm_cache: Path | None = None, quality: object | None = None,
+                              by_paper: MetricShards | None = None) -> tuple[pl.DataFrame, LLMLog]:
     """SCORES rows of every configured metric, the evaluation-LM ones once per evaluation LM (`shards`),
-    and the log of the LLM calls the metrics made (oracle, judges; with an `llm_cache` folder)."""
+    and the log of the LLM calls the metrics made (oracle, judges; with an `llm_cache` folder). With
+    `by_paper`, the metrics behind an LLM (`sharded_metrics`) are scored through its paper shards, their
+    review-quality tables added to `quality`'s; the same rows as without it."""
     by_key, log = {s.spec: s for s in shards}, LLMLog()
-    scores = score_each_eval_lm(cfg.score.all_metrics, [s.spec for s in shards],
-                                lambda spec: build_resources(cfg.score, loglikelihood=by_key[spec], spec=spec,
-                                                             llm_cache=llm_cache, log=log, quality=quality),
-                                inputs.candidates, inputs.references, inputs.synopses, inputs.negatives)
-    return scores, log
+    sharded = sharded_metrics(cfg.score.all_metrics) if by_paper is not None else ()
+    rest = [n for n in cfg.score.all_metrics if n not in sharded]
+    parts = []
+    if rest:
+        parts.append(score_each_eval_lm(rest, [s.spec for s in shards],
+                                        lambda spec: build_resources(cfg.score, loglikelihood=by_key[spec], spec=spec,
+                                                                     llm_cache=llm_cache, log=log, quality=quality),
+                                        inputs.candidates, inputs.references, inputs.synopses, inputs.negatives))
+    if sharded:
+        assert by_paper is not None
+        parts.append(by_paper(sharded, shards[0].spec.resolved().key, inputs.candidates, inputs.references,
+                              inputs.synopses, inputs.negatives, log))
+        if quality is not None:
+            merge_quality(quality, by_paper)
+    return pl.concat(parts), log
+
+
+def merge_quality(work: Any, by_paper: MetricShards) -> None:
+    """Add the shards' review-quality tables and counts to the work of the unsharded metrics (focus_kl_*):
+    tables concatenated (a review's points, extracted by both, kept once), counts summed."""
+    for name, frame in by_paper.quality_tables.items():
+        have = work.tables.get(name)
+        both = frame if have is None or not have.width else pl.concat([have, frame], how="diagonal_relaxed")
+        work.tables[name] = both.unique(maintain_order=True) if name == "points" else both
+    work.stats.update(by_paper.quality_stats)
 
 
 def shards_details(shards: list[ShardedLoglikelihood]) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """The score stage's Prefect tasks, and what flows/score.py needs to fan the shards out.
 
 The plain functions are in stage.py (inputs, scoring, outputs), quality_tables.py (Beyond Rating's
-tables) and tasks/metrics/shards.py (the sharded log-likelihood engine); the shard task and its
-fan-out subflow, shared with validation, in tasks/metrics/fanout.py.
+tables), tasks/metrics/shards.py (the sharded log-likelihood engine) and tasks/metrics/metric_shards.py
+(the paper shards of the metrics behind an LLM); the shard tasks and their fan-out subflows, shared
+with validation, in tasks/metrics/fanout.py.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from tasks.lm import ModelSpec
-from tasks.metrics.fanout import fan_out, score_shard_task
+from tasks.metrics.fanout import fan_out, fan_out_metrics, score_shard_task
 from tasks.metrics.quality import quality_work
 from tasks.metrics.shards import CONCURRENCY_LIMIT, ShardRunner, ensure_concurrency_limit, make_task_runner
 from tasks.stages.score.quality_tables import write_quality_tables
 from tasks.stages.score.stage import (
+    metric_shards,
     read_inputs,
     score_inputs_each_eval_lm,
     sharded_loglikelihoods,
@@ -27,6 +29,6 @@ read_inputs_task = task(read_inputs, name="read-scoring-inputs", cache_policy=NO
 write_scores_task = task(write_scores, name="write-scores", cache_policy=NO_CACHE)
 
 
-__all__ = ["CONCURRENCY_LIMIT", "ModelSpec", "ShardRunner", "ensure_concurrency_limit", "fan_out", "make_task_runner",
-           "quality_work", "read_inputs_task", "score_inputs_each_eval_lm", "score_shard_task",
+__all__ = ["CONCURRENCY_LIMIT", "ModelSpec", "ShardRunner", "ensure_concurrency_limit", "fan_out", "fan_out_metrics",
+           "make_task_runner", "metric_shards", "quality_work", "read_inputs_task", "score_inputs_each_eval_lm", "score_shard_task",
            "sharded_loglikelihoods", "shards_details", "write_quality_tables", "write_scores_task"]
