@@ -6,10 +6,6 @@ The oracle and the judges answer from the local OpenAI-compatible server, by the
 from __future__ import annotations
 
 import hashlib
-import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -29,6 +25,7 @@ from tasks.stages.score.stage import (
 )
 from tasks.testing.anthropic_server import user_text
 from tasks.testing.openai_server import OpenAIServer
+from tests.crash import killed_when
 
 ROOT = Path(__file__).resolve().parents[1]
 METRICS = ["llm_judge", "llm_judge_noref", "tvd_mi", "gppm_judgment", "kl_fvar_report", "reviseval_bleu",
@@ -115,19 +112,7 @@ def test_a_killed_score_run_resumes_without_recomputing_a_finished_metric_shard(
                   "sharded_loglikelihoods; cfg = load_config(sys.argv[1]).for_pipeline('t');"
                   "score_inputs_each_eval_lm(cfg, read_inputs(cfg, 't'), sharded_loglikelihoods(cfg, 't'), "
                   "llm_cache=cache_dir(cfg, 'llm'), by_paper=metric_shards(cfg, 't', cache_dir(cfg, 'llm')))")
-        child = subprocess.Popen([sys.executable, "-c", script, str(config)], cwd=ROOT,
-                                 env={**os.environ, "PYTHONPATH": str(ROOT)},
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            deadline = time.monotonic() + 300
-            while not list(folder.glob("*/scores.parquet")) and child.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert child.poll() is None, "the score run ended before its first metric shard was finished"
-            child.send_signal(signal.SIGKILL)     # no clean-up: what a lost worker or a power cut leaves
-            child.wait()
-        finally:
-            if child.poll() is None:
-                child.kill()
+        killed_when(script, [str(config)], lambda: bool(list(folder.glob("*/scores.parquet"))), timeout=300)
         finished = {p: p.stat().st_mtime_ns for p in folder.glob("*/scores.parquet")}
         assert 0 < len(finished) < 4
 

@@ -4,11 +4,6 @@ and the flow runs on a two-worker Dask cluster."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import polars as pl
@@ -18,6 +13,7 @@ from scoring_data import write_pipeline
 import tasks.metrics.shards as shards_module
 from tasks.core.config import load_config
 from tasks.core.layout import stage_dir
+from tests.crash import killed_when
 
 ROOT = Path(__file__).resolve().parents[1]
 VALIDATE = ('\n[validate]\nmetrics = ["gem_s_abstract"]\nstrategies = ["sentence_deletion", "case_upper"]\n'
@@ -40,19 +36,7 @@ def test_a_killed_validate_run_resumes_without_recomputing_a_finished_shard(tmp_
     results = tmp_path / "data" / "t" / "validate" / "results"
     script = ("import sys; from tasks.core.config import load_config; from tasks.stages.validate.stage import validate_pipeline; "
               "validate_pipeline(load_config(sys.argv[1]).for_pipeline('t'), 't')")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    child = subprocess.Popen([sys.executable, "-c", script, str(config)], env=env, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 1200
-        while not list(results.glob("shard-*.parquet")) and child.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert child.poll() is None, "the validate run ended before the first shard was finished"
-        child.send_signal(signal.SIGKILL)     # no clean-up: what a lost worker or a power cut leaves
-        child.wait()
-    finally:
-        if child.poll() is None:
-            child.kill()
+    killed_when(script, [str(config)], lambda: bool(list(results.glob("shard-*.parquet"))), timeout=1200)
     finished = {p.name: p.stat().st_mtime_ns for p in results.glob("shard-*.parquet")}
     assert finished and not (tmp_path / "data" / "t" / "validate" / "validation.parquet").exists()
 
