@@ -3,7 +3,8 @@
     python bench/compare_outputs.py OLD_DIR NEW_DIR     # e.g. /tmp/before/demo data/demo
 
 Prints one line per output file (rows, the largest absolute difference over float columns, the
-non-float columns that differ); last line JSON with the worst difference overall.
+non-float columns that differ), rows compared in one order (sorted by their non-float columns);
+last line JSON with the worst difference overall.
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ def compare(old: Path, new: Path) -> float:
             worst = float("inf")
             continue
         floats = [c for c in x.columns if x[c].dtype.is_float()]
+        # rows in one canonical order (by the non-float columns): the order a stage writes them in is not an output
+        keys = [c for c in x.columns if c not in floats and not x[c].dtype.is_nested()]
+        if keys:
+            x, y = x.sort(keys, nulls_last=True), y.sort(keys, nulls_last=True)
         diff = max((float_diff(x[c], y[c]) for c in floats), default=0.0)
         others = [c for c in x.columns if c not in floats and not x[c].equals(y[c], null_equal=True)]
         worst = max(worst, diff, float("inf") if others else 0.0)
