@@ -54,8 +54,8 @@ def main() -> None:
     from tasks.lm import ModelSpec, local_lm
     from tasks.lm.readout import expected_ratings
     from tasks.lm.types import ChatRequest
-    from tasks.metrics.judge import MAX_ANSWER_TOKENS, RATING_PREFILL, parse_rating
-    from tasks.metrics.rating import SCALE
+    from tasks.metrics.judge import MAX_ANSWER_TOKENS
+    from tasks.metrics.rating import RATING_PREFILL, SCALE, parse_rating
 
     asked = questions(args.papers)
     lm = local_lm(ModelSpec("smollm2"))

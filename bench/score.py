@@ -39,6 +39,7 @@ import argparse
 import json
 import os
 import random
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -189,6 +190,16 @@ def time_engine(model, tokenizer, by_key: dict, keys: list[str], token_budget: i
     return engine, results, time.perf_counter() - wall, time.process_time() - cpu
 
 
+def memory_in_fresh_process(data: Path, requests: int, token_budget: int, seed: int,
+                            threads: int | None = None) -> dict:
+    """Run bench/score_memory.py in a fresh process (the peak belongs to scoring alone); its figures."""
+    extra = ["--threads", str(threads)] if threads else []
+    out = subprocess.run([sys.executable, str(Path(__file__).with_name("score_memory.py")), "--data", str(data),
+                          "--requests", str(requests), "--token-budget", str(token_budget), "--seed", str(seed),
+                          *extra], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA)
@@ -207,9 +218,7 @@ def main() -> None:
                         help="only measure peak RSS of scoring N requests (a fresh process, see memory.py)")
     args = parser.parse_args()
     if args.memory:
-        from score_memory import measure
-
-        figures = measure(args.data, args.memory, args.token_budget, args.seed, args.threads)
+        figures = memory_in_fresh_process(args.data, args.memory, args.token_budget, args.seed, args.threads)
         print(json.dumps(figures))
         return
     if not args.data.is_file():

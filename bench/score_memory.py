@@ -1,6 +1,6 @@
 """Peak resident memory of scoring N log-likelihood requests on CPU with the embedded SmolLM2.
 
-Run by `bench/score.py --memory N` in a fresh process (so the peak belongs to scoring alone). The
+Run by `bench/score.py --memory N` in a fresh process (`memory_in_fresh_process` there) (so the peak belongs to scoring alone). The
 requests have the score stage's shape: for each ICLR 2023 dev paper (in a seeded order) the five
 candidate variants of bench/score.py and the marginal prompt, each followed by every judgment line
 of the paper's other reviews as its own continuation (one line each keeps the run short on CPU;
@@ -17,21 +17,11 @@ import json
 import os
 import random
 import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-
-
-def measure(data: Path, requests: int, token_budget: int, seed: int, threads: int | None = None) -> dict:
-    """Run this script in a fresh process and return its figures."""
-    extra = ["--threads", str(threads)] if threads else []
-    out = subprocess.run([sys.executable, str(Path(__file__)), "--data", str(data), "--requests", str(requests),
-                          "--token-budget", str(token_budget), "--seed", str(seed), *extra],
-                         check=True, capture_output=True, text=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def _rss_mib() -> float:

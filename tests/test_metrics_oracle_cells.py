@@ -15,10 +15,11 @@ from tasks.core.frames import human_candidates
 from tasks.core.schema import REFERENCES, SCORES, SYNOPSES_WIDE, USAGE
 from tasks.lm import make_lm
 from tasks.metrics import REGISTRY, MissingResource, Resources, score_metrics
-from tasks.metrics.judge import judge_user, parse_rating
+from tasks.metrics.judge import judge_user
 from tasks.metrics.negatives import draw_negatives
 from tasks.metrics.oracle_cells import CELLS, cell_score
 from tasks.metrics.predictors import LOG_RATIOS, bins_from_probabilities, parse_bin, parse_critic
+from tasks.metrics.rating import parse_rating
 from tasks.testing.anthropic_server import AnthropicServer, system_text, user_text
 
 LOG8 = math.log(8.0)

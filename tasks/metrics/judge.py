@@ -33,7 +33,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 from collections.abc import Sequence
 
 import polars as pl
@@ -53,26 +52,6 @@ SAFETY_TOKENS = 64
 # The judge's answer starts here (the prompts ask for "Score: N"): a model of any size then answers
 # with its number; a prefill is continued by the local and Anthropic backends and by OpenAI-compatible
 # servers with continue_final_message (elsewhere it is asked for in the prompt).
-RATING_PREFILL = "Score:"
-ANALYSIS_PREFILL = "<analysis>\n"
-# "Score: 7" (not the range "Score: 0-10" echoed from the prompt), "7/10" anywhere, or an answer that
-# is a number alone; any other number in the text (a heading's "Review 1") is not taken for a rating
-_NUM = r"(\d+(?:\.\d+)?)"
-_SCORE = re.compile(r"score\s*[:=]?\s*" + _NUM + r"(?!\d|\.\d|\s*[-\u2013]\s*\d)", re.IGNORECASE)
-_OUT_OF_TEN = re.compile(r"(?<![\d.])" + _NUM + r"\s*/\s*10\b")
-_ALONE = re.compile(r"\s*" + _NUM + r"\s*\.?\s*")
-
-
-def parse_rating(text: str) -> float:
-    """The 0-10 rating of an answer ("Score: 7", "7/10", or a number alone); NaN when there is none in range."""
-    text = text or ""
-    match = _SCORE.search(text) or _OUT_OF_TEN.search(text) or _ALONE.fullmatch(text)
-    if match is None:
-        return math.nan
-    value = float(match.group(1))
-    return value if 0.0 <= value <= 10.0 else math.nan
-
-
 def synopsis_text(row: dict | None) -> str:
     if row is None or usable(row.get("abstract")) is None:
         return "Not available."

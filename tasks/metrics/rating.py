@@ -9,7 +9,7 @@ and averages their ratings, NaN where no member gave one. Per member:
   number for every question the model can read at all. A judge that writes an analysis first
   (lm_examiner) generates it, and the rating is read after it.
 * generate: the answer is generated (greedy, cached) and the number after "Score:" parsed
-  (`judge.parse_rating`); an answer without one leaves the question to the other members.
+  (`parse_rating`); an answer without one leaves the question to the other members.
 
 `[score] judge_method = "generate"` (Resources.judge_method) skips the readout. Each member's
 answers go to the LLM log under the purpose (a readout is logged as its expectation and the
@@ -20,6 +20,7 @@ goes into the score rows' `eval_lm`, so the leaderboard says which method produc
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 
 from tasks.lm.types import ChatRequest, ChatResult, Unsupported
@@ -29,11 +30,28 @@ from tasks.metrics.registry import ChatLM, Resources
 SCALE = tuple(range(11))
 ANALYSIS_END = "</analysis>"
 
+RATING_PREFILL = "Score:"
+ANALYSIS_PREFILL = "<analysis>\n"
+# "Score: 7" (not the range "Score: 0-10" echoed from the prompt), "7/10" anywhere, or an answer that
+# is a number alone; any other number in the text (a heading's "Review 1") is not taken for a rating
+_NUM = r"(\d+(?:\.\d+)?)"
+_SCORE = re.compile(r"score\s*[:=]?\s*" + _NUM + r"(?!\d|\.\d|\s*[-\u2013]\s*\d)", re.IGNORECASE)
+_OUT_OF_TEN = re.compile(r"(?<![\d.])" + _NUM + r"\s*/\s*10\b")
+_ALONE = re.compile(r"\s*" + _NUM + r"\s*\.?\s*")
+
+
+def parse_rating(text: str) -> float:
+    """The 0-10 rating of an answer ("Score: 7", "7/10", or a number alone); NaN when there is none in range."""
+    text = text or ""
+    match = _SCORE.search(text) or _OUT_OF_TEN.search(text) or _ALONE.fullmatch(text)
+    if match is None:
+        return math.nan
+    value = float(match.group(1))
+    return value if 0.0 <= value <= 10.0 else math.nan
+
 
 def _prefix(analysis: str) -> str:
     """The examiner's answer up to the end of its analysis (closed where it ran out), then "Score:"."""
-    from tasks.metrics.judge import RATING_PREFILL
-
     head, found, _ = analysis.partition(ANALYSIS_END)
     return f"{head.rstrip()}\n{ANALYSIS_END}\n{RATING_PREFILL}" if found else \
         f"{analysis.rstrip()}\n{ANALYSIS_END}\n{RATING_PREFILL}"
@@ -47,8 +65,6 @@ def rate_member(llm: ChatLM, method: str, prompts: Sequence[tuple[str, str]], ke
                 analysis: bool) -> tuple[list[float], str, list[ChatResult]]:
     """(ratings, "readout" or "generate", what to log) of one judge for the prompts, in order."""
     from tasks.lm.readout import expected_ratings
-    from tasks.metrics.judge import ANALYSIS_PREFILL, RATING_PREFILL, parse_rating
-
     written: list[ChatResult] = []
     prefills = [RATING_PREFILL] * len(prompts)
     if analysis:   # the analysis is written in both methods; the rating follows it

@@ -30,7 +30,8 @@ import polars as pl
 from tasks.core.prompts import load_prompt
 from tasks.core.schema import SCORES
 from tasks.metrics.classic import bertscore, bleu, rouge_l
-from tasks.metrics.judge import RATING_PREFILL, parse_rating, synopsis_text
+from tasks.metrics.judge import synopsis_text
+from tasks.metrics.rating import RATING_PREFILL, parse_rating
 from tasks.metrics.registry import Metric, MissingResource, Resources, register, usable
 
 REVISE_VERSION = "reviseval-revise-v1"
