@@ -18,7 +18,7 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("GREBENCH_CPU_BF16", "0")
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = {"prefect_harness", "embedded_lm", "minilm"}   # fixtures that start a server or load a model
+HEAVY = {"prefect_harness", "embedded_lm", "minilm", "dask_cluster"}   # fixtures that start a server or load a model
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -37,6 +37,21 @@ def prefect_harness():
 
     with prefect_test_harness(server_startup_timeout=120):
         yield
+
+
+@pytest.fixture
+def dask_cluster():
+    """A two-worker Dask cluster in this process (one thread each), with the settings GRE-bench's own
+    workers get (tasks/metrics/shards.py DASK_SETTINGS: without them a worker's stack sampling can
+    deadlock this interpreter)."""
+    import dask
+    from distributed import LocalCluster
+
+    from tasks.metrics.shards import DASK_SETTINGS
+
+    with dask.config.set(DASK_SETTINGS), LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                                       dashboard_address=None) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="session")

@@ -89,6 +89,7 @@ def test_stage_scores_through_resumable_shards_and_writes_a_summary(tmp_path, mo
 
 
 def test_task_runner_comes_from_config() -> None:
+    from dask import config as dask_config
     from prefect.task_runners import ThreadPoolTaskRunner
     from prefect_dask import DaskTaskRunner
 
@@ -96,6 +97,7 @@ def test_task_runner_comes_from_config() -> None:
     dask = make_task_runner(ScoreConfig(task_runner="dask", workers=3))
     assert isinstance(dask, DaskTaskRunner) and dask.cluster_kwargs["n_workers"] == 3
     assert make_task_runner(ScoreConfig(task_runner="dask", runner_address="tcp://h:8786")).address == "tcp://h:8786"
+    assert dask_config.get("distributed.worker.profile.enabled") is False, "workers must not sample stacks (3.11 deadlock)"
     with pytest.raises(ValueError, match="task_runner"):
         ScoreConfig(task_runner="ray")
 
@@ -152,8 +154,8 @@ def test_crashed_run_resumes_and_writes_each_pair_once(tmp_path, prefect_harness
 
 
 @pytest.mark.slow
-def test_score_flow_on_a_two_worker_dask_cluster(tmp_path, prefect_harness, embedded_lm, monkeypatch):
-    from distributed import LocalCluster, get_worker
+def test_score_flow_on_a_two_worker_dask_cluster(tmp_path, prefect_harness, embedded_lm, dask_cluster, monkeypatch):
+    from distributed import get_worker
 
     seen = tmp_path / "workers"
     seen.mkdir()
@@ -165,12 +167,12 @@ def test_score_flow_on_a_two_worker_dask_cluster(tmp_path, prefect_harness, embe
         return real(requests_dir, results_dir, shard, spec, token_budget)
 
     monkeypatch.setattr(shards_module, "score_shard", recording)
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
-        config = write_pipeline(tmp_path, n_papers=2, n_reviews=2, metrics=["gem_raw", "gem_s_assw"], shard_size=3,
-                                task_runner="dask", runner_address=cluster.scheduler_address, gpu_concurrency=2)
-        summary = score_flow(load_config(config).for_pipeline("t"), "t")
+    config = write_pipeline(tmp_path, n_papers=2, n_reviews=2, metrics=["gem_raw", "gem_s_assw"], shard_size=3,
+                            task_runner="dask", runner_address=dask_cluster.scheduler_address, gpu_concurrency=2)
+    summary = score_flow(load_config(config).for_pipeline("t"), "t")
     assert summary.details["shards_scored"] == summary.details["shards"] >= 4
     assert len({p.read_text() for p in seen.iterdir()}) == 2, "both dask workers scored shards"
+    assert not any("profile" in w.periodic_callbacks for w in dask_cluster.workers.values())
     scores = pl.read_parquet(_score_dir(config) / "scores.parquet")
     assert scores.height == 2 * 2 * 1 * 2 and scores["score"].is_nan().sum() == 0
     means = pl.read_parquet(_score_dir(config) / "candidate_scores.parquet")

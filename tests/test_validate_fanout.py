@@ -53,8 +53,8 @@ def test_a_killed_validate_run_resumes_without_recomputing_a_finished_shard(tmp_
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_validate_flow_rescoring_on_a_two_worker_dask_cluster(tmp_path, prefect_harness, embedded_lm,
-                                                               monkeypatch) -> None:
-    from distributed import LocalCluster, get_worker
+                                                               dask_cluster, monkeypatch) -> None:
+    from distributed import get_worker
 
     from flows.validate import validate_flow
 
@@ -68,11 +68,10 @@ def test_validate_flow_rescoring_on_a_two_worker_dask_cluster(tmp_path, prefect_
         return real(requests_dir, results_dir, shard, spec, token_budget)
 
     monkeypatch.setattr(shards_module, "score_shard", recording)
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
-        config = _config(tmp_path, n_papers=2, n_reviews=2, shard_size=2, task_runner="dask",
-                         runner_address=cluster.scheduler_address, gpu_concurrency=2)
-        cfg = load_config(config).for_pipeline("t")
-        summary = validate_flow(cfg, "t")
+    config = _config(tmp_path, n_papers=2, n_reviews=2, shard_size=2, task_runner="dask",
+                     runner_address=dask_cluster.scheduler_address, gpu_concurrency=2)
+    cfg = load_config(config).for_pipeline("t")
+    summary = validate_flow(cfg, "t")
     assert summary.details["shards_scored"] == summary.details["shards"] >= 4
     assert len({p.read_text() for p in seen.iterdir()}) == 2, "both dask workers scored validation shards"
     validation = pl.read_parquet(stage_dir(cfg, "t", "validate") / "validation.parquet")

@@ -18,7 +18,8 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -71,8 +72,15 @@ class LLMCache:
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(_SCHEMA)
 
-    def _connect(self) -> sqlite3.Connection:
-        return sqlite3.connect(self.path, timeout=60, isolation_level=None)
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        """A connection closed on exit (sqlite3's own context manager only commits): one left to the garbage
+        collector is closed in whichever thread collects it, inside whatever that thread was doing."""
+        db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        try:
+            yield db
+        finally:
+            db.close()
 
     def get_many(self, keys: Sequence[str]) -> dict[str, ChatResult]:
         found: dict[str, ChatResult] = {}

@@ -27,6 +27,12 @@ from tasks.lm import ModelSpec
 from tasks.metrics.resources import engine_loglikelihood
 
 CONCURRENCY_LIMIT = "grebench-eval-lm"
+# Dask settings for the workers GRE-bench starts. A worker samples every thread's stack with
+# sys._current_frames() to build its profile; on CPython before 3.11.9 a garbage collection inside that
+# call can close a file or database connection, which lets go of the GIL while the interpreter's
+# thread-list lock is held, and a thread starting at that moment deadlocks the process
+# (python/cpython#106883). The profile is only seen on Dask's dashboard, which GRE-bench does not open.
+DASK_SETTINGS = {"distributed.worker.profile.enabled": False}
 
 # (requests_dir, results_dir, shard names, spec, token_budget) -> one status dict per shard
 ShardRunner = Callable[[Path, Path, list[str], ModelSpec, int], list[dict]]
@@ -111,8 +117,10 @@ def make_task_runner(cfg: ScoreConfig) -> Any:
         from prefect.task_runners import ThreadPoolTaskRunner
 
         return ThreadPoolTaskRunner(max_workers=max(cfg.workers, cfg.gpu_concurrency))
+    import dask
     from prefect_dask import DaskTaskRunner
 
+    dask.config.set(DASK_SETTINGS)   # read by the local workers when the flow starts them (not by a remote cluster)
     if cfg.runner_address:
         return DaskTaskRunner(address=cfg.runner_address)
     return DaskTaskRunner(cluster_kwargs={"n_workers": cfg.workers, "threads_per_worker": 1,
