@@ -127,8 +127,9 @@ def test_a_killed_score_run_resumes_without_recomputing_a_finished_metric_shard(
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-def test_score_flow_fans_metric_shards_out_on_threads_and_on_dask(tmp_path, prefect_harness, monkeypatch) -> None:
-    from distributed import LocalCluster, get_worker
+def test_score_flow_fans_metric_shards_out_on_threads_and_on_dask(tmp_path, prefect_harness, dask_cluster,
+                                                                 monkeypatch) -> None:
+    from distributed import get_worker
 
     import tasks.metrics.metric_shards as metric_shards_module
     from flows.score import score_flow
@@ -152,10 +153,61 @@ def test_score_flow_fans_metric_shards_out_on_threads_and_on_dask(tmp_path, pref
             return real(folder, shard, names, cfg, pipeline, llm_cache)
 
         monkeypatch.setattr(metric_shards_module, "score_metric_shard", recording)
-        with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
-            dask = load_config(_config(tmp_path / "dask", server, task_runner="dask",
-                                       runner_address=cluster.scheduler_address, gpu_concurrency=2)).for_pipeline("t")
-            summary = score_flow(dask, "t")
+        dask = load_config(_config(tmp_path / "dask", server, task_runner="dask",
+                                   runner_address=dask_cluster.scheduler_address, gpu_concurrency=2)).for_pipeline("t")
+        summary = score_flow(dask, "t")
         assert summary.details["metric_shards_scored"] == 4
         assert len({p.read_text() for p in seen.iterdir()}) == 2, "both dask workers scored metric shards"
         assert pl.read_parquet(stage_dir(dask, "t", "score") / "scores.parquet").sort(SORT).equals(scores)
+
+
+VALIDATE = ('\n[validate]\nmetrics = ["llm_judge", "tvd_mi"]\nstrategies = ["sentence_deletion", "case_upper"]\n'
+            'candidates = "one"\nmin_pairs = 2\nbootstrap_resamples = 0\n')
+CANDIDATE_SORT = ["paper_id", "candidate", "metric"]
+
+
+def _validate_config(tmp_path: Path, server: OpenAIServer) -> Path:
+    config = _config(tmp_path, server)
+    with config.open("a") as f:
+        f.write(VALIDATE)
+    return config
+
+
+@pytest.mark.slow
+def test_validation_rescores_the_llm_metrics_as_paper_shards_fanned_out_and_skipped_on_rerun(
+        tmp_path, prefect_harness) -> None:
+    from flows.validate import validate_flow
+    from tasks.metrics.resources import build_resources
+    from tasks.stages.validate.stage import read_reviews, validate_pipeline, validate_reviews
+
+    with OpenAIServer(answer) as server:
+        cfg = load_config(_validate_config(tmp_path, server)).for_pipeline("t")
+        first = validate_flow(cfg, "t").details   # one Prefect task per metric shard, from inside the validate task
+        assert first["metric_shards"] == first["metric_shards_scored"] == 4 and first["metric_shards_skipped"] == 0
+        assert len(list((stage_dir(cfg, "t", "validate") / "metric_shards").glob("*/scores.parquet"))) == 4
+
+        again = validate_pipeline(cfg, "t")
+        assert again.stats["metric_shards_skipped"] == 4 and again.stats["metric_shards_scored"] == 0
+        in_process = validate_reviews(cfg, read_reviews(cfg, "t"), build_resources(cfg.score, llm_cache=cache_dir(cfg, "llm")))
+        assert again.scores.sort(CANDIDATE_SORT).equals(in_process.scores.sort(CANDIDATE_SORT))
+        assert set(again.scores["metric"]) == {"llm_judge", "tvd_mi"} and again.scores["score"].is_not_nan().any()
+        assert again.validation.height == 4
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_killed_validate_run_resumes_without_recomputing_a_finished_metric_shard(tmp_path) -> None:
+    from tasks.stages.validate.stage import validate_pipeline
+
+    with OpenAIServer(slow_answer) as server:
+        config = _validate_config(tmp_path, server)
+        folder = tmp_path / "data" / "t" / "validate" / "metric_shards"
+        script = ("import sys; from tasks.core.config import load_config; from tasks.stages.validate.stage import "
+                  "validate_pipeline; validate_pipeline(load_config(sys.argv[1]).for_pipeline('t'), 't')")
+        killed_when(script, [str(config)], lambda: bool(list(folder.glob("*/scores.parquet"))), timeout=300)
+        finished = {p: p.stat().st_mtime_ns for p in folder.glob("*/scores.parquet")}
+        assert 0 < len(finished) < 4
+
+        stats = validate_pipeline(load_config(config).for_pipeline("t"), "t").stats
+        assert stats["metric_shards_skipped"] == len(finished) and stats["metric_shards_scored"] == 4 - len(finished)
+        assert all(p.stat().st_mtime_ns == ns for p, ns in finished.items())   # none rewritten

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -254,6 +254,7 @@ def run_adversary(
     from tasks.metrics import get
     from tasks.stages.validate.rescore import PERTURBATIONS, SEPARATOR, score_candidates
 
+    resources = replace(resources, by_paper=None)   # a step's few variants are scored here, not as shards
     pair_rows: list[dict[str, Any]] = []
     perturbation_rows: list[dict[str, Any]] = []
     report_rows: list[dict[str, Any]] = []

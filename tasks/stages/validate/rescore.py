@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from tasks.metrics import Resources, candidate_scores, get, score_metrics
+from tasks.metrics.metric_shards import sharded_metrics
 
 PERTURBATIONS = pl.Schema({"paper_id": pl.String, "review_id": pl.String, "candidate": pl.String,
                            "strategy": pl.String, "kind": pl.String, "review_text": pl.String,
@@ -19,10 +20,18 @@ def score_candidates(candidates: pl.DataFrame, references: pl.DataFrame, synopse
                      metrics: Sequence[str], resources: Resources, negatives: int = 4,
                      negatives_seed: int = 0) -> pl.DataFrame:
     """Candidate scores (tasks.metrics.candidate_scores) of every metric named; a perturbed candidate gets
-    the negative references of its original (tasks/metrics/negatives.py) when a metric reads them."""
+    the negative references of its original (tasks/metrics/negatives.py) when a metric reads them. With
+    `resources.by_paper`, the metrics behind an LLM are scored through its paper shards (resumable, fanned
+    out like the score stage's); the same scores as in this process."""
     drawn = None
     if any(m.negatives for m in get(list(metrics))):
         from tasks.metrics.negatives import draw_negatives
 
         drawn = draw_negatives(candidates, references, negatives, negatives_seed)
-    return candidate_scores(score_metrics(metrics, candidates, references, synopses, resources, negatives=drawn))
+    sharded = sharded_metrics(metrics) if resources.by_paper is not None else ()
+    rest = [m for m in metrics if m not in sharded]
+    parts = [score_metrics(rest, candidates, references, synopses, resources, negatives=drawn)] if rest else []
+    if sharded:
+        parts.append(resources.by_paper(sharded, resources.eval_lm, candidates, references, synopses, drawn,
+                                        resources.log))
+    return candidate_scores(pl.concat(parts))

@@ -14,11 +14,14 @@
     validate/requests/, results/            GEM scoring shards (resumable, as in the score stage, and in the
                                             validate flow fanned out the same way: tasks/metrics/fanout.py);
                                             requests the score stage already answered come from score/results/
+    validate/metric_shards/                 the metrics behind an LLM (oracle cells, judges, RevisEval, review
+                                            quality) over the perturbed candidates, as paper shards
+                                            (tasks/metrics/metric_shards.py), resumable and fanned out the same way
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import polars as pl
@@ -30,6 +33,7 @@ from tasks.core.summary import StageSummary
 from tasks.lm import ModelSpec, eval_spec
 from tasks.metrics import Resources, candidate_scores, get
 from tasks.metrics.llm_log import LLMLog, write_llm_log
+from tasks.metrics.metric_shards import MetricShardRunner, MetricShards, run_metric_shards_in_process
 from tasks.metrics.resources import build_resources
 from tasks.metrics.shards import ShardedLoglikelihood, ShardRunner, run_in_process
 from tasks.stages.validate.board_notes import annotate
@@ -118,31 +122,37 @@ def validate_pipeline(cfg: Config, pipeline: str, fan_out: bool = False) -> Vali
     (tasks/stages/validate/eval_lms.py); log-likelihoods the score stage already has are reused, the rest
     scored as resumable shards (tasks/stages/validate/reuse.py): in this process, or with `fan_out` one
     Prefect task per shard on the score stage's task runner behind its concurrency limit
-    (tasks/metrics/fanout.py). The judges' / oracle's calls go to validate/usage.parquet."""
+    (tasks/metrics/fanout.py). The metrics behind an LLM are scored the same way as paper shards
+    (validate/metric_shards/). The judges' / oracle's calls go to validate/usage.parquet."""
     run: ShardRunner = run_in_process
+    run_metrics: MetricShardRunner = run_metric_shards_in_process
     if fan_out:
         from tasks.metrics.fanout import fan_out as fanned
+        from tasks.metrics.fanout import fan_out_metrics
         from tasks.metrics.shards import CONCURRENCY_LIMIT, ensure_concurrency_limit
 
         ensure_concurrency_limit(CONCURRENCY_LIMIT, cfg.score.gpu_concurrency)
-        run = fanned(cfg.score)
+        run, run_metrics = fanned(cfg.score), fan_out_metrics(cfg.score)
     used: list[ReusingLoglikelihood] = []
     log = LLMLog()
     from tasks.metrics.quality import quality_work
 
-    quality = quality_work(cfg, pipeline, cache_dir(cfg, "llm"), cfg.validate.metrics)
+    llm_cache = cache_dir(cfg, "llm")
+    quality = quality_work(cfg, pipeline, llm_cache, cfg.validate.metrics)
+    by_paper = MetricShards(stage_dir(cfg, pipeline, "validate") / "metric_shards", cfg, pipeline, llm_cache,
+                            run_metrics)
 
     def resources(spec: ModelSpec) -> Resources:
         used.append(validation_loglikelihood(cfg, pipeline, spec, run))
-        return build_resources(cfg.score, used[-1], spec=spec, llm_cache=cache_dir(cfg, "llm"), log=log,
-                               quality=quality)
+        return replace(build_resources(cfg.score, used[-1], spec=spec, llm_cache=llm_cache, log=log, quality=quality),
+                       by_paper=by_paper)
     result = validate_each_eval_lm(cfg, read_reviews(cfg, pipeline), resources, validate_reviews)
     runs = [r for u in used for r in u.inner.runs]
     result.stats |= {"loglikelihood_reused": sum(u.reused for u in used),
                      "loglikelihood_asked": sum(u.asked for u in used),
                      "shards": sum(u.inner.shards for u in used),
                      "shards_scored": sum(r["status"] == "scored" for r in runs),
-                     "shards_skipped": sum(r["status"] == "skipped" for r in runs)}
+                     "shards_skipped": sum(r["status"] == "skipped" for r in runs), **by_paper.details()}
     write_llm_log(log, stage_dir(cfg, pipeline, "validate"))
     return result
 
