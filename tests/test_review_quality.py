@@ -294,7 +294,8 @@ def test_points_matching_and_rating_on_the_embedded_lm(tmp_path, embedded_lm) ->
     assert score_metrics(names, cands, refs, syn, Resources("lm", embed=token_embeddings, quality=again)).equals(scores)
 
 
-def test_review_fields_prompt_keeps_rating_and_confidence_apart_from_the_text(tmp_path, monkeypatch) -> None:
+@pytest.mark.parametrize("form", ["review-fields-v1", "review-rated-brief-v1"])   # the rating last, and first
+def test_review_fields_prompt_keeps_rating_and_confidence_apart_from_the_text(tmp_path, monkeypatch, form) -> None:
     from datetime import UTC, datetime
 
     from tasks.core.config import CandidateConfig
@@ -314,7 +315,7 @@ def test_review_fields_prompt_keeps_rating_and_confidence_apart_from_the_text(tm
                            "abstract": ["An abstract about sparse topic detection.", "An abstract about graphs."],
                            "first_public_at": [datetime(2024, 5, 1, tzinfo=UTC)] * 2, "in_benchmark": [True] * 2})
     candidate = CandidateConfig(name="c", backend="anthropic", model="claude-test", knowledge_cutoff="2023-12-31",
-                                use_batches=False, max_retries=0, prompt_version="review-fields-v1")
+                                use_batches=False, max_retries=0, prompt_version=form)
     with AnthropicServer(fields_review) as server:
         out = generate_reviews(papers, None, candidate, make_lm(candidate, tmp_path, base_url=server.url))
     rows = {r["paper_id"]: r for r in out.candidates.iter_rows(named=True)}
