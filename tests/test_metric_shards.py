@@ -64,6 +64,17 @@ def _config(tmp_path: Path, server: OpenAIServer, n_papers: int = 4, **score: ob
     return config
 
 
+def _killed_after_a_metric_shard(config: Path, stage: str, call: str) -> dict[Path, int]:
+    """`call` (Python, with `cfg` the config of pipeline "t") in a child process, SIGKILLed once one of the
+    stage's metric shards has its scores; each finished shard's scores file and its mtime (1 to 3 of 4)."""
+    folder = config.parent / "data" / "t" / stage / "metric_shards"
+    script = "import sys; from tasks.core.config import load_config; cfg = load_config(sys.argv[1]).for_pipeline('t'); "
+    killed_when(script + call, [str(config)], lambda: bool(list(folder.glob("*/scores.parquet"))), timeout=300)
+    finished = {p: p.stat().st_mtime_ns for p in folder.glob("*/scores.parquet")}
+    assert 0 < len(finished) < 4
+    return finished
+
+
 def _score(cfg, sharded: bool):
     inputs = read_inputs(cfg, "t")
     llm = cache_dir(cfg, "llm")
@@ -99,30 +110,6 @@ def test_sharded_scores_equal_the_unsharded_ones_and_a_rerun_skips_every_shard(t
         first.unlink()
         _, _, one, _ = _score(cfg, sharded=True)
         assert one.details()["metric_shards_scored"] == 1 and first.is_file()
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(600)
-def test_a_killed_score_run_resumes_without_recomputing_a_finished_metric_shard(tmp_path) -> None:
-    with OpenAIServer(slow_answer) as server:
-        config = _config(tmp_path, server)
-        folder = tmp_path / "data" / "t" / "score" / "metric_shards"
-        script = ("import sys; from tasks.core.config import load_config; from tasks.core.layout import cache_dir;"
-                  "from tasks.stages.score.stage import metric_shards, read_inputs, score_inputs_each_eval_lm, "
-                  "sharded_loglikelihoods; cfg = load_config(sys.argv[1]).for_pipeline('t');"
-                  "score_inputs_each_eval_lm(cfg, read_inputs(cfg, 't'), sharded_loglikelihoods(cfg, 't'), "
-                  "llm_cache=cache_dir(cfg, 'llm'), by_paper=metric_shards(cfg, 't', cache_dir(cfg, 'llm')))")
-        killed_when(script, [str(config)], lambda: bool(list(folder.glob("*/scores.parquet"))), timeout=300)
-        finished = {p: p.stat().st_mtime_ns for p in folder.glob("*/scores.parquet")}
-        assert 0 < len(finished) < 4
-
-        cfg = load_config(config).for_pipeline("t")
-        scores, _, by_paper, _ = _score(cfg, sharded=True)
-        details = by_paper.details()
-        assert details["metric_shards_skipped"] == len(finished)
-        assert details["metric_shards_scored"] == 4 - len(finished)
-        assert all(p.stat().st_mtime_ns == ns for p, ns in finished.items())   # none rewritten
-        assert scores.equals(_score(cfg, sharded=False)[0])
 
 
 @pytest.mark.slow
@@ -194,20 +181,31 @@ def test_validation_rescores_the_llm_metrics_as_paper_shards_fanned_out_and_skip
         assert again.validation.height == 4
 
 
+KILLED = {  # what the killed child runs, per stage (`cfg` is pipeline "t"'s config)
+    "score": ("from tasks.core.layout import cache_dir; from tasks.stages.score.stage import metric_shards, "
+              "read_inputs, score_inputs_each_eval_lm, sharded_loglikelihoods; score_inputs_each_eval_lm(cfg, "
+              "read_inputs(cfg, 't'), sharded_loglikelihoods(cfg, 't'), llm_cache=cache_dir(cfg, 'llm'), "
+              "by_paper=metric_shards(cfg, 't', cache_dir(cfg, 'llm')))"),
+    "validate": "from tasks.stages.validate.stage import validate_pipeline; validate_pipeline(cfg, 't')",
+}
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_a_killed_validate_run_resumes_without_recomputing_a_finished_metric_shard(tmp_path) -> None:
+@pytest.mark.parametrize("stage", ["score", "validate"])
+def test_a_killed_run_resumes_without_recomputing_a_finished_metric_shard(tmp_path, stage) -> None:
     from tasks.stages.validate.stage import validate_pipeline
 
     with OpenAIServer(slow_answer) as server:
-        config = _validate_config(tmp_path, server)
-        folder = tmp_path / "data" / "t" / "validate" / "metric_shards"
-        script = ("import sys; from tasks.core.config import load_config; from tasks.stages.validate.stage import "
-                  "validate_pipeline; validate_pipeline(load_config(sys.argv[1]).for_pipeline('t'), 't')")
-        killed_when(script, [str(config)], lambda: bool(list(folder.glob("*/scores.parquet"))), timeout=300)
-        finished = {p: p.stat().st_mtime_ns for p in folder.glob("*/scores.parquet")}
-        assert 0 < len(finished) < 4
-
-        stats = validate_pipeline(load_config(config).for_pipeline("t"), "t").stats
-        assert stats["metric_shards_skipped"] == len(finished) and stats["metric_shards_scored"] == 4 - len(finished)
+        config = (_config if stage == "score" else _validate_config)(tmp_path, server)
+        finished = _killed_after_a_metric_shard(config, stage, KILLED[stage])
+        cfg = load_config(config).for_pipeline("t")
+        if stage == "score":
+            scores, _, by_paper, _ = _score(cfg, sharded=True)
+            details = by_paper.details()
+            assert scores.equals(_score(cfg, sharded=False)[0])
+        else:
+            details = validate_pipeline(cfg, "t").stats
+        assert details["metric_shards_skipped"] == len(finished)
+        assert details["metric_shards_scored"] == 4 - len(finished)
         assert all(p.stat().st_mtime_ns == ns for p, ns in finished.items())   # none rewritten
