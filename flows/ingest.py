@@ -1,19 +1,24 @@
-"""Ingest: pull each venue's submissions and reviews from OpenReview into Parquet."""
+"""Ingest: pull each venue's submissions and reviews from OpenReview into Parquet, then the PDFs of
+the papers the curate rules put in the benchmark sample (the rest are never downloaded)."""
 
 from __future__ import annotations
+
+from functools import partial
 
 from prefect import flow
 
 from tasks.core.config import Config
 from tasks.core.layout import stage_dir
 from tasks.core.summary import StageSummary
+from tasks.stages.curate.rules import papers_to_read
 from tasks.stages.ingest.steps import ingest_venue_task, venue_source
 
 
 @flow(name="ingest", log_prints=True)
 def ingest_flow(cfg: Config, pipeline: str) -> StageSummary:
     with venue_source(cfg, pipeline) as baseurls:
-        futures = [ingest_venue_task.submit(venue, cfg, stage_dir(cfg, pipeline, "ingest", venue), baseurl)
+        futures = [ingest_venue_task.submit(venue, cfg, stage_dir(cfg, pipeline, "ingest", venue), baseurl,
+                                            partial(papers_to_read, venue_id=venue, cfg=cfg))
                    for venue, baseurl in baseurls.items()]
         summary = sum((future.result().summary() for future in futures), StageSummary(0, 0))
     print(f"ingest {pipeline}: {summary.as_dict()}")

@@ -30,8 +30,14 @@ def stage_flow(stage: str) -> Callable[[Config, str], StageSummary]:
 
 
 def stage_config(cfg: Config, pipeline: str, stage: str) -> Config:
-    """The config a stage runs on: after the qualify stage, score and validate see only the judges,
-    readout oracles and matchers that passed the exam (tasks/stages/qualify/stage.py)."""
+    """The config a stage runs on: after ingest every venue without a venue table has the review
+    form ingest read from the venue (tasks/stages/ingest/review_form.py); after the qualify stage,
+    score and validate see only the judges, readout oracles and matchers that passed the exam
+    (tasks/stages/qualify/stage.py)."""
+    if stage != "ingest":
+        from tasks.stages.ingest.review_form import with_venue_forms
+
+        cfg = with_venue_forms(cfg, pipeline)
     if stage in ("score", "validate"):
         from tasks.stages.qualify.steps import qualified_config
 

@@ -33,13 +33,11 @@ def refresh_flow(
 ) -> dict[str, StageSummary]:
     """Run `pipeline` on its venues (or on `venues`): for `year` when given, else each venue family's
     freshest public cycle on the date `on` (ISO date; default: today)."""
-    from tasks.core.config import require_refresh_tables
-
     day = date.fromisoformat(on) if on else datetime.now(UTC).date()
     if year is None and not venues:
         venues = planned_venues(load_checked_config(config_path), pipeline, day)
     year = year or day.year
-    require_refresh_tables(config_path, pipeline, year, venues)  # before ingest
+    # a venue without a [venues."<id>"] table is read with its own review form (ingest/review_form.py)
     summary = pipeline_flow(pipeline=f"{pipeline}-{year}", config_path=config_path, venues=venues or None)
     write_site(load_checked_config(config_path), f"{pipeline}-{year}")
     return summary
@@ -71,25 +69,52 @@ def planned_venues(cfg: Config, pipeline: str, on: date) -> list[str]:
 
 
 def describe_plan(cfg: Config, on: date, runs: list[datetime]) -> list[str]:
-    """Lines saying which venue ids a run on `on` and each of the next `runs` would pull, and the
-    venue tables those runs still lack."""
+    """Lines saying which venue ids a run on `on` and each of the next `runs` would pull, the review
+    form each venue of the first two runs is read with, and the PDFs and hours the sample needs."""
     from tasks.core.venue_facts import plan
 
     schedule = cfg.schedule
     templates = schedule.venues or cfg.pipelines[schedule.pipeline].venues
-    lines, missing = [], []
+    lines, forms = [], []
     for k, (label, day) in enumerate(((f"a run on {on.isoformat()}", on),
                                       *((f"the run of {t.isoformat()}", t.date()) for t in runs))):
         planned = plan(templates, day)
         shown = [p.venue_id + (f" (reviews public since {p.public_since.isoformat()})" if p.public_since else "")
                  for p in planned]
         lines.append(f"{label} pulls: {', '.join(shown)}")
-        if k < 2:   # now and the next run: the tables to add before it
-            missing += [p.venue_id for p in planned if p.venue_id not in cfg.venues and p.venue_id not in missing]
-    if missing:
-        lines.append("venue tables to add before those runs (a run stops before ingest without them): "
-                     + ", ".join(f'[venues."{v}"]' for v in missing))
+        if k < 2:   # now and the next run: the forms they will use
+            forms += [p.venue_id for p in planned if p.venue_id not in forms]
+    lines += [f"form of {venue}: {form_line(cfg, venue)}" for venue in forms]
+    lines.append(pdf_plan(cfg, len(plan(templates, on))))
     return lines
+
+
+def form_line(cfg: Config, venue_id: str) -> str:
+    """The review form a run will read `venue_id` with, or why it can be read only when the run fires."""
+    from tasks.core.errors import GrebenchError
+    from tasks.stages.ingest.fetch import lookup_form
+    from tasks.stages.ingest.review_form import review_invitation_id
+
+    try:
+        form = lookup_form(cfg, venue_id, quick=True)
+    except GrebenchError as error:
+        return f"read from {review_invitation_id(venue_id, None)} when the run fires (now: {str(error).splitlines()[0]})"
+    except Exception as error:  # noqa: BLE001 - a plan offline still prints; the run reads the form
+        return (f"read from {review_invitation_id(venue_id, None)} when the run fires (not readable now: "
+                f"{type(error).__name__})")
+    return "the venue table in pipelines.toml" if form.rule == "table" else f"derived, {form.describe()}"
+
+
+def pdf_plan(cfg: Config, venues: int) -> str:
+    """PDFs the sample needs per run and how long they take at the configured logged-in rate."""
+    ingest, count = cfg.ingest, venues * cfg.curate.sample_size
+    if not ingest.pdf:
+        return "PDFs: none ([ingest] pdf = false)"
+    if ingest.pdf_scope != "sample":
+        return f"PDFs: every {ingest.pdf_scope} paper ([ingest] pdf_scope = {ingest.pdf_scope!r}); see bench/refresh_cost.py"
+    rate = ingest.logged_in_pdfs_per_hour
+    eta = f", about {count / rate:.1f} h at {rate:g} an hour" if rate else ""
+    return f"PDFs: at most {count} ({cfg.curate.sample_size} sampled papers x {venues} venues){eta}"
 
 
 def deployment_parameters(schedule: ScheduleConfig, config_path: str) -> dict[str, Any]:

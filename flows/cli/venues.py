@@ -42,9 +42,11 @@ def venues(
     year: Annotated[int | None, typer.Option("--year", "-y", help="the venues of this year (default: this year)")] = None,
     url: Annotated[str | None, typer.Option("--url", help="API v2 base URL (default: [ingest] api_v2_url)")] = None,
     json_output: Annotated[bool, typer.Option("--json", help="print the rows as JSON")] = False,
+    form: Annotated[str | None, typer.Option("--form", help="print the review form a run reads VENUE with")] = None,
     config: ConfigOption = None,
 ) -> None:
-    """List a year's OpenReview venues (the `venues` group) with what each exposes."""
+    """List a year's OpenReview venues (the `venues` group) with what each exposes, or (--form) the
+    review form of one venue: its venue table, else the form read from its review invitation."""
     import openreview
     import requests
 
@@ -52,6 +54,9 @@ def venues(
     from tasks.stages.ingest.openreview_client import make_client
 
     cfg = read_config(config)
+    if form is not None:
+        show_form(cfg, form, url, json_output)
+        return
     year = year or datetime.now(UTC).year
     if not 2000 <= year <= 2100:
         fail(f"--year {year}: not a plausible year")
@@ -85,3 +90,42 @@ def venues(
         typer.echo(f"    exposes: {row['exposes']}")
         for limit in row["source_limits"]:
             typer.echo(f"    limit:   {limit}")
+
+
+def show_form(cfg: Any, venue_id: str, url: str | None, json_output: bool) -> None:
+    """`grebench venues --form VENUE`: the form, its options and the mapping onto the common scale."""
+    import openreview
+    import requests
+
+    from tasks.core.config import check_venue_id
+    from tasks.core.errors import GrebenchError
+    from tasks.stages.ingest.fetch import lookup_form
+
+    try:
+        check_venue_id(venue_id)
+        found = lookup_form(cfg, venue_id, url)
+    except ValueError as error:
+        fail(str(error))
+    except GrebenchError as error:
+        fail(str(error).splitlines()[0])
+    except openreview.OpenReviewException as error:
+        from tasks.stages.ingest.auth import describe
+
+        fail(f"{venue_id}: the review form could not be read ({describe(error)})")
+    except requests.RequestException as error:
+        fail(f"{venue_id}: OpenReview did not answer ({type(error).__name__})")
+    if json_output:
+        typer.echo(json.dumps(found.to_json(), indent=2))
+        return
+    if found.rule == "table":
+        typer.echo(f"{venue_id}: the venue table in pipelines.toml (it overrides the venue's own form)")
+        typer.echo("  rating_map: " + ", ".join(f"{k} -> {v:g}" for k, v in found.rating_map.items()))
+        return
+    typer.echo(f"{venue_id}: read from {found.source} ({found.rule} rule, docs/openreview.md)")
+    typer.echo(f"  rating field {found.rating_field!r}:")
+    for option in found.rating_options:
+        key = f"{option.value:g}"
+        typer.echo(f"    {option.label}  ->  {found.rating_map[key]:g}")
+    if found.confidence_field:
+        typer.echo(f"  confidence field {found.confidence_field!r}: "
+                   + ", ".join(f"{o.value:g}" for o in found.confidence_options))

@@ -94,6 +94,9 @@ class IngestConfig(Frozen):
     pdf: bool = True
     pdf_max_bytes: int = Field(50 * 1024 * 1024, gt=0)
     pdf_workers: int = Field(4, ge=1)
+    # which papers' PDFs (and PDF histories) ingest fetches: "sample" (the benchmark sample the
+    # curate rules draw, what later stages read), "curated" (every paper curation keeps) or "all"
+    pdf_scope: Literal["sample", "curated", "all"] = "sample"
     # pacing of the real API (a local / synthetic server is not paced); 0: no limit
     requests_per_minute: float = Field(0, ge=0)             # guests
     pdfs_per_hour: float = Field(0, ge=0)                   # guests
@@ -708,25 +711,6 @@ def check_paths(cfg: Config, config_path: Path | str) -> None:
             problem = f"{cfg.database} is a folder, not a database file"
         if problem:
             raise ConfigError(f"{config_path}: {key}: {problem}")
-
-
-def require_venue_tables(cfg: Config, pipeline: str) -> None:
-    """Stop a yearly refresh before ingest when one of its venues has no `[venues."<id>"]` table:
-    without the venue's rating map every rating off the common scale would be rejected in silence."""
-    missing = [venue for venue in cfg.pipelines[pipeline].venues if venue not in cfg.venues]
-    if not missing:
-        return
-    tables = ", ".join(f'[venues."{venue}"]' for venue in missing)
-    last_year = re.sub(r"\b(\d{4})\b", lambda m: str(int(m.group(1)) - 1), missing[0], count=1)
-    hint = f' (copy [venues."{last_year}"] if the form did not change)' if last_year in cfg.venues else ""
-    raise ConfigError(f"{pipeline}: no venue table for {', '.join(missing)}: add {tables} to pipelines.toml "
-                      f"with the rating_map of its review form{hint}")
-
-
-def require_refresh_tables(config_path: Path | str, pipeline: str, year: int, venues: Sequence[str] | None) -> None:
-    """`require_venue_tables` for the refresh of `pipeline` in `year` (on `venues` when given)."""
-    name = f"{pipeline}-{year}"
-    require_venue_tables(load_config(config_path).for_pipeline(name, venues or None), name)
 
 
 def select_stages(configured: Sequence[str], chosen: Sequence[str] | None) -> list[str]:

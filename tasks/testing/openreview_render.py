@@ -237,8 +237,45 @@ def venue_group(venue: SyntheticVenue, api_version: int) -> dict[str, Any]:
                     "withdrawn_venue_id": f"{vid}/Withdrawn_Submission",
                     "desk_rejected_venue_id": f"{vid}/Desk_Rejected_Submission",
                     "review_name": REVIEW_NAME, "meta_review_name": META_NAME, "decision_name": DECISION_NAME,
+                    "review_rating": "rating", "review_confidence": "confidence",
                     "title": short_name(vid, venue.year)}
         if not venue.group_submission_id:
             del settings["submission_id"]
         group.update(domain=vid, content={k: {"value": v} for k, v in settings.items()})
     return group
+
+
+def review_invitation(venue: SyntheticVenue, api_version: int, integer_scores: bool) -> dict[str, Any]:
+    """The venue's official-review invitation with its form, shaped as the real API serves it: v1
+    `reply.content` with `value-dropdown` / `value-radio` option strings (ICLR 2023's field names),
+    v2 a super invitation whose `edit.invitation.edit.note.content` fields carry `param.enum`
+    (`{"value", "description"}` items for integer scores, option strings otherwise)."""
+    from tasks.testing.synthetic import CONFIDENCES
+
+    vid = venue.venue_id
+    ratings = sorted(venue.rating_options.items(), reverse=True)
+    confidences = sorted(CONFIDENCES.items(), reverse=True)
+    if api_version == 1:
+        text = {"order": 1, "value-regex": "[\\S\\s]{1,5000}", "required": True, "markdown": True}
+        content = {"summary_of_the_paper": text, "strength_and_weaknesses": {**text, "order": 2},
+                   "recommendation": {"order": 5, "value-dropdown": [label for _, label in ratings], "required": True},
+                   "confidence": {"order": 6, "value-radio": [label for _, label in confidences], "required": True}}
+        return {"id": f"{vid}/-/Official_Review", "readers": ["everyone"], "writers": [vid],
+                "signatures": [vid], "invitees": [f"{vid}/Reviewers"], "reply": {"content": content}}
+
+    def choice(options: list[tuple[int, str]], order: int, description: str) -> dict[str, Any]:
+        enum: list[Any] = ([{"value": number, "description": label} for number, label in options] if integer_scores
+                           else [label for _, label in options])
+        return {"order": order, "description": description,
+                "value": {"param": {"type": "integer" if integer_scores else "string", "enum": enum, "input": "radio"}}}
+
+    text = {"value": {"param": {"type": "string", "maxLength": 5000, "input": "textarea", "markdown": True}}}
+    content = {"summary": {**text, "order": 1}, "strengths": {**text, "order": 2}, "weaknesses": {**text, "order": 3},
+               "questions": {**text, "order": 4},
+               "rating": choice(ratings, 9, "Your overall recommendation."),
+               "confidence": choice(confidences, 10, "How sure you are of your assessment.")}
+    child = f"{vid}/Submission${{2/content/noteNumber/value}}/-/{REVIEW_NAME}"
+    return {"id": f"{vid}/-/{REVIEW_NAME}", "invitations": [f"{vid}/-/Edit"], "readers": ["everyone"],
+            "writers": [vid], "signatures": [vid], "domain": vid,
+            "edit": {"content": {"noteNumber": {"value": {"param": {"type": "integer"}}}},
+                     "invitation": {"id": child, "edit": {"note": {"content": content}}}}}

@@ -6,7 +6,9 @@ answering what `openreview.Client` / `openreview.api.OpenReviewClient` call: `GE
 limit capped at the server's page limit, count), `GET /groups`, `GET /pdf` and `/attachment`,
 `POST /login` (a guest token), and revision histories: v2 `GET /notes/edits?note.id=` and
 `/notes/edits/attachment?id=&name=pdf`, v1 `GET /references?referent=` and `/references/pdf?id=`
-(endpoint names "edits", "edit_pdf", "references", "reference_pdf" for faults and counts). Notes are serialised once per (API, query shape) and pages are
+(endpoint names "edits", "edit_pdf", "references", "reference_pdf" for faults and counts), and
+`GET /invitations?id=<venue>/-/Official_Review`: the review form (v1 `reply.content`, v2 a super
+invitation's `edit.invitation.edit.note.content`; an ICLR-2026-like 0-10 form with `form="iclr2026"`). Notes are serialised once per (API, query shape) and pages are
 byte joins, so 12,000 papers serve in seconds. Faults (429 with Retry-After, a reset time or an
 HTML body, 5xx, slow answers, malformed pages) are injected per test with `inject`; `requests`
 counts calls per path.
@@ -42,7 +44,7 @@ from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
 from tasks.testing.http import send
-from tasks.testing.openreview_render import RenderedNote, render_venue, venue_group
+from tasks.testing.openreview_render import RenderedNote, render_venue, review_invitation, venue_group
 from tasks.testing.synthetic import SyntheticVenue
 
 FaultKind = Literal["429", "5xx", "slow", "malformed", "bad_shape"]
@@ -421,6 +423,13 @@ class OpenReviewServer:
         profile = {"id": "~Local_User1"}
         return 200, {"token": token, "user": {"id": user or "~Local_User1", "profile": profile}}
 
+    def invitation(self, api: int, ident: str) -> dict[str, Any] | None:
+        """A venue's official-review invitation with its form (tasks/testing/openreview_render.py)."""
+        for venue in self._venues:
+            if ident == f"{venue.venue_id}/-/Official_Review":
+                return review_invitation(venue, api, api == 2 and venue.venue_id in self.policy.integer_scores)
+        return None
+
     def group(self, api: int, ident: str) -> dict[str, Any] | None:
         if ident == "venues":
             return self.venues_group()
@@ -597,6 +606,12 @@ def _make_handler(server: OpenReviewServer) -> type[BaseHTTPRequestHandler]:
                 return self._send(200, json.dumps({"groups": [group]}).encode())
             if endpoint in ("pdf", "attachment") and self.command == "GET":
                 return self._pdf(params.get("id", ""))
+            if endpoint == "invitations" and self.command == "GET":
+                found = server.invitation(api, params.get("id", ""))
+                if found is None:
+                    return self._send(404, json.dumps({"name": "NotFoundError", "status": 404, "message":
+                                                       f"The Invitation {params.get('id')} was not found"}).encode())
+                return self._send(200, json.dumps({"invitations": [found], "count": 1}).encode())
             if endpoint == "login" and self.command == "POST":
                 status, answer = server.login(self._body)
                 return self._send(status, json.dumps(answer).encode())

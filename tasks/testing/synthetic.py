@@ -38,6 +38,20 @@ CONFIDENCES = {
     4: "4: I am confident in my assessment, though not entirely certain.",
     5: "5: I am certain: I know the area well and checked the details carefully.",
 }
+# An ICLR-2026-like form: six even ratings from 0 (labels in the project's own words).
+ICLR2026_RATINGS = {
+    0: "0: strong reject, fundamental problems",
+    2: "2: reject, not good enough for the conference",
+    4: "4: marginally below the acceptance threshold",
+    6: "6: marginally above the acceptance threshold",
+    8: "8: accept, a good paper",
+    10: "10: strong accept, should be highlighted",
+}
+# form name -> (options, the option a generated 1-10 rating becomes)
+REVIEW_FORMS: dict[str, tuple[dict[int, str], dict[int, int]]] = {
+    "ten_point": (RATINGS, {r: r for r in RATINGS}),
+    "iclr2026": (ICLR2026_RATINGS, {1: 0, 2: 2, 3: 2, 4: 4, 5: 4, 6: 6, 7: 6, 8: 8, 9: 8, 10: 10}),
+}
 SUBSCORES = {1: "1 poor", 2: "2 fair", 3: "3 good", 4: "4 excellent"}
 ROLE_CYCLE = ("keep", "keep", "few_confident", "keep", "high_variance", "keep", "withdrawn", "keep",
               "keep", "desk_rejected", "keep", "few_confident")
@@ -110,6 +124,11 @@ class SyntheticVenue:
     v1_submission: str = "Blind_Submission"   # v1: the invitation of active papers (some venues: "Submission")
     group_submission_id: bool = True          # v2: the group names `submission_id` (else `submission_name` only)
     revised: dict[str, list[str]] = field(default_factory=dict)   # "reviews" / "pdfs" -> ids with later versions
+    form: str = "ten_point"                   # the review form's rating options (REVIEW_FORMS)
+
+    @property
+    def rating_options(self) -> dict[int, str]:
+        return REVIEW_FORMS[self.form][0]
 
     @property
     def year(self) -> int:
@@ -167,11 +186,13 @@ def _decision(role: str, ratings: list[int], rng: random.Random) -> str | None:
 
 
 def make_venue(venue_id: str, n_papers: int = 12, reviews_per_paper: int = 4, seed: int = 0,
-               pdfs: bool = True, bad_cases: bool = True, revisions: bool = True) -> SyntheticVenue:
-    """Generate a venue of `n_papers` submissions with `reviews_per_paper` reviews each."""
+               pdfs: bool = True, bad_cases: bool = True, revisions: bool = True, form: str = "ten_point"
+               ) -> SyntheticVenue:
+    """Generate a venue of `n_papers` submissions with `reviews_per_paper` reviews each, rated on
+    the review form `form` (REVIEW_FORMS)."""
     rng = random.Random(f"{venue_id}|{seed}")
     seen: set[str] = set()
-    venue = SyntheticVenue(venue_id, [])
+    venue = SyntheticVenue(venue_id, [], form=form)
     start = _epoch_ms(venue.year - 1, 9, 27)
     for index in range(n_papers):
         role = ROLE_CYCLE[index % len(ROLE_CYCLE)]
@@ -205,7 +226,25 @@ def make_venue(venue_id: str, n_papers: int = 12, reviews_per_paper: int = 4, se
         _plant_bad_cases(venue, rng)
     if revisions:
         _plant_revisions(venue, random.Random(f"{venue_id}|{seed}|revisions"))
+    if form != "ten_point":
+        _rate_on_form(venue)
     return venue
+
+
+def _rate_on_form(venue: SyntheticVenue) -> None:
+    """Every rating (first and edited versions) rewritten as the option of the venue's form."""
+    options, convert = REVIEW_FORMS[venue.form]
+
+    def rated(fields: dict[str, str]) -> dict[str, str]:
+        rating = parse_leading(fields.get("rating"))
+        if rating is None or rating not in convert or not re.fullmatch(r"\d+: .*", fields.get("rating") or ""):
+            return fields   # a planted bad case stays as it is
+        return {**fields, "rating": options[convert[rating]]}
+
+    for paper in venue.papers:
+        for review in paper.reviews:
+            review.fields = rated(review.fields)
+            review.edits = [(when, rated(fields)) for when, fields in review.edits]
 
 
 def _plant_revisions(venue: SyntheticVenue, rng: random.Random) -> None:

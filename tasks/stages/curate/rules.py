@@ -21,7 +21,7 @@ from pathlib import Path
 
 import polars as pl
 
-from tasks.core.config import Config, ConfigError
+from tasks.core.config import Config, ConfigError, VenueConfig
 from tasks.core.frames import pick_version
 from tasks.core.locks import locked, scratch_path
 from tasks.core.schema import (
@@ -311,3 +311,15 @@ def source_limits(cfg: Config, venue_id: str, papers: pl.DataFrame, reviews: pl.
     return tuple(dict.fromkeys((*cfg.venue(venue_id).source_limits, *facts_limits(venue_id), *found)))
 
 
+
+
+def papers_to_read(papers: pl.DataFrame, reviews: pl.DataFrame, venue: VenueConfig, venue_id: str, cfg: Config
+                   ) -> list[str]:
+    """The papers whose PDFs later stages read, by `[ingest] pdf_scope`: the benchmark sample these
+    rules draw ("sample") or every paper they keep ("curated"). Ingest calls it on the notes and
+    reviews before any PDF is fetched, with the venue's table or derived form as `venue`."""
+    cfg = cfg.model_copy(update={"venues": {**cfg.venues, venue_id: venue}})
+    kept = curate_frames(papers, reviews, venue_id, cfg)[0]
+    if cfg.ingest.pdf_scope == "sample":
+        kept = kept.filter(pl.col("in_benchmark"))
+    return kept["paper_id"].to_list()

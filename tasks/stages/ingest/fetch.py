@@ -7,6 +7,12 @@ already saved and a crashed run resumes where it stopped. A page that stays malf
 retries is recorded in rejects (entity "page") and the run goes on. Outputs in `out_dir`:
 papers, reviews, rejects (and pdf_texts) .parquet, each rewritten whole, so reruns are idempotent.
 Every review met is either kept or rejected with a rule: reviews_ingested = reviews + review rejects.
+
+Order of work, cheapest first: the notes and reviews (a few hundred pages), the review form (the
+venue table, else the venue's own official-review invitation: review_form.py), the histories of
+reviews edited after posting, then the papers later stages read (`select`, given by the ingest flow:
+the benchmark sample the curate rules draw, `[ingest] pdf_scope`), and only for those the PDF
+histories and the PDFs, paced at one PDF per 100 s under OpenReview's 2026 limit of 36 an hour.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,7 +29,7 @@ from typing import Any
 import polars as pl
 import requests
 
-from tasks.core.config import Config, IngestConfig
+from tasks.core.config import Config, IngestConfig, VenueConfig
 from tasks.core.errors import SourceError
 from tasks.core.layout import raw_dir, slug, write_parquet
 from tasks.core.locks import locked, write_bytes_atomic
@@ -34,8 +40,18 @@ from tasks.core.venue_facts import history_hidden
 from tasks.stages.ingest.forms import normalise_submission, reject, value
 from tasks.stages.ingest.openreview_client import make_client
 from tasks.stages.ingest.raw_cache import quarantine, read_cached
+from tasks.stages.ingest.review_form import ReviewForm, read_form, save_form, table_form
 from tasks.stages.ingest.throttle import Throttle
-from tasks.stages.ingest.versions import apply_versions, download_source, without_history
+from tasks.stages.ingest.versions import (
+    VersionStats,
+    download_source,
+    pdf_versions,
+    review_versions,
+    without_history,
+)
+
+# (papers, reviews, the venue's table or derived form) -> ids of the papers later stages read
+PaperSelector = Callable[[pl.DataFrame, pl.DataFrame, VenueConfig], Collection[str]]
 
 log = logging.getLogger(__name__)
 IDENTITY_KEYS = ("signatures", "writers", "readers", "nonreaders", "tauthor")
@@ -60,7 +76,10 @@ class IngestResult:
     pages_fetched: int = 0
     pages_cached: int = 0
     pages_rejected: int = 0
-    pdfs: int = 0                  # PDFs on disk for active papers
+    pdfs: int = 0                  # PDFs on disk for the papers later stages read
+    pdfs_needed: int = 0           # papers whose PDF later stages read (the benchmark sample by default)
+    pdfs_skipped: int = 0          # active papers with a PDF that no stage reads: not fetched
+    form: str = ""                 # the review form used: the venue table, or one line of the derived form
     histories_fetched: int = 0     # revision histories read from the API / the raw cache (tasks/stages/ingest/versions.py)
     histories_cached: int = 0
     reviews_edited: int = 0        # reviews whose rating, confidence or text changed after posting
@@ -186,14 +205,22 @@ def _submission_invitations(client: Any, api_version: int, venue_id: str, folder
     if api_version == 1:
         return [f"{venue_id}/-/{name}" for name in ("Blind_Submission", "Withdrawn_Submission",
                                                      "Desk_Rejected_Submission")]
+    content = _group_content(client, venue_id, folder)
+    name = value(content, "submission_name")
+    return [value(content, "submission_id") or f"{venue_id}/-/{name or 'Submission'}"]
+
+
+def _group_content(client: Any, venue_id: str, folder: Path) -> dict[str, Any]:
+    """The v2 venue group's settings that name its invitations and form fields (cached)."""
     path = folder / "group.json"
     content = read_cached(path, folder, lambda c: None if isinstance(c, dict) else "not a JSON object")
     if content is None:
         group = client.get_group(venue_id)
-        content = {k: v for k, v in (group.content or {}).items() if k.endswith(("_id", "_name"))}
+        content = {k: v for k, v in (group.content or {}).items()
+                   if k.endswith(("_id", "_name")) or k in ("review_rating", "review_confidence")}
+        folder.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(path, json.dumps(content).encode())
-    name = value(content, "submission_name")
-    return [value(content, "submission_id") or f"{venue_id}/-/{name or 'Submission'}"]
+    return content
 
 
 def _frame(rows: list[dict[str, Any]], schema: pl.Schema) -> pl.DataFrame:
@@ -358,16 +385,28 @@ def _extract_texts(pdf_dir: Path, ids: list[str], cfg: IngestConfig, venue_id: s
     return extract_pdfs(pdf_dir, ids, max_bytes=cfg.pdf_max_bytes, venue_id=venue_id)
 
 
-def ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None = None) -> IngestResult:
-    """Ingest `venue_id` into `out_dir`; see the module docstring for the contract.
+def ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None = None,
+                 select: PaperSelector | None = None) -> IngestResult:
+    """Ingest `venue_id` into `out_dir`; see the module docstring for the contract. `select` names
+    the papers whose PDFs later stages read (default: every active paper).
 
     Under the lock of `out_dir`: a second ingest of the same venue waits, then reads the cache.
     """
     with locked(out_dir):
-        return _ingest_venue(venue_id, cfg, out_dir, baseurl)
+        return _ingest_venue(venue_id, cfg, out_dir, baseurl, select)
 
 
-def _ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None) -> IngestResult:
+def venue_form(cfg: Config, venue_id: str, client: Any, api_version: int, folder: Path) -> ReviewForm:
+    """The venue's `[venues."<id>"]` table when pipelines.toml has one, else its own review form."""
+    if venue_id in cfg.venues:
+        return table_form(venue_id, cfg.venues[venue_id])
+    group = _group_content(client, venue_id, folder) if api_version == 2 else None
+    return read_form(client, api_version, venue_id, group, folder, cfg.curate.common_scale,
+                     cfg.curate.confidence_range)
+
+
+def _ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None,
+                  select: PaperSelector | None) -> IngestResult:
     api_version = cfg.venue(venue_id).api_version(venue_id)
     settings = cfg.ingest
     throttle = Throttle.from_config(settings) if baseurl is None else None   # the real API only
@@ -375,27 +414,42 @@ def _ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None
     client = make_client(api_version, baseurl, settings, throttle)
     result = IngestResult(venue_id, api_version)
     folder = raw_dir(cfg, venue_id, api_version)
+    form = venue_form(cfg, venue_id, client, api_version, folder)
+    venue_cfg = cfg.venues.get(venue_id) or form.venue_config(api_version)
+    result.form = form.describe()
     papers, reviews, reject_rows = collect_venue(client, venue_id, api_version, settings, folder, SITE_URL, result,
-                                                 cfg.venue(venue_id).form)
+                                                 venue_cfg.form)
     out_dir.mkdir(parents=True, exist_ok=True)
+    save_form(form, out_dir)
+    write_parquet(pl.DataFrame([form.row(api_version)]), out_dir / "venue_forms.parquet")
     frames = [pl.DataFrame(reject_rows, schema=REJECTS) if reject_rows else empty(REJECTS)]
-    sources = {}
+    hidden = not settings.probe_hidden_histories and history_hidden(venue_id)   # facts: no request can help
+    stats = VersionStats()
     if settings.versions:
-        hidden = not settings.probe_hidden_histories and history_hidden(venue_id)   # facts: no request can help
-        papers, reviews, choices, stats = apply_versions(client, api_version, venue_id, papers, reviews, folder,
-                                                         settings.pdf_workers, cfg.venue(venue_id).form, settings.pdf,
-                                                         hidden)
+        reviews = review_versions(client, api_version, venue_id, papers, reviews, folder, settings.pdf_workers,
+                                  venue_cfg.form, stats, hidden)
+    else:
+        reviews = without_history(reviews)
+    active = papers.filter((pl.col("status") == "active") & pl.col("pdf_url").is_not_null())["paper_id"].to_list()
+    wanted = active
+    if select is not None and settings.pdf_scope != "all":
+        chosen = set(select(papers, reviews, venue_cfg))
+        wanted = [p for p in active if p in chosen]
+    result.pdfs_needed, result.pdfs_skipped = (len(wanted), len(active) - len(wanted)) if settings.pdf else (0, 0)
+    sources = {}
+    if settings.versions and settings.pdf:
+        papers, choices = pdf_versions(client, api_version, venue_id, papers, reviews, wanted, folder,
+                                       settings.pdf_workers, stats, hidden)
         # a PDF already on disk is the latest unless its `.version` says otherwise (tasks/stages/ingest/versions.py)
         sources = {pid: (*download_source(client, api_version, pid, c), None if c.latest else c.version)
                    for pid, c in choices.items()}
-        result.histories_fetched, result.histories_cached = stats.histories_fetched, stats.histories_cached
-        result.reviews_edited, result.pdfs_revised = stats.reviews_edited, stats.pdfs_revised
-        result.pdfs_hidden, result.reviews_hidden = stats.pdfs_hidden, stats.reviews_hidden
-    else:
-        reviews = without_history(reviews)
+    result.histories_fetched, result.histories_cached = stats.histories_fetched, stats.histories_cached
+    result.reviews_edited, result.pdfs_revised = stats.reviews_edited, stats.pdfs_revised
+    result.pdfs_hidden, result.reviews_hidden = stats.pdfs_hidden, stats.reviews_hidden
     if settings.pdf:
-        wanted = papers.filter((pl.col("status") == "active") & pl.col("pdf_url").is_not_null())["paper_id"]
-        on_disk, pdf_rejects = download_pdfs(client, wanted.to_list(), out_dir / "pdfs", settings, venue_id, sources)
+        log.info("%s: %d PDFs needed (%d active papers no stage reads are skipped)%s", venue_id, len(wanted),
+                 result.pdfs_skipped, pdf_eta(len(wanted), settings, throttle is not None))
+        on_disk, pdf_rejects = download_pdfs(client, wanted, out_dir / "pdfs", settings, venue_id, sources)
         result.pdfs = len(on_disk)
         frames.append(pl.DataFrame(pdf_rejects, schema=REJECTS) if pdf_rejects else empty(REJECTS))
         extracted = _extract_texts(out_dir / "pdfs", sorted(on_disk), settings, venue_id)
@@ -418,4 +472,27 @@ def _ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None
     return result
 
 
+def pdf_eta(count: int, settings: IngestConfig, paced: bool) -> str:
+    """", about H h at the configured PDF rate" for `count` PDFs (empty when unpaced)."""
+    import os
+
+    rate = settings.logged_in_pdfs_per_hour if any(os.environ.get(k) for k in (
+        "OPENREVIEW_TOKEN", "OPENREVIEW_USERNAME")) else settings.pdfs_per_hour
+    if not paced or not rate or not count:
+        return ""
+    return f", about {count / rate:.1f} h at {rate:g} PDFs an hour"
+
+
 # A retry after a 429 / 5xx / timeout resumes from the cached pages.
+
+
+def lookup_form(cfg: Config, venue_id: str, baseurl: str | None = None, quick: bool = False) -> ReviewForm:
+    """The form ingest would use for `venue_id` now: its venue table, else read from the venue
+    (cached under data/raw like the pages). `quick`: no retries and a short timeout (a plan)."""
+    if venue_id in cfg.venues:
+        return table_form(venue_id, cfg.venues[venue_id])
+    api_version = cfg.venue(venue_id).api_version(venue_id)
+    settings = cfg.ingest.model_copy(update={"max_retries": 0, "timeout_seconds": 10.0}) if quick else cfg.ingest
+    base = baseurl or (settings.api_v1_url if api_version == 1 else settings.api_v2_url)
+    client = make_client(api_version, base, settings, Throttle.from_config(settings) if baseurl is None else None)
+    return venue_form(cfg, venue_id, client, api_version, raw_dir(cfg, venue_id, api_version))

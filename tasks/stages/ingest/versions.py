@@ -216,16 +216,23 @@ def apply_versions(client: Any, api_version: int, venue_id: str, papers: pl.Data
     `known_hidden` (a v2 venue whose facts say outsiders cannot read its edit history): no history
     is requested, and every note that would have needed one is recorded as hidden."""
     stats = VersionStats()
-    active = papers.filter(pl.col("status") == "active")
-    active_ids = set(active["paper_id"].to_list())
-    rows = [{**r, "created_at": _ms(r.get("created_at")), "final_at": _ms(r.get("final_at"))}
-            for r in reviews.to_dicts()]
-    todo_papers = active.filter(pl.col("pdf_url").is_not_null())["paper_id"].to_list() if want_pdfs else []
-    ids = todo_papers + [r["review_id"] for r in rows if r["paper_id"] in active_ids and _modified(r)]
-    histories: dict[str, list[dict[str, Any]]] = {}
+    reviews = review_versions(client, api_version, venue_id, papers, reviews, folder, workers, form, stats,
+                              known_hidden)
+    choices: dict[str, PdfChoice] = {}
+    if want_pdfs:
+        wanted = papers.filter((pl.col("status") == "active") & pl.col("pdf_url").is_not_null())["paper_id"]
+        papers, choices = pdf_versions(client, api_version, venue_id, papers, reviews, wanted.to_list(), folder,
+                                       workers, stats, known_hidden)
+    return papers, reviews, choices, stats
+
+
+def _histories(client: Any, api_version: int, venue_id: str, ids: list[str], folder: Path, workers: int,
+               stats: VersionStats, known_hidden: bool) -> dict[str, list[dict[str, Any]]]:
+    """The histories of `ids` (cached under `folder`); none requested when `known_hidden` (v2)."""
     if known_hidden and api_version == 2:
         log.info("%s: edit history not public (venue facts); %d histories not requested", venue_id, len(ids))
-        histories, ids = dict.fromkeys(ids, []), []
+        return dict.fromkeys(ids, [])
+    histories: dict[str, list[dict[str, Any]]] = {}
     with ThreadPoolExecutor(workers) as pool, progress(len(ids), f"histories of {venue_id}", "note") as bar:
         for note_id, (versions, cached) in zip(ids, pool.map(
                 lambda note_id: fetch_history(client, api_version, note_id, folder), ids), strict=True):
@@ -233,11 +240,27 @@ def apply_versions(client: Any, api_version: int, venue_id: str, papers: pl.Data
             stats.histories_cached += cached
             stats.histories_fetched += not cached
             bar.update(1)
-    hidden: set[str] = set()
-    if api_version == 2:   # what an outsider cannot read is recorded, never guessed from the rest
-        created = {r["review_id"]: r["created_at"] for r in rows}
-        created.update({p: _ms(c) for p, c in zip(active["paper_id"], active["created_at"], strict=True)})
-        hidden = {i for i, versions in histories.items() if not readable(versions, created.get(i))}
+    return histories
+
+
+def _hidden(api_version: int, histories: dict[str, list[dict[str, Any]]], created: dict[str, int | None]) -> set[str]:
+    """The notes whose (v2) history an outsider cannot read: recorded, never guessed from the rest."""
+    if api_version != 2:
+        return set()
+    return {i for i, versions in histories.items() if not readable(versions, created.get(i))}
+
+
+def review_versions(client: Any, api_version: int, venue_id: str, papers: pl.DataFrame, reviews: pl.DataFrame,
+                    folder: Path, workers: int, form: Mapping[str, str] | None, stats: VersionStats,
+                    known_hidden: bool = False) -> pl.DataFrame:
+    """The reviews of active papers with their first and final versions (one history request per
+    review modified after posting); what curation needs, so it runs before the PDFs."""
+    active_ids = set(papers.filter(pl.col("status") == "active")["paper_id"].to_list())
+    rows = [{**r, "created_at": _ms(r.get("created_at")), "final_at": _ms(r.get("final_at"))}
+            for r in reviews.to_dicts()]
+    ids = [r["review_id"] for r in rows if r["paper_id"] in active_ids and _modified(r)]
+    histories = _histories(client, api_version, venue_id, ids, folder, workers, stats, known_hidden)
+    hidden = _hidden(api_version, histories, {r["review_id"]: r["created_at"] for r in rows})
     out_rows = []
     for row in rows:
         final = {**row, **{f"{c}_final": row.get(c) for c in FINAL_COLUMNS}}
@@ -250,14 +273,26 @@ def apply_versions(client: Any, api_version: int, venue_id: str, papers: pl.Data
             active_paper = row["paper_id"] in active_ids
             out_rows.append({**final, "edited_after_rebuttal": False if active_paper else None,
                              "review_history": REVIEW_ONE if active_paper else None})
+    return conform(out_rows_frame(out_rows, reviews.schema), REVIEWS)
+
+
+def pdf_versions(client: Any, api_version: int, venue_id: str, papers: pl.DataFrame, reviews: pl.DataFrame,
+                 paper_ids: list[str], folder: Path, workers: int, stats: VersionStats, known_hidden: bool = False
+                 ) -> tuple[pl.DataFrame, dict[str, PdfChoice]]:
+    """(papers, PDF choice per paper) for `paper_ids` (one history request each): the version the
+    reviewers saw. Papers outside `paper_ids` keep their PDF columns empty."""
+    histories = _histories(client, api_version, venue_id, paper_ids, folder, workers, stats, known_hidden)
+    created = {p: _ms(c) for p, c in zip(papers["paper_id"], papers["created_at"], strict=True)}
+    hidden = _hidden(api_version, histories, created)
     first_review: dict[str, int] = {}
-    for row in rows:
-        if row["created_at"] is not None:
-            first_review[row["paper_id"]] = min(first_review.get(row["paper_id"], row["created_at"]), row["created_at"])
+    for paper_id, posted in zip(reviews["paper_id"], reviews["created_at"], strict=True):
+        if posted is not None:
+            stamp = _ms(posted)
+            first_review[paper_id] = min(first_review.get(paper_id, stamp), stamp)
     choices = {}
-    hidden_papers = [p for p in todo_papers if p in hidden]
+    hidden_papers = [p for p in paper_ids if p in hidden]
     stats.pdfs_hidden = len(hidden_papers)
-    for paper_id in todo_papers:
+    for paper_id in paper_ids:
         if paper_id in hidden:
             continue
         choice = choose_pdf(histories[paper_id], first_review.get(paper_id))
@@ -277,7 +312,7 @@ def apply_versions(client: Any, api_version: int, venue_id: str, papers: pl.Data
         pdf_url=per_paper({k: revision_url(api_version, c.version) for k, c in choices.items() if not c.latest},
                           pl.String, default=pl.col("pdf_url")),
     )
-    return conform(papers, PAPERS), conform(out_rows_frame(out_rows, reviews.schema), REVIEWS), choices, stats
+    return conform(papers, PAPERS), choices
 
 
 def without_history(reviews: pl.DataFrame) -> pl.DataFrame:
