@@ -10,7 +10,7 @@ from prefect import flow
 from tasks.core.config import Config
 from tasks.core.layout import stage_dir
 from tasks.core.summary import StageSummary
-from tasks.stages.curate.rules import papers_to_read
+from tasks.stages.curate.steps import papers_to_read
 from tasks.stages.ingest.steps import ingest_venue_task, venue_source
 
 

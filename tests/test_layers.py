@@ -118,6 +118,8 @@ def test_a_stage_flow_imports_only_its_stage_steps_and_core():
     for stage in STAGES:
         path = ROOT / "flows" / f"{stage}.py"
         allowed = {f"tasks.stages.{stage}.steps"}
+        if stage == "ingest":   # the curate rules name the papers whose PDFs ingest fetches (the sample)
+            allowed.add("tasks.stages.curate.steps")
         for name in imports(path):
             if name.startswith("tasks.") and not name.startswith("tasks.core") and \
                     not any(name == a or name.startswith(a + ".") for a in allowed):
