@@ -271,17 +271,20 @@ def config_t(path: Path):
 
 
 def resumable(folder: Path, n_reviews: int, settings: str) -> Path:
-    """Pipeline "t" with `n_reviews` two-sentence reviews of 2 papers, preprocessed by the Anthropic-compatible
-    server that ANTHROPIC_BASE_URL names, with `settings` added to [preprocess]; its config's path."""
+    """Pipeline "t" with `n_reviews` two-sentence reviews of 2 papers, preprocessed by the
+    Anthropic-compatible server that ANTHROPIC_BASE_URL names, with `settings` added to [preprocess]; its config's path."""
     path = folder / "pipelines.toml"
-    path.write_text(f'[preprocess]\nbackend = "anthropic"\nmodel = "claude-test"\nmax_tokens = 64\nmax_retries = 0\n'
-                    f'{settings}\n[pipelines.t]\nvenues = ["{VENUE}"]\nstages = ["preprocess"]\n', encoding="utf-8")
+    path.write_text(f'[preprocess]\nbackend = "anthropic"\nmodel = "claude-test"\nmax_tokens = 64\n'
+                    f'max_retries = 0\n{settings}\n[pipelines.t]\nvenues = ["{VENUE}"]\n'
+                    'stages = ["preprocess"]\n', encoding="utf-8")
     curated = stage_dir(config_t(path), "t", "curate", VENUE)
-    pl.DataFrame({"review_id": [f"r{i:02d}" for i in range(n_reviews)], "paper_id": [f"p{i % 2}" for i in range(n_reviews)],
-                  "venue_id": VENUE, "review_text": [f"Review {i} finds the writing clear. The ablation {i} is missing."
-                                                     for i in range(n_reviews)]}).write_parquet(curated / "reviews.parquet")
-    pl.DataFrame({"paper_id": ["p0", "p1"], "venue_id": VENUE,
-                  "abstract": [f"Paper {p} proposes a fast solver. It is limited to convex problems." for p in (0, 1)]}
+    texts = [f"Review {i} finds the writing clear. The ablation {i} is missing." for i in range(n_reviews)]
+    ids = [f"r{i:02d}" for i in range(n_reviews)]
+    papers = [f"p{i % 2}" for i in range(n_reviews)]
+    pl.DataFrame({"review_id": ids, "paper_id": papers, "venue_id": VENUE, "review_text": texts}
+                 ).write_parquet(curated / "reviews.parquet")
+    abstracts = [f"Paper {p} proposes a fast solver. It is limited to convex problems." for p in (0, 1)]
+    pl.DataFrame({"paper_id": ["p0", "p1"], "venue_id": VENUE, "abstract": abstracts}
                  ).write_parquet(curated / "papers.parquet")
     return path
 
@@ -320,11 +323,12 @@ def test_a_killed_preprocess_resumes_sending_only_the_missing_requests(tmp_path,
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
         killed_when(STAGE, [str(config)], lambda: stored(tmp_path) >= 6, timeout=120)
         kept, before = stored(tmp_path), server.counts["messages"]
-        assert 6 <= kept < 24 and before - kept <= 2    # killed amid the reviews; at most the 2 in flight lost
+        # killed amid the reviews, at most the 2 requests in flight lost
+        assert 6 <= kept < 24 and before - kept <= 2
         summary = preprocess_in_process(config)
         resent = [user_text(body) for body in server.received[before:]]
     assert len(resent) == len(set(resent)) == 26 - kept == stored(tmp_path) - kept
-    assert summary["llm_requests"] == 26 and summary["llm_cached"] == kept and summary["llm_sent"] == len(resent)
+    assert (summary["llm_requests"], summary["llm_cached"], summary["llm_sent"]) == (26, kept, len(resent))
     assert summary["llm_calls"] == len(resent) and summary["rows_out"] == 48
     judgments = pl.read_parquet(stage_dir(config_t(config), "t", "preprocess") / "judgments.parquet")
     assert judgments["review_id"].n_unique() == 24

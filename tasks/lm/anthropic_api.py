@@ -179,7 +179,8 @@ class AnthropicLM(ChatAPI, Backend):
                     self.batch_store.remember_batch(key, batch_id)
                 log.info("anthropic batch %s: %d requests submitted", batch_id, len(ids))
             else:
-                log.info("anthropic batch %s: %d requests submitted by an earlier run; collecting", batch_id, len(ids))
+                log.info("anthropic batch %s: %d requests submitted by an earlier run; collecting", batch_id,
+                         len(ids))
             while True:
                 batch = self._with_retries(lambda: self.client.messages.batches.retrieve(batch_id))
                 if batch.processing_status == "ended":

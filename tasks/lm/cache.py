@@ -168,7 +168,8 @@ class CachedLM:
         fresh answers are usable enough to store (default: any non-empty answer without an error).
         Fresh answers are stored as the backend hands them back (one transaction per request, local
         batch or API batch), not when the whole list is done, so a run killed half way keeps what it
-        was sent and its rerun asks only the rest. `on_answers` hears the hits at once, the rest as they come."""
+        was sent and its rerun asks only the rest. `on_answers` hears the hits at once, the rest as they
+        come."""
         keys = [request_key(self.identity, request) for request in requests]
         hits = self.cache.get_many(sorted(set(keys)))
         results: list[ChatResult | None] = [

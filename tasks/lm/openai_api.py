@@ -228,7 +228,8 @@ class OpenAILM(ChatAPI, Backend):
                     self.batch_store.remember_batch(key, batch_id)
                 log.info("openai batch %s: %d requests submitted", batch_id, len(ids))
             else:
-                log.info("openai batch %s: %d requests submitted by an earlier run; collecting", batch_id, len(ids))
+                log.info("openai batch %s: %d requests submitted by an earlier run; collecting", batch_id,
+                         len(ids))
             while True:
                 batch = self._with_retries(lambda: self.client.batches.retrieve(batch_id))
                 if batch.status in ENDED:
