@@ -272,7 +272,8 @@ def config_t(path: Path):
 
 def resumable(folder: Path, n_reviews: int, settings: str) -> Path:
     """Pipeline "t" with `n_reviews` two-sentence reviews of 2 papers, preprocessed by the
-    Anthropic-compatible server that ANTHROPIC_BASE_URL names, with `settings` added to [preprocess]; its config's path."""
+    Anthropic-compatible server that ANTHROPIC_BASE_URL names, with `settings` added to [preprocess];
+    its config's path."""
     path = folder / "pipelines.toml"
     path.write_text(f'[preprocess]\nbackend = "anthropic"\nmodel = "claude-test"\nmax_tokens = 64\n'
                     f'max_retries = 0\n{settings}\n[pipelines.t]\nvenues = ["{VENUE}"]\n'
