@@ -96,7 +96,7 @@ def test_batch_lifecycle_with_errored_results_resubmitted():
     first, second = server.batches["msgbatch_0001"], server.batches["msgbatch_0002"]
     assert first["status"] == second["status"] == "ended"
     assert len(first["requests"]) == 5 and len(second["requests"]) == 2     # errored + expired again
-    assert {r["custom_id"] for r in second["requests"]} == {"req-1", "req-2"}
+    assert {r["custom_id"] for r in second["requests"]} == {"req-0", "req-1"}  # place in batch
     assert server.counts["batches_create"] == 2 and server.counts["messages"] == 0
     assert sleeps.count(0.01) >= 4       # polled while in progress, then backed off before resubmitting
     for i in (0, 1, 2, 4):

@@ -10,6 +10,7 @@ from tasks.core.config import LLMConfig
 from tasks.lm import CachedLM, ChatRequest, ChatResult, LLMCache, make_lm, request_key
 from tasks.lm.anthropic_api import AnthropicLM
 from tasks.testing.anthropic_server import AnthropicServer
+from tasks.testing.openai_server import OpenAIServer
 
 REQ = ChatRequest("system text v1", "<review>\nThe results are convincing and well presented.\n</review>", 64)
 
@@ -111,3 +112,24 @@ def test_a_crashed_batch_run_reattaches_to_its_batch(tmp_path):
         assert all(r.ok for r in resumed)
         again = make_lm(anthropic_cfg(), tmp_path, base_url=server.url).generate(requests)
     assert server.counts["batches_create"] == 1 and all(r.cached for r in again)
+
+
+@pytest.mark.parametrize("use_batches", [False, True])
+def test_answers_are_stored_as_they_arrive_not_when_the_list_is_done(tmp_path, monkeypatch, use_batches):
+    """The OpenAI-compatible backend one request at a time, or in batches of 2: each answer (each batch's)
+    is in the cache before the next request reaches the server."""
+    monkeypatch.setattr("tasks.lm.openai_api.OpenAILM.max_batch_requests", 2)
+    cache = LLMCache(tmp_path / "llm.sqlite")
+    seen: list[int] = []            # answers stored when the server was asked each request
+
+    def answer(body: dict) -> str:
+        seen.append(len(cache))
+        return "The reviewer appreciates the clear figures."
+
+    requests = [ChatRequest("sys", f"<review>\nReview {i} is short.\n</review>", 16) for i in range(4)]
+    with OpenAIServer(answer) as server:
+        cfg = LLMConfig(backend="openai", model="gpt-test", base_url=server.base_url, api_key_env="",
+                        max_in_flight=1, use_batches=use_batches, poll_seconds=0.01)
+        results = make_lm(cfg, tmp_path).generate(requests)
+    assert all(r.ok for r in results) and len(cache) == 4
+    assert seen == ([0, 0, 2, 2] if use_batches else [0, 1, 2, 3])

@@ -49,8 +49,11 @@ def test_batched_greedy_generation_keeps_order_and_counts_tokens(local):
         ChatRequest(SYSTEM, "The experiments are small and the related work section misses two lines of work.", 10),
         ChatRequest(SYSTEM, "Good.", 8, prefill="The reviewer"),
     ]
-    first, second = local.generate(requests), local.generate(requests)
+    arrived: list[list[int]] = []    # each batch's answers are handed back as soon as it is done
+    first = local.generate(requests)
+    second = local.generate(requests, on_answers=lambda done: arrived.append(sorted(i for i, _ in done)))
     assert [r.text for r in first] == [r.text for r in second]          # greedy: deterministic
+    assert sorted(map(len, arrived)) == [1, 2] and sorted(sum(arrived, [])) == [0, 1, 2]
     for request, result in zip(requests, first, strict=True):
         assert result.error is None and result.model == "smollm2"
         assert result.input_tokens == len(local.prompt_ids(request))

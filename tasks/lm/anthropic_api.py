@@ -13,7 +13,6 @@ log-likelihoods of a given text nor embeddings: those raise `Unsupported`.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import time
@@ -27,11 +26,12 @@ from anthropic.types.messages import MessageBatchResult
 
 from tasks.core.config import LLMConfig
 from tasks.core.errors import AuthenticationError, UnreachableError
-from tasks.lm.api_common import ChatAPI, describe, retryable_api_error, unreachable
+from tasks.lm.api_common import ChatAPI, batch_key, custom_ids, describe, retryable_api_error, unreachable
 from tasks.lm.types import (
     Backend,
     ChatRequest,
     ChatResult,
+    OnAnswers,
 )
 
 log = logging.getLogger(__name__)
@@ -165,20 +165,22 @@ class AnthropicLM(ChatAPI, Backend):
         return replace(result, text=request.prefill + result.text) if result.ok and request.prefill else result
 
     # ---- Message Batches API ------------------------------------------------------------------
-    def _run_batch(self, indices: list[int], requests: Sequence[ChatRequest]) -> dict[int, ChatResult]:
-        ids = {f"req-{i}": i for i in indices}
-        batch_key = hashlib.sha256(
-            "\n".join(f"{cid}:{requests[i].system}\x00{requests[i].user}" for cid, i in ids.items()).encode()
-        ).hexdigest()
+    def _run_batch(self, indices: list[int], requests: Sequence[ChatRequest],
+                   on_answers: OnAnswers) -> dict[int, ChatResult]:
+        ids = custom_ids(indices)
+        body = [{"custom_id": cid, "params": self._params(requests[i])} for cid, i in ids.items()]
+        key = batch_key(self.identity, body)
         try:
-            batch_id = self.batch_store.batch_id(batch_key) if self.batch_store is not None else None
+            batch_id = self.batch_store.batch_id(key) if self.batch_store is not None else None
             if batch_id is None:
-                body = [{"custom_id": cid, "params": self._params(requests[i])} for cid, i in ids.items()]
                 batch = self._with_retries(lambda: self.client.messages.batches.create(requests=body))
                 batch_id = batch.id
                 if self.batch_store is not None:
-                    self.batch_store.remember_batch(batch_key, batch_id)
-            log.info("anthropic batch %s: %d requests submitted", batch_id, len(ids))
+                    self.batch_store.remember_batch(key, batch_id)
+                log.info("anthropic batch %s: %d requests submitted", batch_id, len(ids))
+            else:
+                log.info("anthropic batch %s: %d requests submitted by an earlier run; collecting", batch_id,
+                         len(ids))
             while True:
                 batch = self._with_retries(lambda: self.client.messages.batches.retrieve(batch_id))
                 if batch.processing_status == "ended":
@@ -190,8 +192,6 @@ class AnthropicLM(ChatAPI, Backend):
         except (anthropic.APIStatusError, anthropic.APIConnectionError) as error:
             detail = scrub(describe(error))
             return {i: ChatResult("", error=detail, model=self.model, retryable=_transient(error)) for i in indices}
-        if self.batch_store is not None:
-            self.batch_store.remember_batch(batch_key, None)
         out: dict[int, ChatResult] = {}
         for line in lines:
             index = ids.get(line.custom_id)
@@ -199,6 +199,9 @@ class AnthropicLM(ChatAPI, Backend):
                 out[index] = self._with_prefill(self._batch_line(line.result), requests[index])
         for i in indices:
             out.setdefault(i, ChatResult("", error="batch result missing", model=self.model, retryable=True))
+        on_answers(sorted(out.items()))        # stored before the batch id is forgotten
+        if self.batch_store is not None:
+            self.batch_store.remember_batch(key, None)
         return out
 
     def _batch_line(self, result: MessageBatchResult) -> ChatResult:

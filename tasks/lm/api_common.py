@@ -4,13 +4,15 @@ under the APIs' size limits, and `ChatAPI`, the generate / batch-resubmit loop b
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import socket
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from tasks.lm.types import Accept, ChatRequest, ChatResult
+from tasks.lm.types import Accept, ChatRequest, ChatResult, OnAnswers
 
 log = logging.getLogger(__name__)
 
@@ -95,14 +97,22 @@ class ChatAPI:
     max_batch_requests: int
     max_batch_bytes: int
 
-    def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None) -> list[ChatResult]:
-        """Answers in request order (`accept` is for a caching wrapper; nothing is cached here)."""
+    def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None,
+                 on_answers: OnAnswers | None = None) -> list[ChatResult]:
+        """Answers in request order; each is handed to `on_answers` as it arrives (one by one from the
+        parallel calls, a whole batch at once from a batch API). `accept` is for a caching wrapper."""
         if not requests:
             return []
+        arrived = on_answers or _ignore
         if self.cfg.use_batches and len(requests) > 1:
-            return self._complete_batched(requests)
+            return self._complete_batched(requests, arrived)
+
+        def one(i: int) -> ChatResult:
+            result = self._complete_one(requests[i])
+            arrived([(i, result)])
+            return result
         with ThreadPoolExecutor(max_workers=self.cfg.max_in_flight) as pool:
-            return list(pool.map(self._complete_one, requests))
+            return list(pool.map(one, range(len(requests))))
 
     def scrub(self, text: str) -> str:
         raise NotImplementedError
@@ -110,7 +120,10 @@ class ChatAPI:
     def _complete_one(self, request: ChatRequest) -> ChatResult:
         raise NotImplementedError
 
-    def _run_batch(self, indices: list[int], requests: Sequence[ChatRequest]) -> dict[int, ChatResult]:
+    def _run_batch(self, indices: list[int], requests: Sequence[ChatRequest],
+                   on_answers: OnAnswers) -> dict[int, ChatResult]:
+        """One batch of `indices`: submitted (or found in flight under its content key), polled to its end,
+        its answers handed to `on_answers`, and only then its id forgotten."""
         raise NotImplementedError
 
     def _wait(self, attempt: int, error: Exception) -> None:
@@ -120,12 +133,12 @@ class ChatAPI:
         log.warning("%s: %s; retrying in %.1f s", self.name, self.scrub(describe(error)), wait)
         self.sleep(wait)
 
-    def _complete_batched(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
+    def _complete_batched(self, requests: Sequence[ChatRequest], on_answers: OnAnswers) -> list[ChatResult]:
         results: dict[int, ChatResult] = {}
         pending = list(range(len(requests)))
         for round_ in range(self.cfg.max_retries + 1):
             for chunk in batch_chunks(pending, requests, self.max_batch_requests, self.max_batch_bytes):
-                results.update(self._run_batch(chunk, requests))
+                results.update(self._run_batch(chunk, requests, on_answers))
             pending = [i for i in pending if results[i].retryable]
             if not pending:
                 break
@@ -133,3 +146,20 @@ class ChatAPI:
             if round_ < self.cfg.max_retries:
                 self.sleep(min(self.backoff_seconds * 2**round_, self.cfg.retry_max_seconds))
         return [results[i] for i in range(len(requests))]
+
+
+def _ignore(answers: Sequence[tuple[int, ChatResult]]) -> None:
+    """`on_answers` when nobody listens."""
+
+
+def batch_key(identity: str, bodies: Sequence[object]) -> str:
+    """The content key a batch's id is remembered under: the model identity and each request body in
+    order. Requests are named by their place in the batch (`custom_ids`), not in the caller's list, so a
+    rerun that asks only the answers still missing cuts the same batches and finds them in flight."""
+    payload = json.dumps([identity, *bodies], ensure_ascii=False, sort_keys=True)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def custom_ids(indices: Sequence[int]) -> dict[str, int]:
+    """custom_id -> index in the caller's requests: "req-<place in the batch>"."""
+    return {f"req-{k}": i for k, i in enumerate(indices)}

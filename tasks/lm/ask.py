@@ -49,7 +49,8 @@ def ask_with_retry(
 ) -> Asked[Parsed]:
     """Ask `request(key, strict)` for every key, then once more with strict=True for each whose
     answer was an error or whose `parse(key, answer)` is not `usable`. `chunk_size` sends that many requests
-    per backend call (answers reach the cache as they come); None sends each round at once."""
+    per backend call (progress is logged per chunk); None sends each round at once. Either way a caching
+    backend stores each answer as it arrives (tasks/lm/cache.py), so a killed run keeps what it was sent."""
     asked: Asked[Parsed] = Asked({key: [] for key in keys})
     todo = list(keys)
     for strict in (False, True):

@@ -5,7 +5,10 @@ The key hashes everything that changes an answer: the backend and its model iden
 local model also dtype, quantization and decoding settings), max_tokens, the full system and user
 text (which carry the prompt version), the prefill and the line prefixes. Decoding is greedy or
 the remote default, never seeded sampling. Only usable answers are stored, so a rerun with the
-same inputs makes zero LLM calls while a failed or rejected answer is asked again. Each operation
+same inputs makes zero LLM calls while a failed or rejected answer is asked again. Answers are
+stored as the backend hands them back (its `on_answers` hook), each group in one transaction, and a
+batch API's batch id is kept until its answers are stored: a run killed after hours of calls loses
+at most the answers in flight, and its rerun sends only those still missing. Each operation
 opens its own connection, so threads and processes may share the file (SQLite serialises
 writers; WAL lets readers run alongside). Log-likelihoods from a server (a backend with
 `cache_loglikelihood`, tasks/lm/completions.py) are kept too, keyed by `loglikelihood_key`; a local
@@ -33,6 +36,7 @@ from tasks.lm.types import (
     LanguageModel,
     LoglikelihoodRequest,
     LoglikelihoodResult,
+    OnAnswers,
     Pooling,
     Usage,
 )
@@ -77,6 +81,9 @@ class LLMCache:
         """A connection closed on exit (sqlite3's own context manager only commits): one left to the garbage
         collector is closed in whichever thread collects it, inside whatever that thread was doing."""
         db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        # WAL with synchronous=NORMAL: a commit survives the process being killed (what resuming needs)
+        # without an fsync per answer; a power cut may undo the last commits, never corrupt the file.
+        db.execute("PRAGMA synchronous=NORMAL")
         try:
             yield db
         finally:
@@ -94,11 +101,14 @@ class LLMCache:
         return found
 
     def put_many(self, items: Sequence[tuple[str, ChatResult]]) -> None:
+        """Store `items` in one transaction: all of them or, if the process dies first, none."""
         if not items:
             return
         rows = [(key, json.dumps(asdict(result), ensure_ascii=False)) for key, result in items]
         with self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")
             db.executemany("INSERT OR REPLACE INTO answers (key, result) VALUES (?, ?)", rows)
+            db.execute("COMMIT")
 
     def __len__(self) -> int:
         with self._connect() as db:
@@ -152,30 +162,37 @@ class CachedLM:
         self.usage = Usage()
         self.loglikelihood_cached = 0   # log-likelihood requests answered from the cache
 
-    def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None) -> list[ChatResult]:
-        """Answers from the cache where present, the rest from the backend; `accept` decides
-        which fresh answers are usable enough to store (default: any non-empty answer without an error)."""
+    def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None,
+                 on_answers: OnAnswers | None = None) -> list[ChatResult]:
+        """Answers from the cache where present, the rest from the backend; `accept` decides which
+        fresh answers are usable enough to store (default: any non-empty answer without an error).
+        Fresh answers are stored as the backend hands them back (one transaction per request, local
+        batch or API batch), not when the whole list is done, so a run killed half way keeps what it
+        was sent and its rerun asks only the rest. `on_answers` hears the hits at once, the rest as they
+        come."""
         keys = [request_key(self.identity, request) for request in requests]
         hits = self.cache.get_many(sorted(set(keys)))
         results: list[ChatResult | None] = [
             replace(hits[key], cached=True) if key in hits else None for key in keys
         ]
+        if on_answers is not None and hits:
+            on_answers([(i, result) for i, result in enumerate(results) if result is not None])
         missing = [i for i, result in enumerate(results) if result is None]
         # identical requests in one call are sent once
         first_of: dict[str, int] = {}
         for i in missing:
             first_of.setdefault(keys[i], i)
         unique = list(first_of.values())
-        fresh = self.inner.generate([requests[i] for i in unique]) if unique else []
+
+        def store(answers: Sequence[tuple[int, ChatResult]]) -> None:
+            self.cache.put_many([(keys[unique[k]], result) for k, result in answers
+                                 if result.ok and (accept is None or accept(result))])
+            if on_answers is not None:
+                on_answers([(unique[k], result) for k, result in answers])
+        fresh = self.inner.generate([requests[i] for i in unique], on_answers=store) if unique else []
         by_key = {keys[i]: result for i, result in zip(unique, fresh, strict=True)}
         for i in missing:
             results[i] = by_key[keys[i]] if first_of[keys[i]] == i else replace(by_key[keys[i]], cached=True)
-        keep = [
-            (keys[i], result)
-            for i, result in zip(unique, fresh, strict=True)
-            if result.ok and (accept is None or accept(result))
-        ]
-        self.cache.put_many(keep)
         final = [result for result in results if result is not None]
         for result in final:
             self.usage.add(result, self.cfg)

@@ -45,6 +45,7 @@ from tasks.lm.types import (
     ChatResult,
     LoglikelihoodRequest,
     LoglikelihoodResult,
+    OnAnswers,
 )
 
 if TYPE_CHECKING:
@@ -114,8 +115,10 @@ class LocalLM(Backend):
     def loglikelihood(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
         return self.engine.score(requests)
 
-    def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None) -> list[ChatResult]:
-        """Greedy answers in request order (`accept` is for a caching wrapper; nothing is cached here)."""
+    def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None,
+                 on_answers: OnAnswers | None = None) -> list[ChatResult]:
+        """Greedy answers in request order, each batch's handed to `on_answers` when it is done (`accept`
+        is for a caching wrapper; nothing is cached here)."""
         if not requests:
             return []
         model, _ = self._loaded()
@@ -157,8 +160,12 @@ class LocalLM(Backend):
             constraint = self.constraint(first.line_prefixes) if first.line_prefixes else None
             answers = self._generate([prompts[i] for i in chunk], [requests[i].max_tokens for i in chunk],
                                      constraint, [requests[i].prefill for i in chunk])
-            for i, result in zip(chunk, answers, strict=True):
-                results[i] = replace(result, text=requests[i].prefill + result.text)
+            done = [(i, replace(result, text=requests[i].prefill + result.text))
+                    for i, result in zip(chunk, answers, strict=True)]
+            for i, result in done:
+                results[i] = result
+            if on_answers is not None:
+                on_answers(done)
         return [result for result in results if result is not None]
 
     def constraint(self, prefixes: tuple[str, ...]) -> LinePrefixConstraint:

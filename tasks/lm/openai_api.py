@@ -23,7 +23,6 @@ text (`api = "completions"` does: tasks/lm/completions.py) and no embeddings: th
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -39,11 +38,12 @@ import openai
 from tasks.core.config import LLMConfig
 from tasks.core.errors import AuthenticationError, FatalError, UnreachableError
 from tasks.lm.anthropic_api import BatchStore
-from tasks.lm.api_common import ChatAPI, describe, retryable_api_error, unreachable
+from tasks.lm.api_common import ChatAPI, batch_key, custom_ids, describe, retryable_api_error, unreachable
 from tasks.lm.types import (
     Backend,
     ChatRequest,
     ChatResult,
+    OnAnswers,
 )
 
 log = logging.getLogger(__name__)
@@ -209,14 +209,15 @@ class OpenAILM(ChatAPI, Backend):
         return self._with_prefill(self._result(body), request)
 
     # ---- Batch API ----------------------------------------------------------------------------
-    def _run_batch(self, indices: list[int], requests: Sequence[ChatRequest]) -> dict[int, ChatResult]:
-        ids = {f"req-{i}": i for i in indices}
+    def _run_batch(self, indices: list[int], requests: Sequence[ChatRequest],
+                   on_answers: OnAnswers) -> dict[int, ChatResult]:
+        ids = custom_ids(indices)
         lines = [{"custom_id": cid, "method": "POST", "url": ENDPOINT, "body": self._params(requests[i])}
                  for cid, i in ids.items()]
         payload = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode()
-        batch_key = "openai:" + hashlib.sha256(self.identity.encode() + b"\x00" + payload).hexdigest()
+        key = batch_key(self.identity, lines)
         try:
-            batch_id = self.batch_store.batch_id(batch_key) if self.batch_store is not None else None
+            batch_id = self.batch_store.batch_id(key) if self.batch_store is not None else None
             if batch_id is None:
                 upload = self._with_retries(lambda: self.client.files.create(
                     file=("requests.jsonl", payload, "application/jsonl"), purpose="batch"))
@@ -224,8 +225,11 @@ class OpenAILM(ChatAPI, Backend):
                     input_file_id=upload.id, endpoint=ENDPOINT, completion_window="24h"))
                 batch_id = batch.id
                 if self.batch_store is not None:
-                    self.batch_store.remember_batch(batch_key, batch_id)
-            log.info("openai batch %s: %d requests submitted", batch_id, len(ids))
+                    self.batch_store.remember_batch(key, batch_id)
+                log.info("openai batch %s: %d requests submitted", batch_id, len(ids))
+            else:
+                log.info("openai batch %s: %d requests submitted by an earlier run; collecting", batch_id,
+                         len(ids))
             while True:
                 batch = self._with_retries(lambda: self.client.batches.retrieve(batch_id))
                 if batch.status in ENDED:
@@ -235,8 +239,6 @@ class OpenAILM(ChatAPI, Backend):
         except Exception as error:
             failed = self._failed(error, batch=True)
             return {i: failed for i in indices}
-        if self.batch_store is not None:
-            self.batch_store.remember_batch(batch_key, None)
         out: dict[int, ChatResult] = {}
         for line in answers:
             index = ids.get(line.get("custom_id", ""))
@@ -251,6 +253,9 @@ class OpenAILM(ChatAPI, Backend):
                                  retryable=True, batch=True)
         for i in indices:
             out.setdefault(i, missing)
+        on_answers(sorted(out.items()))        # stored before the batch id is forgotten
+        if self.batch_store is not None:
+            self.batch_store.remember_batch(key, None)
         return out
 
     def _download(self, file_id: str | None) -> list[dict[str, Any]]:

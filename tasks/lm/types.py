@@ -95,21 +95,27 @@ class LoglikelihoodResult:
 
 
 Accept = Callable[[ChatResult], bool]
+# Answers as they arrive, each with its index in the requests: a backend calls it once per group that
+# came back together (one request, one local batch, one API batch), so a caching wrapper stores them
+# before the rest are done.
+OnAnswers = Callable[[Sequence[tuple[int, ChatResult]]], None]
 
 
 class LanguageModel(Protocol):
     """One model, every operation on it; results come back in request order.
 
     `identity` names everything that changes an answer (backend, model, dtype / quantization,
-    decoding settings); it is the model part of every cache key. `accept` is a hook for a caching
-    wrapper (which fresh answers are usable enough to store); a backend without a cache ignores it.
+    decoding settings); it is the model part of every cache key. `accept` and `on_answers` are hooks
+    for a caching wrapper (which fresh answers are usable enough to store; where to hand each answer
+    the moment it arrives); a backend without a cache ignores `accept` and calls `on_answers`.
     """
 
     name: str
     model: str
     identity: str
 
-    def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None) -> list[ChatResult]: ...
+    def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None,
+                 on_answers: OnAnswers | None = None) -> list[ChatResult]: ...
 
     def loglikelihood(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]: ...
 
@@ -124,7 +130,8 @@ class Backend:
     model: str
     cannot: dict[str, str] = {}
 
-    def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None) -> list[ChatResult]:
+    def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None,
+                 on_answers: OnAnswers | None = None) -> list[ChatResult]:
         raise Unsupported(self._why("generate"))
 
     def loglikelihood(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:

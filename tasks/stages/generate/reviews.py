@@ -259,7 +259,8 @@ def generate_reviews(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, candi
 def _ask(jobs: Sequence[Job], backend: LanguageModel, system: str, prefill: str,
          candidate: CandidateConfig) -> Asked:
     """Every job through the one ask-and-retry loop (tasks/lm/ask.py). Local models get chunks of
-    `batch_size` so answers reach the cache as they come; a batch API gets everything at once."""
+    `batch_size` (progress logged per chunk); a batch API gets everything at once. Answers reach the
+    cache as they come either way."""
     by_id = {job.candidate_id: job for job in jobs}
 
     def request(key: str, strict: bool) -> ChatRequest:

@@ -13,7 +13,9 @@ from tasks.metrics.judgments import PreprocessOutput, Synopses
 
 
 def write_outputs(cfg: Config, pipeline: str, judged: PreprocessOutput, synopses: Synopses) -> StageSummary:
-    """Each frame to preprocess/<name>.parquet, replaced atomically (a rerun overwrites); the summary."""
+    """Each frame to preprocess/<name>.parquet, replaced atomically (a rerun overwrites); the summary.
+    Its LLM figures say how much a rerun or a resumed run reused: `llm_cached` requests answered from the
+    answer cache (stored by an earlier run, also one killed half way), `llm_sent` asked this run."""
     usage = pl.concat([judged.usage, synopses.usage])
     rejects = pl.concat([judged.rejects, synopses.rejects])
     write_stage_frames(cfg, pipeline, "preprocess", {
@@ -23,7 +25,8 @@ def write_outputs(cfg: Config, pipeline: str, judged: PreprocessOutput, synopses
         "usage": usage,
     })
     details = {**judged.stats, "synopses": synopses.synopses.height, "rejects": rejects.height,
-               "llm_requests": int(usage["requests"].sum()), "llm_cached": int(usage["cached"].sum())}
+               "llm_requests": int(usage["requests"].sum()), "llm_cached": int(usage["cached"].sum()),
+               "llm_sent": int((usage["requests"] - usage["cached"]).sum())}
     return StageSummary(judged.stats["reviews_in"], judged.judgments.height, **llm_figures(usage), details=details)
 
 
