@@ -87,6 +87,7 @@ def test_the_refresh_flow_runs_the_planned_venues_and_stops_before_ingest_withou
     calls = []
     monkeypatch.setattr(flows.refresh, "pipeline_flow", lambda **kwargs: calls.append(kwargs) or {})
     monkeypatch.setattr(flows.refresh, "write_site", lambda cfg, pipeline: None)
+    monkeypatch.setattr(flows.refresh, "require_login", lambda cfg, pipeline: None)   # tests/test_openreview_login.py
     refresh = (ROOT / "pipelines.toml").read_text().split("[pipelines.refresh]")[1].split("\n[")[0]
     config = project_config("[pipelines.refresh]" + refresh)
     with pytest.raises(ConfigError, match=r'no venue table for ICLR.cc/2026/Conference: add \[venues."ICLR.cc/2026'):
