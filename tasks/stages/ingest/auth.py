@@ -200,9 +200,9 @@ def totp_code(method: str) -> str:
 
     try:
         code = pyotp.TOTP(secret).now()
-    except (ValueError, TypeError):   # binascii.Error is a ValueError
-        raise AuthenticationError(f"{TOTP_ENV} is not a base32 secret (the key an authenticator app is "
-                                  "given, e.g. from the otpauth:// link's secret=)") from None
+    except (ValueError, TypeError) as error:   # binascii.Error is a ValueError
+        raise AuthenticationError(scrub(f"{TOTP_ENV} is not a usable TOTP secret ({error}): give the base32 key "
+                                        "an authenticator app is given (the secret= of its otpauth:// link)")) from None
     with _lock:
         _codes.add(code)
     return code
