@@ -5,6 +5,7 @@ account logs in with OPENREVIEW_TOTP_SECRET and stops in one line without it (in
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pty
@@ -166,9 +167,11 @@ def test_a_two_factor_account_without_a_usable_secret_stops_in_one_line(venue, t
     assert secret is None or secret not in line
 
 
-def in_a_terminal(command: list[str], env: dict[str, str], seconds: float = 120.0) -> tuple[int | None, str]:
+def in_a_terminal(command: list[str], env: dict[str, str], seconds: float = 120.0, until: str | None = None
+                  ) -> tuple[int | None, str]:
     """Run `command` with stdin, stdout and stderr a pseudo-terminal; (exit status, output). The status
-    is None when it was still running after `seconds` (it was killed: e.g. waiting on a prompt)."""
+    is None when it was still running after `seconds`, or when it wrote `until` (then it is killed:
+    e.g. waiting on a prompt)."""
     leader, follower = pty.openpty()
     process = subprocess.Popen(command, stdin=follower, stdout=follower, stderr=follower, cwd=ROOT, env=env,
                                start_new_session=True)
@@ -176,18 +179,12 @@ def in_a_terminal(command: list[str], env: dict[str, str], seconds: float = 120.
     output, deadline = b"", time.monotonic() + seconds
     try:
         while time.monotonic() < deadline:
-            ready, _, _ = select.select([leader], [], [], 0.2)
-            if ready:
-                try:
+            chunk = b""
+            if select.select([leader], [], [], 0.2)[0]:
+                with contextlib.suppress(OSError):     # EIO: the terminal's last writer is gone
                     chunk = os.read(leader, 4096)
-                except OSError:          # EIO: the terminal's last writer is gone
-                    chunk = b""
-                if chunk:
-                    output += chunk
-                    continue
-            if process.poll() is not None and not ready:
-                break
-            if ready and process.poll() is not None:
+            output += chunk
+            if (not chunk and process.poll() is not None) or (until and until.encode() in output):
                 break
         status = process.poll()
         if status is None:
@@ -210,7 +207,7 @@ def test_in_a_terminal_grebench_never_prompts_for_a_second_factor(venue, project
         # the control: the library itself, in the same terminal, asks for a code and waits
         library = (f"from openreview.api import OpenReviewClient; OpenReviewClient(baseurl={server.v2_url!r}, "
                    f"username={USER!r}, password={PASSWORD!r})")
-        waited, prompt = in_a_terminal([sys.executable, "-c", library], env, seconds=20)
+        waited, prompt = in_a_terminal([sys.executable, "-c", library], env, seconds=60, until="Enter TOTP code")
         assert waited is None and "Enter TOTP code" in prompt
         status, output = in_a_terminal([sys.executable, "-m", "flows.cli.main", "login", "--check", "-c", str(path)],
                                        env)
