@@ -83,7 +83,8 @@ def test_a_minted_token_expiring_mid_run_is_minted_again_and_nothing_is_fetched_
         venue, tmp_path, monkeypatch, caplog):
     log_in(monkeypatch)
     with serve(venue, token_uses=4) as server, caplog.at_level(logging.INFO):   # a token answers 4 requests
-        result = ingest_venue(V2, config(tmp_path), tmp_path / "out", server.v2_url)
+        # one PDF worker: a token counted in requests must not be used up by others before a retry
+        result = ingest_venue(V2, config(tmp_path, pdf_workers=1), tmp_path / "out", server.v2_url)
         log = list(server.log)
         logins = server.logins
     assert result.papers == len(venue.papers) and result.pdfs > 0
@@ -96,6 +97,18 @@ def test_a_minted_token_expiring_mid_run_is_minted_again_and_nothing_is_fetched_
         assert key in fetched
     assert "logged in again" in caplog.text and PASSWORD not in caplog.text
     assert not [t for t in auth._spent if t in caplog.text]
+
+
+def test_workers_refused_at_once_share_one_new_login(venue, monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    log_in(monkeypatch)
+    with serve(venue) as server:
+        login = auth.current_login(server.v2_url, 2)
+        with ThreadPoolExecutor(6) as pool:
+            fresh = set(pool.map(lambda _: auth.renew(login, login.token), range(6)))
+        assert len(fresh) == 1 and login.token not in fresh and server.logins == 2
+        assert auth.token_now(login) in fresh and auth.renew(auth.Login("t", "token"), "t") is None
 
 
 def test_a_token_from_the_environment_is_never_renewed(venue, tmp_path, monkeypatch):
