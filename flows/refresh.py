@@ -2,7 +2,8 @@
 
 Each stage skips work already done (cached raw pages, finished shards, cached LLM answers), so a
 rerun or a resumed run only does what is missing. `grebench schedule` registers this flow as a
-Prefect deployment with a yearly cron schedule.
+Prefect deployment with a yearly cron schedule. A run that reads OpenReview checks its login when it
+starts (and `grebench schedule` when it registers): a missing or refused login stops it in one line.
 
 Which cycle a run pulls: without an explicit year each `{year}` venue template takes the freshest
 cycle of its venue family whose reviews are public on the run's date (tasks/core/venue_facts.py): the
@@ -38,9 +39,20 @@ def refresh_flow(
         venues = planned_venues(load_checked_config(config_path), pipeline, day)
     year = year or day.year
     # a venue without a [venues."<id>"] table is read with its own review form (ingest/review_form.py)
+    require_login(load_checked_config(config_path), f"{pipeline}-{year}")   # before any request for data
     summary = pipeline_flow(pipeline=f"{pipeline}-{year}", config_path=config_path, venues=venues or None)
     write_site(load_checked_config(config_path), f"{pipeline}-{year}")
     return summary
+
+
+def require_login(cfg: Config, pipeline: str) -> None:
+    """A run that reads OpenReview checks its login first: missing or refused, it stops in one line
+    (`AuthenticationError`) before any work; the login it mints is the run's (tasks/stages/ingest/auth.py)."""
+    from tasks.stages.ingest.login_check import check_pipeline_login, needs_login
+
+    if needs_login(cfg, pipeline):
+        for identity in check_pipeline_login(cfg, pipeline):
+            print(identity.line())
 
 
 def write_site(cfg: Config, pipeline: str) -> None:

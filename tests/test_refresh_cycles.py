@@ -89,6 +89,7 @@ def test_the_refresh_flow_runs_the_planned_venues_without_a_venue_table(project_
     calls = []
     monkeypatch.setattr(flows.refresh, "pipeline_flow", lambda **kwargs: calls.append(kwargs) or {})
     monkeypatch.setattr(flows.refresh, "write_site", lambda cfg, pipeline: None)
+    monkeypatch.setattr(flows.refresh, "require_login", lambda cfg, pipeline: None)   # tests/test_openreview_login.py
     refresh = (ROOT / "pipelines.toml").read_text().split("[pipelines.refresh]")[1].split("\n[")[0]
     config = project_config("[pipelines.refresh]" + refresh)
     assert "ICLR.cc/2026/Conference" not in load_config(config).venues

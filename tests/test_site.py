@@ -121,6 +121,7 @@ def test_the_refresh_writes_the_site_at_its_end(project_config, monkeypatch):
         return {}
 
     monkeypatch.setattr(flows.refresh, "pipeline_flow", pipeline)
+    monkeypatch.setattr(flows.refresh, "require_login", lambda cfg, pipeline: None)   # tests/test_openreview_login.py
     assert flows.refresh.refresh_flow.fn(year=2025, config_path=str(config)) == {}
     assert (database.parent / "site" / "papers" / "P1.html").is_file()
 

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import sys
+from datetime import datetime
 from typing import Annotated, NoReturn
 
 import typer
@@ -30,7 +31,7 @@ from flows.cli.site import site  # noqa: E402
 from flows.cli.submit import export, submit  # noqa: E402
 from flows.cli.validate import report, validate  # noqa: E402
 from tasks.checks import load_checked_config  # noqa: E402
-from tasks.core.config import ConfigError, check_paths, select_stages  # noqa: E402
+from tasks.core.config import Config, ConfigError, check_paths, select_stages  # noqa: E402
 from tasks.core.errors import GrebenchError  # noqa: E402
 
 app = typer.Typer(
@@ -121,12 +122,36 @@ def schedule(
     for line in cycles:
         typer.echo(line)
     if dry_run:
+        from tasks.stages.ingest.login_check import credentials_set
+
+        typer.echo(f"credentials set: {credentials_set()} (not checked in a dry run)")
         typer.echo("dry run: nothing registered")
         return
+    for line in scheduled_login(cfg, plan.pipeline, runs[0] if runs else None):
+        typer.echo(line)
     from prefect import serve
 
     typer.echo("registering and serving the deployment (Ctrl-C to stop)")
     serve(deployment)
+
+
+def scheduled_login(cfg: Config, pipeline: str, first_run: datetime | None) -> list[str]:
+    """The login lines of the hosts a scheduled `pipeline` reads; fails in one line when the login is
+    missing or refused, or is a token that expires before the first run."""
+    from tasks.stages.ingest.login_check import check_pipeline_login, needs_login
+
+    if not needs_login(cfg, pipeline):
+        return []
+    try:
+        identities = check_pipeline_login(cfg, pipeline)
+    except GrebenchError as error:
+        fail(str(error).splitlines()[0] if str(error) else type(error).__name__)
+    for identity in identities:
+        if identity.source == "token" and identity.expires and first_run and identity.expires < first_run:
+            fail(f"OPENREVIEW_TOKEN expires {identity.expires:%Y-%m-%d %H:%M} UTC, before the first scheduled run "
+                 f"({first_run.isoformat()}): set OPENREVIEW_USERNAME and OPENREVIEW_PASSWORD (and "
+                 "OPENREVIEW_TOTP_SECRET for a two-factor account) so each run logs in itself")
+    return [identity.line() for identity in identities]
 
 
 app.command()(query)
@@ -136,9 +161,11 @@ app.command()(site)
 app.command()(submit)   # submitted reviews -> a candidate on the leaderboard (docs/submit.md)
 app.command()(export)   # the benchmark's papers and review form for submitters
 
+from flows.cli.login import login  # noqa: E402 - `grebench login --check`: who OpenReview says we are
 from flows.cli.venues import venues  # noqa: E402 - `grebench venues`: a year's venues and their facts
 
 app.command()(venues)
+app.command()(login)
 
 # The situations of the machine rather than of the code: said in one line, never a traceback.
 SITUATIONS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",

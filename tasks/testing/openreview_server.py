@@ -4,7 +4,8 @@ Serves `SyntheticVenue`s in API v1 shape under `<url>/v1` and API v2 shape under
 answering what `openreview.Client` / `openreview.api.OpenReviewClient` call: `GET /notes`
 (invitation, id, forum, content.<field>, details=directReplies|replies, sort, offset, after,
 limit capped at the server's page limit, count), `GET /groups`, `GET /pdf` and `/attachment`,
-`POST /login` (a guest token), and revision histories: v2 `GET /notes/edits?note.id=` and
+`POST /login` and `POST /mfa/verify` (tokens: see below), `GET /profiles` (with a token and no
+query: the caller's own profile), and revision histories: v2 `GET /notes/edits?note.id=` and
 `/notes/edits/attachment?id=&name=pdf`, v1 `GET /references?referent=` and `/references/pdf?id=`
 (endpoint names "edits", "edit_pdf", "references", "reference_pdf" for faults and counts), and
 `GET /invitations?id=<venue>/-/Official_Review`: the review form (v1 `reply.content`, v2 a super
@@ -15,7 +16,12 @@ counts calls per path.
 
 A `Policy` makes the server answer as OpenReview does today (docs/openreview.md lists the
 sources): guests refused with `403 ChallengeRequiredError` on everything but `/groups` and
-`/login`; `POST /login` minting tokens that expire (`401 TokenExpiredError`); limits per endpoint
+`/login`; `POST /login` minting tokens that expire (`401 TokenExpiredError`): JWTs naming the
+user and their `exp`, lasting `expiresIn` seconds (an hour when not given, at most
+`token_lifetime`: a week on the real service, seconds in a test, or `token_uses` requests); accounts
+with two-factor login (`second_factor`: username -> TOTP secret) answered `{"mfaPending": true,
+"mfaPendingToken": ..., "mfaMethods": ["totp"]}` and finished by `POST /mfa/verify` with the
+current code (checked with pyotp); limits per endpoint
 answered with `429 RateLimitError` naming `details.resetTime`; a firewall answering an HTML 429 to
 clients without the library's User-Agent; v2 edit histories hidden from outsiders (only an
 accepted paper's camera-ready revisions, and a superseded PDF is a 404); venues that list only
@@ -48,10 +54,10 @@ from tasks.testing.openreview_render import RenderedNote, render_venue, review_i
 from tasks.testing.synthetic import SyntheticVenue
 
 FaultKind = Literal["429", "5xx", "slow", "malformed", "bad_shape"]
-_SUBPATHS = {"notes/edits": "edits", "notes/edits/attachment": "edit_pdf", "references": "references",
+_SUBPATHS = {"mfa/verify": "mfa_verify", "notes/edits": "edits", "notes/edits/attachment": "edit_pdf", "references": "references",
              "references/pdf": "reference_pdf"}
 _SORTABLE = ("number", "id", "cdate", "tcdate", "mdate", "tmdate")
-OPEN_ENDPOINTS = ("groups", "login", "profiles")   # what the real API still answers guests
+OPEN_ENDPOINTS = ("groups", "login", "mfa_verify", "profiles")   # what the real API still answers guests
 LIMIT_GROUPS = {"edits": "edits", "references": "edits", "pdf": "pdf", "attachment": "pdf",
                 "edit_pdf": "pdf", "reference_pdf": "pdf"}   # endpoint -> its limit; others: "notes"
 SCORE_FIELDS = ("rating", "confidence", "soundness", "presentation", "contribution")
@@ -66,7 +72,9 @@ class Policy:
 
     guests: bool = True                      # False: 403 ChallengeRequiredError without a token
     accounts: dict[str, str] = field(default_factory=dict)   # username -> password; empty: any login works
-    token_lifetime: float = 7 * 24 * 3600    # seconds; the real cap is a week
+    token_lifetime: float = 7 * 24 * 3600    # seconds, the most a token lasts; the real cap is a week
+    token_uses: int | None = None            # a token minted by a login answers this many requests, then expires
+    second_factor: dict[str, str] = field(default_factory=dict)   # username -> TOTP secret (two-factor login)
     firewall: bool = False                   # HTML 429 to clients without the library's User-Agent
     v2_history: Literal["public", "hidden"] = "public"
     accepted_only: frozenset[str] = frozenset()    # venues listing only their accepted papers
@@ -85,6 +93,16 @@ class Policy:
 class _Token:
     expires_at: float                 # epoch seconds
     uses_left: int | None = None      # requests it still answers (None: until expiry)
+    user: str = "~Local_User1"
+
+
+@dataclass
+class _Pending:
+    """A login waiting for its second factor."""
+
+    user: str
+    expires_in: float | None
+    tries_left: int = 3
 
 
 @dataclass
@@ -138,7 +156,9 @@ class OpenReviewServer:
         self.page_limit = page_limit
         self.policy = policy or Policy()
         self.tokens: dict[str, _Token] = {}
-        self.logins = 0                                  # successful POST /login
+        self.logins = 0                                  # successful logins (POST /login, or /mfa/verify)
+        self.pending: dict[str, _Pending] = {}           # mfaPendingToken -> the login it finishes
+        self._secret = secrets.token_bytes(32)           # signs the JWTs
         self._windows: dict[tuple[str, str], list[float]] = {}   # (limit, caller) -> [window start, count]
         self.faults: list[Fault] = []
         self.requests: Counter[str] = Counter()
@@ -359,12 +379,19 @@ class OpenReviewServer:
                 "signatories": ["venues"], "members": sorted(v.venue_id for v in self._venues)}
 
     # -- callers -------------------------------------------------------------------------------
-    def issue_token(self, lifetime: float | None = None) -> str:
-        """A new token, as `POST /login` returns (lifetime capped by the policy)."""
-        token = secrets.token_urlsafe(24)
+    def issue_token(self, lifetime: float | None = None, user: str | None = None, uses: int | None = None) -> str:
+        """A new token, as `POST /login` returns: a JWT naming `user` and its expiry (`lifetime`
+        seconds, default and cap the policy's `token_lifetime`)."""
+        import jwt
+
+        now = time.time()
         life = min(lifetime or self.policy.token_lifetime, self.policy.token_lifetime)
+        user = user or "~Local_User1"
+        payload = {"user": {"id": user, "profile": {"id": profile_id(user)}}, "iat": int(now),
+                   "exp": int(now + life), "jti": secrets.token_urlsafe(8)}
+        token = jwt.encode(payload, self._secret, algorithm="HS256")
         with self._lock:
-            self.tokens[token] = _Token(time.time() + life)
+            self.tokens[token] = _Token(now + life, uses, user)
         return token
 
     def expire_token(self, token: str, after: int = 0) -> None:
@@ -380,7 +407,7 @@ class OpenReviewServer:
                 record = self.tokens.get(token)
                 if record is None or record.expires_at <= time.time() or record.uses_left == 0:
                     return 401, {"name": "TokenExpiredError", "message": "Token has expired. Please log in again.",
-                                 "status": 401}
+                                 "status": 401, "details": {"reqId": secrets.token_hex(6)}}
                 if record.uses_left is not None:
                     record.uses_left -= 1
             return None
@@ -392,7 +419,7 @@ class OpenReviewServer:
     def over_limit(self, endpoint: str, caller: str) -> dict[str, Any] | None:
         """A RateLimitError body when this request exceeds its endpoint's limit, else None."""
         group = LIMIT_GROUPS.get(endpoint, "notes")
-        if group not in self.policy.limits or endpoint == "login":
+        if group not in self.policy.limits or endpoint in ("login", "mfa_verify"):
             return None
         limit, window = self.policy.limits[group]
         now = time.time()
@@ -408,20 +435,57 @@ class OpenReviewServer:
         return rate_limit_body(limit, used, reset)
 
     def login(self, body: bytes) -> tuple[int, dict[str, Any]]:
-        try:
-            sent = json.loads(body or b"{}")
-        except ValueError:
-            sent = {}
+        """`POST /login`: a token, or for a two-factor account the pending login `/mfa/verify` finishes."""
+        sent = _json_body(body)
         user, password = str(sent.get("id") or ""), str(sent.get("password") or "")
         accounts = self.policy.accounts
         if accounts and accounts.get(user) != password:
             return 400, {"name": "Error", "message": "Invalid username or password", "status": 400}
         expires = sent.get("expiresIn")
-        token = self.issue_token(float(expires) if isinstance(expires, int | float) and expires > 0 else None)
+        expires_in = float(expires) if isinstance(expires, int | float) and expires > 0 else None
+        if user in self.policy.second_factor:
+            pending = secrets.token_urlsafe(24)
+            with self._lock:
+                self.pending[pending] = _Pending(user, expires_in)
+            return 200, {"mfaPending": True, "mfaPendingToken": pending, "mfaMethods": ["totp"],
+                         "preferredMethod": "totp"}
+        return 200, self._logged_in(user or "~Local_User1", expires_in)
+
+    def mfa_verify(self, body: bytes) -> tuple[int, dict[str, Any]]:
+        """`POST /mfa/verify`: the pending login's token when `code` is the account's current TOTP code."""
+        import pyotp
+
+        sent = _json_body(body)
+        with self._lock:
+            pending = self.pending.get(str(sent.get("mfaPendingToken") or ""))
+            if pending is not None:
+                pending.tries_left -= 1
+                if pending.tries_left <= 0:
+                    self.pending.pop(str(sent.get("mfaPendingToken")), None)
+        if pending is None:
+            return 401, {"name": "MfaError", "message": "The verification session has expired. Please log in "
+                         "again.", "status": 401}
+        secret = self.policy.second_factor[pending.user]
+        if sent.get("method") != "totp" or not pyotp.TOTP(secret).verify(str(sent.get("code") or ""), valid_window=1):
+            return 400, {"name": "MfaError", "message": "Invalid verification code", "status": 400}
+        with self._lock:
+            self.pending.pop(str(sent.get("mfaPendingToken")), None)
+        return 200, self._logged_in(pending.user, pending.expires_in)
+
+    def _logged_in(self, user: str, expires_in: float | None) -> dict[str, Any]:
+        """The answer of a finished login: a token lasting `expires_in` (an hour by default, capped)."""
+        token = self.issue_token(expires_in or 3600.0, user, self.policy.token_uses)
         with self._lock:
             self.logins += 1
-        profile = {"id": "~Local_User1"}
-        return 200, {"token": token, "user": {"id": user or "~Local_User1", "profile": profile}}
+        return {"token": token, "user": {"id": user, "profile": {"id": profile_id(user)}}}
+
+    def whoami(self, authorization: str | None) -> list[dict[str, Any]]:
+        """`GET /profiles` without a query: the caller's own profile (none for a guest)."""
+        record = self.tokens.get((authorization or "").removeprefix("Bearer ").strip())
+        if record is None:
+            return []
+        return [{"id": profile_id(record.user), "content": {"emails": [record.user] if "@" in record.user else [],
+                                                            "preferredEmail": record.user}}]
 
     def invitation(self, api: int, ident: str) -> dict[str, Any] | None:
         """A venue's official-review invitation with its form (tasks/testing/openreview_render.py)."""
@@ -453,6 +517,22 @@ class OpenReviewServer:
         with self._lock:
             self.requests[f"/v{api}/{endpoint}"] += 1
             self.log.append(RequestRecord(arrived, api, endpoint, params, status))
+
+
+def profile_id(user: str) -> str:
+    """The profile id of a local account: "~" and the name before the "@", as OpenReview spells ids."""
+    if user.startswith("~"):
+        return user
+    name = re.sub(r"[^A-Za-z]+", "_", user.split("@")[0]).strip("_").title() or "Local_User"
+    return f"~{name}1"
+
+
+def _json_body(body: bytes) -> dict[str, Any]:
+    try:
+        sent = json.loads(body or b"{}")
+    except ValueError:
+        return {}
+    return sent if isinstance(sent, dict) else {}
 
 
 def rate_limit_body(limit: int, used: int, reset: float) -> dict[str, Any]:
@@ -615,8 +695,12 @@ def _make_handler(server: OpenReviewServer) -> type[BaseHTTPRequestHandler]:
             if endpoint == "login" and self.command == "POST":
                 status, answer = server.login(self._body)
                 return self._send(status, json.dumps(answer).encode())
+            if endpoint == "mfa_verify" and self.command == "POST":
+                status, answer = server.mfa_verify(self._body)
+                return self._send(status, json.dumps(answer).encode())
             if endpoint == "profiles":
-                return self._send(200, b'{"profiles":[]}')
+                own = server.whoami(self.headers.get("Authorization")) if not params else []
+                return self._send(200, json.dumps({"profiles": own}).encode())
             return self._send(404, _error(404, f"{self.command} /{endpoint} is not served here"))
 
         def _pdf(self, ident: str) -> int:

@@ -12,7 +12,8 @@ retries surface as `requests.RetryError` / `requests.ConnectionError`. A rerun r
 
 Every request carries the library's User-Agent (PDF downloads included: the firewall answers other
 clients with an HTML 429) and the run's login (tasks/stages/ingest/auth.py); an answer that refuses
-the login stops the run with one line (`AuthenticationError`).
+the login stops the run with one line (`AuthenticationError`), except a minted token that expired:
+that request is sent once more with a token minted again (`renew`), and the run goes on.
 """
 
 from __future__ import annotations
@@ -32,11 +33,12 @@ from urllib3.util.retry import Retry
 from tasks.core.config import IngestConfig
 from tasks.core.errors import AuthenticationError, TransientError
 from tasks.core.retry import register_transient
-from tasks.stages.ingest.auth import Login, current_login, refusal
+from tasks.stages.ingest.auth import Login, current_login, refusal, renew, token_now
 from tasks.stages.ingest.throttle import Throttle
 
 log = logging.getLogger(__name__)
 RETRY_STATUSES = (429, 500, 502, 503, 504)
+PLACEHOLDER = "placeholder"   # a token that is not a JWT: the library neither logs in nor looks it up
 
 
 class RateLimited(TransientError):
@@ -114,17 +116,15 @@ class TimeoutAdapter(HTTPAdapter):
         super().__init__(**kwargs)
 
     def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
-        if self.throttle is not None:
-            self.throttle.before(request.path_url)
-        if kwargs.get("timeout") is None:
-            kwargs["timeout"] = self.timeout
-        try:
-            response = super().send(request, *args, **kwargs)
-        except requests.exceptions.RetryError as error:
-            if "too many 429" not in str(error):
-                raise
-            raise RateLimited(f"OpenReview kept answering 429 (rate limited) for {request.path_url.split('?')[0]} "
-                              "past the retries: rerun later (the run resumes where it stopped)") from None
+        sent = self._authorize(request)
+        response = self._send(request, *args, **kwargs)
+        if response.status_code == 401 and sent is not None:
+            fresh = renew(self.login, sent)      # a minted token expired: log in again, send once more
+            if fresh is not None:
+                log.info("OpenReview refused the token minted for %s (401): logged in again", self.login.username)
+                response.close()
+                request.headers["Authorization"] = f"Bearer {fresh}"
+                response = self._send(request, *args, **kwargs)
         if response.status_code in (401, 403):
             try:
                 body = response.json()
@@ -134,6 +134,29 @@ class TimeoutAdapter(HTTPAdapter):
             if line is not None:
                 raise AuthenticationError(line)
         return response
+
+    def _authorize(self, request: requests.PreparedRequest) -> str | None:
+        """Put the run's current token on a request of a minted login (it may have been renewed since the
+        client was made); the token sent, or None for other logins (sent as the client has them)."""
+        if self.login.source != "password":
+            return None
+        token = token_now(self.login)
+        if token:
+            request.headers["Authorization"] = f"Bearer {token}"
+        return token
+
+    def _send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
+        if self.throttle is not None:
+            self.throttle.before(request.path_url)
+        if kwargs.get("timeout") is None:
+            kwargs["timeout"] = self.timeout
+        try:
+            return super().send(request, *args, **kwargs)
+        except requests.exceptions.RetryError as error:
+            if "too many 429" not in str(error):
+                raise
+            raise RateLimited(f"OpenReview kept answering 429 (rate limited) for {request.path_url.split('?')[0]} "
+                              "past the retries: rerun later (the run resumes where it stopped)") from None
 
 
 def retry_policy(cfg: IngestConfig) -> Backoff:
@@ -153,7 +176,14 @@ def make_client(api_version: int, baseurl: str, cfg: IngestConfig, throttle: Thr
     token minted once from OPENREVIEW_USERNAME / _PASSWORD, else a guest), paced by `throttle`."""
     login = login if login is not None else current_login(baseurl, api_version)
     kind = openreview.Client if api_version == 1 else OpenReviewClient
-    client = kind(baseurl=baseurl, token=login.token) if login.token else _guest(kind, baseurl)
+    if login.token:
+        # made with a placeholder, then given the token: a token the library can decode would cost a
+        # profile request per client, outside our pacing and our handling of refusals
+        client = kind(baseurl=baseurl, token=PLACEHOLDER)
+        client.token = login.token
+        client.headers["Authorization"] = f"Bearer {login.token}"
+    else:
+        client = _guest(kind, baseurl)
     adapter = TimeoutAdapter(cfg.timeout_seconds, throttle, login, max_retries=retry_policy(cfg),
                              pool_connections=4, pool_maxsize=max(8, cfg.pdf_workers * 2))
     for prefix in [*client.session.adapters]:   # the library mounts its own adapters on some prefixes
