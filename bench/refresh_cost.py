@@ -2,6 +2,14 @@
 
 A refresh of `--venues` venues of `--submissions` submissions each is projected stage by stage:
 
+    ingest      API requests at the configured logged-in pacing of [ingest]: pages of notes with their
+                replies (submissions / page_size, plus the group and the review invitation), the
+                histories of edited reviews (`--edited-share` of the reviews; none where the venue
+                hides its edit history, as ICLR and NeurIPS do since 2024), then for the papers
+                later stages read ([ingest] pdf_scope, the benchmark sample by default) one PDF
+                history and one PDF each. Hours are the requests of each endpoint over its rate, in
+                the order ingest makes them; `pdfs_all_hours` is what fetching every submission's
+                PDF would take (the order before issue 32)
     papers      submissions x `--keep` (the share of papers curation keeps; default 16,000 of 46,199,
                 Beyond Rating's figure for the same rules on NeurIPS 2022-25 and ICLR 2024-26)
     preprocess  one chat request per human and per candidate review (judgment lines) and one per paper (ASSW)
@@ -140,6 +148,31 @@ def local_throughput(data: pl.DataFrame | None, shape: Shape, n_pairs: int) -> d
             "tokens_per_s": round(tokens / wall, 1), "tokens_per_cpu_s": round(tokens / used, 1) if used else None}
 
 
+def ingest_plan(args: argparse.Namespace, reviews_per_paper: float) -> tuple[Stage, dict[str, float]]:
+    """The ingest stage's requests and hours at [ingest]'s logged-in pacing (module docstring)."""
+    cfg = load_config(args.config)
+    ingest, venues, n = cfg.ingest, args.venues, args.submissions
+    pages = venues * (math.ceil(n / ingest.page_size) + 2)
+    histories = venues * n * reviews_per_paper * args.edited_share
+    kept = n * args.keep
+    per_venue = {"sample": min(cfg.curate.sample_size, kept), "curated": kept, "all": n}[ingest.pdf_scope]
+    pdfs = venues * per_venue if ingest.pdf else 0
+    pdf_histories = pdfs * args.pdf_history_share
+
+    def hours(count: float, per_hour: float) -> float:
+        return count / per_hour if per_hour else 0.0
+
+    notes_rate, edits_rate = ingest.logged_in_requests_per_minute * 60, ingest.edits_per_minute * 60
+    parts = {"pages_hours": hours(pages, notes_rate), "histories_hours": hours(histories + pdf_histories, edits_rate),
+             "pdfs_hours": hours(pdfs, ingest.logged_in_pdfs_per_hour),
+             "pdfs_all_hours": hours(venues * n, ingest.logged_in_pdfs_per_hour), "pdfs": pdfs,
+             "pdfs_all": venues * n, "pdf_scope": ingest.pdf_scope}
+    stage = Stage("ingest", "api")
+    stage.add(pages + histories + pdf_histories + pdfs, 0)
+    stage.hours = parts["pages_hours"] + parts["histories_hours"] + parts["pdfs_hours"]
+    return stage, parts
+
+
 def project(args: argparse.Namespace, shape: Shape, overhead: dict[str, int]) -> list[Stage]:
     cfg = load_config(args.config)
     papers = args.venues * args.submissions * args.keep
@@ -206,6 +239,10 @@ def main() -> None:
                         help="evaluation-LM throughput of a server (default: measure the local engine here)")
     parser.add_argument("--gpu-hour-usd", type=float, default=None, help="price of one evaluation-LM server hour")
     parser.add_argument("--measure-pairs", type=int, default=24, help="GEM requests timed on the local engine")
+    parser.add_argument("--edited-share", type=float, default=0.0,
+                        help="share of reviews whose history ingest reads (0: the venue hides edit histories)")
+    parser.add_argument("--pdf-history-share", type=float, default=0.0,
+                        help="share of fetched PDFs whose history is read (0: hidden, as at ICLR/NeurIPS since 2024)")
     parser.add_argument("--config", default=str(ROOT / "pipelines.toml"))
     parser.add_argument("--data", default=str(DATA))
     args = parser.parse_args()
@@ -222,6 +259,8 @@ def main() -> None:
     measured = {} if args.eval_tokens_per_s else local_throughput(data, shape, args.measure_pairs)
     rate = args.eval_tokens_per_s or measured.get("tokens_per_s")
     stages = project(args, shape, overhead)
+    ingest, ingest_parts = ingest_plan(args, shape.reviews_per_paper)
+    stages.insert(0, ingest)
     for stage in stages:
         if stage.kind == "eval_lm" and rate:
             stage.hours = stage.input_tokens / rate / 3600
@@ -232,6 +271,9 @@ def main() -> None:
           f"{args.candidates} candidates; shape from {shape.measured_from}")
     print(f"evaluation LM: {rate:,.0f} tokens/s ({'given' if args.eval_tokens_per_s else 'local engine, measured'})"
           if rate else "evaluation LM: no throughput (no dev file to measure on; pass --eval-tokens-per-s)")
+    print(f"ingest: {ingest_parts['pdfs']:,.0f} PDFs ({ingest_parts['pdf_scope']}) in {ingest_parts['pdfs_hours']:,.1f} h; "
+          f"every submission's PDF would take {ingest_parts['pdfs_all_hours']:,.0f} h "
+          f"({ingest_parts['pdfs_all_hours'] / 24:,.1f} days)")
     print(f"{'stage':<14}{'kind':<9}{'requests':>14}{'input tokens':>18}{'output tokens':>16}{'hours':>12}{'USD':>12}")
     for s in stages:
         print(f"{s.stage:<14}{s.kind:<9}{s.requests:>14,.0f}{s.input_tokens:>18,.0f}{s.output_tokens:>16,.0f}"
@@ -241,6 +283,8 @@ def main() -> None:
         "papers": round(papers), "candidates": args.candidates, "shape": asdict(shape),
         "eval_lm_tokens_per_s": rate, "throughput_source": "given" if args.eval_tokens_per_s else "local_measured",
         "local_measurement": measured, "stages": [asdict(s) for s in stages],
+        "ingest_hours": round(ingest.hours, 2), "ingest": {k: round(v, 2) if isinstance(v, float) else v
+                                                          for k, v in ingest_parts.items()},
         "eval_lm_tokens": eval_tokens, "eval_lm_hours": round(eval_tokens / rate / 3600, 2) if rate else None,
         "eval_lm_hours_at_cpu_rate": (round(eval_tokens / measured["tokens_per_cpu_s"] / 3600, 2)
                                       if measured.get("tokens_per_cpu_s") else None),

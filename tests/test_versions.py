@@ -13,7 +13,7 @@ from tasks.core.config import Config, CurateConfig, IngestConfig, VenueConfig
 from tasks.core.layout import raw_dir
 from tasks.stages.curate.rules import curate_frames
 from tasks.stages.ingest.fetch import ingest_venue
-from tasks.stages.ingest.forms import parse_score
+from tasks.stages.ingest.forms import normalise_review, parse_score
 from tasks.stages.ingest.versions import HIDDEN_PDF, REVIEW_HIDDEN, choose_pdf
 from tasks.testing.openreview_server import Fault, serve_venues
 from tasks.testing.synthetic import make_venue, revise_pdf
@@ -309,3 +309,25 @@ def test_revision_pdfs_take_a_pdf_slot_of_the_throttle():
     for path in ("/notes/edits/attachment?id=e1&name=pdf", "/references/pdf?id=r1", "/pdf?id=p1"):
         throttle.before(path)
     assert naps == [1800.0, 3600.0]                                  # 2 an hour: the 2nd and 3rd wait
+
+
+def test_a_history_with_a_revert_keeps_the_posted_version_first_and_the_reverted_one_final():
+    """ICLR 2026 (venue facts, cycle 2026): posted, edited in the discussion, reverted on 28 Nov 2025.
+    "first" is the posted version, "final" the note as it stands (reverted); a revert to the posted
+    text is no edit, and the discussion's edit in between is neither."""
+    from tasks.core.venue_facts import cycle_of, facts_limits
+    from tasks.stages.ingest.versions import review_row
+
+    posted = {"summary": {"value": "A study of sparse attention."}, "rating": {"value": 4}, "confidence": {"value": 4}}
+    discussed = {**posted, "rating": {"value": 8}, "summary": {"value": "A study of sparse attention, now convincing."}}
+    day = 86_400_000
+    versions = [{"id": "e1", "tcdate": 1 * day, "content": posted}, {"id": "e2", "tcdate": 10 * day, "content": discussed},
+                {"id": "e3", "tcdate": 17 * day, "content": posted}]
+    final, problem = normalise_review({"id": "r1", "forum": "p1", "cdate": day, "tmdate": 17 * day,
+                                       "content": posted}, "ICLR.cc/2026/Conference")
+    assert problem is None
+    row = review_row(final, versions, "ICLR.cc/2026/Conference", None)
+    assert row["rating"] == 4 and row["rating_final"] == 4 and row["edited_after_rebuttal"] is False
+    cycle = cycle_of("ICLR.cc/2026/Conference")
+    assert [d.isoformat() for d, _ in cycle.events] == ["2025-11-27", "2025-11-28"]
+    assert any("reverted every review" in limit for limit in facts_limits("ICLR.cc/2026/Conference"))

@@ -19,7 +19,7 @@ from flows.cli.common import ConfigOption, fail, read_config
 
 def venue_rows(members: list[str], year: int) -> list[dict[str, Any]]:
     """One row per venue of `year` among `members`, with its family's facts (or their absence)."""
-    from tasks.core.venue_facts import lookup
+    from tasks.core.venue_facts import cycle_of, lookup
 
     rows = []
     for venue_id in sorted(m for m in members if f"/{year}/" in f"{m}/"):
@@ -35,6 +35,11 @@ def venue_rows(members: list[str], year: int) -> list[dict[str, Any]]:
                      "listing": era.listing, "submissions": [s.replace("{venue}", venue_id) for s in era.submissions],
                      "scores": era.scores, "reviews_public": public.isoformat() if public else None,
                      "exposes": era.exposes, "source_limits": list(era.source_limits), "sources": list(era.sources)})
+        cycle = cycle_of(venue_id)
+        if cycle is not None:
+            rows[-1].update(events=[f"{day.isoformat()}: {what}" for day, what in cycle.events],
+                            source_limits=[*era.source_limits, *cycle.source_limits],
+                            sources=list(dict.fromkeys([*era.sources, *cycle.sources])))
     return rows
 
 
@@ -88,6 +93,8 @@ def venues(
                    f"{', '.join(row['submissions'])}, {row['scores']} scores, reviews public from "
                    f"{row['reviews_public'] or 'unknown'}]")
         typer.echo(f"    exposes: {row['exposes']}")
+        for event in row.get("events", []):
+            typer.echo(f"    event:   {event}")
         for limit in row["source_limits"]:
             typer.echo(f"    limit:   {limit}")
 

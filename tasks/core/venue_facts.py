@@ -45,12 +45,24 @@ class Era:
 
 
 @dataclass(frozen=True)
+class Cycle:
+    """What happened in one year's review cycle of a family (dates from its sources)."""
+
+    year: int
+    reviews_released: date | None
+    events: tuple[tuple[date, str], ...]          # (day, what happened), oldest first
+    source_limits: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Family:
     name: str
     venue: str                                     # venue id pattern with {year}
     eras: tuple[Era, ...]
     reviews_public: tuple[int, int, int] | None   # (month, day, year offset) or None: unknown
     calendar_sources: tuple[str, ...] = ()
+    cycles: dict[int, Cycle] = field(default_factory=dict, compare=False)
     pattern: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -87,8 +99,24 @@ def families(path: Path = FACTS) -> dict[str, Family]:
         eras = tuple(_era(name, e, known) for e in raw.get("eras", []))
         calendar = raw.get("reviews_public")
         public = (int(calendar["month"]), int(calendar["day"]), int(calendar.get("year_offset", 0))) if calendar else None
-        out[name] = Family(name, raw["venue"], eras, public, tuple(raw.get("calendar_sources", ())))
+        cycles = {int(y): _cycle(name, int(y), c, known) for y, c in raw.get("cycles", {}).items()}
+        out[name] = Family(name, raw["venue"], eras, public, tuple(raw.get("calendar_sources", ())), cycles)
     return out
+
+
+def _cycle(family: str, year: int, raw: dict[str, Any], known: set[str]) -> Cycle:
+    unknown = [s for s in raw.get("sources", ()) if s not in known]
+    if unknown:
+        raise FactsError(f"{FACTS.name}: family {family} cycle {year}: unknown sources {unknown}")
+    events = tuple(sorted((e["on"], e["what"]) for e in raw.get("events", [])))
+    return Cycle(year, raw.get("reviews_released"), events, tuple(raw.get("source_limits", ())),
+                 tuple(raw.get("sources", ())))
+
+
+def cycle_of(venue_id: str) -> Cycle | None:
+    """The recorded facts of the venue's own review cycle (e.g. ICLR 2026's revert), else None."""
+    found = lookup(venue_id)
+    return found[0].cycles.get(found[1]) if found else None
 
 
 def sources(path: Path = FACTS) -> dict[str, str]:
@@ -128,8 +156,8 @@ def history_hidden(venue_id: str) -> bool:
 
 def facts_limits(venue_id: str) -> tuple[str, ...]:
     """What the venue's source cannot give, as its family's facts state it (empty when unknown)."""
-    era = era_of(venue_id)
-    return era.source_limits if era else ()
+    era, cycle = era_of(venue_id), cycle_of(venue_id)
+    return (*(era.source_limits if era else ()), *(cycle.source_limits if cycle else ()))
 
 
 def family_of_template(template: str) -> Family | None:
