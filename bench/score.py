@@ -47,9 +47,11 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import polars as pl  # noqa: E402
 import torch  # noqa: E402
+from engine_shapes import LLAMA_8B, flops, gpu_peak_mib, matmul_peak, reset_gpu_peak, sync  # noqa: E402, F401
 
 from tasks.core.schema import REFERENCES  # noqa: E402
 from tasks.core.schema import SCORING_CANDIDATES as CANDIDATES  # noqa: E402
@@ -98,48 +100,6 @@ def benchmark_frames(data: pl.DataFrame, n_papers: int, seed: int) -> tuple[pl.D
     return pl.DataFrame(candidates, schema=CANDIDATES), references.cast(dict(REFERENCES))
 
 
-def matmul_peak(seconds: float = 3.0, n: int = 1024, device: str = "cpu",
-                dtype: torch.dtype = torch.float32) -> tuple[float, float]:
-    """Best GFLOP/s of an n x n matmul on this machine (same threads as the scoring, the scoring's
-    dtype), per second of wall time and per second of CPU time (the latter holds on a shared, loaded
-    machine; on a GPU it means nothing and equals the former)."""
-    if device == "cuda":
-        n = max(n, 8192)
-    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
-    best = best_cpu = 0.0
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        start, cpu = time.perf_counter(), time.process_time()
-        for _ in range(4):
-            torch.mm(a, b)
-        sync(device)
-        work = 4 * 2 * n**3 / 1e9
-        best = max(best, work / (time.perf_counter() - start))
-        best_cpu = max(best_cpu, work / max(time.process_time() - cpu, 1e-9))
-    return (best, best) if device == "cuda" else (best, best_cpu)
-
-
-def reset_gpu_peak(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.reset_peak_memory_stats()
-
-
-def gpu_peak_mib(device: str) -> float | None:
-    return round(torch.cuda.max_memory_allocated() / 2**20, 1) if device == "cuda" else None
-
-
-def sync(device: str) -> None:
-    """Wait for queued GPU work, so wall clocks measure it."""
-    if device == "cuda":
-        torch.cuda.synchronize()
-
-
-# Llama-3.1-8B's published configuration: what sets its speed and memory.
-LLAMA_8B = dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
-                num_key_value_heads=8, vocab_size=128256, max_position_embeddings=131072, rope_theta=500000.0,
-                rms_norm_eps=1e-5, tie_word_embeddings=False)
-
-
 def bench_model(shape: str, device: str, dtype: str, nf4: bool):
     """(model, tokenizer): the embedded SmolLM2 through the LM layer's loader, or a model of
     Llama-3.1-8B's shapes with random weights (saved once to a temporary folder when NF4 needs
@@ -166,15 +126,6 @@ def bench_model(shape: str, device: str, dtype: str, nf4: bool):
                                    bnb_4bit_compute_dtype=torch.bfloat16, bnb_4bit_use_double_quant=True)
         model = AutoModelForCausalLM.from_pretrained(folder, quantization_config=quant, device_map=device)
     return model.eval(), load_tokenizer()
-
-
-def flops(model, linear_tokens: int, attention_pairs: int, head_rows: int) -> float:
-    """Matmul FLOPs: decoder linear layers per token, attention (QK and AV) per pair, output head per row."""
-    config = model.config
-    linear = sum(p.numel() for p in model.base_model.layers.parameters() if p.dim() == 2)
-    width = config.num_attention_heads * getattr(config, "head_dim", config.hidden_size // config.num_attention_heads)
-    head = model.get_output_embeddings().weight.numel()
-    return 2 * linear * linear_tokens + 4 * width * config.num_hidden_layers * attention_pairs + 2 * head * head_rows
 
 
 def time_engine(model, tokenizer, by_key: dict, keys: list[str], token_budget: int, device: str,

@@ -12,10 +12,12 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TextIO, TypeVar
+from typing import TYPE_CHECKING, TextIO, TypeVar
 
-import polars as pl
 from tqdm.auto import tqdm
+
+if TYPE_CHECKING:   # polars only where a frame is scored: the LM layer imports this module on a bare GPU box
+    import polars as pl
 
 T = TypeVar("T")
 
@@ -66,6 +68,8 @@ def scorer_with_progress(scorer: Callable[[pl.DataFrame], pl.DataFrame], chunk: 
             for part in requests.iter_slices(chunk):
                 parts.append(scorer(part))
                 bar.update(part.height)
+        import polars as pl
+
         return pl.concat(parts)
     return score
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tasks.core.config import ConfigError, LLMConfig, ScoreConfig
+from tasks.core.errors import ConfigError
 from tasks.lm.batching import batches, map_batches
 from tasks.lm.cache import CachedLM, LLMCache, request_key
 from tasks.lm.loading import (
@@ -48,6 +48,7 @@ from tasks.lm.types import (
 )
 
 if TYPE_CHECKING:
+    from tasks.core.config import LLMConfig, ScoreConfig
     from tasks.lm.encoder import Encoder
     from tasks.lm.local import LocalLM
 

@@ -25,10 +25,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tasks.core.config import LLMConfig
 from tasks.lm.types import (
     Accept,
     ChatRequest,
@@ -40,6 +40,9 @@ from tasks.lm.types import (
     Pooling,
     Usage,
 )
+
+if TYPE_CHECKING:
+    from tasks.core.config import LLMConfig
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, result TEXT NOT NULL, created_at TEXT

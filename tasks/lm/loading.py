@@ -26,10 +26,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from tasks.core.config import LLMConfig, ScoreConfig
-
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from tasks.core.config import LLMConfig, ScoreConfig
 
 EMBEDDED = "smollm2"
 MINILM = "minilm"

@@ -23,12 +23,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
 
-from tasks.core.config import LLMConfig
 from tasks.core.errors import TransientError
+
+if TYPE_CHECKING:
+    from tasks.core.config import LLMConfig
 
 # Published price multipliers relative to the base input price / the whole bill.
 CACHE_WRITE_FACTOR = 1.25   # writing the prompt cache costs 25% more than plain input

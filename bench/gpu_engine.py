@@ -1,0 +1,209 @@
+"""The scoring engine on a GPU machine that has only torch and transformers.
+
+Two steps, on two machines:
+
+    .venv/bin/python bench/gpu_engine.py --export bench/out/gpu   # here: GEM requests + tokenizer
+    python3 bench/gpu_engine.py --requests bench/out/gpu          # on the GPU box (device tool)
+
+`--export` writes `requests.json` (the unique GEM requests of `--papers` papers of the ICLR 2023 dev
+file, built exactly as bench/score.py builds them: 5 candidates per paper against the paper's other
+reviews) and SmolLM2's tokenizer (`tokenizer/`, with its chat template). Nothing from the dev file is
+committed: `bench/out/` is ignored.
+
+The run builds a model of Llama-3.1-8B's shapes from its configuration with random weights (no hub is
+reachable; shapes set the speed, values mean nothing) and measures, in one process on one GPU:
+
+* the bf16 matmul peak (8192 x 8192);
+* the engine (tasks/lm/loglikelihood.py) at each `--budgets` token budget: scored and forward tokens
+  per second, TFLOP/s (decoder linears, attention pairs and head rows it really computed), the
+  fraction of the peak, the share of wall time the CPU was busy, peak GPU memory;
+* the naive method on the first `--naive` requests (one full forward per request, full log_softmax);
+* the ceiling: a plain forward of the decoder (no head) over full batches at the same shapes;
+* precision: the bf16 engine and the bf16 naive method against a float32 naive reference on the
+  first `--naive` requests (largest and mean per-sequence difference, nats);
+* NF4 (bitsandbytes, when importable) beside bf16 at the best budget.
+
+The last line is JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent), str(HERE)]
+
+import torch  # noqa: E402
+from engine_shapes import LLAMA_8B, flops, matmul_peak, sync  # noqa: E402
+
+
+def export(out: Path, papers: int, seed: int) -> None:
+    """Write the GEM requests of `papers` dev-file papers and SmolLM2's tokenizer under `out`."""
+    import polars as pl
+    from score import DATA, benchmark_frames
+
+    from tasks.lm.loading import load_tokenizer
+    from tasks.metrics import get
+    from tasks.metrics.gem import build_requests
+
+    candidates, references = benchmark_frames(pl.read_parquet(DATA), papers, seed)
+    _, requests = build_requests(candidates, references, pl.DataFrame(schema={"paper_id": pl.String}),
+                                 get(["gem"]), "smollm2")
+    out.mkdir(parents=True, exist_ok=True)
+    rows = [{k: r[k] for k in ("system", "user", "continuation")} for r in requests.iter_rows(named=True)]
+    (out / "requests.json").write_text(json.dumps(rows))
+    load_tokenizer().save_pretrained(out / "tokenizer")
+    print(json.dumps({"requests": len(rows), "papers": papers, "out": str(out)}))
+
+
+def llama(dtype: torch.dtype, nf4: bool = False) -> torch.nn.Module:
+    """A Llama-3.1-8B-shaped model with random weights on the GPU (NF4 through bitsandbytes)."""
+    import tempfile
+
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig, LlamaConfig
+
+    torch.manual_seed(0)
+    config = LlamaConfig(**LLAMA_8B)
+    if not nf4:
+        with torch.device("cuda"):   # random weights drawn on the GPU: seconds, not minutes
+            return AutoModelForCausalLM.from_config(config, dtype=dtype).eval()
+    with tempfile.TemporaryDirectory() as folder:
+        AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).save_pretrained(folder)
+        quant = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16,
+                                   bnb_4bit_use_double_quant=True)
+        return AutoModelForCausalLM.from_pretrained(folder, quantization_config=quant, device_map="cuda").eval()
+
+
+def time_engine(model, tokenizer, requests, budget: int, peak: float) -> dict:
+    """One timed pass of the engine (after a warm-up) with its throughput and efficiency figures."""
+    from tasks.lm.loglikelihood import LoglikelihoodEngine
+
+    engine = LoglikelihoodEngine(model, tokenizer, token_budget=budget)
+    engine.score(requests[:8])
+    engine.stats.__init__()
+    torch.cuda.reset_peak_memory_stats()
+    sync("cuda")
+    wall, cpu = time.perf_counter(), time.process_time()
+    results = engine.score(requests)
+    sync("cuda")
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    s = engine.stats
+    work = flops(model, s.forward_tokens, s.attention_pairs, s.head_rows)
+    return {"budget": budget, "seconds": round(wall, 3), "scored_tokens_per_s": round(sum(r.n_tokens for r in results) / wall),
+            "forward_tokens_per_s": round(s.forward_tokens / wall), "tflops": round(work / wall / 1e12, 1),
+            "fraction_of_peak": round(work / wall / peak, 3), "cpu_busy": round(cpu / wall, 2),
+            "padding": round(s.padded_tokens / max(s.forward_tokens, 1) - 1, 3), "batches": s.batches,
+            "peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 1),
+            "logprobs": [r.logprob for r in results]}
+
+
+def naive(model, tokenizer, requests) -> tuple[list[float], float, int]:
+    """(log-probabilities, seconds, tokens) of one plain forward per request."""
+    from tasks.lm.loading import end_of_turn
+    from tasks.lm.loglikelihood import encode_request, reference_score
+
+    sync("cuda")
+    start = time.perf_counter()
+    values = [reference_score(model, tokenizer, [r])[0].logprob for r in requests]
+    sync("cuda")
+    eot = end_of_turn(tokenizer)
+    tokens = sum(len(p) + len(t) for p, t in (encode_request(tokenizer, r, eot) for r in requests))
+    return values, time.perf_counter() - start, tokens
+
+
+def ceiling(model, peak: float) -> dict:
+    """The decoder alone (no head) on full batches: the speed a perfect packer would reach."""
+    best = {}
+    with torch.inference_mode():
+        for rows, length in ((64, 512), (16, 2048), (4, 4096)):
+            ids = torch.randint(0, 49152, (rows, length), device="cuda")
+            model.base_model(input_ids=ids)
+            sync("cuda")
+            start = time.perf_counter()
+            for _ in range(3):
+                model.base_model(input_ids=ids)
+            sync("cuda")
+            wall = (time.perf_counter() - start) / 3
+            work = flops(model, rows * length, rows * length * (length + 1) // 2, 0)
+            best[f"{rows}x{length}"] = {"tokens_per_s": round(rows * length / wall), "fraction_of_peak": round(work / wall / peak, 3)}
+    return best
+
+
+def differences(values: list[float], reference: list[float]) -> dict:
+    gaps = [abs(a - b) for a, b in zip(values, reference, strict=True)]
+    return {"max_nats": round(max(gaps), 4), "mean_nats": round(sum(gaps) / len(gaps), 4)}
+
+
+def run(folder: Path, budgets: list[int], n_naive: int, nf4: bool) -> dict:
+    from transformers import AutoTokenizer
+
+    from tasks.lm.types import LoglikelihoodRequest
+
+    tokenizer = AutoTokenizer.from_pretrained(folder / "tokenizer")
+    requests = [LoglikelihoodRequest(**r) for r in json.loads((folder / "requests.json").read_text())]
+    peak, _ = matmul_peak(device="cuda", dtype=torch.bfloat16)
+    print(f"{len(requests)} requests; {torch.cuda.get_device_name()}; bf16 matmul peak {peak / 1e3:.0f} TFLOP/s", flush=True)
+    peak *= 1e9
+    model = llama(torch.bfloat16)
+    engines = []
+    for budget in budgets:
+        figures = time_engine(model, tokenizer, requests, budget, peak)
+        engines.append(figures)
+        print({k: v for k, v in figures.items() if k != "logprobs"}, flush=True)
+    best = max(engines, key=lambda e: e["scored_tokens_per_s"])
+    subset = requests[:n_naive]
+    naive_bf16, naive_s, naive_tokens = naive(model, tokenizer, subset)
+    roof = ceiling(model, peak)
+    print(f"naive bf16: {naive_s:.1f} s for {len(subset)} requests; ceiling {roof}", flush=True)
+    engine_subset = time_engine(model, tokenizer, subset, best["budget"], peak)["logprobs"]
+    del model
+    torch.cuda.empty_cache()
+    reference, _, _ = naive(llama(torch.float32), tokenizer, subset)
+    torch.cuda.empty_cache()
+    out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "requests": len(requests),
+           "bf16_peak_tflops": round(peak / 1e12), "engine": [{k: v for k, v in e.items() if k != "logprobs"} for e in engines],
+           "best_budget": best["budget"], "best_fraction_of_peak": best["fraction_of_peak"],
+           "naive_tokens_per_s": round(naive_tokens / naive_s), "ceiling": roof,
+           "precision_vs_float32": {"requests": len(subset), "engine_bf16": differences(engine_subset, reference),
+                                    "naive_bf16": differences(naive_bf16, reference)}}
+    if nf4:
+        try:
+            quantized = llama(torch.bfloat16, nf4=True)
+        except ImportError as error:   # bitsandbytes missing on this machine
+            out["nf4"] = f"skipped: {error}"
+        else:
+            figures = time_engine(quantized, tokenizer, requests, best["budget"], peak)
+            out["nf4"] = {k: v for k, v in figures.items() if k != "logprobs"}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--export", type=Path, help="write requests.json and the tokenizer here (needs the dev file)")
+    parser.add_argument("--papers", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=2025)
+    parser.add_argument("--requests", type=Path, default=HERE / "out" / "gpu", help="a folder --export wrote")
+    parser.add_argument("--budgets", default="4096,16384,32768", help="engine token budgets, comma-separated")
+    parser.add_argument("--naive", type=int, default=64, help="requests for the naive method and the float32 reference")
+    parser.add_argument("--no-nf4", action="store_true")
+    args = parser.parse_args()
+    if args.export:
+        export(args.export, args.papers, args.seed)
+        return
+    if not torch.cuda.is_available():
+        print("no CUDA device here: this bench needs one")
+        print(json.dumps({"skipped": "no CUDA device"}))
+        return
+    if not (args.requests / "requests.json").is_file():
+        print(json.dumps({"skipped": f"{args.requests}/requests.json not found: run --export first"}))
+        return
+    budgets = [int(b) for b in args.budgets.split(",")]
+    print(json.dumps(run(args.requests, budgets, args.naive, not args.no_nf4)))
+
+
+if __name__ == "__main__":
+    main()
