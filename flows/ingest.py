@@ -16,10 +16,10 @@ from tasks.stages.ingest.steps import ingest_venue_task, venue_source
 
 @flow(name="ingest", log_prints=True)
 def ingest_flow(cfg: Config, pipeline: str) -> StageSummary:
-    with venue_source(cfg, pipeline) as baseurls:
-        futures = [ingest_venue_task.submit(venue, cfg, stage_dir(cfg, pipeline, "ingest", venue), baseurl,
-                                            partial(papers_to_read, venue_id=venue, cfg=cfg))
-                   for venue, baseurl in baseurls.items()]
+    with venue_source(cfg, pipeline) as sources:
+        futures = [ingest_venue_task.submit(venue, cfg, stage_dir(cfg, pipeline, "ingest", venue), source.baseurl,
+                                            partial(papers_to_read, venue_id=venue, cfg=cfg), source.cache_key)
+                   for venue, source in sources.items()]
         summary = sum((future.result().summary() for future in futures), StageSummary(0, 0))
     print(f"ingest {pipeline}: {summary.as_dict()}")
     return summary

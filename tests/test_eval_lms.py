@@ -101,12 +101,13 @@ def test_two_eval_lms_score_apart_resume_and_give_two_boards_that_are_compared(t
     gem = scores.filter(metric="gem").pivot("eval_lm", index=["candidate", "reference"], values="score")
     assert (gem[F32] != gem[BF16]).all()
 
-    # a rerun scores nothing: every shard of both evaluation LMs is found
+    # a rerun scores nothing: every result of both evaluation LMs is found and reused, no shard is cut
     monkeypatch.setattr(shards_module, "score_shard", lambda *a: pytest.fail("a finished shard was rescored"))
     again = sharded_loglikelihoods(cfg, "t", run=lambda req, res, names, spec, budget: [
         {"shard": n, "status": "skipped" if (res / f"{n}.parquet").is_file() else "scored"} for n in names])
     rerun = write_scores(cfg, "t", score_inputs_each_eval_lm(cfg, read_inputs(cfg, "t"), again)[0], shards_details(again))
-    assert rerun.details["shards_skipped"] == summary.details["shards"] and rerun.details["shards_scored"] == 0
+    assert rerun.details["shards"] == rerun.details["shards_scored"] == 0
+    assert rerun.details["requests_reused"] == summary.details["requests"] - summary.details["requests_reused"] > 0
 
     boards = build_leaderboard(cfg, "t")
     board, agree = boards.leaderboard, boards.agreement

@@ -14,6 +14,7 @@ from tasks.core.config import Config, IngestConfig
 from tasks.core.errors import SourceError
 from tasks.core.layout import raw_dir
 from tasks.stages.ingest.fetch import ingest_venue
+from tasks.stages.ingest.sources import url_source
 from tasks.testing.openreview_server import Fault, serve_venues
 from tasks.testing.synthetic import make_venue
 
@@ -51,7 +52,7 @@ def test_bad_raw_page_is_quarantined_refetched_and_named_in_one_line(server, tmp
     cfg = config(tmp_path)
     first = ingest_venue(VENUE, cfg, tmp_path / "out", server.v2_url)
     reference = _papers(tmp_path / "out")
-    page = sorted(raw_dir(cfg, VENUE, 2).rglob("offset_00000005.json"))[0]
+    page = sorted(raw_dir(cfg, VENUE, 2, url_source(server.v2_url)).rglob("offset_00000005.json"))[0]
     page.write_bytes(DAMAGE[damage](page.read_bytes()))
     server.clear()
     with caplog.at_level(logging.WARNING, logger="tasks.stages.ingest.fetch"):
@@ -60,7 +61,7 @@ def test_bad_raw_page_is_quarantined_refetched_and_named_in_one_line(server, tmp
     assert _papers(tmp_path / "out").equals(reference)
     [line] = [r.getMessage() for r in caplog.records if "quarantined" in r.getMessage()]
     assert str(page) in line and "\n" not in line
-    [aside] = (raw_dir(cfg, VENUE, 2) / "quarantine").iterdir()
+    [aside] = (raw_dir(cfg, VENUE, 2, url_source(server.v2_url)) / "quarantine").iterdir()
     assert aside.name.startswith(page.parent.name)
 
 
@@ -68,12 +69,12 @@ def test_bad_raw_page_is_quarantined_refetched_and_named_in_one_line(server, tmp
 def test_bad_group_json_is_quarantined_and_refetched(server, tmp_path, damage, caplog):
     cfg = config(tmp_path)
     ingest_venue(VENUE, cfg, tmp_path / "out", server.v2_url)
-    group = raw_dir(cfg, VENUE, 2) / "group.json"
+    group = raw_dir(cfg, VENUE, 2, url_source(server.v2_url)) / "group.json"
     group.write_bytes(DAMAGE[damage](group.read_bytes()))
     with caplog.at_level(logging.WARNING, logger="tasks.stages.ingest.fetch"):
         ingest_venue(VENUE, cfg, tmp_path / "out", server.v2_url)
     assert any(str(group) in r.getMessage() for r in caplog.records)
-    assert group.is_file() and (raw_dir(cfg, VENUE, 2) / "quarantine").is_dir()
+    assert group.is_file() and (raw_dir(cfg, VENUE, 2, url_source(server.v2_url)) / "quarantine").is_dir()
 
 
 def test_persistently_malformed_first_page_is_an_error(server, tmp_path):

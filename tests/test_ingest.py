@@ -15,6 +15,7 @@ from tasks.core.layout import raw_dir
 from tasks.core.schema import PAPERS, REJECTS, REVIEWS
 from tasks.stages.ingest.fetch import ingest_venue
 from tasks.stages.ingest.openreview_client import is_transient
+from tasks.stages.ingest.sources import url_source
 from tasks.testing.openreview_server import Fault, serve_venues
 from tasks.testing.synthetic import make_venue
 from tests.crash import ingest_killed_when
@@ -165,7 +166,7 @@ def test_killed_process_resumes_without_duplicates_or_gaps(server, reference, tm
     # killed while the slow page is in flight
     ingest_killed_when(lambda: any(p.get("offset") == "10" for _, _, p in list(server.arrivals)),
                        tmp_path, server.v2_url, "pdf=False")
-    saved = list(raw_dir(config(tmp_path), V2_VENUE, 2).rglob("offset_*.json"))
+    saved = list(raw_dir(config(tmp_path), V2_VENUE, 2, url_source(server.v2_url)).rglob("offset_*.json"))
     assert len(saved) == 2                                       # pages 0 and 5 made it to disk
     server.clear()
     result = ingest_venue(V2_VENUE, config(tmp_path, pdf=False), tmp_path / "out", server.v2_url)

@@ -12,7 +12,7 @@ from tasks.core.config import LLMConfig, ScoreConfig
 from tasks.lm import LoglikelihoodRequest, ModelSpec, eval_spec, local_lm, make_lm
 from tasks.lm.completions import CompletionsError, CompletionsLM
 from tasks.lm.readout import answer_probabilities
-from tasks.testing.completions import LocalCompletions
+from tasks.testing.completions import FixedCompletions, LocalCompletions
 from tasks.testing.openai_server import OpenAIServer
 
 SYSTEM = "You read peer reviews."
@@ -115,3 +115,28 @@ def test_chat_only_backend_points_to_the_completions_mode() -> None:
         lm = OpenAILM(config(server, api="chat"))
         with pytest.raises(Unsupported, match='api = "completions"'):
             lm.loglikelihood(REQUESTS[:1])
+
+
+@pytest.mark.parametrize(("fault", "says"), [
+    ("nan", "log-probability nan for token"), ("neg_inf", "log-probability -inf for token"),
+    ("positive", "log-probability 5.0 for token"), ("extra_value", "(one value per token sent expected)"),
+    ("html", "the answer is not a completions body"), ("bad_json", "the answer is not a completions body")])
+def test_impossible_or_unreadable_answers_are_one_completions_error_naming_the_server(fault, says) -> None:
+    with OpenAIServer(completions=FixedCompletions(value=5e-5)) as server:   # float noise above 0 is a score
+        lm = served(server, max_retries=0)
+        assert [r.n_tokens for r in lm.loglikelihood(REQUESTS[:2])] == [len(lm.encode(r)[1]) for r in REQUESTS[:2]]
+        server.malformed_next(fault, route="completions")
+        with pytest.raises(CompletionsError) as refused:
+            lm.loglikelihood(REQUESTS[2:3])
+    line = str(refused.value)
+    assert says in line and f"at {server.base_url}/completions:" in line and "\n" not in line
+
+
+def test_the_completions_url_is_named_once_under_v1() -> None:
+    with OpenAIServer(completions=FixedCompletions()) as server:
+        lm = served(server)
+        server.fail_next(400, route="completions")
+        with pytest.raises(CompletionsError) as refused:
+            lm.loglikelihood(REQUESTS[:1])
+    assert lm.endpoint == f"{server.url}/v1/completions" and "/v1/v1/" not in str(refused.value)
+    assert f"{server.url}/v1/completions: HTTP 400" in str(refused.value)

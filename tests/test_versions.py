@@ -14,6 +14,7 @@ from tasks.core.layout import raw_dir
 from tasks.stages.curate.rules import curate_frames
 from tasks.stages.ingest.fetch import ingest_venue
 from tasks.stages.ingest.forms import normalise_review, parse_score
+from tasks.stages.ingest.sources import url_source
 from tasks.stages.ingest.versions import HIDDEN_PDF, REVIEW_HIDDEN, choose_pdf
 from tasks.testing.openreview_server import Fault, serve_venues
 from tasks.testing.synthetic import make_venue, revise_pdf
@@ -83,7 +84,8 @@ def test_edited_reviews_give_first_and_final_and_the_initial_pdf_is_downloaded(v
     assert (tmp_path / "out" / "pdfs" / f"{plain.paper_id}.pdf").read_bytes() == plain.pdf
     assert result.pdfs_revised == len(venue.revised["pdfs"])
     # the cached histories hold no identity (edits carry signatures and a tauthor e-mail)
-    cached = "".join(p.read_text() for p in (raw_dir(config(tmp_path), venue_id, 2 if venue_id == V2_VENUE else 1)
+    cached = "".join(p.read_text() for p in (raw_dir(config(tmp_path), venue_id, 2 if venue_id == V2_VENUE else 1,
+                                             url_source(url(server, venue_id)))
                                              / "history").glob("*.json"))
     assert cached and "someone@example.org" not in cached and "Reviewer_" not in cached and "Anonymous" not in cached
 
@@ -107,7 +109,7 @@ def test_a_damaged_history_is_quarantined_and_fetched_again(venues, server, tmp_
     cfg = config(tmp_path, pdf=False)
     ingest_venue(V2_VENUE, cfg, tmp_path / "out", server.v2_url)
     review_id = venues[V2_VENUE].revised["reviews"][0]
-    folder = raw_dir(cfg, V2_VENUE, 2)
+    folder = raw_dir(cfg, V2_VENUE, 2, url_source(server.v2_url))
     (folder / "history" / f"{review_id}.json").write_bytes(b'{"note_id": "x", "versi')
     server.clear()
     ingest_venue(V2_VENUE, cfg, tmp_path / "out", server.v2_url)

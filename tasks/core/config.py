@@ -165,6 +165,12 @@ class LLMConfig(Frozen):
     cache_read_price_per_mtok: float = Field(0.3, ge=0)  # USD per million prompt-cache read tokens
     batch_size: int = Field(8, ge=1)      # local: prompts per generate() call
     retry_max_seconds: float = Field(60.0, ge=0)  # anthropic, openai: ceiling of one back-off wait
+    # anthropic, openai: seconds one HTTP request may take (connect and answer); past it the request
+    # fails as transient (retried), so a server that accepts and never answers cannot hold a stage
+    timeout_seconds: float = Field(300.0, gt=0)
+    # anthropic, openai: the longest a backend goes on retrying while no request is answered; past it
+    # the stage fails with one line naming the server (a server that drops every connection)
+    retry_budget_seconds: float = Field(120.0, gt=0)
     # openai (any OpenAI-compatible server: OpenAI, Gemini, DeepSeek, vLLM, SGLang, Ollama):
     base_url: str | None = None           # e.g. "https://api.openai.com/v1"; "served:smollm2": the
                                           # embedded model behind the local OpenAI-compatible server

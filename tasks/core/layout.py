@@ -1,6 +1,8 @@
 """Where each stage reads and writes under `data/`, and the one atomic Parquet writer.
 
-    data/raw/<venue>/v1|v2/...            raw OpenReview API pages (download cache)
+    data/raw/<source>/<venue>/v1|v2/...   raw OpenReview API pages (download cache), per source: the API
+                                          host ("https-api2.openreview.net") or the synthetic settings
+                                          ("synthetic-<hash>"), tasks/stages/ingest/sources.py
     data/<pipeline>/<venue>/ingest/        papers, reviews, rejects, pdf_texts .parquet; pdfs/
     data/<pipeline>/<venue>/curate/        papers, reviews, rejects, curation_report .parquet
     data/<pipeline>/preprocess/            judgments, synopses, rejects, usage .parquet
@@ -43,8 +45,10 @@ def stage_dir(cfg: Config, pipeline: str, stage: str, venue_id: str | None = Non
     return path
 
 
-def raw_dir(cfg: Config, venue_id: str, api_version: int) -> Path:
-    path = cfg.data_dir / "raw" / slug(venue_id) / f"v{api_version}"
+def raw_dir(cfg: Config, venue_id: str, api_version: int, source: str) -> Path:
+    """The download cache of `venue_id` as served by `source` (the key of what produced the pages:
+    tasks/stages/ingest/sources.py), so no pipeline reads pages another source wrote."""
+    path = cfg.data_dir / "raw" / slug(source) / slug(venue_id) / f"v{api_version}"
     path.mkdir(parents=True, exist_ok=True)
     return path
 

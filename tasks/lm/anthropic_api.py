@@ -1,8 +1,10 @@
 """The Anthropic backend: the Messages API one request at a time, or the Message Batches API.
 
 The SDK's own retries are switched off (`max_retries=0`) so the policy lives here and is tested:
-429, 529 and 5xx responses and connection errors are retried with exponential back-off, waiting
-at least what Retry-After asks. A connection refused or a host name that does not resolve, still
+429, 529 and 5xx responses, connection errors and timeouts (every request has the configured
+`timeout_seconds`) are retried with exponential back-off, waiting at least what Retry-After asks;
+past `retry_budget_seconds` of retries with no request answered the run stops with one line
+naming the URL (`UnreachableError`). A connection refused or a host name that does not resolve, still
 so after the configured retries, stops the run with one line naming the URL (`UnreachableError`),
 and so does a refused key (`AuthenticationError`); either is remembered, so no other request is
 sent. The fixed instructions carry `cache_control` so the provider's
@@ -98,7 +100,7 @@ class AnthropicLM(ChatAPI, Backend):
         self.backoff_seconds = backoff_seconds
         self.batch_store = batch_store
         self._unreachable: str | None = None
-        self.client = anthropic.Anthropic(api_key=key, base_url=base_url, max_retries=0)
+        self.client = anthropic.Anthropic(api_key=key, base_url=base_url, max_retries=0, timeout=cfg.timeout_seconds)
 
     # ---- public -------------------------------------------------------------------------------
     # ---- shared pieces ------------------------------------------------------------------------
@@ -117,16 +119,25 @@ class AnthropicLM(ChatAPI, Backend):
             if self._unreachable is not None:
                 raise UnreachableError(self._unreachable)
             try:
-                return call()
+                answer = call()
             except (anthropic.APIStatusError, anthropic.APIConnectionError) as error:
                 why = unreachable(error) if isinstance(error, anthropic.APIConnectionError) else None
                 if why and attempt == self.cfg.max_retries:
                     self._unreachable = (f"anthropic: cannot reach {self.client.base_url} ({why}, {attempt + 1} "
                                          "attempt(s)): is the server running and ANTHROPIC_BASE_URL right?")
                     raise UnreachableError(self._unreachable) from None
-                if not _transient(error) or attempt == self.cfg.max_retries:
+                if not _transient(error):
+                    raise
+                over = self._over_budget(error, self.client.base_url)
+                if over:
+                    self._unreachable = over
+                    raise UnreachableError(over) from None
+                if attempt == self.cfg.max_retries:
                     raise
                 self._wait(attempt, error)
+            else:
+                self._answered()
+                return answer
         raise AssertionError("unreachable")
 
     def _result(self, message: Message, batch: bool = False) -> ChatResult:
@@ -153,7 +164,8 @@ class AnthropicLM(ChatAPI, Backend):
         except (anthropic.AuthenticationError, anthropic.PermissionDeniedError) as error:
             raise AuthenticationError(f"anthropic refused the API key: {scrub(describe(error))}") from None
         except (anthropic.APIStatusError, anthropic.APIConnectionError) as error:
-            return ChatResult("", error=scrub(describe(error)), model=self.model, retryable=_transient(error))
+            where = f"{self.client.base_url}: " if isinstance(error, anthropic.APIConnectionError) else ""
+            return ChatResult("", error=scrub(where + describe(error)), model=self.model, retryable=_transient(error))
         except UnreachableError:
             raise
         except Exception as error:  # an unparseable body and the like: report, never raise

@@ -8,6 +8,7 @@ import hashlib
 import json
 import logging
 import socket
+import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -90,7 +91,8 @@ class ChatAPI:
     `_run_batch`, `scrub`, `status_error` (its client's error with a response) and the batch limits."""
 
     name: str
-    cfg: Any                      # LLMConfig: max_retries, retry_max_seconds, use_batches, max_in_flight
+    cfg: Any                      # LLMConfig: max_retries, retry_max_seconds, retry_budget_seconds, use_batches,
+                                  # max_in_flight
     sleep: Callable[[float], None]
     backoff_seconds: float
     status_error: type[Exception]
@@ -125,6 +127,22 @@ class ChatAPI:
         """One batch of `indices`: submitted (or found in flight under its content key), polled to its end,
         its answers handed to `on_answers`, and only then its id forgotten."""
         raise NotImplementedError
+
+    def _answered(self) -> None:
+        """A request was answered: the run of failures (`retry_budget_seconds`) starts again."""
+        self._failing_since: float | None = None
+
+    def _over_budget(self, error: Exception, where: object) -> str | None:
+        """On a transient failure: None while the backend has gone on failing (no request answered in
+        between) for less than `retry_budget_seconds`, else the one line that stops the stage."""
+        now = time.monotonic()
+        since = getattr(self, "_failing_since", None)
+        if since is None:
+            self._failing_since = since = now
+        if now - since <= self.cfg.retry_budget_seconds:
+            return None
+        return self.scrub(f"{self.name}: {where} answered no request for {now - since:.0f} s of retries "
+                          f"(retry_budget_seconds = {self.cfg.retry_budget_seconds:g}); last error: {describe(error)}")
 
     def _wait(self, attempt: int, error: Exception) -> None:
         """Sleep what Retry-After asks, else an exponential back-off capped at retry_max_seconds."""

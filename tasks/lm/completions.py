@@ -20,7 +20,9 @@ failures (408 / 409 / 429 / 5xx, a lost connection) are retried with the Chat Co
 (tasks/lm/openai_api.py), and `CachedLM` keeps every answer in the SQLite cache
 (`cache_loglikelihood`). A server that does not echo prompt log-probabilities (llama.cpp's server
 returns them for generated tokens only; OpenAI's own models refuse `echo` with `logprobs`) is an
-error with one line, never a silent zero. Chat generation goes through Chat Completions as before.
+error with one line, never a silent zero; so is any answer that cannot be scores: not JSON (an HTML
+page), a log-probability that is NaN, infinite or above 0, or a count of values other than one per
+token sent (`CompletionsError`, naming the server). Chat generation goes through Chat Completions as before.
 
 Real servers, as of writing: vLLM caps `logprobs` at `--max-logprobs` (20 by default; OpenAI at 5)
 and, in its V1 engine, bypasses the prefix cache for requests that ask for prompt log-probabilities,
@@ -30,6 +32,7 @@ so every request pays for its whole prompt (docs/engines.md).
 from __future__ import annotations
 
 import functools
+import math
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -49,7 +52,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 LOGPROBS = 1          # top alternatives asked per position: the smallest value every server accepts
-ENDPOINT = "/v1/completions"
+LOGPROB_SLACK = 1e-4  # a log-probability above 0 by at most this is float noise; above it, an error
 
 
 class CompletionsError(FatalError):
@@ -82,6 +85,8 @@ class CompletionsLM(OpenAILM):
         self.tokenizer_name = tokenizer_name(cfg)
         self.loglikelihood_identity = f"{self.identity}|completions|tokenizer={self.tokenizer_name}"
         self.requests_sent = 0      # HTTP requests to /v1/completions (batches), for benches and tests
+        # the URL every error names: the client's base URL (".../v1") and the endpoint under it
+        self.endpoint = f"{str(self.client.base_url).rstrip('/')}/completions"
 
     @property
     def tokenizer(self) -> PreTrainedTokenizerBase:
@@ -108,29 +113,49 @@ class CompletionsLM(OpenAILM):
     def _score_chunk(self, chunk: list[tuple[Tokens, Tokens]]) -> list[LoglikelihoodResult]:
         prompts = [list(prompt + target) for prompt, target in chunk]
         try:
-            body = self._with_retries(lambda: self.client.completions.create(
-                model=self.model, prompt=prompts, echo=True, logprobs=LOGPROBS, max_tokens=0,
-                temperature=0).model_dump())
+            answer = self._with_retries(lambda: self.client.completions.create(
+                model=self.model, prompt=prompts, echo=True, logprobs=LOGPROBS, max_tokens=0, temperature=0))
+            body = answer.model_dump()
         except (openai.APIStatusError, openai.APIConnectionError) as error:
-            line = self.scrub(f"{self.model} at {self.base_url}{ENDPOINT}: {describe(error)}")
+            line = self.scrub(f"{self.model} at {self.endpoint}: {describe(error)}")
             if _transient(error):
                 raise TransientLLMError(line) from None
             raise CompletionsError(line) from None
+        except FatalError:
+            raise
+        except Exception as error:   # 200 with an HTML page, or a body that is not JSON
+            raise self._error(f"the answer is not a completions body ({describe(error)[:200]})") from None
         with self._lock:
             self.requests_sent += 1
-        choices = sorted(body.get("choices") or [], key=lambda c: c.get("index", 0))
+        choices = body.get("choices")
+        if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+            raise self._error("the answer has no list of choices")
+        choices = sorted(choices, key=lambda c: c.get("index") or 0)
         if len(choices) != len(chunk):
-            raise CompletionsError(f"{self.model}: {len(choices)} choices for {len(chunk)} prompts")
+            raise self._error(f"{len(choices)} choices for {len(chunk)} prompts")
         return [self._result(choice, prompt, target) for choice, (prompt, target) in zip(choices, chunk, strict=True)]
 
+    def _error(self, what: str) -> CompletionsError:
+        """One line naming the model and the server, and what was wrong with its answer."""
+        return CompletionsError(self.scrub(f"{self.model} at {self.endpoint}: {what}"))
+
     def _result(self, choice: dict[str, Any], prompt: Tokens, target: Tokens) -> LoglikelihoodResult:
+        """The scored tokens' log-probabilities, checked: exactly one value per token sent (one more
+        would shift every continuation by a token), each finite and at most 0 (`LOGPROB_SLACK`)."""
         echoed = (choice.get("logprobs") or {}).get("token_logprobs") or []
         end = len(prompt) + len(target)
-        values = echoed[len(prompt) : end]
-        if len(echoed) < end or any(v is None for v in values):
-            raise CompletionsError(
-                f"{self.model} at {self.base_url}: {len(echoed)} log-probabilities for a prompt of {end} tokens; "
+        values = echoed[len(prompt) : end] if isinstance(echoed, list) else []
+        if not isinstance(echoed, list) or len(echoed) < end or any(v is None for v in values):
+            raise self._error(
+                f"{len(echoed)} log-probabilities for a prompt of {end} tokens; "
                 "the server does not echo prompt log-probabilities (echo + logprobs), so it cannot score "
                 "(vLLM and SGLang do; llama.cpp's server and OpenAI's own models do not)")
+        if len(echoed) != end:
+            raise self._error(f"{len(echoed)} log-probabilities for a prompt of {end} tokens "
+                              "(one value per token sent expected)")
+        for position, value in enumerate(values, start=len(prompt)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not -math.inf < value <= LOGPROB_SLACK:
+                raise self._error(f"log-probability {value!r} for token {position} of {end} "
+                                  "(a finite value at most 0 expected)")
         floats = tuple(float(v) for v in values)
         return LoglikelihoodResult(sum(floats), len(target), floats)

@@ -7,7 +7,10 @@ key; the key itself is never in config, logs or error messages), `temperature` (
 "default": not sent, for models that accept only their own), `max_tokens_field` (newer OpenAI models take `max_completion_tokens`).
 
 The SDK's own retries are off (`max_retries=0`) so the policy lives here and is tested, as in the
-Anthropic backend: 408 / 409 / 429 / 5xx and connection errors are retried with exponential
+Anthropic backend; every request has the configured `timeout_seconds` (a server that accepts and never
+answers is a timeout, retried like a dropped connection), and a backend that has gone on retrying with
+no request answered for `retry_budget_seconds` stops the stage with one line naming the server
+(`UnreachableError`). 408 / 409 / 429 / 5xx, timeouts and connection errors are retried with exponential
 back-off, waiting at least what Retry-After (or retry-after-ms) asks; a connection refused or a host
 name that does not resolve, still so after the configured retries, is fatal (`UnreachableError`, one
 line naming the URL), as nothing listens there. 401 / 403 are fatal, as in
@@ -106,7 +109,7 @@ class OpenAILM(ChatAPI, Backend):
         self._key = key
         self._refused: FatalError | None = None   # a refused key (401 / 403) or an address nobody answers at
         self._lock = threading.Lock()
-        self.client = openai.OpenAI(api_key=key, base_url=self.base_url, max_retries=0)
+        self.client = openai.OpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=cfg.timeout_seconds)
 
     # ---- public -------------------------------------------------------------------------------
     # ---- shared pieces ------------------------------------------------------------------------
@@ -145,7 +148,7 @@ class OpenAILM(ChatAPI, Backend):
             if self._refused is not None:
                 raise type(self._refused)(str(self._refused))
             try:
-                return call()
+                answer = call()
             except (openai.APIStatusError, openai.APIConnectionError) as error:
                 if isinstance(error, openai.APIStatusError) and error.status_code in AUTH_STATUSES:
                     self._stop(AuthenticationError(f"openai refused the API key in {self.cfg.api_key_env or '(none)'}: "
@@ -154,9 +157,17 @@ class OpenAILM(ChatAPI, Backend):
                 if why and attempt == self.cfg.max_retries:
                     self._stop(UnreachableError(f"openai: cannot reach {self.client.base_url} ({why}, "
                                                 f"{attempt + 1} attempt(s)): is the server running and base_url right?"))
-                if not _transient(error) or attempt == self.cfg.max_retries:
+                if not _transient(error):
+                    raise
+                over = self._over_budget(error, self.client.base_url)
+                if over:
+                    self._stop(UnreachableError(over))
+                if attempt == self.cfg.max_retries:
                     raise
                 self._wait(attempt, error)
+            else:
+                self._answered()
+                return answer
         raise AssertionError("unreachable")
 
     def _stop(self, error: FatalError) -> None:
@@ -189,7 +200,8 @@ class OpenAILM(ChatAPI, Backend):
         if isinstance(error, FatalError):   # a refused key, an address nobody answers at: every call would fail
             raise error
         if isinstance(error, (openai.APIStatusError, openai.APIConnectionError)):
-            return ChatResult("", error=self.scrub(describe(error)), model=self.model,
+            where = f"{self.client.base_url}: " if isinstance(error, openai.APIConnectionError) else ""
+            return ChatResult("", error=self.scrub(where + describe(error)), model=self.model,
                               retryable=_transient(error), batch=batch)
         return ChatResult("", error=self.scrub(f"malformed response: {describe(error)}"), model=self.model,
                           batch=batch)

@@ -3,7 +3,11 @@
     score/requests/<shard>.parquet   LOGLIK_REQUESTS: key, system, user, continuation
     score/results/<shard>.parquet    LOGLIK_RESULTS: key, logprob, n_tokens, truncated
 
-A shard's name hashes the keys it holds, so the same requests always give the same shards. Files
+A shard's name hashes the keys it holds, so the same requests always give the same shards. A request
+whose key already has a result (in any shard of `results/`) is never sent again: its result is reused
+bit for bit, so adding a model to a scored pipeline scores only the new requests and leaves the old
+ones out of the new batches (a result depends on its batch company: padding, and bfloat16 rounding by
+up to a tenth of a nat; issue 35). Files
 are written atomically (a temporary file renamed into place): a results file exists only when the
 shard is complete, and a shard with results is skipped, so a crashed run resumes where it stopped.
 `ShardedLoglikelihood` is the `loglikelihood` resource the metrics call; how its shards run (in
@@ -71,6 +75,18 @@ def run_in_process(requests_dir: Path, results_dir: Path, shards: list[str], spe
     return [score_shard(requests_dir, results_dir, name, spec, token_budget) for name in shards]
 
 
+def known_results(results_dir: Path, keys: pl.Series) -> pl.DataFrame:
+    """LOGLIK_RESULTS already computed for `keys`, from every finished shard (one row per key: the
+    first shard in name order wins should an older layout have scored a key twice)."""
+    files = sorted(Path(results_dir).glob("*.parquet"))
+    if not files or keys.is_empty():
+        return pl.DataFrame(schema=LOGLIK_RESULTS)
+    frames = [with_truncated(pl.read_parquet(f)).select(LOGLIK_RESULTS.names()).cast(dict(LOGLIK_RESULTS))
+              for f in files]
+    return pl.concat(frames).filter(pl.col("key").is_in(keys.implode())).unique("key", keep="first",
+                                                                                   maintain_order=True)
+
+
 def read_results(results_dir: Path, shards: list[str]) -> pl.DataFrame:
     """All results of the given shards; a missing shard is an error (the run is not complete)."""
     missing = [s for s in shards if not (Path(results_dir) / f"{s}.parquet").is_file()]
@@ -85,22 +101,28 @@ def read_results(results_dir: Path, shards: list[str]) -> pl.DataFrame:
 class ShardedLoglikelihood:
     """LOGLIK_REQUESTS -> LOGLIK_RESULTS through shards under `folder` (requests/, results/).
 
-    Finished shards are reused; `runs` collects the status of every shard run, and `requests` /
-    `shards` count what the calls asked for (for the stage summary)."""
+    Results already computed are reused (`known_results`) and only the other requests are cut into
+    shards; `runs` collects the status of every shard run, and `requests` / `shards` / `reused` count
+    what the calls asked for (for the stage summary)."""
 
     def __init__(self, folder: Path, spec: ModelSpec, token_budget: int, shard_size: int,
                  run: ShardRunner = run_in_process) -> None:
         self.folder, self.spec, self.token_budget, self.shard_size, self.run = (
             Path(folder), spec, token_budget, shard_size, run)
         self.runs: list[dict] = []
-        self.requests = self.shards = 0
+        self.requests = self.shards = self.reused = 0
 
     def __call__(self, requests: pl.DataFrame) -> pl.DataFrame:
-        names = write_request_shards(requests, self.folder / "requests", self.shard_size)
-        (self.folder / "results").mkdir(parents=True, exist_ok=True)
-        self.runs += self.run(self.folder / "requests", self.folder / "results", names, self.spec, self.token_budget)
+        results = self.folder / "results"
+        results.mkdir(parents=True, exist_ok=True)
+        known = known_results(results, requests["key"].unique())
+        todo = requests.filter(~pl.col("key").is_in(known["key"].implode()))
+        names = write_request_shards(todo, self.folder / "requests", self.shard_size)
+        self.runs += self.run(self.folder / "requests", results, names, self.spec, self.token_budget)
         self.requests, self.shards = self.requests + requests.height, self.shards + len(names)
-        return read_results(self.folder / "results", names).filter(pl.col("key").is_in(requests["key"].implode()))
+        self.reused += known.height
+        new = read_results(results, names).filter(pl.col("key").is_in(todo["key"].implode()))
+        return pl.concat([known, new]).unique("key", keep="first", maintain_order=True)
 
 
 def ensure_concurrency_limit(name: str, slots: int) -> None:

@@ -14,6 +14,10 @@ It answers the way vLLM's server does for the parameters log-likelihood scoring 
   OpenAI's own models give; `prompt_logprobs=False` drops the prompt's log-probabilities silently,
   as llama.cpp's server does (the client must notice).
 
+`FixedCompletions` answers the same shape with no model (every echoed token -1.0), for tests of the
+client's checks; `broken_logprobs` breaks an answer the way faulty servers do (NaN, -inf, a positive
+value, one value more than the tokens sent).
+
 Each prompt is one plain forward pass in float32 over the whole sequence, nothing shared: the same
 computation as `tasks.lm.loglikelihood.reference_score`, so the local engine and this server agree
 to floating-point noise. Requests are served one at a time (the model is shared with the process).
@@ -137,3 +141,37 @@ def _prompts(prompt: Any) -> list[str | list[int]]:
             isinstance(p, str) or (isinstance(p, list) and p and all(isinstance(t, int) for t in p)) for p in prompt):
         return prompt
     raise RequestError(400, "prompt must be a string, a list of token ids, or a non-empty list of either")
+
+
+class FixedCompletions:
+    """The echo answer with no model: every prompt token echoed with log-probability `value` (the
+    first with `null`); prompts must be token ids. For tests of what the client checks."""
+
+    def __init__(self, value: float = -1.0) -> None:
+        self.value = value
+
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        prompts = _prompts(body.get("prompt"))
+        choices = []
+        for index, ids in enumerate(prompts):
+            if isinstance(ids, str):
+                raise RequestError(400, "FixedCompletions scores token ids only")
+            values = [None] + [self.value] * (len(ids) - 1)
+            choices.append({"index": index, "text": "", "finish_reason": "length", "logprobs": {
+                "tokens": [str(t) for t in ids], "token_logprobs": values, "top_logprobs": [None] * len(ids),
+                "text_offset": list(range(len(ids)))}})
+        count = sum(len(p) for p in prompts)
+        return {"id": f"cmpl-{time.time_ns()}", "object": "text_completion", "created": int(time.time()),
+                "model": body.get("model", "fixed"), "choices": choices,
+                "usage": {"prompt_tokens": count, "completion_tokens": 0, "total_tokens": count}}
+
+
+def broken_logprobs(answer: dict[str, Any], fault: str) -> dict[str, Any]:
+    """`answer` with its first choice's last log-probability NaN (`nan`), -inf (`neg_inf`) or +5.0
+    (`positive`), or with one value more than the tokens sent (`extra_value`)."""
+    values = answer["choices"][0]["logprobs"]["token_logprobs"]
+    if fault == "extra_value":
+        values.insert(1, -0.5)
+    else:
+        values[-1] = {"nan": float("nan"), "neg_inf": float("-inf"), "positive": 5.0}[fault]
+    return answer

@@ -1,15 +1,19 @@
 """What the local API test servers share (anthropic_server.py, openai_server.py): an HTTP server on
 127.0.0.1 at a free port, started by `with`, handing every GET and POST to `_handle`; and
-`ScriptedAPI`, their record of what arrived and their scripted faults."""
+`ScriptedAPI`, their record of what arrived and their scripted faults. Two broken servers below any
+API: `silent_server` accepts connections and never answers, `dropping_server` closes every
+connection as soon as it is accepted."""
 
 from __future__ import annotations
 
 import itertools
 import re
+import socket
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
@@ -30,7 +34,7 @@ def route(routes: list[tuple[str, str, str]], method: str, path: str) -> tuple[s
 class Fault:
     status: int = 500                 # HTTP status; 200 with `kind` for malformed successes
     retry_after: float | None = None
-    kind: str = "error"               # error | no_text | bad_json
+    kind: str = "error"               # error | no_text | bad_json | a server's own (COMPLETIONS_FAULTS)
     message: str = "scripted failure"
 
 
@@ -98,9 +102,11 @@ class ScriptedAPI(LocalHTTPServer):
         self._faults.setdefault(route or self.answer_route, deque()).extend(
             Fault(status, retry_after) for _ in range(times))
 
-    def malformed_next(self, kind: str = "no_text", times: int = 1) -> None:
-        """The next `times` answers are 200 but unusable: no text (`no_text`) or bad JSON (`bad_json`)."""
-        self._faults.setdefault(self.answer_route, deque()).extend(Fault(200, kind=kind) for _ in range(times))
+    def malformed_next(self, kind: str = "no_text", times: int = 1, route: str = "") -> None:
+        """The next `times` answers to `route` (default: the answer route) are 200 but unusable: no text
+        (`no_text`), bad JSON (`bad_json`), or a server's own kinds (openai_server.py `COMPLETIONS_FAULTS`)."""
+        self._faults.setdefault(route or self.answer_route, deque()).extend(
+            Fault(200, kind=kind) for _ in range(times))
 
     def _arrived(self, route: str, body: dict[str, Any] | None = None) -> Fault | None:
         """Count a request on `route` (keep `body` when given) and pop the fault scripted for it."""
@@ -117,3 +123,38 @@ class ScriptedAPI(LocalHTTPServer):
         with self._lock:
             batch["polls"] += 1
             return batch["status"] == "in_progress" and batch["polls"] > self.polls_before_end
+
+
+@contextmanager
+def silent_server() -> Iterator[str]:
+    """The URL ("http://127.0.0.1:<port>") of a socket that accepts connections (the kernel's backlog
+    completes each handshake) and never reads or answers a request."""
+    with socket.create_server(("127.0.0.1", 0), backlog=64) as listener:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+
+@contextmanager
+def dropping_server() -> Iterator[str]:
+    """The URL of a server that accepts every connection and closes it at once, answering nothing."""
+    listener = socket.create_server(("127.0.0.1", 0), backlog=64)
+    listener.settimeout(0.05)
+    done = threading.Event()
+
+    def drop() -> None:
+        while not done.is_set():
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            connection.close()
+
+    thread = threading.Thread(target=drop, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        done.set()
+        thread.join()
+        listener.close()

@@ -37,6 +37,8 @@ from tasks.testing.local_http import route as serve_route
 
 Answer = tuple[str, int, int]   # text, prompt tokens, completion tokens (a model that counts them)
 Responder = Callable[[dict[str, Any]], "str | Answer"]
+# 200 answers of /v1/completions a broken server gives (`malformed_next(kind, route="completions")`)
+COMPLETIONS_FAULTS = ("html", "bad_json", "nan", "neg_inf", "positive", "extra_value")
 ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 403: "permission_denied",
                429: "rate_limit_exceeded", 500: "server_error"}
 
@@ -89,7 +91,7 @@ class OpenAIServer(ScriptedAPI):
                 return _send_error(handler, 500, f"{type(error).__name__}: {error}")
             return send_json(handler, completion)
         if route == "completions":
-            return self._complete_text(handler, raw)
+            return self._complete_text(handler, raw, fault.kind if fault is not None else None)
         if route == "files_create":
             return send_json(handler, self._store_file(handler.headers.get("content-type", ""), raw))
         if route == "files_content":
@@ -107,15 +109,21 @@ class OpenAIServer(ScriptedAPI):
         return send_json(handler, self._poll(batch))
 
     # ---- behaviour ----------------------------------------------------------------------------
-    def _complete_text(self, handler: BaseHTTPRequestHandler, raw: bytes) -> None:
-        """POST /v1/completions through the `completions` handler; a refused request gets its status."""
-        from tasks.testing.completions import RequestError
+    def _complete_text(self, handler: BaseHTTPRequestHandler, raw: bytes, fault: str | None = None) -> None:
+        """POST /v1/completions through the `completions` handler; a refused request gets its status; a
+        scripted `fault` (COMPLETIONS_FAULTS) breaks a 200 answer."""
+        from tasks.testing.completions import RequestError, broken_logprobs
 
+        if fault == "html":
+            return send(handler, 200, b"<html><body><h1>Welcome to nginx!</h1></body></html>", "text/html")
+        if fault == "bad_json":
+            return send(handler, 200, b'{"id": "cmpl-broken", "choices": [', "application/json")
         try:
             body = json.loads(raw or b"{}")
             with self._lock:
                 self.received.append(body)
-            return send_json(handler, self.completions(body))  # type: ignore[misc]
+            answer = self.completions(body)  # type: ignore[misc]
+            return send_json(handler, broken_logprobs(answer, fault) if fault else answer)
         except RequestError as error:
             return _send_error(handler, error.status, str(error))
         except Exception as error:  # the model failed: a 500, as a real server would answer

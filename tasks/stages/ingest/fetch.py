@@ -2,7 +2,8 @@
 
 Submissions are pulled page by page with their replies (`details=directReplies`), never one call
 per paper, through the real `openreview-py` client (API v1 or v2, per venue). Each page is saved
-under `data/raw/<venue>/v<N>/` as it arrives (temp file + rename), so a rerun downloads nothing
+under `data/raw/<source>/<venue>/v<N>/` (the source: the API host, or the synthetic settings;
+tasks/stages/ingest/sources.py) as it arrives (temp file + rename), so a rerun downloads nothing
 already saved and a crashed run resumes where it stopped. A page that stays malformed after
 retries is recorded in rejects (entity "page") and the run goes on. Outputs in `out_dir`:
 papers, reviews, rejects (and pdf_texts) .parquet, each rewritten whole, so reruns are idempotent.
@@ -41,6 +42,7 @@ from tasks.stages.ingest.forms import normalise_submission, reject, value
 from tasks.stages.ingest.openreview_client import make_client
 from tasks.stages.ingest.raw_cache import quarantine, read_cached
 from tasks.stages.ingest.review_form import ReviewForm, read_form, save_form, table_form
+from tasks.stages.ingest.sources import url_source
 from tasks.stages.ingest.throttle import Throttle
 from tasks.stages.ingest.versions import (
     VersionStats,
@@ -386,14 +388,15 @@ def _extract_texts(pdf_dir: Path, ids: list[str], cfg: IngestConfig, venue_id: s
 
 
 def ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None = None,
-                 select: PaperSelector | None = None) -> IngestResult:
+                 select: PaperSelector | None = None, source: str | None = None) -> IngestResult:
     """Ingest `venue_id` into `out_dir`; see the module docstring for the contract. `select` names
-    the papers whose PDFs later stages read (default: every active paper).
+    the papers whose PDFs later stages read (default: every active paper); `source` is the key of
+    the raw cache (default: the API the pages come from, `url_source`).
 
     Under the lock of `out_dir`: a second ingest of the same venue waits, then reads the cache.
     """
     with locked(out_dir):
-        return _ingest_venue(venue_id, cfg, out_dir, baseurl, select)
+        return _ingest_venue(venue_id, cfg, out_dir, baseurl, select, source)
 
 
 def venue_form(cfg: Config, venue_id: str, client: Any, api_version: int, folder: Path) -> ReviewForm:
@@ -406,14 +409,14 @@ def venue_form(cfg: Config, venue_id: str, client: Any, api_version: int, folder
 
 
 def _ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None,
-                  select: PaperSelector | None) -> IngestResult:
+                  select: PaperSelector | None, source: str | None) -> IngestResult:
     api_version = cfg.venue(venue_id).api_version(venue_id)
     settings = cfg.ingest
     throttle = Throttle.from_config(settings) if baseurl is None else None   # the real API only
     baseurl = baseurl or (settings.api_v1_url if api_version == 1 else settings.api_v2_url)
     client = make_client(api_version, baseurl, settings, throttle)
     result = IngestResult(venue_id, api_version)
-    folder = raw_dir(cfg, venue_id, api_version)
+    folder = raw_dir(cfg, venue_id, api_version, source or url_source(baseurl))
     form = venue_form(cfg, venue_id, client, api_version, folder)
     venue_cfg = cfg.venues.get(venue_id) or form.venue_config(api_version)
     result.form = form.describe()
@@ -495,4 +498,4 @@ def lookup_form(cfg: Config, venue_id: str, baseurl: str | None = None, quick: b
     settings = cfg.ingest.model_copy(update={"max_retries": 0, "timeout_seconds": 10.0}) if quick else cfg.ingest
     base = baseurl or (settings.api_v1_url if api_version == 1 else settings.api_v2_url)
     client = make_client(api_version, base, settings, Throttle.from_config(settings) if baseurl is None else None)
-    return venue_form(cfg, venue_id, client, api_version, raw_dir(cfg, venue_id, api_version))
+    return venue_form(cfg, venue_id, client, api_version, raw_dir(cfg, venue_id, api_version, url_source(base)))

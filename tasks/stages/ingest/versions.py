@@ -5,7 +5,7 @@ reviews, and reviews are edited after the rebuttal. Ingest therefore reads each 
 through the real client: API v2 `get_note_edits(note_id=...)` (an edit may carry only the fields it
 changed, so versions are the running merge of the edits' note content), API v1
 `get_references(referent=..., original=True)` (whole-content snapshots, the blind note's original
-included). Each history is cached under `data/raw/<venue>/v<N>/history/<note id>.json` like the
+included). Each history is cached under `data/raw/<source>/<venue>/v<N>/history/<note id>.json` like the
 pages (temp file + rename; an unreadable entry is quarantined and fetched again).
 
 - Paper: the PDF versions are the distinct `pdf` values in that history. The one kept is the last

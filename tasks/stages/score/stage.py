@@ -104,7 +104,7 @@ def score_inputs(cfg: Config, inputs: ScoringInputs, resources: Resources) -> pl
 
 
 def shard_details(shards: ShardedLoglikelihood) -> dict[str, Any]:
-    return {"requests": shards.requests, "shards": shards.shards,
+    return {"requests": shards.requests, "requests_reused": shards.reused, "shards": shards.shards,
             "shards_scored": sum(r["status"] == "scored" for r in shards.runs),
             "shards_skipped": sum(r["status"] == "skipped" for r in shards.runs)}
 

@@ -151,6 +151,7 @@ def validate_pipeline(cfg: Config, pipeline: str, fan_out: bool = False) -> Vali
     result.stats |= {"loglikelihood_reused": sum(u.reused for u in used),
                      "loglikelihood_asked": sum(u.asked for u in used),
                      "shards": sum(u.inner.shards for u in used),
+                     "requests_reused": sum(u.inner.reused for u in used),   # results of earlier shards
                      "shards_scored": sum(r["status"] == "scored" for r in runs),
                      "shards_skipped": sum(r["status"] == "skipped" for r in runs), **by_paper.details()}
     write_llm_log(log, stage_dir(cfg, pipeline, "validate"))
