@@ -38,6 +38,8 @@ from tasks.checks import load_checked_config  # noqa: E402
 from tasks.core.config import Config, ConfigError, check_paths, select_stages  # noqa: E402
 from tasks.core.errors import GrebenchError  # noqa: E402
 
+PLAN_YEARS = (1970, 2999)   # the dates `schedule --on` can plan from
+
 app = typer.Typer(
     help="GRE-bench: benchmark LLM-written peer reviews against fresh human reviews.",
     no_args_is_help=True,
@@ -108,6 +110,8 @@ def schedule(
         day = date.fromisoformat(on) if on else datetime.now(UTC).date()
     except ValueError:
         fail(f"--on {on!r}: not a date (give YYYY-MM-DD)")
+    if not PLAN_YEARS[0] <= day.year <= PLAN_YEARS[1]:   # the cron and the venue calendars overflow far out
+        fail(f"--on {on}: give a date in the years {PLAN_YEARS[0]} to {PLAN_YEARS[1]}")
     try:
         cfg = load_checked_config(path)
         deployment = build_deployment(cfg, str(path.resolve()))

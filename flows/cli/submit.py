@@ -116,13 +116,21 @@ def export(
     config: ConfigOption = None,
 ) -> None:
     """Write the benchmark's papers and review form for people who submit reviews (`grebench submit`)."""
+    from flows.cli.failures import situation
+    from tasks.core.config import check_writable
     from tasks.report.export import write_export
 
     try:
         base = load_checked_config(config_path(config))
         chosen = pick_pipeline(base, pipeline)
+        try:
+            check_writable(out)     # a file, a folder under a file, /proc: said now, in one line
+        except ConfigError as error:
+            raise ConfigError(f"--out {error}") from None
         written = write_export(base.for_pipeline(chosen), chosen, out)
     except GrebenchError as error:
         fail(str(error).splitlines()[0])
+    except OSError as error:        # a full disk, or what the check could not foresee
+        fail(situation(error) or f"--out {out}: {error.strerror or error}")
     typer.echo(f"{written['papers']} papers ({written['with_text']} with their PDF text), release "
                f"{written['release_id']}, in {written['out']}: {', '.join(written['files'])}")
