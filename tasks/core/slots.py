@@ -66,6 +66,15 @@ def try_slot(path: Path) -> int | None:
     return fd
 
 
+def first_free(limit: SlotLimit) -> tuple[int, int] | None:
+    """(slot number, held descriptor) of the first free slot of `limit`, or None when all are held."""
+    for number, path in enumerate(limit.paths()):
+        fd = try_slot(path)
+        if fd is not None:
+            return number, fd
+    return None
+
+
 def holders(limit: SlotLimit) -> list[str]:
     """What the slot files say of their holders (the line each holder wrote), for a message."""
     found = []
@@ -90,17 +99,11 @@ def holding_slot(limit: SlotLimit) -> Iterator[int]:
     """Hold one slot of `limit` (its number) for the body; wait at most `limit.wait_s`, then SlotTimeout."""
     Path(limit.folder).mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + limit.wait_s
-    while True:
-        for number, path in enumerate(limit.paths()):
-            fd = try_slot(path)
-            if fd is not None:
-                break
-        else:
-            if time.monotonic() >= deadline:
-                raise SlotTimeout(wait_message(limit))
-            time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
-            continue
-        break
+    while (taken := first_free(limit)) is None:
+        if time.monotonic() >= deadline:
+            raise SlotTimeout(wait_message(limit))
+        time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
+    number, fd = taken
     try:
         with contextlib.suppress(OSError):   # who holds it is for messages only (a full disk still works)
             os.ftruncate(fd, 0)

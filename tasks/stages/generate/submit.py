@@ -35,8 +35,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
-import re
 import os
+import re
 import shutil
 import uuid
 from collections import Counter
