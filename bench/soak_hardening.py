@@ -1,4 +1,4 @@
-"""Soak of issue 29's list: every way a user could lose results or hang, tried again and again.
+"""Soak of issue 29's list (and issue 35's slots, options and submitted rows): every way a user could lose results or hang, tried again and again.
 
     .venv/bin/python bench/soak_hardening.py [--rounds 3] [--only NAME ...] [--skip-slow]
 
@@ -380,6 +380,70 @@ def reviews_files(root: Path) -> None:
             raise Broken(f"{column} = {values!r} accepted")
 
 
+SLOT_HOLDER = """
+import sys, time
+from pathlib import Path
+from tasks.core.slots import SlotLimit, holding_slot
+with holding_slot(SlotLimit(Path(sys.argv[1]), "grebench-eval-lm", 1, 5.0)):
+    print("holding", flush=True)
+    time.sleep(600)
+"""
+
+
+def killed_slot_holder(root: Path) -> None:
+    """Issue 35: a process killed while it holds the evaluation-LM slot frees it; a wait is bounded
+    and names a live holder's pid in one line."""
+    from tasks.core.slots import SlotLimit, SlotTimeout, holding_slot
+
+    child = subprocess.Popen([sys.executable, "-c", SLOT_HOLDER, str(root)], cwd=ROOT, env=ENV,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        check(child.stdout.readline().strip() == "holding", "the holder did not take the slot")
+        try:
+            with holding_slot(SlotLimit(root, "grebench-eval-lm", 1, 0.5)):
+                raise Broken("a held slot was taken twice")
+        except SlotTimeout as error:
+            check(f"pid={child.pid}" in str(error) and "\n" not in str(error), f"the wait said {error}")
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+        started = time.monotonic()
+        with holding_slot(SlotLimit(root, "grebench-eval-lm", 1, 5.0)):
+            check(time.monotonic() - started < 1.0, "the slot of a killed holder was not free at once")
+    finally:
+        child.kill()
+        child.wait(timeout=30)
+
+
+def option_edges(root: Path) -> None:
+    """Issue 35: options far outside what they can mean are one line, exit 2."""
+    path = small_db(root)
+    for args, needle in ((["query", "select 1", "--timeout", "inf"], "--timeout"),
+                         (["query", "select 1", "--timeout", "1e308"], "--timeout"),
+                         (["query", "select 1", "--max-rows", "-1"], "--max-rows"),
+                         (["schedule", "--dry-run", "--on", "0001-01-01"], "--on"),
+                         (["schedule", "--dry-run", "--on", "9999-12-31"], "--on"),
+                         (["export", "-p", "t", "--out", str(path)], "--out"),
+                         (["export", "-p", "t", "--out", str(path / "under")], "--out"),
+                         (["export", "-p", "t", "--out", "/proc/grebench-export"], "--out"),
+                         (["submit", "--reviews", str(path), "--name", "a" * 300, "--cutoff", "2024-01-01"],
+                          "at most 100")):
+        one_error_line(cli([*args, "-c", str(path)], root), 2, needle)
+
+
+def submitted_rows(root: Path) -> None:
+    """Issue 35: rows no parser should choke on are rejects of their own, in JSON Lines and CSV."""
+    from tasks.stages.generate.submitted_file import read_rows
+
+    jsonl = root / "r.jsonl"
+    jsonl.write_text("\n".join(["[" * 100_000, '{"paper_id": "P", "review": "x", "rating": ' + "9" * 5001 + "}",
+                                '{"paper_id": "P", "review": "x", "rating": NaN}']) + "\n")
+    rules = [r["rule"] for r in read_rows(jsonl).rejects]
+    check(rules == ["bad_json", "bad_json", "bad_rating"], f"JSON Lines rejects {rules}")
+    csv = root / "r.csv"
+    csv.write_text(f"paper_id,review\nP1,\"{'word ' * 2_000_000}\"\nP2,short\n")
+    check(len(read_rows(csv).rows) == 2, "a 10 MB CSV field refused more than its row")
+
+
 SCENARIOS: dict[str, tuple[Callable[[Path], None], bool]] = {   # name -> (attempt, slow)
     "query_timeout": (query_timeout, False),
     "query_interrupt": (query_interrupt, False),
@@ -397,6 +461,9 @@ SCENARIOS: dict[str, tuple[Callable[[Path], None], bool]] = {   # name -> (attem
     "truncated_pdf": (truncated_pdf, False),
     "reviews_files": (reviews_files, False),
     "full_disk_and_read_only": (full_disk_and_read_only, False),
+    "killed_slot_holder": (killed_slot_holder, False),
+    "option_edges": (option_edges, False),
+    "submitted_rows": (submitted_rows, False),
     "killed_run": (killed_run, True),
 }
 

@@ -16,8 +16,7 @@ from tasks.core.config import Config
 from tasks.core.layout import cache_dir
 from tasks.core.summary import StageSummary
 from tasks.stages.score.steps import (
-    CONCURRENCY_LIMIT,
-    ensure_concurrency_limit,
+    eval_lm_slots,
     fan_out,
     fan_out_metrics,
     metric_shards,
@@ -34,9 +33,9 @@ from tasks.stages.score.steps import (
 @flow(name="score", log_prints=True)
 def score_flow(cfg: Config, pipeline: str) -> StageSummary:
     inputs = read_inputs_task(cfg, pipeline)
-    ensure_concurrency_limit(CONCURRENCY_LIMIT, cfg.score.gpu_concurrency)
-    shards = sharded_loglikelihoods(cfg, pipeline, run=fan_out(cfg.score))   # one per evaluation LM
-    by_paper = metric_shards(cfg, pipeline, cache_dir(cfg, "llm"), run=fan_out_metrics(cfg.score))
+    slots = eval_lm_slots(cfg)
+    shards = sharded_loglikelihoods(cfg, pipeline, run=fan_out(cfg.score, slots))   # one per evaluation LM
+    by_paper = metric_shards(cfg, pipeline, cache_dir(cfg, "llm"), run=fan_out_metrics(cfg.score, slots))
     # called in the flow itself: the shard fan-outs it triggers are subflows of this one
     quality = quality_work(cfg, pipeline, cache_dir(cfg, "llm"), cfg.score.all_metrics)   # None: no such metric
     scores, log = score_inputs_each_eval_lm(cfg, inputs, shards, llm_cache=cache_dir(cfg, "llm"), quality=quality,

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import errno
 import json
-import logging
 import os
 import sys
 from datetime import datetime
@@ -21,6 +19,12 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from flows.cli.common import ConfigOption, config_path, fail, read_config  # noqa: E402
+from flows.cli.failures import (  # noqa: E402, F401 - part of the CLI's API
+    SITUATIONS,
+    KnownFailureFilter,
+    quiet_known_failures,
+    situation,
+)
 from flows.cli.query import (  # noqa: E402, F401 - check_read_only: part of the CLI's API
     EXIT_INTERRUPTED,
     EXIT_TIMEOUT,
@@ -33,6 +37,8 @@ from flows.cli.validate import report, validate  # noqa: E402
 from tasks.checks import load_checked_config  # noqa: E402
 from tasks.core.config import Config, ConfigError, check_paths, select_stages  # noqa: E402
 from tasks.core.errors import GrebenchError  # noqa: E402
+
+PLAN_YEARS = (1970, 2999)   # the dates `schedule --on` can plan from
 
 app = typer.Typer(
     help="GRE-bench: benchmark LLM-written peer reviews against fresh human reviews.",
@@ -56,11 +62,10 @@ def run(
         cfg = load_checked_config(path).for_pipeline(pipeline)
         chosen = parse_stages(stages, cfg.pipelines[pipeline].stages)
         check_paths(cfg, path)
-        from flows.cli.server import guard_ephemeral_server
+        from flows.cli.server import prepare_flows
         from flows.pipeline import pipeline_flow
 
-        guard_ephemeral_server()   # the Prefect server this command starts ends with it, even on kill -9
-        quiet_known_failures()
+        prepare_flows()   # the Prefect server this command starts ends with it, even on kill -9
 
         summary = pipeline_flow(pipeline=pipeline, config_path=str(path), stages=chosen)
     except GrebenchError as error:    # every error that stops a run: one line, exit 1
@@ -105,6 +110,8 @@ def schedule(
         day = date.fromisoformat(on) if on else datetime.now(UTC).date()
     except ValueError:
         fail(f"--on {on!r}: not a date (give YYYY-MM-DD)")
+    if not PLAN_YEARS[0] <= day.year <= PLAN_YEARS[1]:   # the cron and the venue calendars overflow far out
+        fail(f"--on {on}: give a date in the years {PLAN_YEARS[0]} to {PLAN_YEARS[1]}")
     try:
         cfg = load_checked_config(path)
         deployment = build_deployment(cfg, str(path.resolve()))
@@ -131,6 +138,9 @@ def schedule(
         typer.echo(line)
     from prefect import serve
 
+    from flows.cli.server import prepare_flows
+
+    prepare_flows()   # the Prefect server this command starts ends with it, even on kill -9
     typer.echo("registering and serving the deployment (Ctrl-C to stop)")
     serve(deployment)
 
@@ -167,15 +177,6 @@ from flows.cli.venues import venues  # noqa: E402 - `grebench venues`: a year's 
 app.command()(venues)
 app.command()(login)
 
-# The situations of the machine rather than of the code: said in one line, never a traceback.
-SITUATIONS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
-              errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
-              errno.EPERM: "operation not permitted", errno.EFBIG: "the file is too large for this file system"}
-DUCKDB_SITUATIONS = {"No space left on device": "the disk is full", "Read-only file system": "the file system is "
-                     "read-only", "Permission denied": "permission denied", "Disk quota exceeded": "the disk quota "
-                     "is used up"}
-
-
 def sql_arguments(args: list[str]) -> list[str]:
     """`args` with `--` put before the SQL of `grebench query` when the SQL starts with `-` (a comment,
     "-- totals\nselect ..."): no option name holds a space or a line break, SQL of that shape does."""
@@ -185,43 +186,6 @@ def sql_arguments(args: list[str]) -> list[str]:
         if arg.startswith("-") and any(c.isspace() for c in arg):
             return [*args[:i], *args[i + 1:], "--", arg]
     return args
-
-
-def situation(error: BaseException) -> str | None:
-    """One line for an error the machine's state caused (disk full, read-only folder), else None."""
-    seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        if isinstance(error, OSError) and error.errno in SITUATIONS:
-            where = f": {error.filename}" if error.filename else ""
-            return f"{SITUATIONS[error.errno]}{where} ({error.strerror}); nothing already written was lost"
-        text = str(error)
-        hit = next((s for s in DUCKDB_SITUATIONS if s in text), None)
-        if hit and type(error).__module__.startswith(("duckdb", "_duckdb")):
-            detail = text.splitlines()[0].split("because of error: ")[-1]
-            return f"{DUCKDB_SITUATIONS[hit]} ({detail}); nothing already written was lost"
-        error = error.__cause__ or error.__context__
-    return None
-
-
-class KnownFailureFilter(logging.Filter):
-    """Drops the traceback from Prefect's log record of a failure the CLI reports in one line
-    (a FatalError, a full disk, a read-only folder); the record's own line stays."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        from tasks.core.errors import GrebenchError
-
-        error = record.exc_info[1] if record.exc_info else None
-        if error is not None and (isinstance(error, GrebenchError) or situation(error) is not None):
-            record.exc_info, record.exc_text = None, None
-        return True
-
-
-def quiet_known_failures() -> None:
-    for name in ("prefect.task_runs", "prefect.flow_runs", "prefect.flow_engine", "prefect.task_engine"):
-        logger = logging.getLogger(name)
-        if not any(isinstance(f, KnownFailureFilter) for f in logger.filters):
-            logger.addFilter(KnownFailureFilter())
 
 
 def _leave(code: int) -> NoReturn:

@@ -29,6 +29,8 @@ from flows.cli.common import ConfigOption, fail, read_config, results_database
 
 READ_ONLY_STATEMENTS = {"SELECT", "EXPLAIN", "PRAGMA"}
 EXIT_TIMEOUT = 124     # as timeout(1)
+MAX_TIMEOUT_S = 7 * 86400.0   # the longest --timeout (a week)
+MAX_ROWS = 10_000_000         # the most rows --max-rows shows
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
 GRACE_SECONDS = 2.0    # after interrupt(): time the worker gets to stop before we exit anyway
 
@@ -112,8 +114,10 @@ def query(
     cfg = read_config(config)
     if sql == "-":
         sql = sys.stdin.read()
-    if timeout is not None and not timeout > 0:
-        fail(f"--timeout {timeout:g}: give a number of seconds above 0")
+    if timeout is not None and not 0 < timeout <= MAX_TIMEOUT_S:     # inf and 1e308 overflow the thread wait
+        fail(f"--timeout {timeout:g}: give a number of seconds above 0 and at most {MAX_TIMEOUT_S:g}")
+    if not 1 <= max_rows <= MAX_ROWS:
+        fail(f"--max-rows {max_rows}: give a number of rows from 1 to {MAX_ROWS:,}")
     try:
         check_read_only(sql)
     except ValueError as error:

@@ -57,3 +57,12 @@ def guard_ephemeral_server() -> None:
 
     server.SubprocessASGIServer._run_uvicorn_command = run_guarded
     server.SubprocessASGIServer._grebench_guarded = True
+
+
+def prepare_flows() -> None:
+    """What every command that starts flows does first: its Prefect server guarded (ends with the
+    command, kill -9 included) and Prefect's logs of failures told in one line kept without traceback."""
+    from flows.cli.failures import quiet_known_failures
+
+    guard_ephemeral_server()
+    quiet_known_failures()

@@ -14,7 +14,7 @@ import typer
 
 from flows.cli.common import ConfigOption, config_path, fail
 from tasks.checks import load_checked_config
-from tasks.core.config import Config, ConfigError
+from tasks.core.config import Config, ConfigError, check_paths
 from tasks.core.errors import GrebenchError
 
 RESCORE = ("score", "validate", "materialize")
@@ -55,20 +55,36 @@ def submit(
     config: ConfigOption = None,
 ) -> None:
     """Add a file of reviews written by any system to the leaderboard as a submitted candidate."""
-    from tasks.stages.generate.submit import build_submission, check_name, judge_submission, write_submission
+    from flows.cli.failures import situation
+    from tasks.stages.generate.submit import (
+        build_submission,
+        check_name,
+        check_name_text,
+        judge_submission,
+        submission_lock,
+        write_submission,
+    )
 
     path = config_path(config)
     try:
+        check_name_text(name)
         base = load_checked_config(path)
         chosen = pick_pipeline(base, pipeline)
         cfg = base.for_pipeline(chosen)
         day = parse_cutoff(cutoff)
-        replaced = check_name(cfg, chosen, name, replace)
-        submission = build_submission(cfg, chosen, reviews, name, day, replaced)
-        judged = judge_submission(submission, cfg)
-        summary = write_submission(cfg, chosen, submission, judged)
+        check_paths(cfg, path)
+        with submission_lock(cfg, chosen, name):     # from the name check to the swap: one submit of a name at once
+            replaced = check_name(cfg, chosen, name, replace)
+            submission = build_submission(cfg, chosen, reviews, name, day, replaced)
+            judged = judge_submission(submission, cfg)
+            summary = write_submission(cfg, chosen, submission, judged)
     except GrebenchError as error:      # every error that stops a run: one line, exit 2
         fail(str(error).splitlines()[0])
+    except Exception as error:          # a full disk, a read-only folder: one line, exit 2
+        line = situation(error)
+        if line is None:
+            raise
+        fail(line)
     meta = submission.meta
     typer.echo(f"{name}: {meta['rows_in']} rows: {meta['accepted']} accepted, {meta['excluded']} excluded by the "
                f"cutoff {day}, {meta['rejected']} rejected; {meta['missing']} of {meta['benchmark_papers']} benchmark "
@@ -81,8 +97,10 @@ def submit(
     if not score or not stages:
         typer.echo(f"not scored yet: `{command}` scores it")
         return
+    from flows.cli.server import prepare_flows
     from flows.pipeline import pipeline_flow
 
+    prepare_flows()   # the Prefect server this command starts ends with it, even on kill -9 (as `run`)
     try:
         pipeline_flow(pipeline=chosen, config_path=str(path), stages=stages)
     except GrebenchError as error:
@@ -98,13 +116,21 @@ def export(
     config: ConfigOption = None,
 ) -> None:
     """Write the benchmark's papers and review form for people who submit reviews (`grebench submit`)."""
+    from flows.cli.failures import situation
+    from tasks.core.config import check_writable
     from tasks.report.export import write_export
 
     try:
         base = load_checked_config(config_path(config))
         chosen = pick_pipeline(base, pipeline)
+        try:
+            check_writable(out)     # a file, a folder under a file, /proc: said now, in one line
+        except ConfigError as error:
+            raise ConfigError(f"--out {error}") from None
         written = write_export(base.for_pipeline(chosen), chosen, out)
     except GrebenchError as error:
         fail(str(error).splitlines()[0])
+    except OSError as error:        # a full disk, or what the check could not foresee
+        fail(situation(error) or f"--out {out}: {error.strerror or error}")
     typer.echo(f"{written['papers']} papers ({written['with_text']} with their PDF text), release "
                f"{written['release_id']}, in {written['out']}: {', '.join(written['files'])}")

@@ -280,6 +280,7 @@ class ScoreConfig(Frozen):
     workers: int = Field(1, ge=1)            # workers of the dask cluster started locally
     runner_address: str | None = None        # an existing dask scheduler
     gpu_concurrency: int = Field(1, ge=1)    # scoring tasks allowed at once
+    slot_wait_s: float = Field(3600.0, gt=0, le=30 * 86400)   # longest wait for one of those slots (tasks/core/slots.py)
     metrics: tuple[str, ...] = ("gem_raw", "gem", "gem_s_abstract", "gem_s_assw")  # names in tasks/metrics
     # More metrics scored into the same table for side-by-side comparison (any name in tasks/metrics)
     baselines: tuple[str, ...] = ("bleu", "rouge_l", "bertscore_minilm")

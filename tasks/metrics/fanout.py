@@ -1,6 +1,6 @@
 """The fan-out every sharded stage shares: one Prefect task per Parquet shard, mapped on the configured
 task runner (threads, or a Dask cluster), each holding one slot of the evaluation-LM concurrency limit
-while it scores.
+while it scores (slot files the kernel frees when a holder dies: tasks/core/slots.py).
 
 Two kinds of shard go through it: log-likelihood requests (tasks/metrics/shards.py; `fan_out(cfg)`, a
 `ShardRunner`: the score stage's GEM requests and validation's rescoring) and paper shards of the
@@ -13,6 +13,7 @@ without taking a slot.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from prefect import flow, task, unmapped
@@ -20,25 +21,24 @@ from prefect.cache_policies import NO_CACHE
 from prefect.futures import wait
 
 from tasks.core.config import Config, ScoreConfig
+from tasks.core.slots import SlotLimit, holding_slot
 from tasks.lm import ModelSpec
 from tasks.metrics import metric_shards, shards
 from tasks.metrics.metric_shards import MetricShardRunner
 from tasks.metrics.shards import ShardRunner, make_task_runner
 
 
-def holding_a_slot(limit: str | None, done: bool, work: Callable[[], dict]) -> dict:
+def holding_a_slot(limit: SlotLimit | None, done: bool, work: Callable[[], dict]) -> dict:
     """`work()`, inside one slot of the concurrency limit `limit` unless the shard is `done` (it only skips)."""
-    if done or not limit:
+    if done or limit is None:
         return work()
-    from prefect.concurrency.sync import concurrency
-
-    with concurrency(limit, occupy=1, strict=True):
+    with holding_slot(limit):
         return work()
 
 
 @task(name="score-shard", cache_policy=NO_CACHE, tags=["eval-lm"])
 def score_shard_task(requests_dir: Path, results_dir: Path, shard: str, spec: ModelSpec, token_budget: int,
-                     limit: str | None = shards.CONCURRENCY_LIMIT) -> dict:
+                     limit: SlotLimit | None = None) -> dict:
     """`score_shard` holding one slot of the evaluation-LM concurrency limit while it scores."""
     return holding_a_slot(limit, (Path(results_dir) / f"{shard}.parquet").is_file(),
                           lambda: shards.score_shard(requests_dir, results_dir, shard, spec, token_budget))
@@ -46,22 +46,22 @@ def score_shard_task(requests_dir: Path, results_dir: Path, shard: str, spec: Mo
 
 @flow(name="score-shards")
 def score_shards_flow(requests_dir: Path, results_dir: Path, shards: list[str], spec: ModelSpec,
-                      token_budget: int) -> list[dict]:
-    """One task per shard, on whatever task runner this flow was given."""
+                      token_budget: int, limit: SlotLimit | None = None) -> list[dict]:
+    """One task per shard, on whatever task runner this flow was given, each in a slot of `limit`."""
     futures = score_shard_task.map(unmapped(requests_dir), unmapped(results_dir), shards, unmapped(spec),
-                                   unmapped(token_budget))
+                                   unmapped(token_budget), unmapped(limit))
     wait(futures)
     return futures.result()
 
 
-def fan_out(cfg: ScoreConfig) -> ShardRunner:
-    """Run shards through `score_shards_flow` on the configured task runner."""
-    return score_shards_flow.with_options(task_runner=make_task_runner(cfg))
+def fan_out(cfg: ScoreConfig, limit: SlotLimit | None = None) -> ShardRunner:
+    """Run shards through `score_shards_flow` on the configured task runner, each in a slot of `limit`."""
+    return partial(score_shards_flow.with_options(task_runner=make_task_runner(cfg)), limit=limit)
 
 
 @task(name="metric-shard", cache_policy=NO_CACHE, tags=["eval-lm"])
 def metric_shard_task(folder: Path, shard: str, names: tuple[str, ...], cfg: Config, pipeline: str,
-                      llm_cache: Path | None, limit: str | None = shards.CONCURRENCY_LIMIT) -> dict:
+                      llm_cache: Path | None, limit: SlotLimit | None = None) -> dict:
     """`score_metric_shard` holding one slot of the concurrency limit while it scores."""
     return holding_a_slot(limit, (Path(folder) / shard / "scores.parquet").is_file(),
                           lambda: metric_shards.score_metric_shard(folder, shard, names, cfg, pipeline, llm_cache))
@@ -69,14 +69,14 @@ def metric_shard_task(folder: Path, shard: str, names: tuple[str, ...], cfg: Con
 
 @flow(name="metric-shards")
 def metric_shards_flow(folder: Path, shards: list[str], names: tuple[str, ...], cfg: Config, pipeline: str,
-                       llm_cache: Path | None) -> list[dict]:
-    """One task per metric shard, on whatever task runner this flow was given."""
+                       llm_cache: Path | None, limit: SlotLimit | None = None) -> list[dict]:
+    """One task per metric shard, on whatever task runner this flow was given, each in a slot of `limit`."""
     futures = metric_shard_task.map(unmapped(folder), shards, unmapped(names), unmapped(cfg), unmapped(pipeline),
-                                    unmapped(llm_cache))
+                                    unmapped(llm_cache), unmapped(limit))
     wait(futures)
     return futures.result()
 
 
-def fan_out_metrics(cfg: ScoreConfig) -> MetricShardRunner:
-    """Run metric shards through `metric_shards_flow` on the configured task runner."""
-    return metric_shards_flow.with_options(task_runner=make_task_runner(cfg))
+def fan_out_metrics(cfg: ScoreConfig, limit: SlotLimit | None = None) -> MetricShardRunner:
+    """Run metric shards through `metric_shards_flow` on the configured task runner, each in a slot of `limit`."""
+    return partial(metric_shards_flow.with_options(task_runner=make_task_runner(cfg)), limit=limit)

@@ -43,7 +43,7 @@ SHARDED_NEEDS = frozenset({"llm_oracle", "llm_judge", "llm_reviser", "review_qua
 ALL_PAPERS = frozenset({"focus_kl_strengths", "focus_kl_weaknesses", "focus_kl_questions"})
 # keys of [score] that change how fast, not what, a shard scores (tasks/stages/validate/releases.py SPEED_ONLY)
 SPEED_ONLY = {"token_budget", "shard_size", "metric_shard_papers", "task_runner", "workers", "runner_address",
-              "gpu_concurrency", "metrics", "baselines"}
+              "gpu_concurrency", "slot_wait_s", "metrics", "baselines"}
 INPUTS = {"candidates": ("candidate",), "references": ("review_id",), "synopses": ("paper_id",),
           "negatives": ("candidate", "reference", "draw")}
 

@@ -24,9 +24,10 @@ from typing import Any
 
 import polars as pl
 
-from tasks.core.config import ScoreConfig
+from tasks.core.config import Config, ScoreConfig
 from tasks.core.layout import write_parquet
 from tasks.core.schema import LOGLIK_RESULTS, with_truncated
+from tasks.core.slots import SlotLimit
 from tasks.lm import ModelSpec
 from tasks.metrics.resources import engine_loglikelihood
 
@@ -125,12 +126,10 @@ class ShardedLoglikelihood:
         return pl.concat([known, new]).unique("key", keep="first", maintain_order=True)
 
 
-def ensure_concurrency_limit(name: str, slots: int) -> None:
-    """Create (or resize) the Prefect global concurrency limit the scoring tasks occupy."""
-    from prefect.client.orchestration import get_client
-
-    with get_client(sync_client=True) as client:
-        client.upsert_global_concurrency_limit_by_name(name, slots)
+def eval_lm_slots(cfg: Config) -> SlotLimit:
+    """The evaluation-LM concurrency limit the scoring tasks occupy: `[score] gpu_concurrency` slot files
+    under <data_dir>/slots, freed by the kernel when a holder dies (tasks/core/slots.py)."""
+    return SlotLimit(cfg.data_dir / "slots", CONCURRENCY_LIMIT, cfg.score.gpu_concurrency, cfg.score.slot_wait_s)
 
 
 def make_task_runner(cfg: ScoreConfig) -> Any:

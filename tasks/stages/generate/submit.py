@@ -22,8 +22,11 @@ reviews are, and written to
     data/<pipeline>/submit/<name>/usage.parquet                schema.USAGE
     data/<pipeline>/submit/<name>/submission.parquet           SUBMISSIONS: one row, the counts
 
-The folder is written beside the old one and swapped in, so a crash leaves the previous
-submission whole. A name already submitted is replaced only when asked (`replace=True`).
+Everything from the name check to the swap runs under the name's lock (`submission_lock`): a second
+submit of the name at the same time stops in one line. `submit/<name>` is a link to a hidden version
+folder (`.<name>.<hex>.v`): a new version is written whole, then the link is replaced by one rename,
+so a kill at any moment leaves the previous submission or the new one, never neither. A name already
+submitted is replaced only when asked (`replace=True`).
 The score stage reads these candidates next to the generated ones (tasks/core/submitted.py).
 """
 
@@ -32,10 +35,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
+import os
 import re
 import shutil
-import tempfile
+import uuid
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -58,6 +63,7 @@ from tasks.stages.generate.submitted_file import ReadRows, read_rows
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 RESERVED = ("human",)
+MAX_NAME = 100   # characters of a submission name (a folder name, a leaderboard label)
 SUBMISSIONS = pl.Schema({
     "name": pl.String, "pipeline": pl.String, "file": pl.String, "file_sha256": pl.String, "format": pl.String,
     "knowledge_cutoff": pl.Date, "submitted_at": pl.Datetime("ms", "UTC"), "model": pl.String,
@@ -79,18 +85,48 @@ class Submission:
     meta: dict[str, Any]          # a SUBMISSIONS row
 
 
-def check_name(cfg: Config, pipeline: str, name: str, replace: bool) -> bool:
-    """Whether a submission of this name exists (and may be replaced); a bad name is a SubmitError."""
+def check_name_text(name: str) -> None:
+    """A SubmitError unless `name` is a usable leaderboard and folder name (checked before anything is touched)."""
+    if len(name) > MAX_NAME:
+        raise SubmitError(f"--name {name[:40]!r}...: {len(name)} characters; at most {MAX_NAME}")
     if not NAME.match(name):
         raise SubmitError(f"--name {name!r}: use letters, digits, '.', '_' and '-' (starting with a letter or digit)")
     if name.lower() in RESERVED:
         raise SubmitError(f"--name {name!r} is reserved for the human baseline")
+
+
+def check_name(cfg: Config, pipeline: str, name: str, replace: bool) -> bool:
+    """Whether a submission of this name exists (and may be replaced); a bad name is a SubmitError.
+    Call it under `submission_lock`, so that nothing changes between this check and the swap."""
+    check_name_text(name)
     if name in {c.name for c in cfg.generate.candidates}:
         raise SubmitError(f"--name {name!r} is a configured generate candidate; choose another name")
     exists = (submit_dir(cfg, pipeline, name) / "submission.parquet").is_file()
     if exists and not replace:
         raise SubmitError(f"a submission named {name!r} exists in pipeline {pipeline!r}; pass --replace to replace it")
     return exists
+
+
+@contextlib.contextmanager
+def submission_lock(cfg: Config, pipeline: str, name: str) -> Iterator[None]:
+    """Hold the lock of submission `name` (an flock on submit/<name>.lock, freed by the kernel if this
+    process dies); another submit of the name under way is a SubmitError at once, never a wait."""
+    from filelock import FileLock, Timeout
+
+    check_name_text(name)
+    base = submit_dir(cfg, pipeline)
+    base.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(base / f"{name}.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise SubmitError(f"another `grebench submit` of {name!r} in pipeline {pipeline!r} is under way; "
+                          "try again when it has ended") from None
+    try:
+        restore_interrupted(base, name)
+        yield
+    finally:
+        lock.release()
 
 
 def benchmark(cfg: Config, pipeline: str) -> pl.DataFrame:
@@ -207,28 +243,71 @@ def judge_submission(submission: Submission, cfg: Config) -> PreprocessOutput:
                               cfg.preprocess)
 
 
+def version_pattern(name: str) -> re.Pattern[str]:
+    """The hidden folders (and link scratch names) that hold versions of submission `name`."""
+    return re.compile(rf"\.{re.escape(name)}\.(?:[0-9a-f]{{32}}|legacy)\.(?:v|link)")
+
+
+def restore_interrupted(base: Path, name: str) -> None:
+    """Undo what a killed swap or write left (under the lock): a legacy folder moved aside is linked back,
+    versions no link points to and link scratch names are removed."""
+    target, legacy = base / name, base / f".{name}.legacy.v"
+    if legacy.is_dir() and not os.path.lexists(target):
+        point(target, legacy)
+    current = os.readlink(target) if target.is_symlink() else None
+    pattern = version_pattern(name)
+    for path in base.iterdir():
+        if not pattern.fullmatch(path.name) or path.name == current:
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    for old in (base / f".{name}.old", *base.glob(f".{name}.*.partial")):   # left by earlier versions
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def point(target: Path, version: Path) -> None:
+    """Make `target` a link to `version` (beside it) with one rename: a kill leaves the old or the new."""
+    link = target.with_name(f".{target.name}.{uuid.uuid4().hex}.link")
+    os.symlink(version.name, link)
+    try:
+        os.replace(link, target)
+    finally:
+        if os.path.lexists(link):
+            link.unlink()
+
+
+def swap_in(target: Path, version: Path) -> None:
+    """`target` now names `version`; an older submission there is removed only once the new one is in place.
+    A folder of the layout before links is first moved aside to `.<name>.legacy.v` (linked back by
+    `restore_interrupted` should a kill fall between)."""
+    if target.is_dir() and not target.is_symlink():
+        target.rename(target.with_name(f".{target.name}.legacy.v"))
+    old = os.readlink(target) if target.is_symlink() else None
+    point(target, version)
+    for leftover in {old, f".{target.name}.legacy.v"} - {None, version.name}:
+        shutil.rmtree(target.with_name(leftover), ignore_errors=True)
+
+
 def write_submission(cfg: Config, pipeline: str, submission: Submission, judged: PreprocessOutput) -> StageSummary:
-    """Write the submission's folder beside the old one and swap it in; the summary."""
+    """Write the submission into a new hidden version folder and swap it in (one rename of a link);
+    call it under `submission_lock`. The summary."""
     base = submit_dir(cfg, pipeline)
     base.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(dir=base, prefix=f".{submission.name}.", suffix=".partial"))
+    version = base / f".{submission.name}.{uuid.uuid4().hex}.v"
+    version.mkdir()
     usage = judged.usage.with_columns(purpose=pl.lit(f"submit:{submission.name}"))
     try:
         frames = {"submitted_candidates": submission.candidates, "candidate_judgments": judged.judgments,
                   "submitted_exclusions": submission.exclusions, "rejects": pl.concat([submission.rejects, judged.rejects]),
                   "usage": usage, "submission": pl.DataFrame([submission.meta], schema=SUBMISSIONS)}
         for name, frame in frames.items():
-            write_parquet(frame, scratch / f"{name}.parquet")
-        target = submit_dir(cfg, pipeline, submission.name)
-        old = base / f".{submission.name}.old"
-        shutil.rmtree(old, ignore_errors=True)
-        if target.exists():
-            target.rename(old)
-        scratch.rename(target)
-        shutil.rmtree(old, ignore_errors=True)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            shutil.rmtree(scratch)
+            write_parquet(frame, version / f"{name}.parquet")
+    except BaseException:
+        shutil.rmtree(version, ignore_errors=True)
+        raise
+    swap_in(submit_dir(cfg, pipeline, submission.name), version)   # a version left by a failed swap: removed next time
     meta = submission.meta
     return StageSummary(meta["rows_in"], meta["accepted"], **llm_figures(usage), details={
         **{k: meta[k] for k in ("accepted", "excluded", "rejected", "missing", "benchmark_papers", "replaced")},

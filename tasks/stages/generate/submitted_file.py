@@ -9,7 +9,8 @@ file (a typo such as `reveiw` must not pass silently).
 Every row of the file ends in exactly one of two lists: `rows` (read, with its values) or
 `rejects` (with a rule and a detail): a CSV row with bytes that are not UTF-8 (`bad_encoding`), a
 JSON Lines line that is not a JSON object (`bad_json`), a value of the wrong type (`wrong_type`:
-a number where text is expected, text that is not a number for rating or confidence). What the
+a number where text is expected, text that is not a number for rating or confidence), a rating or
+confidence that is NaN (`bad_rating`, `bad_confidence`: leave it out for none). What the
 values mean (known paper, duplicates, length) is checked by tasks/stages/generate/submit.py.
 """
 
@@ -30,6 +31,7 @@ OPTIONAL = ("rating", "confidence", "model")
 TEXT = ("paper_id", "review", "model")
 NUMBERS = ("rating", "confidence")
 FORMATS = {".parquet": "parquet", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+FIELD_LIMIT = 2**31 - 1   # characters of one CSV field (Python's default, 131,072, refused the whole file)
 
 
 class SubmissionFileError(GrebenchError, ValueError):
@@ -107,11 +109,10 @@ def typed_row(raw: dict[str, Any], from_text: bool) -> tuple[dict[str, Any] | No
             number = float(value)
         except ValueError:
             return None, "wrong_type", f"{name} must be a number, got {str(value)[:60]!r}"
-        if math.isnan(number) or math.isinf(number):
-            values[name] = None if math.isnan(number) else number
-            if math.isinf(number):
-                return None, "wrong_type", f"{name} is infinite"
-            continue
+        if math.isnan(number):     # not "no rating": a value that says nothing is refused, as on the scale
+            return None, f"bad_{name}", f"{name} is NaN; leave it out (or empty) for no {name}"
+        if math.isinf(number):
+            return None, "wrong_type", f"{name} is infinite"
         values[name] = number
     return values, "", ""
 
@@ -159,6 +160,15 @@ def _arrow_rows(table: Any) -> list[dict[str, Any]]:
 
 
 def read_csv_rows(path: Path) -> ReadRows:
+    """Rows of a CSV file; a field of any length is read (a review too long is that row's reject, later)."""
+    limit = csv.field_size_limit(FIELD_LIMIT)
+    try:
+        return _read_csv_rows(path)
+    finally:
+        csv.field_size_limit(limit)
+
+
+def _read_csv_rows(path: Path) -> ReadRows:
     text = path.read_bytes().decode("utf-8", "surrogateescape").removeprefix("\ufeff")
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
@@ -191,6 +201,19 @@ def read_csv_rows(path: Path) -> ReadRows:
     return out
 
 
+def parse_json_line(text: str) -> tuple[Any, str]:
+    """(value, "") of one JSON line, else (None, why not): bad JSON, nesting too deep for the parser,
+    an integer of more digits than Python converts."""
+    try:
+        return json.loads(text), ""
+    except json.JSONDecodeError as error:
+        return None, f"{error.msg} at column {error.colno}"
+    except RecursionError:
+        return None, "nested too deeply to read"
+    except ValueError as error:      # e.g. "Exceeds the limit (4300 digits) for integer string conversion"
+        return None, str(error).splitlines()[0][:120]
+
+
 def read_jsonl_rows(path: Path) -> ReadRows:
     out = ReadRows("jsonl")
     columns_seen: set[str] = set()
@@ -201,12 +224,10 @@ def read_jsonl_rows(path: Path) -> ReadRows:
             continue
         number += 1
         text = line.decode("utf-8", "surrogateescape").removeprefix("\ufeff")
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as error:
+        value, problem = parse_json_line(text)
+        if problem:
             rule = "bad_encoding" if _bad_text(text) else "bad_json"
-            out.rejects.append({"row": number, "paper_id": None, "rule": rule,
-                                "detail": f"line {number}: {error.msg} at column {error.colno}"})
+            out.rejects.append({"row": number, "paper_id": None, "rule": rule, "detail": f"line {number}: {problem}"})
             continue
         if not isinstance(value, dict):
             out.rejects.append({"row": number, "paper_id": None, "rule": "bad_json",

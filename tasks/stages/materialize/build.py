@@ -164,9 +164,10 @@ def _run_layers(
             if only is not None and sql.table not in only:
                 continue
             if sql.source:
-                files = sorted(str(p) for pattern in sql.source.split() for p in base.glob(pattern)
-                               # never a hidden scratch file / folder
-                               if not any(part.startswith(".") for part in p.relative_to(base).parts))
+                files = sorted({str(p) for pattern in sql.source.split() for p in base.glob(pattern)
+                                # never a hidden scratch file / folder; `**` does not enter the links of
+                                # submit/<name>, so a source names them too (a file matched twice counts once)
+                                if not any(part.startswith(".") for part in p.relative_to(base).parts)})
                 if not files:
                     result.skipped.append(sql.table)
                     continue

@@ -14,7 +14,7 @@ from prefect.cache_policies import NO_CACHE
 from tasks.lm import ModelSpec
 from tasks.metrics.fanout import fan_out, fan_out_metrics, score_shard_task
 from tasks.metrics.quality import quality_work
-from tasks.metrics.shards import CONCURRENCY_LIMIT, ShardRunner, ensure_concurrency_limit, make_task_runner
+from tasks.metrics.shards import CONCURRENCY_LIMIT, ShardRunner, eval_lm_slots, make_task_runner
 from tasks.stages.score.quality_tables import write_quality_tables
 from tasks.stages.score.stage import (
     metric_shards,
@@ -29,6 +29,6 @@ read_inputs_task = task(read_inputs, name="read-scoring-inputs", cache_policy=NO
 write_scores_task = task(write_scores, name="write-scores", cache_policy=NO_CACHE)
 
 
-__all__ = ["CONCURRENCY_LIMIT", "ModelSpec", "ShardRunner", "ensure_concurrency_limit", "fan_out", "fan_out_metrics",
+__all__ = ["CONCURRENCY_LIMIT", "ModelSpec", "ShardRunner", "eval_lm_slots", "fan_out", "fan_out_metrics",
            "make_task_runner", "metric_shards", "quality_work", "read_inputs_task", "score_inputs_each_eval_lm", "score_shard_task",
            "sharded_loglikelihoods", "shards_details", "write_quality_tables", "write_scores_task"]

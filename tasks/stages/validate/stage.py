@@ -129,10 +129,10 @@ def validate_pipeline(cfg: Config, pipeline: str, fan_out: bool = False) -> Vali
     if fan_out:
         from tasks.metrics.fanout import fan_out as fanned
         from tasks.metrics.fanout import fan_out_metrics
-        from tasks.metrics.shards import CONCURRENCY_LIMIT, ensure_concurrency_limit
+        from tasks.metrics.shards import eval_lm_slots
 
-        ensure_concurrency_limit(CONCURRENCY_LIMIT, cfg.score.gpu_concurrency)
-        run, run_metrics = fanned(cfg.score), fan_out_metrics(cfg.score)
+        slots = eval_lm_slots(cfg)
+        run, run_metrics = fanned(cfg.score, slots), fan_out_metrics(cfg.score, slots)
     used: list[ReusingLoglikelihood] = []
     log = LLMLog()
     from tasks.metrics.quality import quality_work
