@@ -17,6 +17,7 @@ what it wants (`chat_spec`, `eval_spec`); `load_model` loads a resolved spec onc
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import os
@@ -29,7 +30,10 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+# for annotations pydantic resolves (a flow taking a ModelSpec); a bare GPU box has no pydantic
+with contextlib.suppress(ImportError):
     from tasks.core.config import LLMConfig, ScoreConfig
+
 
 EMBEDDED = "smollm2"
 MINILM = "minilm"

@@ -20,17 +20,20 @@ model has no log-likelihoods, a sentence encoder does not chat.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 
 from tasks.core.errors import TransientError
 
-if TYPE_CHECKING:
+# for annotations pydantic resolves (a flow taking a ModelSpec); a bare GPU box has no pydantic
+with contextlib.suppress(ImportError):
     from tasks.core.config import LLMConfig
+
 
 # Published price multipliers relative to the base input price / the whole bill.
 CACHE_WRITE_FACTOR = 1.25   # writing the prompt cache costs 25% more than plain input
