@@ -112,8 +112,10 @@ def form_line(cfg: Config, venue_id: str) -> str:
     except GrebenchError as error:
         return f"read from {review_invitation_id(venue_id, None)} when the run fires (now: {str(error).splitlines()[0]})"
     except Exception as error:  # noqa: BLE001 - a plan offline still prints; the run reads the form
-        return (f"read from {review_invitation_id(venue_id, None)} when the run fires (not readable now: "
-                f"{type(error).__name__})")
+        from tasks.stages.ingest.auth import describe
+
+        said = describe(error) if error.args and isinstance(error.args[0], dict) else type(error).__name__
+        return f"read from {review_invitation_id(venue_id, None)} when the run fires (not readable now: {said})"
     return "the venue table in pipelines.toml" if form.rule == "table" else f"derived, {form.describe()}"
 
 
