@@ -101,6 +101,29 @@ def time_engine(model, tokenizer, requests, budget: int, peak: float) -> dict:
             "logprobs": [r.logprob for r in results]}
 
 
+def profile(model, tokenizer, requests, budget: int) -> None:
+    """The engine's busiest operations on the GPU and the CPU (torch.profiler), and how much of the
+    wall time the GPU had a kernel running."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as profiler
+
+    from tasks.lm.loglikelihood import LoglikelihoodEngine
+
+    engine = LoglikelihoodEngine(model, tokenizer, token_budget=budget)
+    engine.score(requests[:8])
+    sync("cuda")
+    start = time.perf_counter()
+    with profiler(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        engine.score(requests)
+        sync("cuda")
+    wall = time.perf_counter() - start
+    events = prof.key_averages()
+    busy = sum(e.self_device_time_total for e in events) / 1e6
+    print(f"profile at budget {budget}: wall {wall:.2f} s, GPU kernels {busy:.2f} s ({busy / wall:.0%} of wall)")
+    print(events.table(sort_by="self_device_time_total", row_limit=12, max_name_column_width=60))
+    print(events.table(sort_by="self_cpu_time_total", row_limit=12, max_name_column_width=60))
+
+
 def naive(model, tokenizer, requests) -> tuple[list[float], float, int]:
     """(log-probabilities, seconds, tokens) of one plain forward per request."""
     from tasks.lm.loading import end_of_turn
@@ -190,6 +213,8 @@ def main() -> None:
     parser.add_argument("--budgets", default="4096,16384,32768", help="engine token budgets, comma-separated")
     parser.add_argument("--naive", type=int, default=64, help="requests for the naive method and the float32 reference")
     parser.add_argument("--no-nf4", action="store_true")
+    parser.add_argument("--profile", type=int, default=0, metavar="BUDGET",
+                        help="only profile the engine at this token budget (torch.profiler tables)")
     args = parser.parse_args()
     if args.export:
         export(args.export, args.papers, args.seed)
@@ -200,6 +225,14 @@ def main() -> None:
         return
     if not (args.requests / "requests.json").is_file():
         print(json.dumps({"skipped": f"{args.requests}/requests.json not found: run --export first"}))
+        return
+    if args.profile:
+        from transformers import AutoTokenizer
+
+        from tasks.lm.types import LoglikelihoodRequest
+
+        requests = [LoglikelihoodRequest(**r) for r in json.loads((args.requests / "requests.json").read_text())]
+        profile(llama(torch.bfloat16), AutoTokenizer.from_pretrained(args.requests / "tokenizer"), requests, args.profile)
         return
     budgets = [int(b) for b in args.budgets.split(",")]
     print(json.dumps(run(args.requests, budgets, args.naive, not args.no_nf4)))
