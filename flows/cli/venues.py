@@ -9,6 +9,8 @@ from facts, not guesses.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -52,10 +54,7 @@ def venues(
 ) -> None:
     """List a year's OpenReview venues (the `venues` group) with what each exposes, or (--form) the
     review form of one venue: its venue table, else the form read from its review invitation."""
-    import openreview
-    import requests
 
-    from tasks.core.errors import FatalError
     from tasks.stages.ingest.openreview_client import make_client
 
     cfg = read_config(config)
@@ -66,17 +65,9 @@ def venues(
     if not 2000 <= year <= 2100:
         fail(f"--year {year}: not a plausible year")
     base = url or cfg.ingest.api_v2_url
-    try:
+    with one_line(base, "the venues group"):
         client = make_client(2, base, cfg.ingest)
         members = client.get_group("venues").members or []
-    except FatalError as error:
-        fail(str(error).splitlines()[0])
-    except openreview.OpenReviewException as error:
-        from tasks.stages.ingest.auth import describe
-
-        fail(f"{base}: the venues group could not be read ({describe(error)})")
-    except requests.RequestException as error:
-        fail(f"{base}: OpenReview did not answer ({type(error).__name__})")
     rows = venue_rows(list(members), year)
     if json_output:
         typer.echo(json.dumps(rows, indent=2))
@@ -99,28 +90,37 @@ def venues(
             typer.echo(f"    limit:   {limit}")
 
 
-def show_form(cfg: Any, venue_id: str, url: str | None, json_output: bool) -> None:
-    """`grebench venues --form VENUE`: the form, its options and the mapping onto the common scale."""
+@contextmanager
+def one_line(subject: str, what: str) -> Iterator[None]:
+    """OpenReview's refusals and silences inside the block as one `error:` line about `subject`."""
     import openreview
     import requests
 
-    from tasks.core.config import check_venue_id
     from tasks.core.errors import GrebenchError
+    from tasks.stages.ingest.auth import describe
+
+    try:
+        yield
+    except GrebenchError as error:
+        fail(str(error).splitlines()[0])
+    except openreview.OpenReviewException as error:
+        fail(f"{subject}: {what} could not be read ({describe(error)})")
+    except requests.RequestException as error:
+        fail(f"{subject}: OpenReview did not answer ({type(error).__name__})")
+
+
+def show_form(cfg: Any, venue_id: str, url: str | None, json_output: bool) -> None:
+    """`grebench venues --form VENUE`: the form, its options and the mapping onto the common scale."""
+
+    from tasks.core.config import check_venue_id
     from tasks.stages.ingest.fetch import lookup_form
 
     try:
         check_venue_id(venue_id)
-        found = lookup_form(cfg, venue_id, url)
     except ValueError as error:
         fail(str(error))
-    except GrebenchError as error:
-        fail(str(error).splitlines()[0])
-    except openreview.OpenReviewException as error:
-        from tasks.stages.ingest.auth import describe
-
-        fail(f"{venue_id}: the review form could not be read ({describe(error)})")
-    except requests.RequestException as error:
-        fail(f"{venue_id}: OpenReview did not answer ({type(error).__name__})")
+    with one_line(venue_id, "the review form"):
+        found = lookup_form(cfg, venue_id, url)
     if json_output:
         typer.echo(json.dumps(found.to_json(), indent=2))
         return
