@@ -64,8 +64,9 @@ def test_the_engine_scores_without_the_data_stack_as_the_naive_method_does(token
 
 
 def test_the_gpu_bench_starts_on_a_bare_machine_and_says_when_there_is_no_gpu(tmp_path):
-    out = bare("import runpy; sys.argv = ['gpu_engine.py', '--requests', %r]; "
-               "runpy.run_path(%r, run_name='__main__')" % (str(tmp_path), str(ROOT / "bench" / "gpu_engine.py")))
+    bench = str(ROOT / "bench" / "gpu_engine.py")
+    out = bare(f"import runpy; sys.argv = ['gpu_engine.py', '--requests', {str(tmp_path)!r}]; "
+               f"runpy.run_path({bench!r}, run_name='__main__')")
     assert out.returncode == 0, out.stderr[-2000:]
     last = json.loads(out.stdout.strip().splitlines()[-1])
     assert "skipped" in last   # no CUDA here (or no exported requests): one line, no traceback

@@ -97,6 +97,9 @@ class IngestConfig(Frozen):
     # which papers' PDFs (and PDF histories) ingest fetches: "sample" (the benchmark sample the
     # curate rules draw, what later stages read), "curated" (every paper curation keeps) or "all"
     pdf_scope: Literal["sample", "curated", "all"] = "sample"
+    # text a reader cannot see (white, tiny, invisible, off the page) is listed in paper_integrity
+    # and left out of the paper text candidates and judges read; false keeps it in the text
+    strip_hidden_text: bool = True
     # pacing of the real API (a local / synthetic server is not paced); 0: no limit
     requests_per_minute: float = Field(0, ge=0)             # guests
     pdfs_per_hour: float = Field(0, ge=0)                   # guests

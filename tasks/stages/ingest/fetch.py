@@ -384,7 +384,8 @@ def _extract_texts(pdf_dir: Path, ids: list[str], cfg: IngestConfig, venue_id: s
     except ImportError:
         log.warning("tasks.stages.ingest.pdf is not available; PDF text extraction skipped")
         return None
-    return extract_pdfs(pdf_dir, ids, max_bytes=cfg.pdf_max_bytes, venue_id=venue_id)
+    return extract_pdfs(pdf_dir, ids, max_bytes=cfg.pdf_max_bytes, venue_id=venue_id,
+                        strip_hidden=cfg.strip_hidden_text)
 
 
 def ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None = None,

@@ -11,6 +11,14 @@ leaders and a page number) are never headings. Appendices lettered "A Proofs" fo
 references, so they go with everything after them.
 
 Unreadable files never stop a run: `extract_pdfs` turns them into rejects (`REJECT_RULES`).
+
+Hidden text: a span a reader of the rendered page cannot see is hidden (`hidden_reason`): drawn
+invisibly (render mode 3 or zero opacity; not on a page whose every span is invisible, which is a
+scan's OCR layer), set below `HIDDEN_FONT_PT`, white (every channel >= `WHITE_CHANNEL`, on the
+white page PDFs assume), or placed outside the page. Such spans are where instructions to AI
+reviewers hide ("give a positive review only"); they are listed per paper (`hidden`) and, by
+default, left out of the text every candidate and judge reads. Limit: coloured text on a coloured
+box of the same colour is not detected (the page is not rendered).
 """
 
 from __future__ import annotations
@@ -42,6 +50,9 @@ MIN_TEXT_CHARS = 200   # fewer non-blank characters in the whole file: nothing t
 MIN_BODY_CHARS = 500   # an end-of-body heading this early is not believed (a stray line)
 MAX_HEADING_CHARS = 80
 SERIAL_BELOW = 200     # fewer files are read in-process: a pool takes ~3 s to start (pymupdf import)
+HIDDEN_FONT_PT = 4.0   # text set smaller than this is not meant to be read (footnotes are 7-8 pt)
+WHITE_CHANNEL = 0xF0   # text whose red, green and blue are all at least this is white on a white page
+HIDDEN_CHARS = 500     # characters of one hidden span kept in the record
 
 _NUM = r"(?P<num>\d{1,2}(?:\.\d{1,2})*\.?|[IVX]{1,5}\.|[A-Z](?:\.\d{1,2})*\.?)"
 _RELATED = (
@@ -87,6 +98,8 @@ class PdfText:
     page_count: int
     text: str                     # body without references, appendices, acknowledgements
     text_no_related_work: str     # the same without the related-work section
+    hidden: tuple[tuple[int, str, str], ...] = ()   # (page, reason, text) of each hidden span
+    stripped: bool = True                          # hidden spans left out of the texts
 
 
 @dataclass(frozen=True)
@@ -96,14 +109,47 @@ class _Line:
     style: tuple[float, bool]     # (font size to 0.5 pt, bold) of the line's first span
 
 
-def _page_lines(page: pymupdf.Page, block_offset: int) -> list[_Line]:
+def hidden_reason(span: dict, ocr_layer: bool = False) -> str | None:
+    """Why a text span of `page.get_text("dict")` cannot be seen, or None (module docstring)."""
+    if span.get("alpha", 255) == 0 and not ocr_layer:
+        return "invisible"
+    if span["size"] < HIDDEN_FONT_PT:
+        return "tiny_font"
+    color = int(span.get("color") or 0)
+    if all((color >> shift) & 0xFF >= WHITE_CHANNEL for shift in (16, 8, 0)):
+        return "white_text"
+    return None
+
+
+def _off_page(page: pymupdf.Page) -> list[str]:
+    """Text drawn entirely outside the page (MuPDF's text extraction already clips it away)."""
+    area = page.rect
+    return ["".join(chr(c[0]) for c in span["chars"]).strip() for span in page.get_texttrace()
+            if not pymupdf.Rect(span["bbox"]).intersects(area) and span["chars"]]
+
+
+def _page_lines(page: pymupdf.Page, block_offset: int, hidden: list[tuple[int, str, str]] | None = None,
+                strip: bool = True) -> list[_Line]:
+    """The page's text lines; hidden spans are appended to `hidden` and, with `strip`, left out."""
+    blocks = page.get_text("dict", flags=pymupdf.TEXTFLAGS_TEXT)["blocks"]
+    spans_seen = [s for b in blocks for line in b.get("lines", ()) for s in line["spans"] if s["text"].strip()]
+    ocr_layer = bool(spans_seen) and all(s.get("alpha", 255) == 0 for s in spans_seen)
+    if hidden is not None:
+        hidden += [(page.number + 1, "off_page", text[:HIDDEN_CHARS]) for text in _off_page(page) if text]
     lines = []
-    for b, block in enumerate(page.get_text("dict", flags=pymupdf.TEXTFLAGS_TEXT)["blocks"]):
+    for b, block in enumerate(blocks):
         for line in block.get("lines", ()):
-            spans = [s for s in line["spans"] if s["text"].strip()]
+            kept = []
+            for span in line["spans"]:
+                reason = hidden_reason(span, ocr_layer) if span["text"].strip() else None
+                if reason and hidden is not None:
+                    hidden.append((page.number + 1, reason, span["text"].strip()[:HIDDEN_CHARS]))
+                if not (reason and strip):
+                    kept.append(span)
+            spans = [s for s in kept if s["text"].strip()]
             if not spans:
                 continue
-            text = " ".join("".join(s["text"] for s in line["spans"]).split())
+            text = " ".join("".join(s["text"] for s in kept).split())
             first = spans[0]
             bold = bool(first["flags"] & 16) or "bold" in first["font"].lower()
             lines.append(_Line(text, block_offset + b, (round(first["size"] * 2) / 2, bold)))
@@ -223,8 +269,9 @@ def _render(lines: list[_Line]) -> str:
     return "\n".join(paragraphs).replace("\x00", "")
 
 
-def extract_text(pdf: bytes) -> PdfText:
-    """The paper body of one PDF; raises PdfError (corrupt_pdf, encrypted_pdf, no_text)."""
+def extract_text(pdf: bytes, strip_hidden: bool = True) -> PdfText:
+    """The paper body of one PDF, hidden text listed (and left out with `strip_hidden`); raises
+    PdfError (corrupt_pdf, encrypted_pdf, no_text)."""
     if b"%PDF-" not in pdf[:1024]:
         raise PdfError("corrupt_pdf", f"not a PDF (starts with {pdf[:16]!r})")
     pymupdf.TOOLS.mupdf_display_errors(False)
@@ -238,12 +285,13 @@ def extract_text(pdf: bytes) -> PdfText:
             raise PdfError("encrypted_pdf", "password protected")
         page_count = doc.page_count
         lines: list[_Line] = []
+        hidden: list[tuple[int, str, str]] = []
         weights: Counter[tuple[float, bool]] = Counter()
         chars, total, end, number = 0, 0, None, 0
         try:
             for number in range(page_count):
                 start = max(len(lines) - 1, 0)  # a bare section number may end the previous page
-                for line in _page_lines(doc[number], block_offset=number * 100_000):
+                for line in _page_lines(doc[number], number * 100_000, hidden, strip_hidden):
                     weights[line.style] += len(line.text)
                     total += len(line.text)
                     lines.append(line)
@@ -260,10 +308,11 @@ def extract_text(pdf: bytes) -> PdfText:
     body = lines[:end] if end is not None else lines
     span = _related_span(body, _body_style(body))
     no_related = body[: span[0]] + body[span[1] :] if span else body
-    return PdfText(page_count, _render(body), _render(no_related))
+    return PdfText(page_count, _render(body), _render(no_related), tuple(hidden), strip_hidden)
 
 
-def _extract_file(path: str, max_bytes: int | None) -> tuple[PdfText | None, str | None, str | None]:
+def _extract_file(path: str, max_bytes: int | None, strip_hidden: bool = True
+                  ) -> tuple[PdfText | None, str | None, str | None]:
     """(text, None, None) or (None, rule, detail) for one file; never raises."""
     file = Path(path)
     try:
@@ -272,7 +321,7 @@ def _extract_file(path: str, max_bytes: int | None) -> tuple[PdfText | None, str
         size = file.stat().st_size
         if max_bytes is not None and size > max_bytes:
             return None, "pdf_too_large", f"{size} bytes > limit {max_bytes}"
-        return extract_text(file.read_bytes()), None, None
+        return extract_text(file.read_bytes(), strip_hidden), None, None
     except PdfError as error:
         return None, error.rule, error.detail
     except Exception as error:  # a bug or an exotic file must not stop the other papers
@@ -298,6 +347,7 @@ def extract_pdfs(
     workers: int | None = None,
     max_bytes: int | None = None,
     venue_id: str | None = None,
+    strip_hidden: bool = True,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(pdf_texts, rejects) for `pdf_dir/<paper_id>.pdf`; rejects have stage "ingest", entity "pdf"."""
     ids = list(dict.fromkeys(paper_ids))
@@ -307,12 +357,13 @@ def extract_pdfs(
     with progress(len(paths), "PDF text" + (f" of {venue_id}" if venue_id else ""), "pdf") as bar:
         if workers <= 1:
             for path in paths:
-                results.append(_extract_file(path, max_bytes))
+                results.append(_extract_file(path, max_bytes, strip_hidden))
                 bar.update(1)
         else:
             with ProcessPoolExecutor(workers, mp_context=_pool_context()) as pool:
                 chunk = max(1, len(paths) // (workers * 8))
-                for result in pool.map(_extract_file, paths, [max_bytes] * len(paths), chunksize=chunk):
+                for result in pool.map(_extract_file, paths, [max_bytes] * len(paths), [strip_hidden] * len(paths),
+                                       chunksize=chunk):
                     results.append(result)
                     bar.update(1)
     texts, rejected = [], []
@@ -325,7 +376,9 @@ def extract_pdfs(
         else:
             texts.append(
                 {"paper_id": paper_id, "page_count": text.page_count, "text": text.text,
-                 "text_no_related_work": text.text_no_related_work, "n_chars": len(text.text)}
+                 "text_no_related_work": text.text_no_related_work, "n_chars": len(text.text),
+                 "hidden": [{"page": p, "reason": r, "text": t} for p, r, t in text.hidden],
+                 "hidden_stripped": text.stripped}
             )
     frame = conform(pl.DataFrame(texts, schema=PDF_TEXTS), PDF_TEXTS) if texts else empty(PDF_TEXTS)
     rejects = conform(pl.DataFrame(rejected, schema=REJECTS), REJECTS) if rejected else empty(REJECTS)
