@@ -4,6 +4,6 @@
 -- requires: staging.submissions
 CREATE OR REPLACE TABLE submissions AS
 SELECT name, file, format, file_sha256, knowledge_cutoff, submitted_at, model, rows_in, accepted, excluded,
-       rejected, benchmark_papers, missing, replaced
+       rejected, benchmark_papers, missing, replaced, flagged
 FROM staging.submissions
 ORDER BY name;

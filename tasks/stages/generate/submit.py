@@ -59,6 +59,7 @@ from tasks.core.summary import StageSummary, llm_figures
 from tasks.metrics.judgments import PreprocessOutput, preprocess_reviews
 from tasks.stages.generate.contamination import guard
 from tasks.stages.generate.reviews import as_reviews, parse_review
+from tasks.stages.generate.screening import screen_review
 from tasks.stages.generate.submitted_file import ReadRows, read_rows
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -69,7 +70,10 @@ SUBMISSIONS = pl.Schema({
     "knowledge_cutoff": pl.Date, "submitted_at": pl.Datetime("ms", "UTC"), "model": pl.String,
     "rows_in": pl.Int64, "accepted": pl.Int64, "excluded": pl.Int64, "rejected": pl.Int64,
     "benchmark_papers": pl.Int64, "missing": pl.Int64, "replaced": pl.Boolean,
+    "flagged": pl.Int64,          # accepted reviews carrying text aimed at the evaluators (screening.py)
 })
+FLAGS = pl.Schema({"name": pl.String, "row": pl.Int64, "paper_id": pl.String, "candidate_id": pl.String,
+                   "kind": pl.String, "detail": pl.String})
 
 
 class SubmitError(GrebenchError, ValueError):
@@ -83,6 +87,7 @@ class Submission:
     exclusions: pl.DataFrame      # EXCLUSIONS
     rejects: pl.DataFrame         # REJECTS, stage submit
     meta: dict[str, Any]          # a SUBMISSIONS row
+    flags: pl.DataFrame | None = None   # FLAGS: what screening found in the accepted reviews
 
 
 def check_name_text(name: str) -> None:
@@ -215,6 +220,11 @@ def build_submission(cfg: Config, pipeline: str, path: Path, name: str, cutoff: 
             "rating_answer": _number(row["rating"]), "confidence_answer": _number(row["confidence"]),
         })
     candidates = pl.DataFrame(rows, schema=GENERATED)
+    scored = {r["paper_id"] for r in rows}
+    flags = pl.DataFrame([{"name": name, "row": row["row"], "paper_id": row["paper_id"],
+                           "candidate_id": f"{name}/{row['paper_id']}", "kind": flag.kind, "detail": flag.detail}
+                          for row in kept if row["paper_id"] in scored for flag in screen_review(row["review"])],
+                         schema=FLAGS)
     rejects = schema.rejects([{"stage": "submit", "entity": "submitted_review", "entity_id": f"{name}#{r['row']}",
                                "paper_id": r["paper_id"], "venue_id": venues.get(r["paper_id"] or ""),
                                "rule": r["rule"], "detail": r["detail"]} for r in rejected])
@@ -230,9 +240,10 @@ def build_submission(cfg: Config, pipeline: str, path: Path, name: str, cutoff: 
             "knowledge_cutoff": cutoff, "submitted_at": datetime.now(UTC), "model": "; ".join(models) or None,
             "rows_in": read.n_rows, "accepted": candidates.height, "excluded": exclusions.height,
             "rejected": rejects.height, "benchmark_papers": papers.height,
-            "missing": papers.height - candidates.height - exclusions.height, "replaced": replaced}
+            "missing": papers.height - candidates.height - exclusions.height, "replaced": replaced,
+            "flagged": flags["candidate_id"].n_unique()}
     assert meta["accepted"] + meta["excluded"] + meta["rejected"] == meta["rows_in"], meta  # every row lands once
-    return Submission(name, candidates, exclusions.cast(dict(EXCLUSIONS)), rejects, meta)
+    return Submission(name, candidates, exclusions.cast(dict(EXCLUSIONS)), rejects, meta, flags)
 
 
 def judge_submission(submission: Submission, cfg: Config) -> PreprocessOutput:
@@ -301,7 +312,8 @@ def write_submission(cfg: Config, pipeline: str, submission: Submission, judged:
     try:
         frames = {"submitted_candidates": submission.candidates, "candidate_judgments": judged.judgments,
                   "submitted_exclusions": submission.exclusions, "rejects": pl.concat([submission.rejects, judged.rejects]),
-                  "usage": usage, "submission": pl.DataFrame([submission.meta], schema=SUBMISSIONS)}
+                  "usage": usage, "submission": pl.DataFrame([submission.meta], schema=SUBMISSIONS),
+                  "submission_flags": submission.flags if submission.flags is not None else pl.DataFrame(schema=FLAGS)}
         for name, frame in frames.items():
             write_parquet(frame, version / f"{name}.parquet")
     except BaseException:
@@ -310,7 +322,8 @@ def write_submission(cfg: Config, pipeline: str, submission: Submission, judged:
     swap_in(submit_dir(cfg, pipeline, submission.name), version)   # a version left by a failed swap: removed next time
     meta = submission.meta
     return StageSummary(meta["rows_in"], meta["accepted"], **llm_figures(usage), details={
-        **{k: meta[k] for k in ("accepted", "excluded", "rejected", "missing", "benchmark_papers", "replaced")},
+        **{k: meta[k] for k in ("accepted", "excluded", "rejected", "missing", "benchmark_papers", "replaced",
+                                "flagged")},
         "rejects_by_rule": dict(Counter(submission.rejects["rule"].to_list()).most_common()),
         "candidate_judgments": judged.judgments.height, "reviews_without_judgments": judged.stats.get(
             "reviews_rejected", 0)})
