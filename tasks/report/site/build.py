@@ -27,7 +27,7 @@ import polars as pl
 from tasks.core.layout import slug
 from tasks.report.common import read_tables
 from tasks.report.site.charts import leaderboard_chart, to_svg
-from tasks.report.site.data import TABLES, paper_bundle, rows, site_papers, year_of
+from tasks.report.site.data import TABLES, model_costs, paper_bundle, rows, site_papers, year_of
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -170,7 +170,10 @@ def build_site(database: Path, out_dir: Path) -> SiteResult:
         result.pages.append(path)
 
     groups = leaderboard_groups(tables["leaderboard"])
+    costs = model_costs(tables["candidates"])
     for group in groups:
+        for row in group["rows"]:
+            row.update(costs.get(str(row["model"]), {}))
         chart = out_dir / "charts" / f"leaderboard-{group['slug']}.svg"
         title = f"{group['metric']} ({group['eval_lm']}; {group['level']} CI)"
         chart.write_text(to_svg(leaderboard_chart(group["rows"], title)), encoding="utf-8")

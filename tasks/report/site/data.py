@@ -73,3 +73,14 @@ def paper_bundle(tables: dict[str, pl.DataFrame], paper: dict[str, object]) -> d
         "metrics": metrics,
         "pairs": pairs,
     }
+
+
+def model_costs(candidates: pl.DataFrame) -> dict[str, dict[str, float | None]]:
+    """Per model: tokens and US dollars per review (None where any review's figure is unknown, as the
+    `candidate_costs` table defines them)."""
+    if candidates.is_empty() or "cost" not in candidates.columns:
+        return {}
+    per_model = candidates.group_by("model").agg(
+        tokens=pl.when(pl.col("tokens").null_count() == 0).then(pl.col("tokens").mean()),
+        usd=pl.when(pl.col("cost").null_count() == 0).then(pl.col("cost").mean()))
+    return {m: {"tokens_per_review": t, "usd_per_review": u} for m, t, u in per_model.iter_rows()}
