@@ -171,6 +171,10 @@ app.command()(site)
 app.command()(submit)   # submitted reviews -> a candidate on the leaderboard (docs/submit.md)
 app.command()(export)   # the benchmark's papers and review form for submitters
 
+from flows.cli.plan import plan  # noqa: E402 - `grebench plan --gap G`: papers a release needs
+
+app.command()(plan)
+
 from flows.cli.login import login  # noqa: E402 - `grebench login --check`: who OpenReview says we are
 from flows.cli.venues import venues  # noqa: E402 - `grebench venues`: a year's venues and their facts
 
