@@ -163,9 +163,9 @@ def scores_and_verdicts(args: argparse.Namespace, emulate: bool) -> dict[str, ob
 def generation(args: argparse.Namespace, emulate: bool) -> dict[str, object]:
     from tasks.core.config import PreprocessConfig
     from tasks.core.prompts import load_prompt
+    from tasks.judgments.extract import LINE_PREFIXES, PREFILL, render
     from tasks.lm import ChatRequest, ModelSpec
     from tasks.lm.local import LocalLM
-    from tasks.metrics.judgments import LINE_PREFIXES, PREFILL, render
 
     cfg = PreprocessConfig(max_tokens=args.max_tokens)
     raw = pl.read_parquet(args.data).sample(args.generate, seed=args.seed)

@@ -39,9 +39,9 @@ import polars as pl  # noqa: E402
 
 from tasks.core.config import PreprocessConfig  # noqa: E402
 from tasks.core.prompts import load_prompt  # noqa: E402
+from tasks.judgments.extract import LINE_PREFIXES, PREFILL, render  # noqa: E402
 from tasks.lm import ChatRequest, chat_spec  # noqa: E402
 from tasks.lm.local import LocalLM, generation_threads  # noqa: E402
-from tasks.metrics.judgments import LINE_PREFIXES, PREFILL, render  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "iclr2023_dev.parquet"
 

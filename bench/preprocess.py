@@ -42,9 +42,9 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
 from tasks.core.config import PreprocessConfig  # noqa: E402
+from tasks.judgments.checks import STANCES, parse_judgments  # noqa: E402
+from tasks.judgments.extract import preprocess_reviews  # noqa: E402
 from tasks.lm import CachedLM, LLMCache, chat_spec  # noqa: E402
-from tasks.metrics.judgment_checks import STANCES, parse_judgments  # noqa: E402
-from tasks.metrics.judgments import preprocess_reviews  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "iclr2023_dev.parquet"
 

@@ -4,8 +4,8 @@ The log-likelihoods of the lm_logprobs metrics (GEM) go through Parquet shards, 
 per shard (`.map`) on the configured task runner, behind the evaluation-LM concurrency limit;
 finished shards are skipped, so a crashed run resumes. The metrics behind an LLM (oracle cells,
 judges, RevisEval, review quality but focus_kl_*) are paper shards fanned out the same way
-(tasks/metrics/metric_shards.py). With several evaluation LMs
-(`[score] eval_lms`) those metrics are scored once per evaluation LM (tasks/metrics/eval_lms.py).
+(tasks/scoring/metric_shards.py). With several evaluation LMs
+(`[score] eval_lms`) those metrics are scored once per evaluation LM (tasks/scoring/eval_lms.py).
 """
 
 from __future__ import annotations

@@ -10,12 +10,12 @@ import polars as pl
 import pytest
 from scoring_data import write_pipeline
 
-import tasks.metrics.shards as shards_module
+import tasks.scoring.shards as shards_module
 from tasks.core.config import ScoreConfig, load_config
 from tasks.core.frames import judgments_text
 from tasks.core.layout import stage_dir, write_parquet
 from tasks.lm.loading import eval_specs
-from tasks.metrics.eval_lms import eval_lm_metrics, metrics_per_eval_lm
+from tasks.scoring.eval_lms import eval_lm_metrics, metrics_per_eval_lm
 from tasks.stages.score.stage import (
     read_inputs,
     score_inputs_each_eval_lm,

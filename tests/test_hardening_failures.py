@@ -13,8 +13,8 @@ import pytest
 from tasks.core import schema
 from tasks.core.config import PreprocessConfig
 from tasks.core.errors import AuthenticationError, EmptyOutputError
+from tasks.judgments.extract import preprocess_reviews
 from tasks.lm.anthropic_api import AnthropicLM
-from tasks.metrics.judgments import preprocess_reviews
 from tasks.testing.anthropic_server import AnthropicServer
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,7 +1,8 @@
 """The layout's one rule: folders import only folders below them, and no circle between any two
 folders (subfolders counted apart).
 
-    core -> lm -> metrics -> testing -> stages (each stage its own folder) -> checks -> report -> flows -> flows/cli
+    core -> lm -> judgments -> metrics -> scoring -> testing -> stages (each stage its own folder) -> checks -> report
+    -> flows -> flows/cli
 
 Every import counts, also one made inside a function. Run it alone to see the graph:
 `python -m pytest tests/test_layers.py -q`.
@@ -14,8 +15,8 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-RANKS = {"tasks/core": 0, "tasks/lm": 1, "tasks/metrics": 2, "tasks/testing": 3, "tasks/stages": 4,
-         "tasks/checks": 5, "tasks/report": 6, "flows": 7, "flows/cli": 8}
+RANKS = {"tasks/core": 0, "tasks/lm": 1, "tasks/judgments": 2, "tasks/metrics": 3, "tasks/scoring": 4,
+         "tasks/testing": 5, "tasks/stages": 6, "tasks/checks": 7, "tasks/report": 8, "flows": 9, "flows/cli": 10}
 
 
 def unit(module: str) -> str:

@@ -65,9 +65,9 @@ def test_state_masks_are_shared_and_never_changed_by_a_repeat_refusal(rules):
 @pytest.mark.slow
 def test_fast_decoder_answers_byte_for_byte_like_generate(embedded_lm, monkeypatch):
     from tasks.core.config import PreprocessConfig
+    from tasks.judgments.extract import LINE_PREFIXES
     from tasks.lm import ChatRequest, chat_spec
     from tasks.lm.local import LocalLM
-    from tasks.metrics.judgments import LINE_PREFIXES
 
     system = "You rewrite peer reviews as short judgments."
     reviews = ["The paper is well written. The experiments are too small to support the claims.",

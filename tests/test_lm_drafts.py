@@ -114,9 +114,9 @@ def test_a_full_buffer_is_squeezed_without_changing_the_answer(tiny):
 @pytest.mark.slow
 def test_drafts_on_smollm2_answer_like_the_one_token_loop(embedded_lm):
     from tasks.core.config import PreprocessConfig
+    from tasks.judgments.extract import LINE_PREFIXES
     from tasks.lm import ChatRequest, chat_spec
     from tasks.lm.local import LocalLM
-    from tasks.metrics.judgments import LINE_PREFIXES
 
     system = "You rewrite peer reviews as short judgments."
     reviews = ["The paper is well written. The experiments are too small to support the claims. "

@@ -90,7 +90,7 @@ def test_backends_say_what_they_cannot_do(tmp_path, monkeypatch):
 
 
 def test_the_layer_imports_no_model_code():
-    code = ("import sys, tasks.lm, tasks.metrics.shards, tasks.metrics; "
+    code = ("import sys, tasks.lm, tasks.scoring.shards, tasks.metrics; "
             "print(sorted(m for m in ('torch', 'transformers', 'tasks.lm.local', 'tasks.lm.anthropic_api') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

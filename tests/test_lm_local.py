@@ -9,6 +9,8 @@ import pytest
 
 from tasks.core.config import PreprocessConfig
 from tasks.core.prompts import load_prompt
+from tasks.judgments.checks import STANCES
+from tasks.judgments.extract import LINE_PREFIXES, preprocess_reviews, render
 from tasks.lm import (
     CachedLM,
     ChatRequest,
@@ -22,8 +24,6 @@ from tasks.lm.line_prefixes import LinePrefixConstraint, token_strings
 from tasks.lm.loading import chat_spec, cuda_available
 from tasks.lm.local import LocalLM, generation_threads
 from tasks.lm.loglikelihood import encode_request
-from tasks.metrics.judgment_checks import STANCES
-from tasks.metrics.judgments import LINE_PREFIXES, preprocess_reviews, render
 
 pytestmark = pytest.mark.slow
 LINE = re.compile(rf"^The reviewer ({'|'.join(STANCES)}) \S.*[.!?]$")

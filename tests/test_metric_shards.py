@@ -1,4 +1,4 @@
-"""The metrics behind an LLM as paper shards (tasks/metrics/metric_shards.py): the same scores as the
+"""The metrics behind an LLM as paper shards (tasks/scoring/metric_shards.py): the same scores as the
 unsharded path, a finished shard skipped on rerun, a score run killed mid-stage resumed without
 recomputing a finished shard, and the score flow fanning them out on threads and on a Dask cluster.
 The oracle and the judges answer from the local OpenAI-compatible server, by the hash of the question."""
@@ -15,8 +15,8 @@ from scoring_data import VENUE, write_pipeline
 
 from tasks.core.config import load_config
 from tasks.core.layout import cache_dir, slug, stage_dir
-from tasks.metrics.metric_shards import sharded_metrics
 from tasks.metrics.quality import quality_work
+from tasks.scoring.metric_shards import sharded_metrics
 from tasks.stages.score.stage import (
     metric_shards,
     read_inputs,
@@ -118,7 +118,7 @@ def test_score_flow_fans_metric_shards_out_on_threads_and_on_dask(tmp_path, pref
                                                                  monkeypatch) -> None:
     from distributed import get_worker
 
-    import tasks.metrics.metric_shards as metric_shards_module
+    import tasks.scoring.metric_shards as metric_shards_module
     from flows.score import score_flow
 
     with OpenAIServer(answer) as server:

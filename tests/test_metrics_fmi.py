@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 from scoring_data import make_frames, write_pipeline
 
-import tasks.metrics.shards as shards_module
+import tasks.scoring.shards as shards_module
 from tasks.core.config import ValidateConfig, load_config
 from tasks.core.frames import human_candidates, judgments_text, synopses_wide
 from tasks.core.layout import stage_dir, write_parquet

@@ -12,9 +12,9 @@ import pytest
 from tasks.core.config import PreprocessConfig
 from tasks.core.errors import EmptyOutputError
 from tasks.core.layout import stage_dir
+from tasks.judgments.checks import STANCES, parse_assw, parse_judgments
+from tasks.judgments.extract import make_synopses, preprocess_reviews, render, review_text
 from tasks.lm import TransientLLMError, make_lm
-from tasks.metrics.judgment_checks import STANCES, parse_assw, parse_judgments
-from tasks.metrics.judgments import make_synopses, preprocess_reviews, render, review_text
 from tasks.testing.anthropic_server import AnthropicServer, heuristic_responder, user_text
 from tests.crash import killed_when
 
@@ -255,7 +255,7 @@ def test_preprocess_flow_writes_its_tables_and_reruns_without_calls(tmp_path, mo
 VENUE = "Test.cc/2025/Conference"
 STAGE = (  # the preprocess stage without Prefect, as the child that is killed runs it
     "import sys; from tasks.core.config import load_config; from tasks.core.frames import read_curated;"
-    "from tasks.metrics.judgments import make_synopses, preprocess_reviews;"
+    "from tasks.judgments.extract import make_synopses, preprocess_reviews;"
     "from tasks.stages.preprocess.stage import preprocess_lm, write_outputs;"
     "import tasks.lm.anthropic_api as api; api.AnthropicLM.max_batch_requests = 4;"
     "cfg = load_config(sys.argv[1]).for_pipeline('t'); reviews, papers, texts = read_curated(cfg, 't');"

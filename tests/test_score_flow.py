@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 from scoring_data import write_pipeline
 
-import tasks.metrics.shards as shards_module
+import tasks.scoring.shards as shards_module
 from flows.score import score_flow
 from tasks.core.config import ScoreConfig, load_config
 from tasks.core.layout import stage_dir, write_parquet
@@ -17,7 +17,7 @@ from tasks.lm import LoglikelihoodRequest, eval_lm
 from tasks.metrics import get
 from tasks.metrics.gem import build_requests
 from tasks.metrics.resources import build_resources, eval_spec
-from tasks.metrics.shards import ShardedLoglikelihood, make_task_runner, write_request_shards
+from tasks.scoring.shards import ShardedLoglikelihood, make_task_runner, write_request_shards
 from tasks.stages.score.stage import (
     read_inputs,
     score_inputs,

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 from scoring_data import write_pipeline
 
-import tasks.metrics.shards as shards_module
+import tasks.scoring.shards as shards_module
 from tasks.core.config import load_config
 from tasks.core.layout import stage_dir
 from tests.crash import killed_when

@@ -13,7 +13,7 @@ from tasks.core.schema import SCORING_CANDIDATES
 from tasks.metrics import get
 from tasks.metrics.gem import build_requests
 from tasks.metrics.resources import build_resources, eval_spec
-from tasks.metrics.shards import ShardedLoglikelihood
+from tasks.scoring.shards import ShardedLoglikelihood
 from tasks.stages.score.stage import (
     read_inputs,
     score_inputs,

@@ -278,7 +278,7 @@ class ScoreConfig(Frozen):
     quantization: Literal["auto", "none", "nf4"] = "auto"   # auto: nf4 on CUDA, none on CPU
     token_budget: int = Field(4096, ge=64)   # tokens per forward batch
     shard_size: int = Field(256, ge=1)       # scoring requests per Parquet shard
-    metric_shard_papers: int = Field(8, ge=1)   # papers per shard of the LLM metrics (tasks/metrics/metric_shards.py)
+    metric_shard_papers: int = Field(8, ge=1)   # papers per shard of the LLM metrics (tasks/scoring/metric_shards.py)
     task_runner: Literal["thread", "dask"] = "thread"
     workers: int = Field(1, ge=1)            # workers of the dask cluster started locally
     runner_address: str | None = None        # an existing dask scheduler
@@ -291,7 +291,7 @@ class ScoreConfig(Frozen):
     # references of other papers of the same venue, drawn with `negatives_seed`
     negatives: int = Field(4, ge=1)
     negatives_seed: int = 0
-    # Several evaluation LMs in one run (tasks/metrics/eval_lms.py): each a model name or a table with
+    # Several evaluation LMs in one run (tasks/scoring/eval_lms.py): each a model name or a table with
     # the keys above (eval_lm, eval_lm_cuda, dtype, quantization); empty: the single eval_lm above
     eval_lms: tuple[EvalLMConfig, ...] = ()
     # The LLM oracle of the oracle cells (tasks/metrics/oracle_cells.py): "readout" reads the evaluation

@@ -92,7 +92,7 @@ class Resources:
     judge_method: Literal["auto", "generate"] = "auto"   # the judges' rating: readout where possible, or parse
     judge_context_tokens: int = 8192            # the judges' context, for the paper text lm_examiner reads
     seq2seq: Any = field(default=None, compare=False, repr=False)   # BARTScore's model (tasks/metrics/bartscore.py)
-    # the metrics behind an LLM scored as resumable paper shards (tasks/metrics/metric_shards.py MetricShards) by
+    # the metrics behind an LLM scored as resumable paper shards (tasks/scoring/metric_shards.py MetricShards) by
     # validation's rescoring (tasks/stages/validate/rescore.py); None: in this process
     by_paper: Any = field(default=None, compare=False, repr=False)
 

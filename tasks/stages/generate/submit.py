@@ -56,7 +56,7 @@ from tasks.core.layout import cache_dir, write_parquet
 from tasks.core.schema import EXCLUSIONS, GENERATED
 from tasks.core.submitted import submit_dir
 from tasks.core.summary import StageSummary, llm_figures
-from tasks.metrics.judgments import PreprocessOutput, preprocess_reviews
+from tasks.judgments.extract import PreprocessOutput, preprocess_reviews
 from tasks.stages.generate.contamination import guard
 from tasks.stages.generate.reviews import as_reviews, parse_review
 from tasks.stages.generate.screening import screen_review

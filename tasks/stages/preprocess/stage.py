@@ -1,4 +1,4 @@
-"""The preprocess stage around the extractor of tasks/metrics/judgments.py: its LLM, and what it
+"""The preprocess stage around the extractor of tasks/judgments/extract.py: its LLM, and what it
 writes (judgments, synopses, rejects, LLM usage) under data/<pipeline>/preprocess/."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import polars as pl
 from tasks.core.config import Config
 from tasks.core.layout import cache_dir, write_stage_frames
 from tasks.core.summary import StageSummary, llm_figures
+from tasks.judgments.extract import PreprocessOutput, Synopses
 from tasks.lm import CachedLM, make_lm
-from tasks.metrics.judgments import PreprocessOutput, Synopses
 
 
 def write_outputs(cfg: Config, pipeline: str, judged: PreprocessOutput, synopses: Synopses) -> StageSummary:

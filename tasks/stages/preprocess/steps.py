@@ -1,4 +1,4 @@
-"""The preprocess stage's Prefect tasks: curated reviews -> judgments, papers -> synopses (tasks/metrics/judgments.py)."""
+"""The preprocess stage's Prefect tasks: curated reviews -> judgments, papers -> synopses (tasks/judgments/extract.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from prefect.cache_policies import NO_CACHE
 
 from tasks.core.frames import read_curated
 from tasks.core.retry import llm_task
-from tasks.metrics.judgments import make_synopses, preprocess_reviews
+from tasks.judgments.extract import make_synopses, preprocess_reviews
 from tasks.stages.preprocess.stage import preprocess_lm, write_outputs
 
 read_inputs_task = task(read_curated, name="read-preprocess-inputs", cache_policy=NO_CACHE)

@@ -1,7 +1,7 @@
 """The score stage's plain functions: score every configured metric, write the scores.
 
-    score/requests/, results/       log-likelihood shards of the lm_logprobs metrics (tasks/metrics/shards.py)
-    score/metric_shards/            paper shards of the metrics behind an LLM (tasks/metrics/metric_shards.py)
+    score/requests/, results/       log-likelihood shards of the lm_logprobs metrics (tasks/scoring/shards.py)
+    score/metric_shards/            paper shards of the metrics behind an LLM (tasks/scoring/metric_shards.py)
     score/scores.parquet            SCORES: one row per (candidate, reference, metric)
     score/candidate_scores.parquet  CANDIDATE_SCORES: per (paper, candidate, metric), the mean over references
     score/negatives.parquet         NEGATIVES: the negative references drawn, when a metric reads them
@@ -19,16 +19,16 @@ from tasks.core.layout import stage_dir, write_parquet
 from tasks.core.summary import StageSummary
 from tasks.lm import eval_specs
 from tasks.metrics import Resources, candidate_scores, get, score_metrics
-from tasks.metrics.eval_lms import score_each_eval_lm
 from tasks.metrics.llm_log import LLMLog, write_llm_log
-from tasks.metrics.metric_shards import (
+from tasks.metrics.resources import build_resources, eval_spec
+from tasks.scoring.eval_lms import score_each_eval_lm
+from tasks.scoring.metric_shards import (
     MetricShardRunner,
     MetricShards,
     run_metric_shards_in_process,
     sharded_metrics,
 )
-from tasks.metrics.resources import build_resources, eval_spec
-from tasks.metrics.shards import ShardedLoglikelihood, ShardRunner, run_in_process
+from tasks.scoring.shards import ShardedLoglikelihood, ShardRunner, run_in_process
 from tasks.stages.score.inputs import ScoringInputs, load_inputs
 
 
@@ -44,7 +44,7 @@ def sharded_loglikelihood(cfg: Config, pipeline: str, run: ShardRunner = run_in_
 
 
 def sharded_loglikelihoods(cfg: Config, pipeline: str, run: ShardRunner = run_in_process) -> list[ShardedLoglikelihood]:
-    """One `sharded_loglikelihood` per evaluation LM of `[score] eval_lms` (tasks/metrics/eval_lms.py),
+    """One `sharded_loglikelihood` per evaluation LM of `[score] eval_lms` (tasks/scoring/eval_lms.py),
     all under the score stage's folder: shard names hash request keys, which hash the evaluation LM."""
     return [ShardedLoglikelihood(stage_dir(cfg, pipeline, "score"), spec, cfg.score.token_budget,
                                  cfg.score.shard_size, run) for spec in eval_specs(cfg.score)]

@@ -1,9 +1,9 @@
 """The score stage's Prefect tasks, and what flows/score.py needs to fan the shards out.
 
 The plain functions are in stage.py (inputs, scoring, outputs), quality_tables.py (Beyond Rating's
-tables), tasks/metrics/shards.py (the sharded log-likelihood engine) and tasks/metrics/metric_shards.py
+tables), tasks/scoring/shards.py (the sharded log-likelihood engine) and tasks/scoring/metric_shards.py
 (the paper shards of the metrics behind an LLM); the shard tasks and their fan-out subflows, shared
-with validation, in tasks/metrics/fanout.py.
+with validation, in tasks/scoring/fanout.py.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from tasks.lm import ModelSpec
-from tasks.metrics.fanout import fan_out, fan_out_metrics, score_shard_task
 from tasks.metrics.quality import quality_work
-from tasks.metrics.shards import CONCURRENCY_LIMIT, ShardRunner, eval_lm_slots, make_task_runner
+from tasks.scoring.fanout import fan_out, fan_out_metrics, score_shard_task
+from tasks.scoring.shards import CONCURRENCY_LIMIT, ShardRunner, eval_lm_slots, make_task_runner
 from tasks.stages.score.quality_tables import write_quality_tables
 from tasks.stages.score.stage import (
     metric_shards,

@@ -1,4 +1,4 @@
-"""Validation under each evaluation LM of `[score] eval_lms` (tasks/metrics/eval_lms.py).
+"""Validation under each evaluation LM of `[score] eval_lms` (tasks/scoring/eval_lms.py).
 
 The workflow runs once per evaluation LM: every metric with the first, then only the metrics that
 read an evaluation LM (GEM, the f-MI cells, the logit oracle) with each further one, so the
@@ -18,7 +18,7 @@ import polars as pl
 from tasks.core.config import Config
 from tasks.lm import ModelSpec, eval_specs
 from tasks.metrics import Resources
-from tasks.metrics.eval_lms import metrics_per_eval_lm
+from tasks.scoring.eval_lms import metrics_per_eval_lm
 from tasks.stages.validate.workflow import ValidationResult
 
 

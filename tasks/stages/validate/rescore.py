@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from tasks.metrics import Resources, candidate_scores, get, score_metrics
-from tasks.metrics.metric_shards import sharded_metrics
+from tasks.scoring.metric_shards import sharded_metrics
 
 PERTURBATIONS = pl.Schema({"paper_id": pl.String, "review_id": pl.String, "candidate": pl.String,
                            "strategy": pl.String, "kind": pl.String, "review_text": pl.String,

@@ -12,11 +12,11 @@
     validate/pairs.parquet                  original and perturbed score of every tested candidate
     validate/rejects.parquet                failed perturbations and preprocessing, unusable reviews
     validate/requests/, results/            GEM scoring shards (resumable, as in the score stage, and in the
-                                            validate flow fanned out the same way: tasks/metrics/fanout.py);
+                                            validate flow fanned out the same way: tasks/scoring/fanout.py);
                                             requests the score stage already answered come from score/results/
     validate/metric_shards/                 the metrics behind an LLM (oracle cells, judges, RevisEval, review
                                             quality) over the perturbed candidates, as paper shards
-                                            (tasks/metrics/metric_shards.py), resumable and fanned out the same way
+                                            (tasks/scoring/metric_shards.py), resumable and fanned out the same way
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from tasks.core.summary import StageSummary
 from tasks.lm import ModelSpec, eval_spec
 from tasks.metrics import Resources, candidate_scores, get
 from tasks.metrics.llm_log import LLMLog, write_llm_log
-from tasks.metrics.metric_shards import MetricShardRunner, MetricShards, run_metric_shards_in_process
 from tasks.metrics.resources import build_resources
-from tasks.metrics.shards import ShardedLoglikelihood, ShardRunner, run_in_process
+from tasks.scoring.metric_shards import MetricShardRunner, MetricShards, run_metric_shards_in_process
+from tasks.scoring.shards import ShardedLoglikelihood, ShardRunner, run_in_process
 from tasks.stages.validate.board_notes import annotate
 from tasks.stages.validate.comparisons import COMPARISONS, CompareSettings, compare, with_ranks_and_ties
 from tasks.stages.validate.eval_lms import validate_each_eval_lm
@@ -48,7 +48,7 @@ from tasks.stages.validate.workflow import Preprocessor, ValidationResult, run_v
 
 def llm_preprocessor(backend: Any, cfg: PreprocessConfig) -> Preprocessor:
     """Reviews -> (judgment lines, rejects) with the preprocessing stage's prompt and checks."""
-    from tasks.metrics.judgments import preprocess_reviews
+    from tasks.judgments.extract import preprocess_reviews
 
     def run(reviews: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         out = preprocess_reviews(reviews, backend, cfg)
@@ -122,14 +122,14 @@ def validate_pipeline(cfg: Config, pipeline: str, fan_out: bool = False) -> Vali
     (tasks/stages/validate/eval_lms.py); log-likelihoods the score stage already has are reused, the rest
     scored as resumable shards (tasks/stages/validate/reuse.py): in this process, or with `fan_out` one
     Prefect task per shard on the score stage's task runner behind its concurrency limit
-    (tasks/metrics/fanout.py). The metrics behind an LLM are scored the same way as paper shards
+    (tasks/scoring/fanout.py). The metrics behind an LLM are scored the same way as paper shards
     (validate/metric_shards/). The judges' / oracle's calls go to validate/usage.parquet."""
     run: ShardRunner = run_in_process
     run_metrics: MetricShardRunner = run_metric_shards_in_process
     if fan_out:
-        from tasks.metrics.fanout import fan_out as fanned
-        from tasks.metrics.fanout import fan_out_metrics
-        from tasks.metrics.shards import eval_lm_slots
+        from tasks.scoring.fanout import fan_out as fanned
+        from tasks.scoring.fanout import fan_out_metrics
+        from tasks.scoring.shards import eval_lm_slots
 
         slots = eval_lm_slots(cfg)
         run, run_metrics = fanned(cfg.score, slots), fan_out_metrics(cfg.score, slots)

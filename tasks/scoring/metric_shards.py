@@ -12,11 +12,11 @@ keys, the evaluation LM's key), the review-quality facts of its papers and its i
 same work always has the same name. Every file is written atomically and `scores.parquet` last: a
 shard with scores is done, and is skipped (a killed run resumes where it stopped). Resources are
 built inside `score_metric_shard` from the config (LLM clients, locks and models do not travel), so
-a shard runs in this process or on any worker of tasks/metrics/fanout.py `fan_out_metrics`.
+a shard runs in this process or on any worker of tasks/scoring/fanout.py `fan_out_metrics`.
 
 Metrics that read every paper at once stay out of the shards (`ALL_PAPERS`: focus_kl_*, a model's
 category distribution over all its papers); so do the metrics of the other needs (GEM's
-log-likelihoods have their own shards, tasks/metrics/shards.py; BLEU, ROUGE-L, BERTScore, BARTScore).
+log-likelihoods have their own shards, tasks/scoring/shards.py; BLEU, ROUGE-L, BERTScore, BARTScore).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Preprocess reviews into atomic judgments and papers into synopses (GEM section 3.2, C.1, C.4).
 
 Each review goes to the LLM once with the versioned judgments prompt; the answer is checked and
-repaired line by line (`tasks.metrics.judgment_checks`). An answer that fails (an error, or no usable
+repaired line by line (`tasks.judgments.checks`). An answer that fails (an error, or no usable
 line) is asked once more with a stricter reminder (a different request, so a different cache
 key); if that fails too the review is recorded in rejects with the reason. Dropped lines are
 recorded in rejects as well, so every line the LLM wrote is accounted for. Requests that still
@@ -22,15 +22,15 @@ from tasks.core.config import PreprocessConfig
 from tasks.core.errors import EmptyOutputError
 from tasks.core.prompts import load_prompt
 from tasks.core.schema import JUDGMENTS, SYNOPSES, USAGE
-from tasks.lm import ChatRequest, ChatResult, LanguageModel, Usage
-from tasks.lm.ask import Asked, ask_with_retry, failure
-from tasks.metrics.judgment_checks import (
+from tasks.judgments.checks import (
     STANCES,
     ParsedJudgments,
     ParsedSynopsis,
     parse_assw,
     parse_judgments,
 )
+from tasks.lm import ChatRequest, ChatResult, LanguageModel, Usage
+from tasks.lm.ask import Asked, ask_with_retry, failure
 
 REMINDER = {
     "review": "Reminder: answer only with lines that begin with \"The reviewer appreciates\", \"The reviewer "

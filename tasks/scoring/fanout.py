@@ -2,9 +2,9 @@
 task runner (threads, or a Dask cluster), each holding one slot of the evaluation-LM concurrency limit
 while it scores (slot files the kernel frees when a holder dies: tasks/core/slots.py).
 
-Two kinds of shard go through it: log-likelihood requests (tasks/metrics/shards.py; `fan_out(cfg)`, a
+Two kinds of shard go through it: log-likelihood requests (tasks/scoring/shards.py; `fan_out(cfg)`, a
 `ShardRunner`: the score stage's GEM requests and validation's rescoring) and paper shards of the
-metrics behind an LLM (tasks/metrics/metric_shards.py; `fan_out_metrics(cfg)`, a `MetricShardRunner`:
+metrics behind an LLM (tasks/scoring/metric_shards.py; `fan_out_metrics(cfg)`, a `MetricShardRunner`:
 the oracle cells, the judges, RevisEval, review quality). Both are subflows, so they run from a flow
 body (score) or from inside a task (validation's); a shard already done is skipped by its task
 without taking a slot.
@@ -23,9 +23,9 @@ from prefect.futures import wait
 from tasks.core.config import Config, ScoreConfig
 from tasks.core.slots import SlotLimit, holding_slot
 from tasks.lm import ModelSpec
-from tasks.metrics import metric_shards, shards
-from tasks.metrics.metric_shards import MetricShardRunner
-from tasks.metrics.shards import ShardRunner, make_task_runner
+from tasks.scoring import metric_shards, shards
+from tasks.scoring.metric_shards import MetricShardRunner
+from tasks.scoring.shards import ShardRunner, make_task_runner
 
 
 def holding_a_slot(limit: SlotLimit | None, done: bool, work: Callable[[], dict]) -> dict:
