@@ -1,7 +1,10 @@
 """The layout's one rule: folders import only folders below them, and no circle between any two
 folders (subfolders counted apart).
 
-    core -> lm -> metrics -> testing -> stages (each stage its own folder) -> checks -> report -> flows -> flows/cli
+    core -> lm -> metrics -> stages (each stage its own folder) -> checks -> report -> testing -> flows -> flows/cli
+
+Test doubles (tasks/testing) rank above every production folder: the flows register the demo's
+servers with the layers below (tasks/testing/demo.py), and no production module imports them.
 
 Every import counts, also one made inside a function. Run it alone to see the graph:
 `python -m pytest tests/test_layers.py -q`.
@@ -14,8 +17,9 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-RANKS = {"tasks/core": 0, "tasks/lm": 1, "tasks/metrics": 2, "tasks/testing": 3, "tasks/stages": 4,
-         "tasks/checks": 5, "tasks/report": 6, "flows": 7, "flows/cli": 8}
+RANKS = {"tasks/core": 0, "tasks/lm": 1, "tasks/metrics": 2, "tasks/stages": 3, "tasks/checks": 4,
+         "tasks/report": 5, "tasks/testing": 6, "flows": 7, "flows/cli": 8}
+PRODUCTION = ("tasks/core", "tasks/lm", "tasks/metrics", "tasks/stages", "tasks/checks", "tasks/report")
 
 
 def unit(module: str) -> str:
@@ -76,6 +80,15 @@ def test_no_folder_imports_a_folder_above_it_or_a_sibling_stage():
               for source, targets in folder_graph().items() for target, files in targets.items()
               if rank(target) > rank(source) or (rank(target) == rank(source) == RANKS["tasks/stages"])]
     assert upward == [], "imports that point up the layers:\n" + "\n".join(sorted(upward))
+
+
+def test_no_production_module_imports_a_test_double():
+    """Local servers and synthetic venues are tools for tests, the demo and benches: the flows
+    register them (tasks/testing/demo.py); the code below the flows never imports them."""
+    doubles = [f"{path.relative_to(ROOT)} imports {name}"
+               for folder in PRODUCTION for path in sorted(ROOT.glob(f"{folder}/**/*.py")) + sorted(ROOT.glob(f"{folder}.py"))
+               for name in imports(path) if name == "tasks.testing" or name.startswith("tasks.testing.")]
+    assert doubles == [], "\n".join(doubles)
 
 
 def directory_graph() -> dict[str, set[str]]:
