@@ -32,7 +32,10 @@ from tasks.core.config import load_config  # noqa: E402
 from tasks.lm import make_lm  # noqa: E402
 from tasks.stages.generate.reviews import generate_reviews  # noqa: E402
 from tasks.stages.ingest.pdf import extract_text  # noqa: E402
+from tasks.testing.demo import register_doubles  # noqa: E402
 from tasks.testing.synthetic import make_venue  # noqa: E402
+
+register_doubles()   # the demo's "served:smollm2" candidate, as the flows register it
 
 
 def synthetic_papers(n: int) -> tuple[pl.DataFrame, pl.DataFrame]:

@@ -17,6 +17,10 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 # tests/test_bf16.py sets bfloat16 where it means to (tasks/lm/loading.py `cpu_has_bf16`)
 os.environ.setdefault("GREBENCH_CPU_BF16", "0")
 
+from tasks.testing.demo import register_doubles  # noqa: E402
+
+register_doubles()   # "served:<model>" and the "synthetic" source, as the flows register them (tasks/testing/demo.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = {"prefect_harness", "embedded_lm", "minilm", "dask_cluster"}   # fixtures that start a server or load a model
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
+import pytest
 
-from tasks.core.config import Config, IngestConfig, PipelineConfig, SyntheticSource
+from tasks.core.config import Config, ConfigError, IngestConfig, PipelineConfig, SyntheticSource
 from tasks.stages.ingest.fetch import ingest_venue
 from tasks.stages.ingest.sources import synthetic_source, url_source, venue_source
 from tasks.testing.openreview_server import serve_venues
@@ -59,3 +60,14 @@ def test_cache_keys_name_the_source_readably():
     one = synthetic_source({"n_papers": 6, "seed": 0})
     assert one.startswith("synthetic-") and one != synthetic_source({"n_papers": 8, "seed": 0})
     assert one == synthetic_source({"seed": 0, "n_papers": 6})
+
+
+def test_a_source_no_layer_registered_is_one_line(tmp_path, monkeypatch):
+    """The stages never import the synthetic server: the flows register it (tasks/testing/demo.py)."""
+    from tasks.stages.ingest import sources
+
+    monkeypatch.setattr(sources, "_OPENERS", {})
+    with pytest.raises(ConfigError) as error, venue_source(config(tmp_path, six=6), "six"):
+        pass
+    assert str(error.value).startswith("pipelines.six: source 'synthetic' has no server registered")
+    assert "\n" not in str(error.value)

@@ -1,8 +1,11 @@
 """The layout's one rule: folders import only folders below them, and no circle between any two
 folders (subfolders counted apart).
 
-    core -> lm -> judgments -> metrics -> scoring -> testing -> stages (each stage its own folder) -> checks -> report
-    -> flows -> flows/cli
+    core -> lm -> judgments -> metrics -> scoring -> stages (each stage its own folder) -> checks -> report
+    -> testing -> flows -> flows/cli
+
+Test doubles (tasks/testing) rank above every production folder: the flows register the demo's
+servers with the layers below (tasks/testing/demo.py), and no production module imports them.
 
 Every import counts, also one made inside a function. Run it alone to see the graph:
 `python -m pytest tests/test_layers.py -q`.
@@ -16,7 +19,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RANKS = {"tasks/core": 0, "tasks/lm": 1, "tasks/judgments": 2, "tasks/metrics": 3, "tasks/scoring": 4,
-         "tasks/testing": 5, "tasks/stages": 6, "tasks/checks": 7, "tasks/report": 8, "flows": 9, "flows/cli": 10}
+         "tasks/stages": 5, "tasks/checks": 6, "tasks/report": 7, "tasks/testing": 8, "flows": 9, "flows/cli": 10}
+PRODUCTION = ("tasks/core", "tasks/lm", "tasks/judgments", "tasks/metrics", "tasks/scoring", "tasks/stages",
+              "tasks/checks", "tasks/report")
 
 
 def unit(module: str) -> str:
@@ -77,6 +82,15 @@ def test_no_folder_imports_a_folder_above_it_or_a_sibling_stage():
               for source, targets in folder_graph().items() for target, files in targets.items()
               if rank(target) > rank(source) or (rank(target) == rank(source) == RANKS["tasks/stages"])]
     assert upward == [], "imports that point up the layers:\n" + "\n".join(sorted(upward))
+
+
+def test_no_production_module_imports_a_test_double():
+    """Local servers and synthetic venues are tools for tests, the demo and benches: the flows
+    register them (tasks/testing/demo.py); the code below the flows never imports them."""
+    doubles = [f"{path.relative_to(ROOT)} imports {name}"
+               for folder in PRODUCTION for path in sorted(ROOT.glob(f"{folder}/**/*.py")) + sorted(ROOT.glob(f"{folder}.py"))
+               for name in imports(path) if name == "tasks.testing" or name.startswith("tasks.testing.")]
+    assert doubles == [], "\n".join(doubles)
 
 
 def directory_graph() -> dict[str, set[str]]:

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from tasks.core.config import LLMConfig, PreprocessConfig, ScoreConfig
+from tasks.core.errors import ConfigError
 from tasks.lm import (
     CachedLM,
     ChatRequest,
@@ -95,3 +96,50 @@ def test_the_layer_imports_no_model_code():
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_backends_are_looked_up_by_name_and_the_config_names_them():
+    from typing import get_args
+
+    from tasks.core.config import BackendName
+    from tasks.lm import BACKENDS, backend_name
+    from tasks.lm.backends import backend_class
+    from tasks.lm.completions import CompletionsLM
+    from tasks.lm.local import LocalLM
+    from tasks.lm.openai_api import OpenAILM
+
+    assert set(get_args(BackendName)) | {"completions"} == set(BACKENDS)
+    assert backend_name(LLMConfig()) == "local"
+    assert backend_name(LLMConfig(backend="openai", model="m")) == "openai"
+    assert backend_name(LLMConfig(backend="openai", model="m", api="completions")) == "completions"
+    assert [backend_class(n) for n in ("local", "anthropic", "openai", "completions")] == \
+        [LocalLM, AnthropicLM, OpenAILM, CompletionsLM]
+    with pytest.raises(ConfigError) as error:
+        backend_class("llama")
+    assert str(error.value) == "backend 'llama': not one of anthropic, completions, local, openai"
+
+
+def test_a_stage_asks_whether_a_model_runs_locally():
+    from tasks.lm import local_spec, runs_locally
+
+    local = LLMConfig(model="smollm2", dtype="float32")
+    assert runs_locally(local) and local_spec(local) == chat_spec(local)
+    for api in (LLMConfig(backend="anthropic", model="claude"), LLMConfig(backend="openai", model="gpt"),
+                LLMConfig(backend="openai", base_url="served:smollm2")):   # a local model behind a server: an API
+        assert not runs_locally(api) and local_spec(api) is None
+
+
+def test_a_base_url_of_an_in_process_server_is_known_by_no_scheme_name(monkeypatch):
+    from tasks.lm import backends, register_base_url_scheme, resolve_base_url
+    from tasks.lm.backends import in_process_model
+    from tasks.lm.openai_api import served_key
+
+    assert in_process_model("https://api.openai.com/v1") is None and in_process_model(None) is None
+    assert in_process_model("served:smollm2") == "smollm2" and in_process_model("sim:tiny") == "tiny"
+    assert served_key(LLMConfig(backend="openai", base_url="sim:smollm2")) == "sim:" + ModelSpec().resolved().key
+    with pytest.raises(ConfigError, match="unknown scheme 'nowhere'"):
+        resolve_base_url("nowhere:smollm2")
+    monkeypatch.setattr(backends, "_BASE_URL_SCHEMES", {})
+    register_base_url_scheme("echo-test", lambda name: f"http://127.0.0.1:9/{name}")
+    assert resolve_base_url("echo-test:m") == "http://127.0.0.1:9/m"
+    assert resolve_base_url("https://example.org/v1") is None   # used as configured

@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 # The one list of stages, in pipeline order; each has a folder tasks/stages/<stage>/ and a flow flows/<stage>.py.
+BackendName = Literal["local", "anthropic", "openai"]   # tasks/lm/backends.py BACKENDS, checked there
 Stage = Literal["ingest", "curate", "preprocess", "generate", "qualify", "score", "validate", "materialize"]
 STAGES: tuple[Stage, ...] = get_args(Stage)
 # the stages with a table of settings in pipelines.toml (a pipeline may override them)
@@ -152,7 +153,7 @@ class CurateConfig(Frozen):
 class LLMConfig(Frozen):
     """Settings shared by every stage that calls an LLM (preprocess, generate, perturbations)."""
 
-    backend: Literal["local", "anthropic", "openai"] = "local"
+    backend: BackendName = "local"     # a name of the backend registry (tasks/lm/backends.py)
     model: str = "smollm2"                # local: "smollm2" (embedded), a path or a model id
     max_tokens: int = Field(512, ge=1)
     use_batches: bool = True              # anthropic: Message Batches API for bulk work

@@ -1,6 +1,7 @@
 """The one language-model layer: every stage talks to a model through `LanguageModel`.
 
-    make_lm(cfg, cache_dir)   the configured chat backend (local, Anthropic or OpenAI-compatible) behind the answer cache
+    make_lm(cfg, cache_dir)   the backend the config names (tasks/lm/backends.py) behind the answer cache
+    runs_locally(cfg)         whether a config's model is local weights (token counts, readouts: `local_spec`)
     eval_lm(score_cfg)        the evaluation LM, for log-likelihoods (one per process)
     eval_model(spec)          the model behind an evaluation-LM spec: local weights or a completions server
     embedder()                the MiniLM sentence encoder, for embeddings (one per process)
@@ -9,7 +10,8 @@ Modules: types (requests, results, the protocol, usage and cost), loading (Model
 device / dtype / quantization policy, the loader, the chat-template encoder), batching (the one
 batching helper), local (transformers: generate + loglikelihood), loglikelihood (the prefix-sharing
 engine), line_prefixes (constrained decoding), encoder (MiniLM: embed), anthropic_api and openai_api (generate), completions (log-likelihoods from a completions server),
-cache (SQLite answer cache and `CachedLM`, which wraps any backend). Backends and torch are
+cache (SQLite answer cache and `CachedLM`, which wraps any backend), backends (the registry of backends
+by name, and base URLs of a server started in this process). Backends and torch are
 imported only when a model is asked for.
 """
 
@@ -17,11 +19,18 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tasks.core.errors import ConfigError
+from tasks.lm.backends import (
+    BACKENDS,
+    backend_name,
+    build_backend,
+    register_base_url_scheme,
+    resolve_base_url,
+    runs_locally,
+)
 from tasks.lm.batching import batches, map_batches
 from tasks.lm.cache import CachedLM, LLMCache, request_key
 from tasks.lm.loading import (
@@ -53,57 +62,24 @@ if TYPE_CHECKING:
     from tasks.lm.local import LocalLM
 
 
-# base_url schemes that name a server started in this process, e.g. "served:smollm2" for the offline
-# demo; tasks/testing/openai_server.py registers "served" (the layer above lm registers, lm never
-# imports it).
-_BASE_URL_SCHEMES: dict[str, Callable[[str], str]] = {}
-
-
-def register_base_url_scheme(scheme: str, resolve: Callable[[str], str]) -> None:
-    """`base_url = "<scheme>:<name>"` resolves to `resolve(name)` when a model is built."""
-    _BASE_URL_SCHEMES[scheme] = resolve
-
-
-def resolve_base_url(base_url: str | None) -> str | None:
-    """The configured base URL, or the URL a registered scheme resolves it to; http(s) URLs unchanged."""
-    scheme, sep, name = (base_url or "").partition(":")
-    if not sep or scheme in ("http", "https"):
-        return None
-    if scheme not in _BASE_URL_SCHEMES:
-        raise ConfigError(f"base_url {base_url!r}: unknown scheme {scheme!r} (an http(s) URL, or one of "
-                          f"{sorted(_BASE_URL_SCHEMES) or 'none registered'})")
-    return _BASE_URL_SCHEMES[scheme](name)
-
-
 def make_lm(cfg: LLMConfig, cache_dir: Path, base_url: str | None = None) -> CachedLM:
-    """The configured backend behind the content-addressed answer cache under `cache_dir`."""
+    """The backend `cfg` names (tasks/lm/backends.py) behind the content-addressed answer cache under `cache_dir`."""
     cache = LLMCache(Path(cache_dir) / "llm.sqlite")
-    inner: LanguageModel
-    if cfg.backend == "anthropic":
-        from tasks.lm.anthropic_api import AnthropicLM
-
-        inner = AnthropicLM(cfg, base_url=base_url, batch_store=cache)
-    elif cfg.backend == "openai":
-        inner = openai_backend(cfg, base_url, batch_store=cache)
-    else:
-        from tasks.lm.local import LocalLM
-
-        inner = LocalLM(chat_spec(cfg), batch_size=cfg.batch_size)
-    return CachedLM(inner, cache, cfg)
+    return CachedLM(build_backend(cfg, base_url, batch_store=cache), cache, cfg)
 
 
 def openai_backend(cfg: LLMConfig, base_url: str | None = None, batch_store: LLMCache | None = None) -> LanguageModel:
-    """The OpenAI-compatible backend (`api = "completions"`: with log-likelihoods); a base_url of a
-    registered scheme ("served:<model>") is resolved first."""
-    if base_url is None:
-        base_url = resolve_base_url(cfg.base_url)
-    if cfg.api == "completions":
-        from tasks.lm.completions import CompletionsLM
+    """The OpenAI-compatible backend (`api = "completions"`: with log-likelihoods), uncached; a base_url
+    of a registered scheme ("<scheme>:<model>") is resolved first."""
+    if cfg.backend != "openai":
+        raise ConfigError(f"backend {cfg.backend!r}: an OpenAI-compatible server needs backend = \"openai\"")
+    return build_backend(cfg, base_url, batch_store=batch_store)
 
-        return CompletionsLM(cfg, base_url=base_url, batch_store=batch_store)
-    from tasks.lm.openai_api import OpenAILM
 
-    return OpenAILM(cfg, base_url=base_url, batch_store=batch_store)
+def local_spec(cfg: LLMConfig) -> ModelSpec | None:
+    """The local weights behind `cfg` (`chat_spec`) when it runs locally (`runs_locally`), else None:
+    what a stage loads a tokenizer or a readout engine from."""
+    return chat_spec(cfg) if runs_locally(cfg) else None
 
 
 _BUILDING = threading.Lock()
@@ -154,6 +130,7 @@ def embedder() -> Encoder:
 
 
 __all__ = [
+    "BACKENDS",
     "CachedLM",
     "ChatRequest",
     "ChatResult",
@@ -165,7 +142,9 @@ __all__ = [
     "TransientLLMError",
     "Unsupported",
     "Usage",
+    "backend_name",
     "batches",
+    "build_backend",
     "chat_ids",
     "chat_spec",
     "cost_usd",
@@ -179,10 +158,12 @@ __all__ = [
     "fast_dtype",
     "load_model",
     "local_lm",
+    "local_spec",
     "make_lm",
     "openai_backend",
     "register_base_url_scheme",
     "resolve_base_url",
+    "runs_locally",
     "map_batches",
     "request_key",
 ]

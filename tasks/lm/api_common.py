@@ -99,6 +99,12 @@ class ChatAPI:
     max_batch_requests: int
     max_batch_bytes: int
 
+    @classmethod
+    def from_config(cls, cfg: Any, base_url: str | None = None, batch_store: Any = None) -> ChatAPI:
+        """The backend of `cfg` at `base_url` (None: the configured one), its batches kept in `batch_store`
+        (tasks/lm/backends.py builds every backend so)."""
+        return cls(cfg, base_url=base_url, batch_store=batch_store)  # type: ignore[call-arg]
+
     def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None,
                  on_answers: OnAnswers | None = None) -> list[ChatResult]:
         """Answers in request order; each is handed to `on_answers` as it arrives (one by one from the

@@ -44,8 +44,9 @@ from tasks.core.config import LLMConfig
 from tasks.core.errors import FatalError
 from tasks.lm.anthropic_api import BatchStore
 from tasks.lm.api_common import describe
+from tasks.lm.backends import in_process_model
 from tasks.lm.loading import Tokens, end_of_turn, load_tokenizer
-from tasks.lm.openai_api import SERVED, OpenAILM, _transient
+from tasks.lm.openai_api import OpenAILM, is_transient
 from tasks.lm.types import LoglikelihoodRequest, LoglikelihoodResult, TransientLLMError
 
 if TYPE_CHECKING:
@@ -65,11 +66,9 @@ def _tokenizer(name: str) -> PreTrainedTokenizerBase:
 
 
 def tokenizer_name(cfg: LLMConfig) -> str:
-    """The served model's tokenizer: `tokenizer`, else the model served locally, else `model`."""
-    if cfg.tokenizer:
-        return cfg.tokenizer
-    base = cfg.base_url or ""
-    return base.removeprefix(SERVED) if base.startswith(SERVED) else cfg.model
+    """The served model's tokenizer: `tokenizer`, else the local model a server in this process serves
+    ("<scheme>:<model>"), else `model`."""
+    return cfg.tokenizer or in_process_model(cfg.base_url) or cfg.model
 
 
 class CompletionsLM(OpenAILM):
@@ -118,7 +117,7 @@ class CompletionsLM(OpenAILM):
             body = answer.model_dump()
         except (openai.APIStatusError, openai.APIConnectionError) as error:
             line = self.scrub(f"{self.model} at {self.endpoint}: {describe(error)}")
-            if _transient(error):
+            if is_transient(error):
                 raise TransientLLMError(line) from None
             raise CompletionsError(line) from None
         except FatalError:

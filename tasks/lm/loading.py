@@ -85,12 +85,14 @@ class ModelSpec:
 
 
 def served_where(cfg: LLMConfig) -> str:
-    """Where an OpenAI-compatible server runs, without the port: its host, or "served:<model>" (the
-    local test server, which may come back on another port serving the same model)."""
+    """Where an OpenAI-compatible server runs, without the port: its host, or "<scheme>:<model>" (a
+    server started in this process, which may come back on another port serving the same model)."""
     from urllib.parse import urlsplit
 
+    from tasks.lm.backends import in_process_model
+
     base = cfg.base_url or "https://api.openai.com/v1"
-    return base if base.startswith("served:") else (urlsplit(base).hostname or base)
+    return base if in_process_model(base) is not None else (urlsplit(base).hostname or base)
 
 
 ENCODER_SPEC = ModelSpec(MINILM, dtype="float32", kind="encoder")

@@ -37,7 +37,7 @@ from tasks.core.progress import track
 from tasks.lm.batching import batches
 from tasks.lm.fitting import request_window
 from tasks.lm.line_prefixes import LinePrefixConstraint
-from tasks.lm.loading import ModelSpec, Tokens, chat_ids, load_model
+from tasks.lm.loading import ModelSpec, Tokens, chat_ids, chat_spec, load_model
 from tasks.lm.types import (
     Accept,
     Backend,
@@ -51,6 +51,7 @@ from tasks.lm.types import (
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+    from tasks.core.config import LLMConfig
     from tasks.lm.decode import GreedyDecoder
     from tasks.lm.loglikelihood import LoglikelihoodEngine
 
@@ -89,6 +90,12 @@ class LocalLM(Backend):
         self._engine: LoglikelihoodEngine | None = None
         self._engine_lock = threading.Lock()
         self._greedy: GreedyDecoder | None = None
+
+    @classmethod
+    def from_config(cls, cfg: LLMConfig, base_url: str | None = None, batch_store: object = None) -> LocalLM:
+        """The local chat model of `cfg` (`chat_spec`), `cfg.batch_size` prompts per generate() call
+        (tasks/lm/backends.py builds every backend so; a local model has no URL and no batches to keep)."""
+        return cls(chat_spec(cfg), batch_size=cfg.batch_size)
 
     def _loaded(self) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
         return load_model(self.spec)

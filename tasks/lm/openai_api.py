@@ -42,6 +42,7 @@ from tasks.core.config import LLMConfig
 from tasks.core.errors import AuthenticationError, FatalError, UnreachableError
 from tasks.lm.anthropic_api import BatchStore
 from tasks.lm.api_common import ChatAPI, batch_key, custom_ids, describe, retryable_api_error, unreachable
+from tasks.lm.backends import in_process_model
 from tasks.lm.types import (
     Backend,
     ChatRequest,
@@ -60,7 +61,6 @@ ENDPOINT = "/v1/chat/completions"
 MAX_BATCH_REQUESTS = 10_000        # well under the API's 50,000
 MAX_BATCH_BYTES = 100 * 1024**2    # well under the API's 200 MB
 NO_KEY = "none"                    # sent when `api_key_env = ""` (a local server without auth)
-SERVED = "served:"                 # base_url "served:<local model>": tasks/testing/openai_server.py
 
 
 class OpenAILM(ChatAPI, Backend):
@@ -86,7 +86,7 @@ class OpenAILM(ChatAPI, Backend):
         backoff_seconds: float = 1.0,
         batch_store: BatchStore | None = None,
     ) -> None:
-        served = (cfg.base_url or "").startswith(SERVED)
+        served = in_process_model(cfg.base_url) is not None   # "<scheme>:<local model>", started in this process
         if cfg.model == "smollm2" and not served:
             raise ValueError("model: name the served model (e.g. gpt-5, deepseek-chat) when backend = 'openai'")
         if served and base_url is None:
@@ -157,7 +157,7 @@ class OpenAILM(ChatAPI, Backend):
                 if why and attempt == self.cfg.max_retries:
                     self._stop(UnreachableError(f"openai: cannot reach {self.client.base_url} ({why}, "
                                                 f"{attempt + 1} attempt(s)): is the server running and base_url right?"))
-                if not _transient(error):
+                if not is_transient(error):
                     raise
                 over = self._over_budget(error, self.client.base_url)
                 if over:
@@ -202,7 +202,7 @@ class OpenAILM(ChatAPI, Backend):
         if isinstance(error, (openai.APIStatusError, openai.APIConnectionError)):
             where = f"{self.client.base_url}: " if isinstance(error, openai.APIConnectionError) else ""
             return ChatResult("", error=self.scrub(where + describe(error)), model=self.model,
-                              retryable=_transient(error), batch=batch)
+                              retryable=is_transient(error), batch=batch)
         return ChatResult("", error=self.scrub(f"malformed response: {describe(error)}"), model=self.model,
                           batch=batch)
 
@@ -289,12 +289,15 @@ class OpenAILM(ChatAPI, Backend):
 
 
 def served_key(cfg: LLMConfig) -> str:
-    """"served:" and the resolved key (name, dtype, quantization) of the local model served (in
-    dtype "auto": tasks/testing/openai_server.py)."""
+    """The scheme of a base URL "<scheme>:<local model>" and the resolved key (name, dtype,
+    quantization) of the local model served in this process (in dtype "auto"): "served:smollm2|float32|none"."""
     from tasks.lm.loading import ModelSpec
 
-    return SERVED + ModelSpec((cfg.base_url or "").removeprefix(SERVED)).resolved().key
+    model = in_process_model(cfg.base_url)
+    assert cfg.base_url is not None and model is not None, "served_key: not a base URL of an in-process server"
+    return cfg.base_url.removesuffix(model) + ModelSpec(model).resolved().key
 
 
-def _transient(error: Exception) -> bool:
+def is_transient(error: Exception) -> bool:
+    """Whether an OpenAI-compatible server's error is worth retrying (408 / 409 / 429 / 5xx, a lost connection)."""
     return retryable_api_error(error, openai.APIStatusError, openai.APIConnectionError, RETRY_STATUSES)

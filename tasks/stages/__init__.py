@@ -3,5 +3,3 @@
 Stages read each other's outputs only through the frames of tasks/core/schema.py at the places
 tasks/core/layout.py names, never through another stage's functions.
 """
-
-from tasks.testing import openai_server as _served  # noqa: F401  (registers base_url "served:<model>", the offline demo's server)

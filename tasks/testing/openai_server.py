@@ -29,7 +29,6 @@ from email.policy import HTTP
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tasks.lm import register_base_url_scheme
 from tasks.testing.anthropic_server import count_tokens, heuristic_responder
 from tasks.testing.http import send, send_json
 from tasks.testing.local_http import ScriptedAPI
@@ -291,5 +290,3 @@ def serve_local_model(model: str) -> str:
                                           completions=LocalCompletions(model)).__enter__()
         return _SERVED[model].base_url
 
-
-register_base_url_scheme("served", serve_local_model)   # base_url = "served:smollm2" in pipelines.toml

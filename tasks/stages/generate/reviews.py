@@ -51,10 +51,11 @@ from tasks.lm import (
     LanguageModel,
     Usage,
     chat_ids,
-    chat_spec,
     cost_usd,
     load_model,
+    local_spec,
     make_lm,
+    runs_locally,
 )
 from tasks.lm.ask import Asked, ask_with_retry, failure
 from tasks.metrics.review_quality.fields import answer_scores
@@ -132,16 +133,14 @@ class Meter:
     prompt: Callable[[str, str, str], int]
 
 
-def _tokenizer(candidate: CandidateConfig) -> Any:
-    """The local model's tokenizer, from the per-process model cache the backend shares (loading
-    a GGUF tokenizer alone costs nearly as much as the whole small model)."""
-    return load_model(chat_spec(candidate))[1]
-
-
 def make_meter(candidate: CandidateConfig, chars_per_token: float) -> Meter:
-    """The local model's tokenizer (chat template included), or the characters-per-token estimate."""
-    if candidate.backend == "local":
-        tokenizer = _tokenizer(candidate)
+    """The local model's tokenizer (chat template included), or the characters-per-token estimate
+    for a model the LM layer does not run here."""
+    spec = local_spec(candidate)
+    if spec is not None:
+        # from the per-process model cache the backend shares (loading a GGUF tokenizer alone costs
+        # nearly as much as the whole small model)
+        tokenizer = load_model(spec)[1]
 
         def count(text: str) -> int:
             return len(tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -209,7 +208,7 @@ def generate_reviews(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, candi
                      backend: LanguageModel, chars_per_token: float = 3.5) -> GenerateOutput:
     """One review by `candidate` of each paper in `papers` (already filtered by the guard)."""
     system = load_prompt(candidate.prompt_version)
-    prefill = answer_prefill(system) if backend.name == "local" or candidate.continue_final_message else ""
+    prefill = answer_prefill(system) if runs_locally(candidate) or candidate.continue_final_message else ""
     texts = {} if pdf_texts is None else dict(pdf_texts.select("paper_id", "text").iter_rows())
     meter = make_meter(candidate, chars_per_token) if papers.height else None
     jobs: list[Job] = []
@@ -266,7 +265,7 @@ def _ask(jobs: Sequence[Job], backend: LanguageModel, system: str, prefill: str,
     def request(key: str, strict: bool) -> ChatRequest:
         return ChatRequest(system, by_id[key].user(strict), candidate.max_tokens, key, prefill)
     return ask_with_retry(list(by_id), request, backend, lambda _key, r: parse_review(r.text), lambda p: p.usable,
-                          chunk_size=candidate.batch_size if backend.name == "local" else None,
+                          chunk_size=candidate.batch_size if runs_locally(candidate) else None,
                           label=f"generate {candidate.name}")
 
 

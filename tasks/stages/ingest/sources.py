@@ -1,5 +1,5 @@
-"""Where a pipeline's venues come from: the real OpenReview API or the local synthetic server, and
-the key of each source's raw download cache (`data/raw/<source>/<venue>/v<N>/`, tasks/core/layout.py).
+"""Where a pipeline's venues come from: the real OpenReview API or a server registered for its source
+(the local synthetic one, registered by the flows), and the key of each source's raw download cache (`data/raw/<source>/<venue>/v<N>/`, tasks/core/layout.py).
 
 The key names what produced the pages, so no pipeline reads pages another source wrote: for an API,
 its scheme, host and port ("https-api2.openreview.net", "http-127.0.0.1_8765"); for the generated
@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from tasks.core.config import Config
+from tasks.core.config import Config, ConfigError
 
 
 @dataclass(frozen=True)
@@ -44,32 +44,34 @@ def synthetic_source(settings: dict[str, Any]) -> str:
     return f"synthetic-{digest}"
 
 
+# Where the venues of a pipeline whose `source` is not "openreview" come from: a server the layer
+# that runs the pipeline registers (tasks/testing/demo.py registers "synthetic"; a stage never
+# imports a test double). Given the config and the pipeline, it yields each venue's source.
+SourceOpener = Callable[[Config, str], AbstractContextManager[dict[str, VenueSource]]]
+_OPENERS: dict[str, SourceOpener] = {}
+
+
+def register_venue_source(source: str, opener: SourceOpener) -> None:
+    """A pipeline with `source = "<source>"` gets its venues from `opener(cfg, pipeline)`."""
+    _OPENERS[source] = opener
+
+
 @contextmanager
 def venue_source(cfg: Config, pipeline: str) -> Iterator[dict[str, VenueSource]]:
     """Yield each venue's source for the duration of the block.
 
     For an "openreview" pipeline the URL is None (ingest uses the configured API URLs, and keys the
-    cache by them). For a "synthetic" pipeline the project's generated venues are served by the
-    local OpenReview-compatible server, so the run goes through the real client with no network;
-    the cache is keyed by the settings that generate each venue.
+    cache by them). Any other source is served by the opener registered for it: for "synthetic", the
+    project's generated venues behind the local OpenReview-compatible server, so the run goes
+    through the real client with no network, the cache keyed by the settings that generate each
+    venue (`synthetic_source`).
     """
     spec = cfg.pipelines[pipeline]
     if spec.source == "openreview":
         yield {venue: VenueSource() for venue in spec.venues}
         return
-    from tasks.testing.openreview_server import serve_venues
-    from tasks.testing.synthetic import make_venue
-
-    options = spec.synthetic
-    settings = {
-        venue: {"n_papers": options.n_papers, "reviews_per_paper": options.reviews_per_paper,
-                "seed": options.seed + i, "pdfs": options.pdfs, "bad_cases": options.bad_cases}
-        for i, venue in enumerate(spec.venues)
-    }
-    venues = [make_venue(venue, **settings[venue]) for venue in spec.venues]
-    with serve_venues(venues) as server:
-        yield {
-            venue: VenueSource(server.v1_url if cfg.venue(venue).api_version(venue) == 1 else server.v2_url,
-                               synthetic_source(settings[venue]))
-            for venue in spec.venues
-        }
+    if spec.source not in _OPENERS:
+        raise ConfigError(f"pipelines.{pipeline}: source {spec.source!r} has no server registered in this process "
+                          "(the flows register it: tasks.testing.demo.register_doubles)")
+    with _OPENERS[spec.source](cfg, pipeline) as sources:
+        yield sources

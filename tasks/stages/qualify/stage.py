@@ -25,15 +25,29 @@ import polars as pl
 
 from tasks.core.config import Config, LLMConfig, ScoreConfig
 from tasks.core.errors import QualificationFailed
+from tasks.core.frames import curated_reviews, judgments_text, paper_groups, synopses_wide
 from tasks.core.layout import cache_dir, stage_dir, write_parquet
+from tasks.core.prompts import load_prompt
 from tasks.core.schema import QUALIFICATION
 from tasks.core.summary import StageSummary
-from tasks.lm import ModelSpec
+from tasks.lm import ChatRequest, ModelSpec, eval_specs, local_spec
 from tasks.metrics import get
+from tasks.metrics.judge import synopsis_text
 from tasks.metrics.llm_log import LLMLog, write_llm_log
+from tasks.metrics.readout_panel import engine_answers, readout_entries, readout_specs
+from tasks.metrics.resources import LazyLM
+from tasks.metrics.review_quality.matching import MATCH_METRICS, matcher_llms
+from tasks.metrics.reviseval import content_key
 from tasks.stages.qualify.exam import Rewrite, draw_exam
 from tasks.stages.qualify.examinee import Examinee, ReadoutExaminee, StatedExaminee
 from tasks.stages.qualify.grade import exam_scores, failing, grade
+from tasks.stages.qualify.matcher import (
+    ReadoutMatcher,
+    StatedMatcher,
+    draw_match_exam,
+    exam_units,
+    match_scores,
+)
 
 ROLE_NEEDS = {"llm_judge": "judge", "llm_oracle": "oracle"}
 
@@ -59,10 +73,6 @@ def judge_models(score: ScoreConfig) -> tuple[LLMConfig, ...]:
 
 def seats(cfg: Config) -> list[Seat]:
     """Every model in a judging role of this run's metrics."""
-    from tasks.lm import eval_specs
-    from tasks.metrics.readout_panel import readout_specs
-    from tasks.metrics.review_quality.matching import MATCH_METRICS, matcher_llms
-
     names = list(dict.fromkeys((*cfg.score.all_metrics, *cfg.validate.metrics)))
     roles = {ROLE_NEEDS[m.needs] for m in get(names) if m.needs in ROLE_NEEDS}
     if set(names) & set(MATCH_METRICS):
@@ -83,17 +93,13 @@ def seats(cfg: Config) -> list[Seat]:
 def examinee(seat: Seat, score: ScoreConfig, llm_cache: Path, log: LLMLog) -> Examinee:
     """The readout where the model's probabilities are at hand (the evaluation LM, a local backend);
     a stated confidence for an API backend. A matcher seat answers the matcher's questions."""
-    from tasks.lm import chat_spec
-    from tasks.metrics.readout_panel import engine_answers
-    from tasks.metrics.resources import LazyLM
-    from tasks.stages.qualify.matcher import ReadoutMatcher, StatedMatcher
-
     readout, stated = (ReadoutMatcher, StatedMatcher) if seat.role == "matcher" else (ReadoutExaminee, StatedExaminee)
     if seat.spec is not None:
         return readout(seat.name, engine_answers(seat.spec, score.token_budget))
     assert seat.llm is not None
-    if seat.llm.backend == "local":
-        return readout(seat.name, engine_answers(chat_spec(seat.llm), score.token_budget))
+    spec = local_spec(seat.llm)   # local weights: their next-token probabilities; an API: a stated confidence
+    if spec is not None:
+        return readout(seat.name, engine_answers(spec, score.token_budget))
     return stated(seat.name, LazyLM(seat.llm, llm_cache), log)
 
 
@@ -120,9 +126,6 @@ def sit_exam(questions: Sequence, seated: Sequence[Seat], make: Callable[[Seat],
 def exam_inputs(cfg: Config, pipeline: str) -> tuple[pl.DataFrame, dict[str, str], dict[str, str]]:
     """The curated reviews (with their judgment lines once preprocessed), each paper's synopsis text
     (preprocess synopses, else the abstract) and its venue."""
-    from tasks.core.frames import curated_reviews, judgments_text, paper_groups, synopses_wide
-    from tasks.metrics.judge import synopsis_text
-
     reviews = curated_reviews(cfg, pipeline)
     judged = stage_dir(cfg, pipeline, "preprocess") / "judgments.parquet"   # for the statement questions
     if judged.is_file():
@@ -141,11 +144,6 @@ def exam_inputs(cfg: Config, pipeline: str) -> tuple[pl.DataFrame, dict[str, str
 
 def rewriter(cfg: LLMConfig, llm_cache: Path, log: LLMLog) -> Rewrite:
     """The `[qualify.rewriter]` LLM as the exam's polisher / rephraser (cached, temperature 0)."""
-    from tasks.core.prompts import load_prompt
-    from tasks.lm.types import ChatRequest
-    from tasks.metrics.resources import LazyLM
-    from tasks.metrics.reviseval import content_key
-
     llm = LazyLM(cfg, llm_cache)
 
     def rewrite(version: str, texts: Sequence[str]) -> list[str | None]:
@@ -180,8 +178,6 @@ def qualify(cfg: Config, pipeline: str, make: Callable[[Seat], Examinee] | None 
         parts.append(sit_exam(questions, judging, make))
         n_questions += len(questions)
     if matching:
-        from tasks.stages.qualify.matcher import draw_match_exam, exam_units, match_scores
-
         points = stage_dir(cfg, pipeline, "score") / "points.parquet"   # a score run's points, when there are some
         units, unit = exam_units(reviews, pl.read_parquet(points) if points.is_file() else None)
         asked = draw_match_exam(units, groups, cfg.qualify.items, cfg.qualify.seed, rewrite)
@@ -244,8 +240,6 @@ def qualified_config(cfg: Config, pipeline: str) -> Config:
 
 def _without(cfg: Config, fails: dict[str, set[str]]) -> Config:
     """`cfg` with the failed members left out of the judges, readout and matcher panels."""
-    from tasks.metrics.readout_panel import readout_entries, readout_specs
-
     score, update = cfg.score, {}
     if score.judges:
         dropped = fails.get("judge", set()) | fails.get("oracle", set())
