@@ -3,7 +3,7 @@ the last digit, under the same release id; so does a rescore. The rank columns (
 rank_high, tied_with) are the one exception by construction: they place each model among the others.
 
 The pipeline: four papers, three human reviews each, one generated candidate, GEM's raw variant on
-the embedded SmolLM2 (float32 here, GREBENCH_CPU_BF16=0) and BLEU; a log-likelihood behind a
+the embedded SmolLM2 (in float32 and in bfloat16, whose results depend on batch company) and BLEU; a log-likelihood behind a
 published score is computed once and reused bit for bit (tasks/metrics/shards.py), negatives are
 drawn per pair (tasks/metrics/negatives.py)."""
 
@@ -36,7 +36,8 @@ def board(cfg) -> dict[tuple, dict]:
 
 
 @pytest.mark.slow
-def test_a_submitted_model_leaves_every_earlier_row_identical(prefect_harness, tmp_path, monkeypatch):
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_a_submitted_model_leaves_every_earlier_row_identical(prefect_harness, tmp_path, monkeypatch, dtype):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "fake-test-key-submit-stable")
     monkeypatch.setenv("GREBENCH_TEST_OPENAI_KEY", "sk-test-submit-stable")
     runner = CliRunner()
@@ -44,12 +45,16 @@ def test_a_submitted_model_leaves_every_earlier_row_identical(prefect_harness, t
         monkeypatch.setenv("ANTHROPIC_BASE_URL", preprocess_server.url)
         config = write_config(tmp_path, ["gem_raw", "bleu"], OPENAI_CANDIDATE.format(base_url=candidate_server.base_url),
                               stages=("preprocess", "generate", "score", "validate", "materialize"))
+        config.write_text(config.read_text().replace("baselines = []\n", f'baselines = []\ndtype = "{dtype}"\n', 1))
         cfg = load_config(config).for_pipeline("t")
         write_curated(cfg)
         pipeline_flow(pipeline="t", config_path=str(config))     # outside CliRunner, as in test_submit_flow
         before = board(cfg)
         assert {model for _, _, model in before} == {"human", "gen-model"}
         assert len({row["release_id"] for row in before.values()}) == 1
+        gem = [row for (metric, _, _), row in before.items() if metric == "gem_raw"]
+        assert len(gem) == 2 and all(row["mean"] is not None and row["eval_lm"].startswith(f"smollm2|{dtype}")
+                                     for row in gem)
 
         reviews = tmp_path / "agent.jsonl"
         reviews.write_text("".join(json.dumps({"paper_id": f"P{k}", "review": good_review(k, k % 2)}) + "\n"
