@@ -1,4 +1,4 @@
-"""Soak of issue 29's list (and issue 35's slots, options and submitted rows): every way a user could lose results or hang, tried again and again.
+"""Soak of issue 29's list (and issue 35's: slots, options, submitted rows, raw caches, completions servers, flaky servers, submits): every way a user could lose results or hang, tried again and again.
 
     .venv/bin/python bench/soak_hardening.py [--rounds 3] [--only NAME ...] [--skip-slow]
 
@@ -444,6 +444,180 @@ def submitted_rows(root: Path) -> None:
     check(len(read_rows(csv).rows) == 2, "a 10 MB CSV field refused more than its row")
 
 
+def raw_cache_of_another_source(root: Path) -> None:
+    """Issue 35: pages one server (or synthetic settings) wrote are never read for another source."""
+    from tasks.core.config import Config, IngestConfig
+    from tasks.stages.ingest.fetch import ingest_venue
+    from tasks.testing.openreview_server import serve_venues
+    from tasks.testing.synthetic import make_venue
+
+    venue = "GREBench.cc/2025/Demo"
+    cfg = Config(root=root, ingest=IngestConfig(page_size=5, pdf=False, timeout_seconds=5, backoff_seconds=0.01,
+                                                max_retries=1))
+    with serve_venues([make_venue(venue, n_papers=6)], page_limit=5) as first:
+        check(ingest_venue(venue, cfg, root / "a", first.v2_url).papers == 6, "the first server's papers")
+    with serve_venues([make_venue(venue, n_papers=8, seed=3)], page_limit=5) as second:
+        result = ingest_venue(venue, cfg, root / "b", second.v2_url)
+    check(result.papers == 8 and result.pages_cached == 0, f"read another source's pages: {result}")
+
+
+def _completions(url: str, **settings):
+    from tasks.core.config import LLMConfig
+    from tasks.lm.completions import CompletionsLM
+
+    cfg = LLMConfig(backend="openai", api="completions", model="served-model", tokenizer="smollm2",
+                    base_url=url, api_key_env="", batch_size=4, max_in_flight=2, **settings)
+    return CompletionsLM(cfg, sleep=time.sleep, backoff_seconds=0.05)
+
+
+def silent_completions_server(root: Path) -> None:
+    """Issue 35: a completions server that accepts and never answers stops the stage within its bound."""
+    from tasks.core.errors import UnreachableError
+    from tasks.lm.types import LoglikelihoodRequest
+    from tasks.testing.local_http import silent_server
+
+    with silent_server() as url:
+        lm = _completions(f"{url}/v1", timeout_seconds=0.5, max_retries=100, retry_budget_seconds=2.0)
+        check(lm.tokenizer is not None, "no tokenizer")
+        started = time.monotonic()
+        try:
+            lm.loglikelihood([LoglikelihoodRequest("You read reviews.", "Is it novel?", "Yes")])
+        except UnreachableError as error:
+            check(url in str(error) and "\n" not in str(error), f"the line {error}")
+        else:
+            raise Broken("a silent server gave log-likelihoods")
+    check(time.monotonic() - started < 30, "not stopped within 30 s")
+
+
+def _bad_answers(faults: tuple[str, ...]) -> None:
+    from tasks.lm.completions import CompletionsError
+    from tasks.lm.types import LoglikelihoodRequest
+    from tasks.testing.completions import FixedCompletions
+    from tasks.testing.openai_server import OpenAIServer
+
+    requests = [LoglikelihoodRequest("You read reviews.", f"Review {i}: the method is new.", "Yes") for i in range(3)]
+    for fault in faults:
+        with OpenAIServer(completions=FixedCompletions(value=5e-5)) as server:
+            lm = _completions(server.base_url, max_retries=0)
+            check(len(lm.loglikelihood(requests[:2])) == 2, "a good answer refused")
+            server.malformed_next(fault, route="completions")
+            try:
+                lm.loglikelihood(requests[2:])
+            except CompletionsError as error:
+                line = str(error)
+                check(f"{server.base_url}/completions:" in line and "\n" not in line and "/v1/v1" not in line,
+                      f"{fault}: the line {line}")
+            else:
+                raise Broken(f"{fault}: taken as a score")
+
+
+def impossible_logprobs(root: Path) -> None:
+    """Issue 35: NaN, -inf, positive log-probabilities and one value too many are one CompletionsError line."""
+    _bad_answers(("nan", "neg_inf", "positive", "extra_value"))
+
+
+def completions_html_json(root: Path) -> None:
+    """Issue 35: a 200 that is an HTML page or invalid JSON is one CompletionsError line naming the server."""
+    _bad_answers(("html", "bad_json"))
+
+
+def flaky_chat_server(root: Path) -> None:
+    """Issue 35: a server failing every other request stops the stage after `retry_total_seconds` in all."""
+    from tasks.core.config import LLMConfig
+    from tasks.core.errors import UnreachableError
+    from tasks.lm.openai_api import OpenAILM
+    from tasks.lm.types import ChatRequest
+    from tasks.testing.local_http import Fault
+    from tasks.testing.openai_server import OpenAIServer
+
+    class EveryOtherFails(OpenAIServer):
+        def _arrived(self, route, body=None):
+            super()._arrived(route, body)
+            return Fault(503) if route == "chat" and self.counts[route] % 2 else None
+
+    os.environ["GREBENCH_SOAK_KEY"] = "sk-soak"
+    with EveryOtherFails() as server:
+        lm = OpenAILM(LLMConfig(backend="openai", model="m", base_url=server.base_url, api_key_env="GREBENCH_SOAK_KEY",
+                                use_batches=False, max_in_flight=1, max_retries=3, retry_budget_seconds=0.5,
+                                retry_total_seconds=0.5), sleep=time.sleep, backoff_seconds=0.02)
+        started = time.monotonic()
+        try:
+            lm.generate([ChatRequest("s", "Rewrite the review.", 8) for _ in range(200)])
+        except UnreachableError as error:
+            check("retry_total_seconds" in str(error) and "\n" not in str(error), f"the line {error}")
+        else:
+            raise Broken("200 requests on a flaky server, never stopped")
+    check(time.monotonic() - started < 60, "not stopped within a minute")
+
+
+def _submit_project(root: Path) -> Path:
+    sys.path.insert(0, str(ROOT))
+    from tasks.core.config import load_config
+    from tests.submit_data import good_review, write_config, write_curated
+
+    config = write_config(root, ["bleu"], stages=("score", "validate", "materialize"))
+    write_curated(load_config(config).for_pipeline("t"))
+    for name, papers in (("a", (1, 2, 3)), ("b", (1, 2))):
+        (root / f"{name}.jsonl").write_text("".join(json.dumps({"paper_id": f"P{k}", "review": good_review(k)}) + "\n"
+                                                  for k in papers))
+    return config
+
+
+def concurrent_submits(root: Path) -> None:
+    """Issue 35: two submits of one new name at once: one wins, the other says so in one line."""
+    from tasks.testing.anthropic_server import AnthropicServer, heuristic_responder
+
+    def slow(params: dict) -> str:
+        time.sleep(1.0)
+        return heuristic_responder(params)
+
+    config = _submit_project(root)
+    env = {**ENV, "ANTHROPIC_API_KEY": "fake-soak-key"}
+    with AnthropicServer(slow) as server:
+        env["ANTHROPIC_BASE_URL"] = server.url
+        children = [subprocess.Popen([sys.executable, "-m", "flows.cli.main", "submit", "--name", "agent", "--cutoff",
+                                      "2024-03-01", "--no-score", "--reviews", str(root / f"{n}.jsonl"), "-c",
+                                      str(config)], cwd=root, env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True) for n in ("a", "b")]
+        results = [(c.wait(timeout=300), *c.communicate()) for c in children]
+    check(sorted(code for code, _, _ in results) == [0, 2], f"exits {[(c, e[-200:]) for c, _, e in results]}")
+    loser = next(err for code, _, err in results if code == 2)
+    check(loser.count("\n") == 1 and loser.startswith("error: ") and "Traceback" not in loser, f"loser said {loser!r}")
+    from tasks.core.config import load_config
+    from tasks.core.submitted import submission_folders
+
+    folders = [f.name for f in submission_folders(load_config(config).for_pipeline("t"), "t")]
+    check(folders == ["agent"], f"submissions {folders}")
+
+
+def killed_submit(root: Path) -> None:
+    """Issue 35: kill -9 of `grebench submit` inside its flows takes its Prefect server along; a
+    resubmission then finishes."""
+    from tasks.testing.anthropic_server import AnthropicServer
+
+    config = _submit_project(root)
+    env = {**ENV, "ANTHROPIC_API_KEY": "fake-soak-key", "PREFECT_HOME": str(root / "prefect")}
+    with AnthropicServer() as server:
+        env["ANTHROPIC_BASE_URL"] = server.url
+        args = [sys.executable, "-m", "flows.cli.main", "submit", "--name", "agent", "--cutoff", "2024-03-01",
+                "--reviews", str(root / "a.jsonl"), "-c", str(config)]
+        proc = subprocess.Popen(args, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        servers: list[int] = []
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None and not servers:
+            servers = [p for p in _children(proc.pid) if b"create_app" in _cmdline(p)]
+            time.sleep(0.2)
+        check(bool(servers), "no server seen")
+        proc.kill()
+        proc.wait()
+        until = time.monotonic() + 15
+        while time.monotonic() < until and any(_alive(p) for p in servers):
+            time.sleep(0.2)
+        check(not any(_alive(p) for p in servers), "the Prefect server outlived the submit")
+        again = subprocess.run([*args, "--replace"], cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    check(again.returncode == 0, f"the resubmission: exit {again.returncode}: {again.stderr[-300:]}")
+
+
 SCENARIOS: dict[str, tuple[Callable[[Path], None], bool]] = {   # name -> (attempt, slow)
     "query_timeout": (query_timeout, False),
     "query_interrupt": (query_interrupt, False),
@@ -464,7 +638,14 @@ SCENARIOS: dict[str, tuple[Callable[[Path], None], bool]] = {   # name -> (attem
     "killed_slot_holder": (killed_slot_holder, False),
     "option_edges": (option_edges, False),
     "submitted_rows": (submitted_rows, False),
+    "raw_cache_of_another_source": (raw_cache_of_another_source, False),
+    "silent_completions_server": (silent_completions_server, False),
+    "impossible_logprobs": (impossible_logprobs, False),
+    "completions_html_json": (completions_html_json, False),
+    "flaky_chat_server": (flaky_chat_server, False),
+    "concurrent_submits": (concurrent_submits, False),
     "killed_run": (killed_run, True),
+    "killed_submit": (killed_submit, True),
 }
 
 

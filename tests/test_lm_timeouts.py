@@ -1,6 +1,7 @@
 """Every LLM client is bounded (issue 35): a request that gets no answer fails after `timeout_seconds`
 through the transient path with one line naming the server, and a backend that goes on retrying with
-no request answered stops the stage after `retry_budget_seconds` (tasks/lm/api_common.py)."""
+no request answered stops the stage after `retry_budget_seconds`, and one whose failed requests took
+`retry_total_seconds` of the stage in all, answered ones between, stops too (tasks/lm/api_common.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from tasks.lm.anthropic_api import AnthropicLM
 from tasks.lm.completions import CompletionsLM
 from tasks.lm.openai_api import OpenAILM
 from tasks.lm.types import LoglikelihoodRequest, TransientLLMError
-from tasks.testing.local_http import dropping_server, silent_server
-from tests.chat_api_data import ANTHROPIC_KEY, OPENAI_ENV, OPENAI_KEY, request
+from tasks.testing.local_http import Fault, dropping_server, silent_server
+from tasks.testing.openai_server import OpenAIServer
+from tests.chat_api_data import ANTHROPIC_KEY, OPENAI_ENV, OPENAI_KEY, Sleeps, openai_lm, request
 
 BUDGET = {"retry_budget_seconds": 600.0}
 
@@ -83,3 +85,34 @@ def test_a_completions_server_timing_out_stops_after_the_retry_budget():
         completions(url, timeout_seconds=0.5, max_retries=100, retry_budget_seconds=1.0).loglikelihood(
             [LoglikelihoodRequest("You read reviews.", "Is it novel?", "Yes")])
     assert url in str(stopped.value)
+
+
+class EveryOtherFails(OpenAIServer):
+    """A flaky server: every other chat request gets a 503, the rest are answered."""
+
+    def _arrived(self, route, body=None):
+        super()._arrived(route, body)
+        return Fault(503) if route == "chat" and self.counts[route] % 2 else None
+
+
+def test_a_server_failing_every_other_request_stops_the_stage_after_its_total_retry_time():
+    with EveryOtherFails() as server:
+        lenient = openai_lm(server, sleep=Sleeps(), max_in_flight=1, retry_budget_seconds=0.05)
+        assert all(r.ok for r in lenient.generate([request() for _ in range(20)]))
+        bounded = openai_lm(server, sleep=Sleeps(), max_in_flight=1, retry_budget_seconds=0.05,
+                            retry_total_seconds=0.1)      # each failure waits 0.01 s of back-off
+        with pytest.raises(UnreachableError, match="retry_total_seconds = 0.1") as stopped:
+            bounded.generate([request() for _ in range(40)])
+    assert server.base_url in str(stopped.value) and "\n" not in str(stopped.value)
+
+
+def test_the_total_retry_time_is_counted_per_stage(monkeypatch):
+    now = {"stage": ""}
+    monkeypatch.setattr("tasks.lm.api_common.stage_run", lambda: now["stage"])
+    with EveryOtherFails() as server:
+        lm = openai_lm(server, sleep=Sleeps(), max_in_flight=1, retry_total_seconds=5.0)
+        for now["stage"] in ("score-run", "validate-run"):   # the backend one process keeps, next stage
+            assert all(r.ok for r in lm.generate([request() for _ in range(6)]))
+    spent = lm._retry_spent
+    assert set(spent) == {"score-run", "validate-run"}
+    assert all(0.03 <= s < 5.0 for s in spent.values())    # three 0.01 s waits and three failed requests each

@@ -175,6 +175,10 @@ class LLMConfig(Frozen):
     # anthropic, openai: the longest a backend goes on retrying while no request is answered; past it
     # the stage fails with one line naming the server (a server that drops every connection)
     retry_budget_seconds: float = Field(120.0, gt=0)
+    # anthropic, openai: the most one stage may spend on failed requests and their back-off waits in
+    # all (summed over requests, answered ones in between do not reset it); past it the stage fails
+    # with one line naming the server (a server failing every other request)
+    retry_total_seconds: float = Field(1800.0, gt=0)
     # openai (any OpenAI-compatible server: OpenAI, Gemini, DeepSeek, vLLM, SGLang, Ollama):
     base_url: str | None = None           # e.g. "https://api.openai.com/v1"; "served:smollm2": the
                                           # embedded model behind the local OpenAI-compatible server

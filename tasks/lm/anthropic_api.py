@@ -3,8 +3,9 @@
 The SDK's own retries are switched off (`max_retries=0`) so the policy lives here and is tested:
 429, 529 and 5xx responses, connection errors and timeouts (every request has the configured
 `timeout_seconds`) are retried with exponential back-off, waiting at least what Retry-After asks;
-past `retry_budget_seconds` of retries with no request answered the run stops with one line
-naming the URL (`UnreachableError`). A connection refused or a host name that does not resolve, still
+past `retry_budget_seconds` of retries with no request answered, or `retry_total_seconds` of
+failed requests and waits in the stage in all, the run stops with one line naming the URL
+(`UnreachableError`). A connection refused or a host name that does not resolve, still
 so after the configured retries, stops the run with one line naming the URL (`UnreachableError`),
 and so does a refused key (`AuthenticationError`); either is remembered, so no other request is
 sent. The fixed instructions carry `cache_control` so the provider's
@@ -118,6 +119,7 @@ class AnthropicLM(ChatAPI, Backend):
         for attempt in range(self.cfg.max_retries + 1):
             if self._unreachable is not None:
                 raise UnreachableError(self._unreachable)
+            started = time.monotonic()
             try:
                 answer = call()
             except (anthropic.APIStatusError, anthropic.APIConnectionError) as error:
@@ -128,7 +130,7 @@ class AnthropicLM(ChatAPI, Backend):
                     raise UnreachableError(self._unreachable) from None
                 if not _transient(error):
                     raise
-                over = self._over_budget(error, self.client.base_url)
+                over = self._over_budget(error, self.client.base_url, time.monotonic() - started)
                 if over:
                     self._unreachable = over
                     raise UnreachableError(over) from None

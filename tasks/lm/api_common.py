@@ -8,6 +8,7 @@ import hashlib
 import json
 import logging
 import socket
+import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -84,6 +85,23 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
     return None
 
 
+_SPENT_LOCK = threading.Lock()
+
+
+def stage_run() -> str:
+    """The id of the Prefect flow run (one stage) the caller runs in, "" outside one: what
+    `retry_total_seconds` is counted per, also for a backend one process keeps across stages."""
+    try:
+        from prefect.context import FlowRunContext, TaskRunContext
+    except ImportError:          # a GPU box without Prefect: one count per backend
+        return ""
+    task = TaskRunContext.get()
+    if task is not None and task.task_run.flow_run_id is not None:
+        return str(task.task_run.flow_run_id)
+    flow = FlowRunContext.get()
+    return str(flow.flow_run.id) if flow is not None and flow.flow_run is not None else ""
+
+
 class ChatAPI:
     """The loop an API backend runs around its own calls: requests in parallel (Messages / Chat
     Completions), or in batches resubmitted while some answers failed transiently; waits between
@@ -135,26 +153,46 @@ class ChatAPI:
         raise NotImplementedError
 
     def _answered(self) -> None:
-        """A request was answered: the run of failures (`retry_budget_seconds`) starts again."""
+        """A request was answered: the run of failures (`retry_budget_seconds`) starts again; the
+        stage's total (`retry_total_seconds`) does not."""
         self._failing_since: float | None = None
 
-    def _over_budget(self, error: Exception, where: object) -> str | None:
-        """On a transient failure: None while the backend has gone on failing (no request answered in
-        between) for less than `retry_budget_seconds`, else the one line that stops the stage."""
+    def _over_budget(self, error: Exception, where: object, failed_for: float = 0.0) -> str | None:
+        """On a transient failure that took `failed_for` seconds: None while both bounds hold, else the
+        one line that stops the stage. The bounds: the backend has gone on failing (no request answered
+        in between) for at most `retry_budget_seconds` (a dead server), and the stage has spent at most
+        `retry_total_seconds` on failed requests and their back-off waits in all (a flaky one)."""
         now = time.monotonic()
         since = getattr(self, "_failing_since", None)
         if since is None:
             self._failing_since = since = now
-        if now - since <= self.cfg.retry_budget_seconds:
-            return None
-        return self.scrub(f"{self.name}: {where} answered no request for {now - since:.0f} s of retries "
-                          f"(retry_budget_seconds = {self.cfg.retry_budget_seconds:g}); last error: {describe(error)}")
+        total = self._spend(failed_for)
+        if now - since > self.cfg.retry_budget_seconds:
+            return self.scrub(f"{self.name}: {where} answered no request for {now - since:.0f} s of retries "
+                              f"(retry_budget_seconds = {self.cfg.retry_budget_seconds:g}); last error: "
+                              f"{describe(error)}")
+        if total > self.cfg.retry_total_seconds:
+            return self.scrub(f"{self.name}: {where} failed requests took {total:.1f} s of this stage in all "
+                              f"(retry_total_seconds = {self.cfg.retry_total_seconds:g}); last error: "
+                              f"{describe(error)}")
+        return None
+
+    def _spend(self, seconds: float) -> float:
+        """Add `seconds` to the current stage's time on failed requests (summed over requests in
+        flight, so 8 failing together spend it 8 times as fast); the stage's total so far."""
+        with _SPENT_LOCK:
+            spent = self.__dict__.setdefault("_retry_spent", {})
+            key = stage_run()
+            spent[key] = spent.get(key, 0.0) + seconds
+            return spent[key]
 
     def _wait(self, attempt: int, error: Exception) -> None:
-        """Sleep what Retry-After asks, else an exponential back-off capped at retry_max_seconds."""
+        """Sleep what Retry-After asks, else an exponential back-off capped at retry_max_seconds; the
+        wait counts to the stage's `retry_total_seconds`."""
         asked = retry_after(error.response.headers) if isinstance(error, self.status_error) else None
         wait = asked if asked is not None else min(self.backoff_seconds * 2**attempt, self.cfg.retry_max_seconds)
         log.warning("%s: %s; retrying in %.1f s", self.name, self.scrub(describe(error)), wait)
+        self._spend(wait)
         self.sleep(wait)
 
     def _complete_batched(self, requests: Sequence[ChatRequest], on_answers: OnAnswers) -> list[ChatResult]:

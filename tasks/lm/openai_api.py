@@ -9,8 +9,8 @@ key; the key itself is never in config, logs or error messages), `temperature` (
 The SDK's own retries are off (`max_retries=0`) so the policy lives here and is tested, as in the
 Anthropic backend; every request has the configured `timeout_seconds` (a server that accepts and never
 answers is a timeout, retried like a dropped connection), and a backend that has gone on retrying with
-no request answered for `retry_budget_seconds` stops the stage with one line naming the server
-(`UnreachableError`). 408 / 409 / 429 / 5xx, timeouts and connection errors are retried with exponential
+no request answered for `retry_budget_seconds`, or a stage whose failed requests and back-off waits
+took `retry_total_seconds` in all, stops the stage with one line naming the server (`UnreachableError`). 408 / 409 / 429 / 5xx, timeouts and connection errors are retried with exponential
 back-off, waiting at least what Retry-After (or retry-after-ms) asks; a connection refused or a host
 name that does not resolve, still so after the configured retries, is fatal (`UnreachableError`, one
 line naming the URL), as nothing listens there. 401 / 403 are fatal, as in
@@ -147,6 +147,7 @@ class OpenAILM(ChatAPI, Backend):
         for attempt in range(self.cfg.max_retries + 1):
             if self._refused is not None:
                 raise type(self._refused)(str(self._refused))
+            started = time.monotonic()
             try:
                 answer = call()
             except (openai.APIStatusError, openai.APIConnectionError) as error:
@@ -159,7 +160,7 @@ class OpenAILM(ChatAPI, Backend):
                                                 f"{attempt + 1} attempt(s)): is the server running and base_url right?"))
                 if not is_transient(error):
                     raise
-                over = self._over_budget(error, self.client.base_url)
+                over = self._over_budget(error, self.client.base_url, time.monotonic() - started)
                 if over:
                     self._stop(UnreachableError(over))
                 if attempt == self.cfg.max_retries:
