@@ -14,7 +14,6 @@ import sys
 import polars as pl
 import pytest
 from scoring_data import write_pipeline
-from tasks.metrics.shards import eval_lm_slots
 
 from tasks.core.config import load_config
 from tasks.core.layout import stage_dir
@@ -23,6 +22,7 @@ from tasks.lm import LoglikelihoodRequest, eval_lm
 from tasks.metrics import get
 from tasks.metrics.gem import build_requests
 from tasks.metrics.resources import eval_spec
+from tasks.scoring.shards import eval_lm_slots
 from tasks.stages.score.stage import read_inputs
 from tests.crash import ROOT, killed_when
 

@@ -4,7 +4,7 @@ rank_high, tied_with) are the one exception by construction: they place each mod
 
 The pipeline: four papers, three human reviews each, one generated candidate, GEM's raw variant on
 the embedded SmolLM2 (in float32 and in bfloat16, whose results depend on batch company) and BLEU; a log-likelihood behind a
-published score is computed once and reused bit for bit (tasks/metrics/shards.py), negatives are
+published score is computed once and reused bit for bit (tasks/scoring/shards.py), negatives are
 drawn per pair (tasks/metrics/negatives.py)."""
 
 from __future__ import annotations
