@@ -284,20 +284,8 @@ def killed_run(root: Path) -> None:
         "[paths]\ndata_dir = 'data'\n[ingest]\npdf = false\n[pipelines.s]\nsource = 'synthetic'\n"
         "venues = ['GREBench.cc/2025/Demo']\nstages = ['ingest', 'curate', 'materialize']\n"
         "[pipelines.s.synthetic]\nn_papers = 6\npdfs = false\n")
-    proc = subprocess.Popen([sys.executable, "-m", "flows.cli.main", "run", "s", "-c", str(root / "pipelines.toml")],
-                            cwd=root, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    servers: list[int] = []
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and proc.poll() is None and not servers:
-        servers = [p for p in _children(proc.pid) if b"create_app" in _cmdline(p)]
-        time.sleep(0.2)
-    check(bool(servers), "no server seen")
-    proc.kill()
-    proc.wait()
-    until = time.monotonic() + 15
-    while time.monotonic() < until and any(_alive(p) for p in servers):
-        time.sleep(0.2)
-    check(not any(_alive(p) for p in servers), "the Prefect server outlived the run")
+    kill_once_serving([sys.executable, "-m", "flows.cli.main", "run", "s", "-c", str(root / "pipelines.toml")],
+                      root, ENV, "the run")
 
 
 def _children(pid: int) -> list[int]:
@@ -324,6 +312,23 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
 
+
+
+def kill_once_serving(args: list[str], root: Path, env: dict[str, str], what: str) -> None:
+    """Start `args`, kill -9 it once it has started Prefect's server, and check the server goes too."""
+    proc = subprocess.Popen(args, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    servers: list[int] = []
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None and not servers:
+        servers = [p for p in _children(proc.pid) if b"create_app" in _cmdline(p)]
+        time.sleep(0.2)
+    check(bool(servers), "no server seen")
+    proc.kill()
+    proc.wait()
+    until = time.monotonic() + 15
+    while time.monotonic() < until and any(_alive(p) for p in servers):
+        time.sleep(0.2)
+    check(not any(_alive(p) for p in servers), f"the Prefect server outlived {what}")
 
 def truncated_pdf(root: Path) -> None:
     from tasks.core.config import Config, IngestConfig
@@ -601,19 +606,7 @@ def killed_submit(root: Path) -> None:
         env["ANTHROPIC_BASE_URL"] = server.url
         args = [sys.executable, "-m", "flows.cli.main", "submit", "--name", "agent", "--cutoff", "2024-03-01",
                 "--reviews", str(root / "a.jsonl"), "-c", str(config)]
-        proc = subprocess.Popen(args, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        servers: list[int] = []
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and proc.poll() is None and not servers:
-            servers = [p for p in _children(proc.pid) if b"create_app" in _cmdline(p)]
-            time.sleep(0.2)
-        check(bool(servers), "no server seen")
-        proc.kill()
-        proc.wait()
-        until = time.monotonic() + 15
-        while time.monotonic() < until and any(_alive(p) for p in servers):
-            time.sleep(0.2)
-        check(not any(_alive(p) for p in servers), "the Prefect server outlived the submit")
+        kill_once_serving(args, root, env, "the submit")
         again = subprocess.run([*args, "--replace"], cwd=root, env=env, capture_output=True, text=True, timeout=600)
     check(again.returncode == 0, f"the resubmission: exit {again.returncode}: {again.stderr[-300:]}")
 

@@ -96,3 +96,12 @@ def good_review(paper: int, quality: int = 1) -> str:
     return (f"## Summary\n\nThe paper studies {topic} with a new estimator.\n\n## Strengths\n\n"
             f"The method for {topic} is clearly explained.\n\n## Weaknesses\n\n"
             f"The evaluation of {topic} lacks strong baselines.\n\n## Questions\n\nHow does it scale?")
+
+
+def scoring_config(root: Path):
+    """The config of pipeline "t" (BLEU; score, validate, materialize) over the tiny benchmark, written."""
+    from tasks.core.config import load_config
+
+    config = load_config(write_config(root, ["bleu"], stages=("score", "validate", "materialize"))).for_pipeline("t")
+    write_curated(config)
+    return config

@@ -17,13 +17,12 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from tasks.core.config import load_config
 from tasks.core.submitted import submission_folders
 from tasks.stages.generate import submit as submit_module
 from tasks.stages.generate.submit import build_submission, submission_lock
 from tasks.stages.generate.submitted_file import read_rows
 from tasks.testing.anthropic_server import AnthropicServer, heuristic_responder
-from tests.submit_data import good_review, write_config, write_curated
+from tests.submit_data import good_review, scoring_config
 
 ROOT = Path(__file__).resolve().parents[1]
 CUTOFF = date(2024, 3, 1)
@@ -32,9 +31,7 @@ CUTOFF = date(2024, 3, 1)
 @pytest.fixture
 def cfg(tmp_path, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "fake-test-key-submit")
-    config = load_config(write_config(tmp_path, ["bleu"], stages=("score", "validate", "materialize"))).for_pipeline("t")
-    write_curated(config)
-    return config
+    return scoring_config(tmp_path)
 
 
 def slow_responder(params: dict) -> str:

@@ -9,10 +9,9 @@ from datetime import date
 import polars as pl
 import pytest
 
-from tasks.core.config import load_config
 from tasks.stages.generate.screening import screen_review
 from tasks.stages.generate.submit import build_submission
-from tests.submit_data import good_review, write_config, write_curated
+from tests.submit_data import good_review, scoring_config
 
 CUTOFF = date(2024, 3, 1)
 
@@ -20,9 +19,7 @@ CUTOFF = date(2024, 3, 1)
 @pytest.fixture
 def cfg(tmp_path, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "fake-test-key-screening")
-    config = load_config(write_config(tmp_path, ["bleu"], stages=("score", "validate", "materialize"))).for_pipeline("t")
-    write_curated(config)
-    return config
+    return scoring_config(tmp_path)
 
 
 def test_each_kind_of_text_aimed_at_an_evaluator_is_found_and_a_plain_review_is_not():
