@@ -106,3 +106,15 @@ items = {items}
         return load_config(path).for_pipeline("exam")
 
     return make
+
+
+@pytest.fixture
+def no_openreview_login(monkeypatch):
+    """No OpenReview credential in the environment and no token minted earlier, before and after."""
+    from tasks.stages.ingest.auth import forget_minted
+
+    for name in ("OPENREVIEW_TOKEN", "OPENREVIEW_USERNAME", "OPENREVIEW_PASSWORD", "OPENREVIEW_TOTP_SECRET"):
+        monkeypatch.delenv(name, raising=False)
+    forget_minted()
+    yield
+    forget_minted()

@@ -25,7 +25,7 @@ from flows.cli.main import app
 from tasks.core.config import Config, IngestConfig, VenueConfig
 from tasks.core.errors import AuthenticationError
 from tasks.stages.ingest import auth
-from tasks.stages.ingest.auth import _minted, forget_minted, scrub
+from tasks.stages.ingest.auth import _minted, scrub
 from tasks.stages.ingest.fetch import ingest_venue
 from tasks.stages.ingest.login_check import token_claims
 from tasks.testing.openreview_server import Policy, serve_venues
@@ -40,13 +40,7 @@ ONE_TO_TEN = {str(k): v for k, v in zip(range(1, 11), (1, 1, 3, 5, 5, 6, 8, 8, 1
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True)
-def no_credentials(monkeypatch):
-    for name in ENV:
-        monkeypatch.delenv(name, raising=False)
-    forget_minted()
-    yield
-    forget_minted()
+pytestmark = pytest.mark.usefixtures("no_openreview_login")   # each test starts logged out (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")

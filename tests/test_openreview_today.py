@@ -23,7 +23,7 @@ from tasks.core.retry import is_retryable
 from tasks.core.schema import HIDDEN_PDF, REVIEW_HIDDEN, REVIEW_ONE
 from tasks.core.summary import StageSummary
 from tasks.stages.curate.rules import curate_venue
-from tasks.stages.ingest.auth import _minted, forget_minted
+from tasks.stages.ingest.auth import _minted
 from tasks.stages.ingest.fetch import ingest_venue
 from tasks.stages.ingest.openreview_client import RateLimited
 from tasks.testing.openreview_server import Fault, Policy, serve_venues
@@ -44,13 +44,7 @@ def config(root: Path, **ingest) -> Config:
     return Config(root=root, ingest=IngestConfig(**{**settings, **ingest}), venues=venues)
 
 
-@pytest.fixture(autouse=True)
-def no_credentials(monkeypatch):
-    for name in ENV:
-        monkeypatch.delenv(name, raising=False)
-    forget_minted()
-    yield
-    forget_minted()
+pytestmark = pytest.mark.usefixtures("no_openreview_login")   # each test starts logged out (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")
