@@ -95,3 +95,26 @@ def test_a_rerun_keeps_the_release_row_and_the_changelog_lists_what_changed(tmp_
     assert "venues" not in latest and "eval_lms" not in latest
     initial = changes.filter(pl.col("release_id") == first.release_id)
     assert set(initial["what"]) >= {"venues", "papers", "models", "metrics"} and initial["previous_id"].is_null().all()
+
+
+def test_metric_code_is_in_the_release_but_docstrings_and_comments_are_not(tmp_path, monkeypatch):
+    """Changing GEM's evaluation prompt (written in code) moves the release; rewording a docstring or
+    a comment does not (issue 36)."""
+    import shutil
+
+    from tasks.stages.validate import releases
+
+    root = tmp_path / "tasks"
+    shutil.copytree(Path(releases.__file__).resolve().parents[2] / "metrics", root / "metrics")
+    shutil.copytree(Path(releases.__file__).resolve().parents[2] / "judgments", root / "judgments")
+    monkeypatch.setattr(releases, "__file__", str(root / "stages" / "validate" / "releases.py"))
+    before = releases.metric_code()
+    prompts = root / "metrics" / "prompts.py"
+    text = prompts.read_text()
+    prompts.write_text('"""Reworded module docstring."""\n# a new comment\n' + text.split('"""', 2)[2])
+    after = releases.metric_code()
+    assert {k for k in before if before[k] != after.get(k)} == set()
+    head, code = text[: text.index('"""', 3) + 3], text[text.index('"""', 3) + 3 :]
+    assert "review" in code                                        # the prompt's own words, in code
+    prompts.write_text(head + code.replace("review", "assessment", 1))
+    assert releases.metric_code() != before and releases.digest([{}, releases.metric_code()]) != releases.digest([{}, before])

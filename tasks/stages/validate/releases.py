@@ -8,8 +8,10 @@ A release id hashes five parts (each also kept as its own hash, so a changelog c
 - prompts: the preprocessing LLM and every prompt file a metric or preprocessing reads
   (tasks/prompts/*.md, name and content; the candidates' own review prompts are left out);
 - evaluation LMs: the resolved keys of `[score] eval_lms` (model, dtype, quantization);
-- metric settings: the rest of `[score]`, without the settings that change speed only (shards,
-  workers, ...).
+- metrics: the rest of `[score]`, without the settings that change speed only (shards,
+  workers, ...), and the code of the metric families and the judgment extractor (tasks/metrics,
+  tasks/judgments: each module's syntax tree without docstrings, so prompts written in code such as
+  GEM's evaluation prompt and the oracle's count, and comments or layout do not).
 
 The candidates are not part of it: adding a model, generated or submitted, keeps the release, so
 its scores are comparable with every other model's of the same release. Each leaderboard build
@@ -20,6 +22,7 @@ the changelog lists what changed from each release to the next.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 from dataclasses import dataclass
@@ -116,6 +119,26 @@ def prompt_files() -> dict[str, str]:
             if not p.stem.startswith(CANDIDATE_PROMPTS)}
 
 
+METRIC_CODE = ("metrics", "judgments")   # folders under tasks/ whose code makes the scores
+
+
+def _without_docstrings(tree: ast.Module) -> ast.Module:
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def metric_code() -> dict[str, str]:
+    """module path -> hash of its syntax tree without docstrings, for every module that makes scores."""
+    root = Path(__file__).resolve().parents[2]
+    files = sorted(f for folder in METRIC_CODE for f in (root / folder).rglob("*.py"))
+    return {str(f.relative_to(root)): digest(ast.dump(_without_docstrings(ast.parse(f.read_text(encoding="utf-8")))))
+            for f in files}
+
+
 def metric_settings(cfg: Config) -> dict[str, Any]:
     """`[score]` as plain data without the settings that change speed only and the evaluation LM's
     (hashed as the LMs this machine resolves them to)."""
@@ -140,7 +163,7 @@ def release_of(cfg: Config, pipeline: str) -> Release:
                               frame_digest(judgments, ["review_id", "position"])]),
         "prompts": digest([preprocess, prompts]),
         "eval_lms": digest(eval_lms),
-        "metrics": digest(settings),
+        "metrics": digest([settings, metric_code()]),
     }
     return Release(
         release_id=digest([hashes[p] for p in PARTS])[:12],
