@@ -307,6 +307,10 @@ class ScoreConfig(Frozen):
     # A panel in the judging role (tasks/metrics/panel.py): the LLM judges and the "generate" oracle ask
     # every backend listed and average their values; empty: the [score.oracle] backend alone
     judges: tuple[LLMConfig, ...] = ()
+    # Auto-PRE's fusion weights of that panel ("backend/model" -> weight): after the qualify stage each
+    # member's weight is the mean of its exam scores (consistency, pertinence, self-confidence); a
+    # member without one weighs 1 (empty: the plain mean)
+    judge_weights: dict[str, float] = {}
     # How a judge's 0-10 rating is read (tasks/metrics/judge.py): "auto" reads it as the expectation over
     # the score tokens at the answer position (G-Eval) from every judge whose backend gives token
     # probabilities, and generates and parses "Score: N" for the others; "generate": always the latter

@@ -5,7 +5,9 @@
 oracle (tasks/metrics/predictors.py) and the RevisEval judge (tasks/metrics/reviseval.py) ask
 their questions through `ask_panel`: each member answers every question (batched and cached by
 its CachedLM), each answer is parsed into a value, and a question's value is the mean over the
-members that gave one. A member whose answer does not parse leaves the mean to the others; a
+members that gave one, weighted by each member's Auto-PRE fusion weight (`[score] judge_weights`,
+filled from the qualification exam: the mean of the member's consistency, pertinence and
+self-confidence scores; 1 for a member without one, so no exam means the plain mean). A member whose answer does not parse leaves the mean to the others; a
 question no member answered is NaN, never a guess. A call that failed transiently (rate limit,
 overload, 5xx) after the backend's retries raises `TransientLLMError`: the stage retries it. Each member's calls are recorded in the LLM
 log under the purpose, so usage and answers stay per model.
@@ -33,10 +35,18 @@ def panel_key(models: Sequence[ChatLM]) -> str:
     return "+".join(model_key(m) for m in models)
 
 
-def mean_of_members(values: Sequence[float]) -> float:
-    """The mean of the members' values that are numbers; NaN when none is."""
-    kept = [v for v in values if not math.isnan(v)]
-    return sum(kept) / len(kept) if kept else math.nan
+def mean_of_members(values: Sequence[float], weights: Sequence[float] | None = None) -> float:
+    """The (weighted) mean of the members' values that are numbers; NaN when none is (or when every
+    member that answered weighs 0)."""
+    weights = weights if weights is not None else [1.0] * len(values)
+    kept = [(v, w) for v, w in zip(values, weights, strict=True) if not math.isnan(v)]
+    total = sum(w for _, w in kept)
+    return sum(v * w for v, w in kept) / total if kept and total > 0 else math.nan
+
+
+def member_weight(resources: Resources, llm: ChatLM) -> float:
+    """A panel member's fusion weight (`Resources.panel_weights`, by "backend/model"; 1 without one)."""
+    return float(resources.panel_weights.get(f"{llm.cfg.backend}/{llm.cfg.model}", 1.0))
 
 
 def ask_panel(resources: Resources, questions: Mapping[str, tuple[str, str]], parse: Callable[[str], float],
@@ -59,4 +69,5 @@ def ask_panel(resources: Resources, questions: Mapping[str, tuple[str, str]], pa
         per_member.append(values)
     if not per_member:
         raise ValueError("no model in the judging role (neither [score] judges nor [score.oracle])")
-    return {k: mean_of_members([member[i] for member in per_member]) for i, k in enumerate(keys)}
+    weights = [member_weight(resources, llm) for llm in resources.panel()]
+    return {k: mean_of_members([member[i] for member in per_member], weights) for i, k in enumerate(keys)}

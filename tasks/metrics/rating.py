@@ -24,7 +24,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from tasks.lm.types import ChatRequest, ChatResult, Unsupported
-from tasks.metrics.panel import mean_of_members, model_key
+from tasks.metrics.panel import mean_of_members, member_weight, model_key
 from tasks.metrics.registry import ChatLM, Resources
 
 SCALE = tuple(range(11))
@@ -118,7 +118,8 @@ def rate_panel(resources: Resources, questions: Mapping[str, tuple[str, str]], p
         resources.log.record(purpose, llm.name, llm.model, llm.cfg, keys, logged,
                              [None if math.isnan(v) else v for v in values])
         per_member.append(values)
-    ratings = {k: mean_of_members([m[i] for m in per_member]) for i, k in enumerate(keys)}
+    weights = [member_weight(resources, llm) for llm in members]   # Auto-PRE fusion weights (panel.py)
+    ratings = {k: mean_of_members([m[i] for m in per_member], weights) for i, k in enumerate(keys)}
     return ratings, "+".join(names)
 
 

@@ -21,7 +21,7 @@ there, import the module in `tasks/metrics/__init__.py`, and add a test.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -85,6 +85,7 @@ class Resources:
     log: LLMLog = field(default_factory=LLMLog, compare=False, repr=False)  # the metrics' LLM usage and answers
     reviser: ChatLM | None = None               # llm_reviser (RevisEval, tasks/metrics/reviseval.py); None: `llm`
     judges: tuple[ChatLM, ...] = ()             # a panel (tasks/metrics/panel.py): used instead of `llm`, averaged
+    panel_weights: Mapping[str, float] = field(default_factory=dict)   # Auto-PRE weights, "backend/model" -> w
     readouts: tuple[ReadoutMember, ...] = ()    # a readout oracle panel: used instead of `readout`, averaged
     # review_quality: the run's review-quality work (tasks/metrics/review_quality/work.py QualityWork): facts the
     # texts do not carry (ratings, decisions, paper texts) and the LLM of points, matching and questions

@@ -124,6 +124,7 @@ def build_resources(cfg: ScoreConfig, loglikelihood: Loglikelihood | None = None
         log=log if log is not None else LLMLog(),
         reviser=LazyLM(cfg.reviser, llm_cache) if cfg.reviser is not None and llm_cache is not None else None,
         judges=tuple(LazyLM(j, llm_cache) for j in cfg.judges) if llm_cache is not None else (),
+        panel_weights=dict(cfg.judge_weights),
         readouts=readout_members(cfg),
         quality=quality,
         judge_method=cfg.judge_method,

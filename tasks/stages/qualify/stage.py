@@ -235,7 +235,24 @@ def qualified_config(cfg: Config, pipeline: str) -> Config:
         if set(mine) <= fails.get(role, set()):
             what = "is the role's only model" if len(mine) == 1 else "all failed"
             raise QualificationFailed(f"{role}: {'+'.join(mine)} failed the qualification exam and {what}")
-    return _without(cfg, fails)
+    return with_fusion_weights(_without(cfg, fails), table)
+
+
+def fusion_weights(table: pl.DataFrame, models: Sequence[str]) -> dict[str, float]:
+    """Auto-PRE's fusion weight of each judging model that sat the exam: the mean of its scores over
+    the judge and oracle roles' tests (consistency, pertinence, self-confidence; paper 001, section 4)."""
+    scored = table.filter(pl.col("model").is_in(list(models)) & pl.col("role").is_in(["judge", "oracle"])
+                          & pl.col("score").is_not_null() & pl.col("score").is_not_nan())
+    return {m: float(w) for m, w in scored.group_by("model").agg(pl.col("score").mean()).sort("model").iter_rows()}
+
+
+def with_fusion_weights(cfg: Config, table: pl.DataFrame) -> Config:
+    """`cfg` whose judging panel is weighted by the exam (`[score] judge_weights`; weights set by hand win)."""
+    members = [llm_key(j) for j in cfg.score.judges] or [llm_key(cfg.score.oracle)]
+    weights = {**fusion_weights(table, members), **cfg.score.judge_weights}
+    if not weights or weights == cfg.score.judge_weights:
+        return cfg
+    return cfg.model_copy(update={"score": cfg.score.model_copy(update={"judge_weights": weights})})
 
 
 def _without(cfg: Config, fails: dict[str, set[str]]) -> Config:
