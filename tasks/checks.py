@@ -37,7 +37,19 @@ def check_config(cfg: Config, pipelines: bool = True) -> Config:
                 check(names)
             except ValueError as error:
                 raise ConfigError(f"{prefix}{key}: {error} (got {tuple(names)!r})") from None
+        _check_seq2seq(prefix, scoped)
     return cfg
+
+
+def _check_seq2seq(prefix: str, cfg: Config) -> None:
+    """A seq2seq BARTScore named without `[score] bartscore_model` stops at load, not after generation."""
+    from tasks.metrics import get
+
+    named = list(dict.fromkeys((*cfg.score.metrics, *cfg.score.baselines, *cfg.validate.metrics)))
+    seq2seq = [m.name for m in get(named) if m.needs == "seq2seq"]
+    if seq2seq and not cfg.score.bartscore_model:
+        raise ConfigError(f"{prefix}score: {', '.join(seq2seq)} need a seq2seq model: set [score] bartscore_model "
+                          "(e.g. facebook/bart-large-cnn), or use bartscore_lm_* on the evaluation LM as GEM did")
 
 
 def load_checked_config(path: Path | str = DEFAULT_CONFIG) -> Config:

@@ -93,3 +93,60 @@ def test_without_a_seq2seq_model_bartscore_says_it_cannot_run() -> None:
     assert ScoreConfig().bartscore_model is None
     with pytest.raises(RuntimeError, match="not a seq2seq model"):
         Seq2SeqScorer("/nonexistent/bart").score(["a"], ["b"])
+
+
+LM_WORDS = ["[UNK]", "<|end|>", "<|system|>", "<|user|>", "<|assistant|>", *WORDS[3:], "You", "read", "peer",
+            "reviews", "of", "research", "papers.", "Here", "one", "review", "a", "paper:", "Write", "another",
+            "same", "paper.", "and"]
+
+
+def test_bartscore_on_the_causal_evaluation_lm_equals_a_direct_computation(tmp_path) -> None:
+    """GEM's BARTScore (section 4): s(x -> y) = log p(y | prompt quoting x) / |y| on the evaluation LM, through
+    the log-likelihood engine, equal to one plain forward pass per direction."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from tasks.core.schema import LOGLIK_RESULTS
+    from tasks.lm.loglikelihood import LoglikelihoodEngine, reference_score
+    from tasks.lm.types import LoglikelihoodRequest
+    from tasks.metrics.bartscore import LM_SYSTEM, LM_USER
+    from tests.tiny_models import tiny_llama
+
+    folder = tiny_llama(tmp_path / "lm", LM_WORDS)
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
+    engine = LoglikelihoodEngine(model, tokenizer, token_budget=512)
+
+    def loglikelihood(requests: pl.DataFrame) -> pl.DataFrame:
+        rows = [LoglikelihoodRequest(*r) for r in requests.select("system", "user", "continuation").iter_rows()]
+        found = engine.score(rows)
+        return pl.DataFrame({"key": requests["key"], "logprob": [r.logprob for r in found],
+                             "n_tokens": [r.n_tokens for r in found], "truncated": [False] * len(found)},
+                            schema=LOGLIK_RESULTS)
+
+    names = ["bartscore_lm_precision", "bartscore_lm_recall", "bartscore_lm_f1"]
+    rows = score_metrics(names, CANDS, REFS, pl.DataFrame(), Resources(eval_lm="tiny", loglikelihood=loglikelihood))
+    assert rows.height == 12 and rows["reason"].is_null().all()
+
+    def s(source: str, target: str) -> float:
+        (result,) = reference_score(model, tokenizer, [LoglikelihoodRequest(LM_SYSTEM, LM_USER.format(source=source),
+                                                                            target)])
+        return result.logprob / result.n_tokens
+
+    by = {(r["candidate"], r["reference"], r["metric"]): r["score"] for r in rows.iter_rows(named=True)}
+    for cand in CANDS.iter_rows(named=True):
+        for ref in REFS.iter_rows(named=True):
+            p, r = s(ref["review_text"], cand["review_text"]), s(cand["review_text"], ref["review_text"])
+            key = (cand["candidate"], ref["review_id"])
+            assert by[(*key, "bartscore_lm_precision")] == pytest.approx(p, abs=1e-4)
+            assert by[(*key, "bartscore_lm_recall")] == pytest.approx(r, abs=1e-4)
+            assert by[(*key, "bartscore_lm_f1")] == pytest.approx((p + r) / 2, abs=1e-4)
+
+
+def test_a_seq2seq_bartscore_without_a_model_stops_when_the_config_is_loaded(tmp_path) -> None:
+    from tasks.checks import load_checked_config
+    from tasks.core.config import ConfigError
+
+    (tmp_path / "pipelines.toml").write_text("[score]\nbaselines = ['bartscore_f1']\n")
+    with pytest.raises(ConfigError, match="bartscore_f1 need a seq2seq model: set \\[score\\] bartscore_model"):
+        load_checked_config(tmp_path / "pipelines.toml")
+    (tmp_path / "pipelines.toml").write_text("[score]\nbaselines = ['bartscore_lm_f1']\n")
+    assert load_checked_config(tmp_path / "pipelines.toml").score.baselines == ("bartscore_lm_f1",)

@@ -15,10 +15,15 @@ The model is `[score] bartscore_model`: any model `AutoModelForSeq2SeqLM` loads 
 id; BARTScore used facebook/bart-large-cnn, GEM used its evaluation LM). Without one the metrics
 cannot run, and the run says so before scoring (`MissingResource`). Texts longer than the model's
 positions are cut to them (as BARTScore does); all three values are <= 0, higher is better.
+
+`bartscore_lm_precision` / `_recall` / `_f1` are the same three on the causal evaluation LM, as GEM
+computes them (GEM section 4): the source review is quoted in the prompt and the target review is
+the answer, scored by the log-likelihood engine and its shards like GEM; they need no extra model.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -129,4 +134,68 @@ register(
     Metric("bartscore_f1", "raw", "none", "seq2seq", True,
            "BARTScore F1: the mean of bartscore_precision and bartscore_recall ([score] bartscore_model)",
            bartscore_family),
+)
+
+
+# -- BARTScore on the causal evaluation LM, as GEM computes it (GEM paper, section 4) ------------------
+# GEM scores BARTScore with its evaluation LM instead of BART. A causal LM has no encoder, so the
+# source text goes into the prompt and the target is the answer: s(x -> y) = log p(y | prompt(x)) / |y|
+# through the same log-likelihood engine and shards as GEM (the end-of-turn token counted, as GEM's
+# requests count it). The prompt is the project's own.
+LM_SYSTEM = "You read peer reviews of research papers."
+LM_USER = "Here is one review of a paper:\n\n{source}\n\nWrite another review of the same paper."
+LM_COLUMN = {"bartscore_lm_precision": 0, "bartscore_lm_recall": 1, "bartscore_lm_f1": 2}
+
+
+def lm_request(eval_lm: str, source: str, target: str) -> dict[str, str]:
+    """The LOGLIK_REQUESTS row of s(source -> target) on the evaluation LM."""
+    from tasks.metrics.gem import request_key
+
+    user = LM_USER.format(source=source)
+    return {"key": request_key(eval_lm, LM_SYSTEM, user, target), "system": LM_SYSTEM, "user": user,
+            "continuation": target}
+
+
+def bartscore_lm_family(metrics: Sequence[Metric], candidates: pl.DataFrame, references: pl.DataFrame,
+                        negatives: pl.DataFrame | None, synopses: pl.DataFrame, resources: Resources) -> pl.DataFrame:
+    """SCORES rows of the causal BARTScore metrics: per pair s(r -> c) (precision) and s(c -> r)
+    (recall) as one batch of log-likelihood requests, F1 their mean."""
+    from tasks.core.schema import LOGLIK_REQUESTS, TRUNCATED_REASON, with_truncated
+
+    assert resources.eval_lm is not None and resources.loglikelihood is not None  # checked by the registry
+    eval_lm = resources.eval_lm
+    base = raw_pairs(candidates, references)
+    scorable = [b for b in base if b["reason"] is None]
+    requests = {r["key"]: r for b in scorable
+                for r in (lm_request(eval_lm, b["y"], b["x"]), lm_request(eval_lm, b["x"], b["y"]))}
+    frame = pl.DataFrame(list(requests.values()), schema=LOGLIK_REQUESTS).sort("key")
+    results = with_truncated(resources.loglikelihood(frame)) if frame.height else None
+    found = {k: (lp, n, cut) for k, lp, n, cut in results.select("key", "logprob", "n_tokens", "truncated").iter_rows()
+             } if results is not None else {}
+    rows = []
+    for b in base:
+        values, tokens, cut = [math.nan] * 3, None, False
+        if b["reason"] is None:
+            (lp_p, n_p, cut_p), (lp_r, n_r, cut_r) = (found[lm_request(eval_lm, b["y"], b["x"])["key"]],
+                                                      found[lm_request(eval_lm, b["x"], b["y"])["key"]])
+            values = [lp_p / n_p, lp_r / n_r, (lp_p / n_p + lp_r / n_r) / 2]
+            tokens, cut = n_p, bool(cut_p or cut_r)
+        head = {k: v for k, v in b.items() if k not in ("x", "y", "reason")}
+        for m in metrics:
+            rows.append({**head, "metric": m.name, "score": values[LM_COLUMN[m.name]], "n_tokens": tokens,
+                         "eval_lm": eval_lm, "reason": TRUNCATED_REASON if cut else b["reason"]})
+    out = pl.DataFrame(rows, schema={**SCORES}) if rows else pl.DataFrame(schema=SCORES)
+    return out.select(SCORES.names()).sort("metric", "paper_id", "candidate", "reference")
+
+
+register(
+    Metric("bartscore_lm_precision", "raw", "none", "lm_logprobs", True,
+           "BARTScore precision on the evaluation LM (as GEM computes it): mean log-probability per token of "
+           "the candidate's raw review as the answer to a prompt quoting a human reference", bartscore_lm_family),
+    Metric("bartscore_lm_recall", "raw", "none", "lm_logprobs", True,
+           "BARTScore recall on the evaluation LM: mean log-probability per token of the reference given the "
+           "candidate", bartscore_lm_family),
+    Metric("bartscore_lm_f1", "raw", "none", "lm_logprobs", True,
+           "BARTScore F1 on the evaluation LM: the mean of bartscore_lm_precision and bartscore_lm_recall",
+           bartscore_lm_family),
 )
