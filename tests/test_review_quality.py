@@ -355,3 +355,19 @@ def test_questions_without_any_paper_text_are_a_gap(tmp_path, monkeypatch) -> No
         scores = score_metrics(["question_score", "summary_coverage"], human_candidates(refs), refs, syn,
                                Resources("lm", embed=bag_of_words, quality=work))
     assert set(scores["reason"]) == {"no_paper_text"} and scores["score"].is_nan().all()
+
+
+def test_the_paper_text_review_quality_reads_leaves_out_related_work(tmp_path, monkeypatch):
+    """Beyond Rating (paper 003, section 3) reads the paper without its Related Work section."""
+    from tasks.core.layout import stage_dir
+    from tasks.metrics.quality import load_facts
+    from tests.submit_data import VENUE, scoring_config
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "fake-test-key-quality")
+    cfg = scoring_config(tmp_path)
+    papers = pl.read_parquet(stage_dir(cfg, "t", "curate", VENUE) / "papers.parquet")["paper_id"].to_list()
+    pl.DataFrame({"paper_id": papers, "text": ["body with related work"] * len(papers),
+                  "text_no_related_work": ["body only"] * (len(papers) - 1) + [None]}).write_parquet(
+        stage_dir(cfg, "t", "ingest", VENUE) / "pdf_texts.parquet")
+    texts = dict(load_facts(cfg, "t").papers.select("paper_id", "text").iter_rows())
+    assert [texts[p] for p in papers] == ["body only"] * (len(papers) - 1) + ["body with related work"]

@@ -113,8 +113,8 @@ def settings(cfg: Config) -> QualitySettings:
 
 
 def load_facts(cfg: Config, pipeline: str) -> ReviewFacts:
-    """Human ratings (common scale), candidates' rating answers, decisions and PDF texts of the
-    pipeline's benchmark papers."""
+    """Human ratings (common scale), candidates' rating answers, decisions and PDF texts (without the
+    related-work section) of the pipeline's benchmark papers."""
     reviews, papers, pdf_texts = read_curated(cfg, pipeline)
     humans = reviews.select("review_id", "paper_id", pl.col("rating").cast(pl.Float64),
                             pl.lit(None, pl.String).alias("rating_answer"))
@@ -126,7 +126,11 @@ def load_facts(cfg: Config, pipeline: str) -> ReviewFacts:
         answer = pl.col("rating_answer") if "rating_answer" in gen.columns else pl.lit(None, pl.String)
         frames.append(gen.select(pl.col("candidate_id").alias("review_id"), "paper_id",
                                  pl.lit(None, pl.Float64).alias("rating"), answer.cast(pl.String).alias("rating_answer")))
-    texts = (pdf_texts.select("paper_id", "text").unique("paper_id") if pdf_texts is not None
+    # the paper as Beyond Rating reads it (paper 003, section 3): without Related Work, appendices,
+    # acknowledgements and references (the body text where a PDF's related-work section was not found)
+    body = (pl.coalesce("text_no_related_work", "text") if pdf_texts is not None
+            and "text_no_related_work" in pdf_texts.columns else pl.col("text"))
+    texts = (pdf_texts.select("paper_id", body.alias("text")).unique("paper_id") if pdf_texts is not None
              else pl.DataFrame(schema={"paper_id": pl.String, "text": pl.String}))
     decision = pl.col("decision") if "decision" in papers.columns else pl.lit(None, pl.String)
     paper_facts = papers.select("paper_id", decision.cast(pl.String).alias("decision")).join(texts, on="paper_id", how="left")
