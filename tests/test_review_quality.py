@@ -371,3 +371,22 @@ def test_the_paper_text_review_quality_reads_leaves_out_related_work(tmp_path, m
         stage_dir(cfg, "t", "ingest", VENUE) / "pdf_texts.parquet")
     texts = dict(load_facts(cfg, "t").papers.select("paper_id", "text").iter_rows())
     assert [texts[p] for p in papers] == ["body only"] * (len(papers) - 1) + ["body with related work"]
+
+
+def test_ai_rate_counts_the_reviews_below_the_binoculars_threshold(monkeypatch):
+    """Beyond Rating's AI rate (section 4.6): a review whose Binoculars score is below 0.9015 counts as
+    AI-written; per review 1 or 0, so a model's mean over its reviews is its AI rate; NaN stays NaN."""
+    from tasks.metrics.review_quality import binoculars
+
+    refs, cands, facts, syn = inputs()
+    scores = dict(zip(cands["candidate"], [0.80, 0.95, math.nan, 0.90, 1.10, 0.85, 0.70], strict=True))
+    monkeypatch.setattr(binoculars, "review_scores", lambda pair, items: {
+        (c, "binoculars"): (scores[c], "tokenizers_differ" if math.isnan(scores[c]) else None) for c, _ in items})
+    work = QualityWork(QualitySettings(binoculars=("observer", "performer")), facts, llm=None)
+    got = work.evaluate(["ai_rate", "binoculars"], cands, refs, syn, embed=None)
+    rates = {c: got[(c, "ai_rate")] for c in cands["candidate"]}
+    assert [rates[c][0] for c in cands["candidate"] if not math.isnan(scores[c])] == [
+        1.0 if scores[c] < 0.9015 else 0.0 for c in cands["candidate"] if not math.isnan(scores[c])]
+    nan_candidate = next(c for c in cands["candidate"] if math.isnan(scores[c]))
+    assert math.isnan(rates[nan_candidate][0]) and rates[nan_candidate][1] == "tokenizers_differ"
+    assert got[(nan_candidate, "binoculars")][1] == "tokenizers_differ"

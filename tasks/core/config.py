@@ -260,6 +260,9 @@ class ReviewQualityConfig(Frozen):
     # Binoculars: two local causal LMs sharing one tokenizer (observer, performer); unset: NaN with the reason
     binoculars_observer: str | None = None
     binoculars_performer: str | None = None
+    # ai_rate: a review whose Binoculars score is below this is counted as AI-written (Beyond Rating's
+    # classification threshold, paper 003 section 4.6)
+    ai_threshold: float = 0.9015
     # The point matcher M(a, h) apart from `llm` (any backend's keys each), in order of preference: the
     # first listed matches; the qualify stage examines each (role "matcher") and drops those that fail.
     # Empty: `llm` (else [preprocess]) matches, and is the one examined

@@ -54,7 +54,7 @@ def review_quality_family(metrics: Sequence[Metric], candidates: pl.DataFrame, r
             rows.append({"paper_id": cand["paper_id"], "candidate": cand["candidate"], "source": cand["source"],
                          "reference": None, "metric": name, "score": value, "reason": reason,
                          "eval_lm": "common_scale" if name in RATING_METRICS else
-                         "binoculars" if name == "binoculars" else
+                         "binoculars" if name in ("binoculars", "ai_rate") else
                          matched if name in MATCH_METRICS else llm})
     frame = pl.DataFrame(rows, schema={**SCORES}) if rows else pl.DataFrame(schema=SCORES)
     return frame.select(SCORES.names()).sort("metric", "paper_id", "candidate")
@@ -87,6 +87,9 @@ register(
     _m("binoculars", "raw", True,
        "Binoculars score (observer log-perplexity / observer-performer cross-perplexity), mean over the four "
        "text fields; needs two causal LMs sharing a tokenizer ([score.review_quality] binoculars), else NaN"),
+    _m("ai_rate", "raw", False,
+       "1 when the review's Binoculars score is below [score.review_quality] ai_threshold (0.9015, Beyond Rating "
+       "section 4.6), so a model's mean is the share of its reviews classed as AI-written; NaN as binoculars"),
     _m("rating_mae", "raw", False,
        "|candidate rating - mean human rating of the paper| on the common scale (the review-fields prompt's rating)"),
     _m("accept_accuracy", "raw", True,
@@ -109,6 +112,7 @@ def settings(cfg: Config) -> QualitySettings:
                            chunk_overlap=rq.chunk_overlap, chunk_top_k=rq.chunk_top_k,
                            accept_threshold=rq.accept_threshold,
                            rating_scale=tuple(float(v) for v in cfg.curate.common_scale), binoculars=pair,
+                           ai_threshold=rq.ai_threshold,
                            points_max_tokens=rq.points_max_tokens)
 
 

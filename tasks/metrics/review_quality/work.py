@@ -52,6 +52,7 @@ class QualitySettings:
     accept_threshold: float = 6.0
     rating_scale: tuple[float, ...] = (1, 3, 5, 6, 8, 10)
     binoculars: tuple[str, str] | None = None   # (observer, performer) local model names
+    ai_threshold: float = 0.9015                 # ai_rate: a Binoculars score below it counts as AI-written
     points_max_tokens: int = 768                 # answer budget of one field's points
 
 
@@ -87,9 +88,14 @@ class QualityWork:
         out: dict[tuple[str, str], fm.Scored] = {}
         if wanted & {"rating_mae", "accept_accuracy"}:
             out.update(self._ratings(sets, wanted))
-        text_metrics = wanted - {"rating_mae", "accept_accuracy", "binoculars"}
-        if "binoculars" in wanted:
-            out.update(self._binoculars(sets))
+        text_metrics = wanted - {"rating_mae", "accept_accuracy", "binoculars", "ai_rate"}
+        if wanted & {"binoculars", "ai_rate"}:
+            scores = self._binoculars(sets)
+            if "binoculars" in wanted:
+                out.update(scores)
+            if "ai_rate" in wanted:   # per review 1 when classed AI-written: a model's mean is its AI rate
+                out.update({(c, "ai_rate"): (math.nan, why) if math.isnan(v) else
+                            (float(v < self.settings.ai_threshold), None) for (c, _), (v, why) in scores.items()})
         if text_metrics:
             if embed is None:
                 raise RuntimeError("the review-quality text metrics need the embedding model (Resources.embed)")
