@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pymupdf
 
-from tasks.stages.ingest.pdf import extract_pdfs, extract_text
+from tasks.stages.ingest.pdf import extract_pdfs, extract_text, hidden_spans
 from tasks.testing.synthetic import HIDDEN_INSTRUCTIONS, plant_hidden_text
 
 BODY = ("We study sparse attention for long documents and show that a learned router keeps accuracy while "
@@ -71,6 +71,7 @@ def test_the_paper_integrity_table_lists_hidden_spans_of_curated_papers(tmp_path
     (tmp_path / "pdfs" / "p2.pdf").write_bytes(pdf())
     texts, _ = extract_pdfs(tmp_path / "pdfs", ["p1", "p2"], workers=1)
     texts.write_parquet(base / "ingest" / "pdf_texts.parquet")
+    hidden_spans(texts).write_parquet(base / "ingest" / "paper_integrity.parquet")
     papers = pl.DataFrame({"paper_id": ["p1", "p2"], "venue_id": ["T.cc/2025/Conference"] * 2, "title": ["A", "B"]})
     schema.conform(papers, schema.PAPERS).write_parquet(base / "ingest" / "papers.parquet")
     schema.conform(papers, schema.CURATED_PAPERS).write_parquet(base / "curate" / "papers.parquet")

@@ -2,13 +2,9 @@
 -- mode, text off the page): where instructions to AI reviewers hide. One row per hidden span of a
 -- curated paper; `stripped` says whether it was left out of the text candidates and judges read
 -- ([ingest] strip_hidden_text). Papers without hidden text have no row.
--- requires: staging.pdf_texts, staging.curated_papers
+-- requires: staging.paper_integrity, staging.curated_papers
 CREATE OR REPLACE TABLE paper_integrity AS
-WITH spans AS (
-    SELECT paper_id, unnest(hidden) AS h, hidden_stripped AS stripped
-    FROM staging.pdf_texts
-)
-SELECT paper_id, h.page, h.reason, h.text, length(h.text) AS n_chars, stripped
-FROM spans
+SELECT paper_id, page, reason, text, length(text) AS n_chars, stripped
+FROM staging.paper_integrity
 SEMI JOIN staging.curated_papers USING (paper_id)
-ORDER BY paper_id, h.page, h.reason, h.text;
+ORDER BY paper_id, page, reason, text;

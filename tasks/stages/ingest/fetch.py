@@ -461,6 +461,9 @@ def _ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None
             texts, text_rejects = extracted
             frames.append(conform(text_rejects, REJECTS))
             write_parquet(texts.sort("paper_id"), out_dir / "pdf_texts.parquet")
+            from tasks.stages.ingest.pdf import hidden_spans  # importable: _extract_texts ran it
+
+            write_parquet(hidden_spans(texts), out_dir / "paper_integrity.parquet")
             result.pdf_texts = texts.height
     rejects = pl.concat(frames).sort("entity", "rule", "entity_id", nulls_last=True)
     review_rejects = rejects.filter(pl.col("entity") == "review").height

@@ -311,6 +311,19 @@ def extract_text(pdf: bytes, strip_hidden: bool = True) -> PdfText:
     return PdfText(page_count, _render(body), _render(no_related), tuple(hidden), strip_hidden)
 
 
+PAPER_INTEGRITY = pl.Schema({"paper_id": pl.String, "page": pl.Int32, "reason": pl.String, "text": pl.String,
+                             "stripped": pl.Boolean})
+
+
+def hidden_spans(texts: pl.DataFrame) -> pl.DataFrame:
+    """PAPER_INTEGRITY: one row per hidden span of a `pdf_texts` frame (`paper_integrity.parquet`)."""
+    if texts.is_empty() or "hidden" not in texts.columns:
+        return pl.DataFrame(schema=PAPER_INTEGRITY)
+    spans = (texts.select("paper_id", "hidden", pl.col("hidden_stripped").alias("stripped"))
+             .explode("hidden").drop_nulls("hidden").unnest("hidden"))
+    return spans.select(PAPER_INTEGRITY.names()).cast(dict(PAPER_INTEGRITY)).sort("paper_id", "page", "reason", "text")
+
+
 def _extract_file(path: str, max_bytes: int | None, strip_hidden: bool = True
                   ) -> tuple[PdfText | None, str | None, str | None]:
     """(text, None, None) or (None, rule, detail) for one file; never raises."""
