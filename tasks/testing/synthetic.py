@@ -390,7 +390,7 @@ def render_pdf(paper: SyntheticPaper, topic: words.Topic, rng: random.Random) ->
             size = run[0][1]
             page.insert_text((72, run[0][2]), [t for t, _, _ in run], fontsize=size, fontname="helv",
                              lineheight=1.45)
-    if paper.number % 6 == 5:   # some papers carry instructions to AI reviewers a reader cannot see
+    if paper.number % 6 == 0:   # every sixth paper (the demo samples one) carries instructions a reader cannot see
         plant_hidden_text(doc[0])
     data = doc.tobytes(garbage=3, deflate=True)
     doc.close()
