@@ -78,12 +78,14 @@ def llama(dtype: torch.dtype, nf4: bool = False) -> torch.nn.Module:
         return AutoModelForCausalLM.from_pretrained(folder, quantization_config=quant, device_map="cuda").eval()
 
 
-def time_engine(model, tokenizer, requests, budget: int, peak: float) -> dict:
-    """One timed pass of the engine (after a warm-up) with its throughput and efficiency figures."""
+def time_engine(model, tokenizer, requests, budget: int, peak: float, flat: bool | None = None) -> dict:
+    """One timed pass of the engine (after a warm-up) with its throughput and efficiency figures;
+    `flat`: the layout (None: the engine's choice, flat batches under flex attention on a GPU)."""
     from tasks.lm.loglikelihood import LoglikelihoodEngine
 
-    engine = LoglikelihoodEngine(model, tokenizer, token_budget=budget)
-    engine.score(requests[:8])
+    engine = LoglikelihoodEngine(model, tokenizer, token_budget=budget, flat=flat)
+    for size in (8, 64):   # two shapes: the compiled attention settles on dynamic shapes before the timing
+        engine.score(requests[:size])
     engine.stats.__init__()
     torch.cuda.reset_peak_memory_stats()
     sync("cuda")
@@ -93,7 +95,7 @@ def time_engine(model, tokenizer, requests, budget: int, peak: float) -> dict:
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     s = engine.stats
     work = flops(model, s.forward_tokens, s.attention_pairs, s.head_rows)
-    return {"budget": budget, "seconds": round(wall, 3), "scored_tokens_per_s": round(sum(r.n_tokens for r in results) / wall),
+    return {"layout": "flat" if engine.flat else "rows", "budget": budget, "seconds": round(wall, 3), "scored_tokens_per_s": round(sum(r.n_tokens for r in results) / wall),
             "forward_tokens_per_s": round(s.forward_tokens / wall), "tflops": round(work / wall / 1e12, 1),
             "fraction_of_peak": round(work / wall / peak, 3), "cpu_busy": round(cpu / wall, 2),
             "padding": round(s.padded_tokens / max(s.forward_tokens, 1) - 1, 3), "batches": s.batches,
@@ -161,7 +163,7 @@ def differences(values: list[float], reference: list[float]) -> dict:
     return {"max_nats": round(max(gaps), 4), "mean_nats": round(sum(gaps) / len(gaps), 4)}
 
 
-def run(folder: Path, budgets: list[int], n_naive: int, nf4: bool) -> dict:
+def run(folder: Path, budgets: list[int], n_naive: int, nf4: bool, engine_only: bool = False) -> dict:
     from transformers import AutoTokenizer
 
     from tasks.lm.types import LoglikelihoodRequest
@@ -178,21 +180,21 @@ def run(folder: Path, budgets: list[int], n_naive: int, nf4: bool) -> dict:
         engines.append(figures)
         print({k: v for k, v in figures.items() if k != "logprobs"}, flush=True)
     best = max(engines, key=lambda e: e["scored_tokens_per_s"])
-    subset = requests[:n_naive]
-    naive_bf16, naive_s, naive_tokens = naive(model, tokenizer, subset)
-    roof = ceiling(model, peak)
-    print(f"naive bf16: {naive_s:.1f} s for {len(subset)} requests; ceiling {roof}", flush=True)
-    engine_subset = time_engine(model, tokenizer, subset, best["budget"], peak)["logprobs"]
+    if best["layout"] == "flat":   # the padded rows over a copied head KV, side by side at the same budget
+        rows = time_engine(model, tokenizer, requests, best["budget"], peak, flat=False)
+        engines.append(rows)
+        print({k: v for k, v in rows.items() if k != "logprobs"}, flush=True)
+        gap = max(abs(a - b) for a, b in zip(best["logprobs"], rows["logprobs"], strict=True))
+        print(f"flat vs rows, largest difference per sequence: {gap:.4f} nats", flush=True)
+    out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "requests": len(requests),
+           "bf16_peak_tflops": round(peak / 1e12), "best_budget": best["budget"], "best_layout": best["layout"],
+           "best_fraction_of_peak": best["fraction_of_peak"],
+           "engine": [{k: v for k, v in e.items() if k != "logprobs"} for e in engines]}
+    if not engine_only:
+        out |= versus_naive(model, tokenizer, requests[:n_naive], best, peak)
     del model
     torch.cuda.empty_cache()
-    reference, _, _ = naive(llama(torch.float32), tokenizer, subset)
-    torch.cuda.empty_cache()
-    out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "requests": len(requests),
-           "bf16_peak_tflops": round(peak / 1e12), "engine": [{k: v for k, v in e.items() if k != "logprobs"} for e in engines],
-           "best_budget": best["budget"], "best_fraction_of_peak": best["fraction_of_peak"],
-           "naive_tokens_per_s": round(naive_tokens / naive_s), "ceiling": roof,
-           "precision_vs_float32": {"requests": len(subset), "engine_bf16": differences(engine_subset, reference),
-                                    "naive_bf16": differences(naive_bf16, reference)}}
+    print(json.dumps(out), flush=True)   # the bf16 figures, in case NF4 runs out of time
     if nf4:
         try:
             quantized = llama(torch.bfloat16, nf4=True)
@@ -204,15 +206,32 @@ def run(folder: Path, budgets: list[int], n_naive: int, nf4: bool) -> dict:
     return out
 
 
+def versus_naive(model, tokenizer, subset, best: dict, peak: float) -> dict:
+    """The naive method's speed, the ceiling, and both engine layouts and the naive method in bf16
+    against a float32 naive reference of the same requests."""
+    naive_bf16, naive_s, naive_tokens = naive(model, tokenizer, subset)
+    roof = ceiling(model, peak)
+    print(f"naive bf16: {naive_s:.1f} s for {len(subset)} requests; ceiling {roof}", flush=True)
+    engine_subset = time_engine(model, tokenizer, subset, best["budget"], peak)["logprobs"]
+    rows_subset = time_engine(model, tokenizer, subset, best["budget"], peak, flat=False)["logprobs"]
+    reference, _, _ = naive(llama(torch.float32), tokenizer, subset)
+    torch.cuda.empty_cache()
+    return {"naive_tokens_per_s": round(naive_tokens / naive_s), "ceiling": roof,
+            "precision_vs_float32": {"requests": len(subset), "engine_bf16": differences(engine_subset, reference),
+                                     "engine_rows_bf16": differences(rows_subset, reference),
+                                     "naive_bf16": differences(naive_bf16, reference)}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--export", type=Path, help="write requests.json and the tokenizer here (needs the dev file)")
     parser.add_argument("--papers", type=int, default=20)
     parser.add_argument("--seed", type=int, default=2025)
     parser.add_argument("--requests", type=Path, default=HERE / "out" / "gpu", help="a folder --export wrote")
-    parser.add_argument("--budgets", default="4096,16384,32768", help="engine token budgets, comma-separated")
+    parser.add_argument("--budgets", default="16384,32768", help="engine token budgets, comma-separated")
     parser.add_argument("--naive", type=int, default=64, help="requests for the naive method and the float32 reference")
     parser.add_argument("--no-nf4", action="store_true")
+    parser.add_argument("--engine-only", action="store_true", help="the engine's layouts (and NF4) only: no naive method, ceiling or precision")
     parser.add_argument("--profile", type=int, default=0, metavar="BUDGET",
                         help="only profile the engine at this token budget (torch.profiler tables)")
     args = parser.parse_args()
@@ -235,7 +254,7 @@ def main() -> None:
         profile(llama(torch.bfloat16), AutoTokenizer.from_pretrained(args.requests / "tokenizer"), requests, args.profile)
         return
     budgets = [int(b) for b in args.budgets.split(",")]
-    print(json.dumps(run(args.requests, budgets, args.naive, not args.no_nf4)))
+    print(json.dumps(run(args.requests, budgets, args.naive, not args.no_nf4, args.engine_only)))
 
 
 if __name__ == "__main__":

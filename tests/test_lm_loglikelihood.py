@@ -124,3 +124,55 @@ def test_questions_quoting_one_candidate_share_a_row_and_match_the_full_forward(
     assert engine.stats.forward_tokens < 2 * body        # three prompts, the quoted candidate once
     for a, b in zip(got, reference_score(model, tokenizer, requests), strict=True):
         assert max(abs(x - y) for x, y in zip(a.token_logprobs, b.token_logprobs, strict=True)) < 1e-4
+
+
+def test_flat_batches_agree_with_padded_rows(embedded_lm, metric_requests, batched) -> None:
+    # the GPU's layout (one flat sequence per batch, the head in place, a block-sparse rule instead of
+    # padded rows over a copied head KV), run here under the dense form of the same rule
+    model, tokenizer = embedded_lm
+    engine = LoglikelihoodEngine(model, tokenizer, token_budget=1024, flat=True)
+    assert engine.flat and not engine.block_sparse        # no GPU here: the dense mask
+    flat = engine.score(metric_requests)
+    for a, b in zip(flat, batched, strict=True):
+        assert a.n_tokens == b.n_tokens
+        assert max(abs(x - y) for x, y in zip(a.token_logprobs, b.token_logprobs, strict=True)) < 1e-4
+
+
+def test_a_request_scores_the_same_alone_and_inside_other_batches(embedded_lm, metric_requests) -> None:
+    # a request's value must not depend on what else is in its batch, in either layout
+    model, tokenizer = embedded_lm
+    target = metric_requests[3]
+    for flat in (False, True):
+        (alone,) = LoglikelihoodEngine(model, tokenizer, token_budget=1024, flat=flat).score([target])
+        for budget, others in ((1024, metric_requests), (256, metric_requests[::-1]), (4096, metric_requests[4:])):
+            engine = LoglikelihoodEngine(model, tokenizer, token_budget=budget, flat=flat)
+            inside = engine.score([*others, target])[-1]
+            assert inside.logprob == pytest.approx(alone.logprob, abs=1e-4), (flat, budget)
+
+
+def test_the_flat_rule_is_the_row_mask() -> None:
+    # may_attend over one row's tags gives the block mask the rows layout builds: shared part causal,
+    # each prompt's suffix sees the shared part and itself, each continuation its prompt and itself
+    import torch
+
+    from tasks.lm.flat_attention import HEAD, may_attend
+    from tasks.lm.loglikelihood import lay_out
+
+    head = (1, 2, 3)
+    row = [(head + (4, 5, 6, 7), ((8, 9), (10,))), (head + (4, 5, 11, 12), ((13, 14, 15),))]
+    laid = lay_out(row, len(head))
+    # shared (4, 5); prompt 0: its suffix (6), continuations (7, 8) and (7); prompt 1: (11), then (12, 13, 14)
+    assert laid.tokens == [4, 5, 6, 7, 8, 7, 11, 12, 13, 14]
+    assert laid.prompt == [-1, -1, 0, 0, 0, 0, 1, 1, 1, 1]
+    assert laid.cont == [-1, -1, -1, 0, 0, 1, -1, 2, 2, 2]
+    assert laid.spans == [[(3, 2), (5, 1)], [(7, 3)]]
+    tags = [torch.tensor([HEAD] * 3 + [0] * 10), torch.tensor([-1] * 3 + laid.prompt), torch.tensor([-1] * 3 + laid.cont)]
+    index = torch.arange(13)
+    allowed = may_attend(*tags, index[:, None], index[None, :])
+    sees = {q: [k for k in range(13) if allowed[q, k]] for q in range(13)}
+    assert sees[4] == [0, 1, 2, 3, 4]                      # shared part: the head and itself
+    assert sees[7] == [0, 1, 2, 3, 4, 5, 6, 7]             # prompt 0's first continuation
+    assert sees[8] == [0, 1, 2, 3, 4, 5, 8]                # its second: not the first
+    assert sees[9] == [0, 1, 2, 3, 4, 9]                   # prompt 1's suffix: not prompt 0's
+    assert sees[12] == [0, 1, 2, 3, 4, 9, 10, 11, 12]
+    assert laid.pairs == int(allowed[3:].sum())            # the FLOP count is the pairs the rule allows

@@ -25,6 +25,9 @@ review), the longest prefix shared by a cluster (template head, system prompt, t
 run once and its KV cache expanded across the batch; each distinct prompt body is run once and its KV reused by all continuations that follow it.
 Batches are packed longest first under a padded-token budget; padding sits after each sequence
 (and between a short body and its continuation) and is masked, with explicit position ids.
+On a GPU with flex attention a batch is one flat sequence instead: the head once, then the rows, under
+the block-sparse rule of tasks/lm/flat_attention.py (no padding between rows, no head KV copied; the
+CPU keeps the padded rows, where a dense rule over the whole batch would cost more than it saves).
 Everything is ordered by content, so the result of a request does not depend on the order of the
 call. Models whose logits are not a plain linear head over the last hidden state are refused.
 """
@@ -42,6 +45,7 @@ import torch
 from tasks.core.progress import track
 from tasks.lm.batching import batches
 from tasks.lm.fitting import fit_request, request_window
+from tasks.lm.flat_attention import HEAD, flat_mask, may_attend, use_flat_attention
 from tasks.lm.loading import Tokens, chat_ids, common_prefix, end_of_turn
 from tasks.lm.types import LoglikelihoodRequest, LoglikelihoodResult
 
@@ -109,6 +113,7 @@ def prompt_clusters(prompts: Sequence[Tokens], shared_min: int = SHARED_MIN) -> 
 
 Unit = tuple[Tokens, tuple[Tokens, ...]]   # a prompt and (some of) its continuations
 Row = list[Unit]                            # prompts packed into one row (sorted; they share a prefix)
+FLAT_QUANTUM = 128   # a flat batch is padded to a multiple of this (flex attention's block size)
 ROW_MAX = 1024   # tokens of a row holding several prompts: attention over a row grows with its square
                  # (bench/demo_engine.py: 1,024 and 2,048 tie on the readout, 1,024 is 4% faster on GEM)
 
@@ -138,13 +143,58 @@ def packed_rows(units: Sequence[Unit], head_len: int, row_max: int, shared_min: 
     return rows
 
 
+@dataclass
+class LaidOut:
+    """One packed row as the decoder reads it, after the call's head (`lay_out`)."""
+
+    tokens: list[int]
+    positions: list[int]
+    prompt: list[int]                     # per token: -1 in the shared part, else its prompt's index in the row
+    cont: list[int]                       # per token: -1 in a prompt, else its continuation's index in the row
+    spans: list[list[tuple[int, int]]]    # per prompt, per continuation: (start, length) of its scored positions
+    pairs: int                            # (query, key) pairs the row attends to, the head included
+
+
+def lay_out(row: Row, head_len: int) -> LaidOut:
+    """The row's shared prefix once, then each prompt's suffix followed by its continuations (each
+    continuation starts with its prompt's last token, so its positions predict its own tokens)."""
+    shared = row_shared(row)
+    common = shared - head_len
+    out = LaidOut(list(row[0][0][head_len:shared]), list(range(head_len, shared)), [-1] * common, [-1] * common, [],
+                  common * head_len + common * (common + 1) // 2)
+    n_cont = 0
+    for p, (prompt, targets) in enumerate(row):
+        rest = len(prompt) - 1 - shared
+        out.tokens += prompt[shared:-1]
+        out.positions += range(shared, len(prompt) - 1)
+        out.prompt += [p] * rest
+        out.cont += [-1] * rest
+        out.pairs += rest * (head_len + common) + rest * (rest + 1) // 2
+        own = []
+        for target in targets:
+            length = len(target)
+            own.append((len(out.tokens), length))
+            out.tokens += [prompt[-1], *target[:-1]]
+            out.positions += range(len(prompt) - 1, len(prompt) - 1 + length)
+            out.prompt += [p] * length
+            out.cont += [n_cont] * length
+            out.pairs += length * (head_len + common + rest) + length * (length + 1) // 2
+            n_cont += 1
+        out.spans.append(own)
+    return out
+
+
 class LoglikelihoodEngine:
     """Batched, prefix-sharing scorer of continuations; see the module docstring for the rules."""
 
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, token_budget: int = 4096,
-                 head_rows: int = 1024, packed: bool = True):
+                 head_rows: int = 1024, packed: bool = True, flat: bool | None = None):
         _check_model(model)
         self.packed = packed
+        # flat batches under a block-sparse mask where flex attention runs (a GPU), padded rows elsewhere;
+        # `flat=True` on a CPU runs them under a dense mask (tests compare both layouts)
+        self.block_sparse = packed and use_flat_attention(model)
+        self.flat = packed and (self.block_sparse if flat is None else flat)
         self.model, self.tokenizer = model, tokenizer
         self.token_budget, self.head_rows = token_budget, head_rows
         self.decoder = model.base_model
@@ -227,7 +277,7 @@ class LoglikelihoodEngine:
         head_len = min(common_prefix(prompts), shortest - 1)
         if head_len == 0 and shortest < 2:
             raise ValueError("prompts share no prefix and one has a single token: nothing to attend to")
-        head = self._head(min(prompts)[:head_len])
+        head = None if self.flat else self._head(min(prompts)[:head_len])   # a flat batch computes it in place
         units: list[Unit] = []
         for prompt in sorted(prompts):
             body = len(prompt) - 1 - head_len
@@ -241,60 +291,36 @@ class LoglikelihoodEngine:
         rows = packed_rows(units, head_len, min(self.token_budget, ROW_MAX))
         chunks = batches(rows, lambda r: row_length(r, head_len), self.token_budget,
                          key=lambda r: (-row_length(r, head_len), r))
+        keys: list[tuple[Tokens, Tokens]] = []
+        parts: list[torch.Tensor] = []
         for chunk_ids in track(chunks, "scoring", "batch"):
             chunk = [rows[i] for i in chunk_ids]
-            for row, values in zip(chunk, self._packed_rows(chunk, head, head_len), strict=True):
-                for (prompt, targets), unit_values in zip(row, values, strict=True):
-                    for target, value in zip(targets, unit_values, strict=True):
-                        done[(prompt, target)] = value
+            parts.append(self._packed_rows(chunk, head, head_len))
+            keys += [(prompt, target) for row in chunk for prompt, targets in row for target in targets]
+        # one copy back at the end: no batch waits for the device, which runs while the next one is packed
+        values = torch.cat(parts).double().cpu().split([len(target) for _, target in keys])
+        done.update(zip(keys, values, strict=True))
 
-    def _packed_rows(self, chunk: list[Row], head: KV | None, head_len: int) -> list[list[list[torch.Tensor]]]:
-        """Per row, per prompt, per continuation: its per-token log-probs (one forward pass for the chunk)."""
+    def _packed_rows(self, chunk: list[Row], head: KV | None, head_len: int) -> torch.Tensor:
+        """The per-token log-probs of every continuation of the chunk, row by row, prompt by prompt, on
+        the device (one forward pass for the chunk)."""
+        if self.flat:
+            return self._flat_rows(chunk, min(row[0][0] for row in chunk)[:head_len])
         n = len(chunk)
-        seqs, positions, layouts = [], [], []
-        for row in chunk:
-            shared = row_shared(row)
-            seq, pos = list(row[0][0][head_len:shared]), list(range(head_len, shared))
-            layout = []          # per prompt: (suffix start, suffix length, [(start, length) per continuation])
-            for prompt, targets in row:
-                start, rest = len(seq), len(prompt) - 1 - shared
-                seq += prompt[shared:-1]
-                pos += range(shared, len(prompt) - 1)
-                own = []
-                for target in targets:
-                    own.append((len(seq), len(target)))
-                    seq += [prompt[-1], *target[:-1]]
-                    pos += range(len(prompt) - 1, len(prompt) - 1 + len(target))
-                layout.append((start, rest, own))
-            seqs.append(seq)
-            positions.append(pos)
-            layouts.append((shared - head_len, layout))
-        width = max(map(len, seqs))
+        laid = [lay_out(row, head_len) for row in chunk]
+        width = max(len(r.tokens) for r in laid)
         tokens = torch.full((n, width), self.pad_id, dtype=torch.long)
         pos_ids = torch.zeros((n, width), dtype=torch.long)
         allowed = torch.zeros((n, 1, width, head_len + width), dtype=torch.bool)
         allowed[:, :, :, :head_len] = True
-        causal = torch.ones((width, width), dtype=torch.bool).tril()
-        h = head_len
-        for i, (seq, pos, (common, layout)) in enumerate(zip(seqs, positions, layouts, strict=True)):
-            tokens[i, : len(seq)] = torch.tensor(seq, dtype=torch.long)
-            pos_ids[i, : len(seq)] = torch.tensor(pos, dtype=torch.long)
-            allowed[i, 0, :common, h : h + common] = causal[:common, :common]
-            pairs = common * h + common * (common + 1) // 2
-            for a, la, own in layout:
-                allowed[i, 0, a : a + la, h : h + common] = True
-                allowed[i, 0, a : a + la, h + a : h + a + la] = causal[:la, :la]
-                pairs += la * (h + common) + la * (la + 1) // 2
-                for start, length in own:
-                    end = start + length
-                    allowed[i, 0, start:end, h : h + common] = True
-                    allowed[i, 0, start:end, h + a : h + a + la] = True
-                    allowed[i, 0, start:end, h + start : h + end] = causal[:length, :length]
-                    pairs += length * (h + common + la) + length * (length + 1) // 2
-            if len(seq) < width and not head_len:
-                allowed[i, 0, len(seq):, head_len] = True     # padding queries attend somewhere (never read)
-            self.stats.forward_tokens += len(seq)
-            self.stats.attention_pairs += pairs
+        index = torch.arange(width)
+        for i, r in enumerate(laid):
+            tokens[i, : len(r.tokens)] = torch.tensor(r.tokens, dtype=torch.long)
+            pos_ids[i, : len(r.tokens)] = torch.tensor(r.positions, dtype=torch.long)
+            tags = [torch.tensor(t + [-1] * (width - len(t)), dtype=torch.long) for t in (r.prompt, r.cont)]
+            allowed[i, 0, :, head_len:] = may_attend(torch.zeros(width, dtype=torch.long), *tags, index[:, None], index[None, :])
+            self.stats.forward_tokens += len(r.tokens)
+            self.stats.attention_pairs += r.pairs
         cache = None
         if head is not None:
             from transformers import DynamicCache
@@ -302,23 +328,66 @@ class LoglikelihoodEngine:
             cache = DynamicCache([(k.expand(n, -1, -1, -1), v.expand(n, -1, -1, -1)) for k, v in head])
         out = self.decoder(input_ids=tokens.to(self.device), attention_mask=allowed.to(self.device),
                            position_ids=pos_ids.to(self.device), past_key_values=cache, use_cache=cache is not None)
-        hidden = out.last_hidden_state
         self.stats.batches += 1
         self.stats.padded_tokens += tokens.numel()
-        picks, targets_flat, lengths = [], [], []
-        for i, (row, (_, layout)) in enumerate(zip(chunk, layouts, strict=True)):
-            for (_, targets), (_, _, own) in zip(row, layout, strict=True):
+        hidden = out.last_hidden_state
+        return self._read_rows(chunk, [(hidden[i], r.spans) for i, r in enumerate(laid)])
+
+    def _flat_rows(self, chunk: list[Row], head: Tokens) -> torch.Tensor:
+        """`_packed_rows` as one flat sequence under a block-sparse mask (tasks/lm/flat_attention.py): the
+        head once, then every row; nothing is padded between rows and no KV is copied."""
+        head_len = len(head)
+        tokens, positions = list(head), list(range(head_len))
+        rows, prompts, conts = [HEAD] * head_len, [-1] * head_len, [-1] * head_len
+        spans = []
+        for i, row in enumerate(chunk):
+            r = lay_out(row, head_len)
+            offset = len(tokens)
+            tokens += r.tokens
+            positions += r.positions
+            rows += [i] * len(r.tokens)
+            prompts += r.prompt
+            conts += r.cont
+            spans.append([[(offset + start, length) for start, length in own] for own in r.spans])
+            self.stats.attention_pairs += r.pairs
+        self.stats.forward_tokens += len(tokens)
+        width = -(-len(tokens) // FLAT_QUANTUM) * FLAT_QUANTUM
+        pad = width - len(tokens)
+        # padding tokens: each its own row, so they attend to the head and themselves only
+        rows += range(len(chunk), len(chunk) + pad)
+        tokens, positions = tokens + [self.pad_id] * pad, positions + [0] * pad
+        prompts, conts = prompts + [-1] * pad, conts + [-1] * pad
+        laid = self._to_device(torch.tensor([rows, prompts, conts, tokens, positions], dtype=torch.long))
+        mask = flat_mask(*laid[:3], block=self.block_sparse)
+        out = self.decoder(input_ids=laid[3:4], attention_mask=mask, position_ids=laid[4:5], use_cache=False)
+        self.stats.batches += 1
+        self.stats.padded_tokens += width
+        hidden = out.last_hidden_state[0]
+        return self._read_rows(chunk, [(hidden, row_spans) for row_spans in spans])
+
+    def _read_rows(self, chunk: list[Row], hidden_spans: list[tuple[torch.Tensor, list[list[tuple[int, int]]]]]
+                   ) -> torch.Tensor:
+        """The per-token log-probs of every continuation of the chunk (on the device, in row, prompt and
+        continuation order), from the hidden states at its span (one (hidden, spans) per row: spans per
+        prompt, (start, length) per continuation)."""
+        picks, targets_flat = [], []
+        for row, (hidden, spans) in zip(chunk, hidden_spans, strict=True):
+            for (_, targets), own in zip(row, spans, strict=True):
                 for target, (start, length) in zip(targets, own, strict=True):
-                    picks.append(hidden[i, start : start + length])
+                    picks.append(hidden[start : start + length])
                     targets_flat.extend(target)
-                    lengths.append(length)
         rows = torch.cat(picks)
-        wanted = torch.tensor(targets_flat, device=rows.device)
-        values = torch.cat([self._head_logprobs(rows[i : i + self.head_rows], wanted[i : i + self.head_rows])
-                            for i in range(0, rows.shape[0], self.head_rows)])
+        wanted = self._to_device(torch.tensor(targets_flat, dtype=torch.long))
         self.stats.head_rows += rows.shape[0]
-        flat = iter(values.double().cpu().split(lengths))
-        return [[[next(flat) for _ in targets] for _, targets in row] for row in chunk]
+        return torch.cat([self._head_logprobs(rows[i : i + self.head_rows], wanted[i : i + self.head_rows])
+                          for i in range(0, rows.shape[0], self.head_rows)])
+
+    def _to_device(self, values: torch.Tensor) -> torch.Tensor:
+        """A host tensor on the model's device; to a GPU from pinned memory without waiting for the
+        device (a copy from pageable memory would wait for every kernel queued before it)."""
+        if self.device.type != "cuda":
+            return values.to(self.device)
+        return values.pin_memory().to(self.device, non_blocking=True)
 
     def _forward(self, ids: list[Tokens], past: KV | None, past_mask: torch.Tensor | None,
                  start: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, Cache]:
@@ -399,8 +468,8 @@ class LoglikelihoodEngine:
         return list(values.double().cpu().split(lengths))
 
     def _head_logprobs(self, rows: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        logprobs = self.lm_head(rows).float().log_softmax(dim=-1)
-        return logprobs.gather(1, targets[:, None]).squeeze(1)
+        logits = self.lm_head(rows).float()   # log_softmax's value at the target, without writing the whole of it
+        return logits.gather(1, targets[:, None]).squeeze(1) - logits.logsumexp(dim=-1)
 
 
 def reference_score(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
