@@ -17,7 +17,8 @@ holds on a loaded machine), and the FLOP ratio naive / engine (the most the spee
 efficiency). `--dtype both` (the default where bfloat16 is native: a CPU with bf16 units, or CUDA)
 times a bfloat16 engine and a float32 engine side by side; the naive method runs in float32 and
 is the reference both engines are compared with, so the bfloat16 engine's largest difference is
-what bfloat16 costs in nats.
+what bfloat16 costs in nats; the naive method also runs in bfloat16 (untimed), and its largest
+difference from the same reference is what bfloat16 costs without the engine.
 `--unpacked` also times the engine without packing (prompt bodies first, continuations on their
 copied KV: the engine before packing). The last line is JSON.
 
@@ -285,6 +286,14 @@ def main() -> None:
               f"the {dtype} matmul peak {peak:.1f} ({100 * figures[dtype]['engine_fraction_of_peak_cpu_time']:.0f}% per "
               "CPU second)")
     if len(engines) == 2:
+        # the naive method in bfloat16 too, against the same float32 reference: the engine's bf16 path
+        # must lose no more than the plain one does
+        bf16_model = engines["bfloat16"]["model"]
+        worst_naive = max(abs(lp - reference_score(bf16_model, tokenizer, [by_key[key]])[0].logprob) for key, lp in naive_lp)
+        figures["naive_bfloat16_max_abs_diff_nats_vs_naive_float32"] = worst_naive
+        figures["engine_bf16_no_worse_than_naive_bf16"] = figures["bfloat16"]["max_abs_diff_nats_vs_naive"] <= worst_naive
+        print(f"naive bfloat16: largest difference from the naive float32 {worst_naive:.3f} nats; engine bfloat16 "
+              f"{figures['bfloat16']['max_abs_diff_nats_vs_naive']:.3f}")
         figures["bfloat16_over_float32_engine"] = round(engines["float32"]["wall"] / engines["bfloat16"]["wall"], 2)
         figures["bfloat16_over_float32_engine_cpu_time"] = round(engines["float32"]["cpu"] / engines["bfloat16"]["cpu"], 2)
     if device == "cuda":
