@@ -237,6 +237,8 @@ def test_smollm2_writes_short_reviews_within_its_context(tmp_path, embedded_lm):
         assert row["input_tokens"] + candidate.max_tokens <= candidate.max_context_tokens
         assert row["output_tokens"] <= candidate.max_tokens and row["cost"] == 0
         assert meter.count(row["review"]) > 0
+        # its rating, read from its own probabilities after its review: on the common scale's range
+        assert row["rating_method"] == "readout:local/smollm2" and 1.0 <= row["rating"] <= 10.0
     generated = backend.inner.generated_tokens
     again = generate_reviews(papers, texts, candidate, make_lm(candidate, tmp_path))
     assert again.candidates.equals(out.candidates)
@@ -369,6 +371,10 @@ def test_a_served_model_writes_reviews_through_the_openai_path(tmp_path, embedde
     assert out.candidates.height >= 1 and out.candidates.height + out.rejects.height == 2
     for row in out.candidates.iter_rows(named=True):
         assert row["backend"] == "openai" and row["review"].startswith("## Summary\n\n") and row["cost"] == 0
+        # no log-probabilities through the chat API: the answer is continued after a <rating> tag
+        assert row["rating_method"] == "asked:openai/smollm2"
+    reviews_asked = out.stats["papers"] + out.stats["retried"]
+    assert out.usage["requests"][0] == reviews_asked + out.candidates.height          # reviews, then ratings
     again = generate_reviews(papers, texts, candidate, make_lm(candidate, tmp_path))
     assert again.candidates.equals(out.candidates)
     assert again.usage["cached"][0] == again.usage["requests"][0] > 0
@@ -425,3 +431,11 @@ def test_an_openai_candidate_added_in_config_gets_its_rows(prefect_harness, tmp_
     with duckdb.connect(str(cfg.database), read_only=True) as con:
         coverage = con.execute("SELECT model, reviewed, excluded FROM candidate_coverage").fetchall()
     assert coverage == [("gpt-test", 3, 1)]
+
+
+def test_the_rating_position_is_after_the_rating_tag_or_after_the_review():
+    from tasks.stages.generate.ratings import rating_position
+
+    assert rating_position("<rating>\n8\n</rating>\n<summary>\nA.\n</summary>") == "<rating>\n"
+    assert rating_position("<summary>\nA.\n</summary>\n<rating>\n8") == "<summary>\nA.\n</summary>\n<rating>\n"
+    assert rating_position("<summary>\nA.\n</summary>\n") == "<summary>\nA.\n</summary>\n<rating>\n"

@@ -1,7 +1,9 @@
 -- Candidate reviews: one review per benchmark paper and candidate model, with whether the paper
 -- was cut to fit the model's context, the tokens used and what it cost. origin: generated (the
 -- generate stage) or submitted (`grebench submit`: backend "submitted", model_id the system's own
--- description, rating_answer / confidence_answer the submitted rating and confidence).
+-- description, rating_answer / confidence_answer the submitted rating and confidence). rating: the
+-- candidate's rating on the common scale read at its answer's rating position, rating_method how
+-- (readout:<backend>/<model>, asked:<backend>/<model>, answer, submitted; null rating: none given).
 -- requires: staging.candidates
 CREATE OR REPLACE TABLE candidates AS
 SELECT
@@ -25,6 +27,8 @@ SELECT
     tokens,
     cost,
     rating_answer,
-    confidence_answer
+    confidence_answer,
+    rating,
+    rating_method
 FROM staging.candidates
 ORDER BY model, venue_id, paper_id;

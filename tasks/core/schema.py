@@ -241,6 +241,11 @@ GENERATED = pl.Schema(
         # the answer's <rating> / <confidence> parts (prompts that ask for them, e.g. review-fields-v1)
         "rating_answer": pl.String,
         "confidence_answer": pl.String,
+        # the candidate's rating on the common scale, read at its answer's rating position, and how
+        # (readout:<backend>/<model> | asked:<backend>/<model> | answer | submitted;
+        # tasks/stages/generate/ratings.py); null rating: the method gave none
+        "rating": pl.Float64,
+        "rating_method": pl.String,
     }
 )
 

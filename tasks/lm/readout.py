@@ -92,20 +92,22 @@ def rating_masses(answers: Sequence[str], token_logprobs: Sequence[Sequence[floa
     return np.clip(mass, 0.0, None)
 
 
-def expected_ratings(lm: LanguageModel, prompts: Sequence[tuple[str, str]], prefill: str,
-                     scale: Sequence[int]) -> list[RatingReadout | None]:
+def expected_ratings(lm: LanguageModel, prompts: Sequence[tuple[str, str]], prefill: str | Sequence[str],
+                     scale: Sequence[int], sep: str = " ") -> list[RatingReadout | None]:
     """The rating each (system, user) prompt gets, read at the answer position after `prefill` (e.g.
-    "Score:") as G-Eval does: the expectation of the scale under the model's probabilities of each
-    answer "<prefill> <n>", normalised over the scale. One log-likelihood request per prompt and
-    rating through `lm.loglikelihood` (the local engine computes each prompt once and the answers
-    on its cache); a backend without log-likelihoods raises `Unsupported`. None where no mass at all
-    fell on the scale (the value would be 0/0)."""
-    answers = [f"{prefill} {n}" for n in scale]
-    requests = [LoglikelihoodRequest(system, user, answer) for system, user in prompts for answer in answers]
+    "Score:"; one for all prompts or one per prompt) as G-Eval does: the expectation of the scale
+    under the model's probabilities of each answer "<prefill><sep><n>", normalised over the scale.
+    One log-likelihood request per prompt and rating through `lm.loglikelihood` (the local engine
+    computes each prompt once and the answers on its cache); a backend without log-likelihoods
+    raises `Unsupported`. None where no mass at all fell on the scale (the value would be 0/0)."""
+    prefills = [prefill] * len(prompts) if isinstance(prefill, str) else list(prefill)
+    per_prompt = [[f"{p}{sep}{n}" for n in scale] for p in prefills]
+    requests = [LoglikelihoodRequest(system, user, answer)
+                for (system, user), answers in zip(prompts, per_prompt, strict=True) for answer in answers]
     results = lm.loglikelihood(requests) if requests else []
     out: list[RatingReadout | None] = []
     values = np.array(scale, dtype=np.float64)
-    for i in range(len(prompts)):
+    for i, answers in enumerate(per_prompt):
         chunk = results[i * len(answers):(i + 1) * len(answers)]
         if any(r.token_logprobs is None for r in chunk):
             raise ValueError(f"{lm.model}: log-likelihood results without per-token values; no rating readout")

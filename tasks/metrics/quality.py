@@ -117,8 +117,9 @@ def settings(cfg: Config) -> QualitySettings:
 
 
 def load_facts(cfg: Config, pipeline: str) -> ReviewFacts:
-    """Human ratings (common scale), candidates' rating answers, decisions and PDF texts (without the
-    related-work section) of the pipeline's benchmark papers."""
+    """Human ratings (common scale), candidates' ratings (read at generation, tasks/stages/generate/ratings.py)
+    and rating answers, decisions and PDF texts (without the related-work section) of the pipeline's
+    benchmark papers."""
     reviews, papers, pdf_texts = read_curated(cfg, pipeline)
     humans = reviews.select("review_id", "paper_id", pl.col("rating").cast(pl.Float64),
                             pl.lit(None, pl.String).alias("rating_answer"))
@@ -128,8 +129,9 @@ def load_facts(cfg: Config, pipeline: str) -> ReviewFacts:
     for path in (p for p in generated if p.is_file()):
         gen = pl.read_parquet(path)
         answer = pl.col("rating_answer") if "rating_answer" in gen.columns else pl.lit(None, pl.String)
+        read = pl.col("rating") if "rating" in gen.columns else pl.lit(None, pl.Float64)   # read at generation
         frames.append(gen.select(pl.col("candidate_id").alias("review_id"), "paper_id",
-                                 pl.lit(None, pl.Float64).alias("rating"), answer.cast(pl.String).alias("rating_answer")))
+                                 read.cast(pl.Float64).alias("rating"), answer.cast(pl.String).alias("rating_answer")))
     # the paper as Beyond Rating reads it (paper 003, section 3): without Related Work, appendices,
     # acknowledgements and references (the body text where a PDF's related-work section was not found)
     body = (pl.coalesce("text_no_related_work", "text") if pdf_texts is not None

@@ -116,6 +116,8 @@ class QualityWork:
             if cand["review_id"] is not None:          # a human review: its own rating
                 own = ratings.get(cand["review_id"])
                 rating, why = (math.nan, "no_rating") if own is None else (own, None)
+            elif ratings.get(cand["candidate"]) is not None:   # a generated review's rating, read at generation
+                rating, why = ratings[cand["candidate"]], None
             else:
                 rating, why = parse_rating(answers.get(cand["candidate"]), self.settings.rating_scale)
             humans = [ratings[r["review_id"]] for r in refs if r["review_id"] in ratings]

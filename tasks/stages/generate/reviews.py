@@ -60,6 +60,7 @@ from tasks.lm import (
 from tasks.lm.ask import Asked, ask_with_retry, failure
 from tasks.metrics.review_quality.fields import answer_scores
 from tasks.stages.generate.contamination import guard
+from tasks.stages.generate.ratings import Answered, rate_answers
 
 log = logging.getLogger(__name__)
 
@@ -205,8 +206,10 @@ class GenerateOutput:
 
 
 def generate_reviews(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, candidate: CandidateConfig,
-                     backend: LanguageModel, chars_per_token: float = 3.5) -> GenerateOutput:
-    """One review by `candidate` of each paper in `papers` (already filtered by the guard)."""
+                     backend: LanguageModel, chars_per_token: float = 3.5,
+                     scale: Sequence[float] = (1, 3, 5, 6, 8, 10)) -> GenerateOutput:
+    """One review by `candidate` of each paper in `papers` (already filtered by the guard), each with
+    the candidate's rating on the common `scale` (tasks/stages/generate/ratings.py)."""
     system = load_prompt(candidate.prompt_version)
     prefill = answer_prefill(system) if runs_locally(candidate) or candidate.continue_final_message else ""
     texts = {} if pdf_texts is None else dict(pdf_texts.select("paper_id", "text").iter_rows())
@@ -229,6 +232,7 @@ def generate_reviews(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, candi
             jobs.append(Job(cid, row["paper_id"], row.get("venue_id"), source, len(text), fit))
     asked = _ask(jobs, backend, system, prefill, candidate)
     rows = []
+    answered = []
     for job in jobs:
         tries = [result for result, _ in asked.attempts[job.candidate_id]]
         final, parsed = asked.last(job.candidate_id)
@@ -249,10 +253,14 @@ def generate_reviews(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, candi
             "cost": sum(cost_usd(replace(r, cached=False), candidate) for r in tries),
             **answer_scores(final.text),
         })
+        answered.append(Answered(job.candidate_id, system, job.user(len(tries) > 1), final.text))
+    ratings, method, rating_calls = rate_answers(answered, backend, candidate, scale)
+    for row in rows:
+        row["rating"], row["rating_method"] = ratings.get(row["candidate_id"]), method
     frame = pl.DataFrame(rows, schema=GENERATED)
     stats = {"papers": papers.height, "reviews": frame.height, "rejected": papers.height - frame.height,
              "retried": asked.retried, "truncated": int(frame["truncated"].sum())}
-    return GenerateOutput(frame, _rejects(rejects), usage_frame(candidate, backend, asked.every), stats)
+    return GenerateOutput(frame, _rejects(rejects), usage_frame(candidate, backend, [*asked.every, *rating_calls]), stats)
 
 
 def _ask(jobs: Sequence[Job], backend: LanguageModel, system: str, prefill: str,
@@ -308,7 +316,8 @@ def review_papers(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, candidat
     eligible, excluded = guard(papers, candidate.name, candidate.knowledge_cutoff)
     backend = make_lm(candidate, cache_dir(cfg, "llm"))
     return CandidateRun(candidate.name, generate_reviews(eligible, pdf_texts, candidate, backend,
-                                                         cfg.generate.chars_per_token), excluded)
+                                                         cfg.generate.chars_per_token, cfg.curate.common_scale),
+                        excluded)
 
 
 def as_reviews(candidates: pl.DataFrame) -> pl.DataFrame:

@@ -218,6 +218,7 @@ def build_submission(cfg: Config, pipeline: str, path: Path, name: str, cutoff: 
             "truncated": False, "cut": None, "kept_chars": None, "paper_chars": None, "answer_truncated": False,
             "input_tokens": None, "output_tokens": None, "tokens": None, "cost": None,
             "rating_answer": _number(row["rating"]), "confidence_answer": _number(row["confidence"]),
+            "rating_method": "submitted" if row["rating"] is not None else None,
         })
     candidates = pl.DataFrame(rows, schema=GENERATED)
     scored = {r["paper_id"] for r in rows}
