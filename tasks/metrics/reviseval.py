@@ -6,8 +6,10 @@ its best version: the *response-adapted reference*. The candidate is then scored
 
 * `reviseval_bleu`, `reviseval_rouge_l`, `reviseval_bertscore`: the classic metrics of
   tasks/metrics/classic.py, candidate vs its revision;
-* `reviseval_judge`: the LLM judge (`Resources.llm`, or the panel `[score] judges`, averaged)
-  rates the candidate 0-10 against the revision.
+* `reviseval_judge`: the LLM judge (`Resources.llm`, or the panel `[score] judges`, weighted as
+  tasks/metrics/panel.py says) compares the candidate with the revision in an analysis, then rates
+  it 0-10; the rating is read from the judge's probabilities after its analysis where its backend
+  gives log-likelihoods, else parsed (tasks/metrics/rating.py, as lm_examiner).
 
 The reviser is `Resources.reviser` (`[score.reviser]`, any backend's keys), else the judge's
 backend `[score.oracle]`; temperature 0 and cached by the LM layer's CachedLM, so the four metrics
@@ -31,12 +33,11 @@ from tasks.core.prompts import load_prompt
 from tasks.core.schema import SCORES
 from tasks.metrics.classic import bertscore, bleu, rouge_l
 from tasks.metrics.judge import synopsis_text
-from tasks.metrics.rating import RATING_PREFILL, parse_rating
 from tasks.metrics.registry import Metric, MissingResource, Resources, register, usable
 
 REVISE_VERSION = "reviseval-revise-v1"
-JUDGE_VERSION = "reviseval-judge-v1"
-MAX_JUDGE_TOKENS = 16
+JUDGE_VERSION = "reviseval-judge-v2"   # the analysis first, then the rating (v1: the rating alone)
+ANALYSIS_TOKENS = 384                  # the judge's comparison before its rating
 CLASSIC = {"reviseval_bleu": "bleu", "reviseval_rouge_l": "rouge_l", "reviseval_bertscore": "bertscore"}
 
 
@@ -49,7 +50,7 @@ def judge_user(synopsis: str, reference: str, candidate: str) -> str:
     """The RevisEval judge's user turn: synopsis, the revised reference, the candidate."""
     return (f"### Synopsis of the paper\n{synopsis}\n\n### Reference review (the candidate, revised)\n{reference.strip()}"
             f"\n\n### Candidate review\n<candidate>\n{candidate.strip()}\n</candidate>\n\n"
-            "Rate the candidate review against the reference (Score: 0-10).")
+            "Compare the candidate review with the reference, then rate it (Score: 0-10).")
 
 
 def content_key(*parts: str) -> str:
@@ -104,7 +105,8 @@ def reviseval_family(metrics: Sequence[Metric], candidates: pl.DataFrame, refere
         if name in CLASSIC:
             values, model = _classic(CLASSIC[name], pairs, resources), reviser_key
         else:
-            values, model = _judged(resources, plans, revisions), _judge_key(resources, reviser_key)
+            values, panel = _judged(resources, plans, revisions)
+            model = f"{panel} (reviser {reviser_key})"
         for (head, x, _, _), (_, y), value in zip(plans, pairs, values, strict=True):
             reason = ("no_candidate_text" if x is None else "reviser_unanswered" if y is None
                       else "judge_unanswered" if math.isnan(value) else None)
@@ -124,14 +126,11 @@ def _classic(name: str, pairs: list[tuple[str | None, str | None]], resources: R
     return {"bleu": bleu, "rouge_l": rouge_l}[name](x, y)
 
 
-def _judge_key(resources: Resources, reviser_key: str | None) -> str:
-    from tasks.metrics.panel import panel_key
-
-    return f"{panel_key(resources.panel())} (reviser {reviser_key})"
-
-
-def _judged(resources: Resources, plans: list, revisions: dict[str, str | None]) -> list[float]:
-    from tasks.metrics.panel import ask_panel
+def _judged(resources: Resources, plans: list, revisions: dict[str, str | None]) -> tuple[list[float], str]:
+    """(the panel's rating of each candidate against its revision, the panel's name with each member's
+    method): the judge writes its comparison first, and the rating after it is read from the judge's
+    probabilities where its backend gives them, else parsed (tasks/metrics/rating.py)."""
+    from tasks.metrics.rating import rate_panel
 
     if not resources.panel():
         raise MissingResource("reviseval_judge needs a judge ([score.oracle] or [score] judges)")
@@ -147,9 +146,8 @@ def _judged(resources: Resources, plans: list, revisions: dict[str, str | None])
         q = content_key(JUDGE_VERSION, system, user)
         questions.setdefault(q, (system, user))
         keys.append(q)
-    ratings = ask_panel(resources, questions, parse_rating, "judge:reviseval_judge", MAX_JUDGE_TOKENS,
-                        prefill=RATING_PREFILL)
-    return [ratings[q] if q else math.nan for q in keys]
+    ratings, panel = rate_panel(resources, questions, "judge:reviseval_judge", ANALYSIS_TOKENS, analysis=True)
+    return [ratings[q] if q else math.nan for q in keys], panel
 
 
 register(
