@@ -100,3 +100,42 @@ sample_size = 7
         cfg.for_pipeline("refresh")
     with pytest.raises(ConfigError, match="unknown pipeline"):
         cfg.for_pipeline("nothing-2026")
+
+
+def test_a_pipeline_extends_another_key_by_key(tmp_path):
+    (tmp_path / "pipelines.toml").write_text("""
+[pipelines.base]
+description = "the base"
+venues = ["A.cc/2024/Conference"]
+stages = ["ingest", "curate", "score"]
+[pipelines.base.curate]
+sample_size = 5
+min_reviews = 3
+[pipelines.base.score]
+metrics = ["gem"]
+negatives = 2
+
+[pipelines.more]
+extends = "base"
+stages = ["ingest", "curate"]
+[pipelines.more.curate]
+sample_size = 1
+""")
+    cfg = load_config(tmp_path / "pipelines.toml")
+    more = cfg.for_pipeline("more")
+    assert more.pipelines["more"].venues == ("A.cc/2024/Conference",) and more.pipelines["more"].stages == ("ingest", "curate")
+    assert more.pipelines["more"].description == ""                  # a description is not inherited
+    assert (more.curate.sample_size, more.curate.min_reviews) == (1, 3)   # merged key by key, its own key wins
+    assert (more.score.metrics, more.score.negatives) == (("gem",), 2)
+    assert cfg.for_pipeline("base").curate.sample_size == 5           # the base is unchanged
+
+
+@pytest.mark.parametrize("text, message", [
+    ('[pipelines.a]\nextends = "nowhere"\nvenues = ["A.cc/2024/Conference"]\nstages = ["ingest"]\n', "unknown pipeline 'nowhere'"),
+    ('[pipelines.a]\nextends = "b"\n[pipelines.b]\nextends = "a"\n', "a cycle"),
+])
+def test_a_bad_extends_is_one_line(tmp_path, text, message):
+    (tmp_path / "pipelines.toml").write_text(text)
+    with pytest.raises(ConfigError, match=message) as error:
+        load_config(tmp_path / "pipelines.toml")
+    assert "\n" not in str(error.value) and "extends" in str(error.value)

@@ -7,12 +7,13 @@ import math
 from dataclasses import dataclass, field
 
 import polars as pl
+import pytest
 
-from tasks.core.config import Config, LLMConfig, ScoreConfig
+from tasks.core.config import Config, LLMConfig, QualifyConfig, ScoreConfig
 from tasks.lm.types import ChatResult
 from tasks.metrics.panel import ask_panel, mean_of_members
 from tasks.metrics.registry import Resources
-from tasks.stages.qualify.stage import fusion_weights, with_fusion_weights
+from tasks.stages.qualify.stage import fusion_weights, panel_weights, with_fusion_weights
 
 
 @dataclass
@@ -62,3 +63,9 @@ def test_the_exam_sets_each_members_weight_and_a_weight_set_by_hand_wins():
     assert weighted.score.judge_weights == weights
     by_hand = Config(score=ScoreConfig(judges=judges, judge_weights={"openai/b": 2.0}))
     assert with_fusion_weights(by_hand, table).score.judge_weights == {**weights, "openai/b": 2.0}
+    # the table the qualify stage writes: each member's weight, where it comes from, and whether it is used
+    rows = panel_weights(by_hand, table).rows()
+    assert rows == [("openai/a", pytest.approx(0.8), "exam", True), ("openai/b", 2.0, "config", True)]
+    lone = Config(score=ScoreConfig(judges=(*judges, LLMConfig(backend="openai", model="c"))),
+                  qualify=QualifyConfig(on_fail="report"))
+    assert [(m, w, s, a) for m, w, s, a in panel_weights(lone, table).rows()][2] == ("openai/c", 1.0, "none", False)

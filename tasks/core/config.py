@@ -656,6 +656,37 @@ class Config(Frozen):
         return _validate(merged, where=f"pipelines.{name}")
 
 
+PIPELINE_TABLES = (*CONFIGURED_STAGES, "synthetic")   # a pipeline's tables that `extends` merges key by key
+
+
+def extended(pipelines: dict[str, Any]) -> dict[str, Any]:
+    """The pipelines with every `extends = "<other>"` resolved: a pipeline starts from the other one's
+    keys (its description aside), its own keys win, and each of its tables (`score`, `generate`, ...)
+    is merged into the other's key by key (a key whose value is a table or list replaces the other's whole)."""
+    done: dict[str, Any] = {}
+
+    def resolve(name: str, chain: tuple[str, ...]) -> dict[str, Any]:
+        if name in done:
+            return done[name]
+        raw = dict(pipelines[name]) if isinstance(pipelines[name], dict) else pipelines[name]
+        base_name = raw.pop("extends", None) if isinstance(raw, dict) else None
+        if base_name is None:
+            done[name] = raw
+            return raw
+        if base_name not in pipelines:
+            raise ConfigError(f"pipelines.{name}.extends: unknown pipeline {base_name!r}")
+        if base_name in chain:
+            raise ConfigError(f"pipelines.{name}.extends: a cycle ({' -> '.join((*chain, base_name))})")
+        merged = {k: v for k, v in resolve(base_name, (*chain, base_name)).items() if k != "description"}
+        for key, value in raw.items():
+            both_tables = key in PIPELINE_TABLES and isinstance(value, dict) and isinstance(merged.get(key), dict)
+            merged[key] = {**merged[key], **value} if both_tables else value
+        done[name] = merged
+        return merged
+
+    return {name: resolve(name, (name,)) for name in pipelines}
+
+
 def _format_error(error: ValidationError, where: str) -> str:
     first = error.errors()[0]
     key = ".".join(part for part in (where, *(str(p) for p in first["loc"])) if part)
@@ -693,6 +724,8 @@ def load_config(path: Path | str = DEFAULT_CONFIG) -> Config:
         raise ConfigError(f"{path}: root: unknown key")
     data["root"] = path.resolve().parent
     try:
+        if isinstance(data.get("pipelines"), dict):
+            data["pipelines"] = extended(data["pipelines"])
         cfg = _validate(data)
         for name in cfg.pipelines:     # every pipeline's overrides, checked now and named with the file
             cfg._merged(name, cfg.pipelines[name])

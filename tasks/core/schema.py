@@ -325,6 +325,15 @@ ORACLE_RESULTS = pl.Schema({"key": pl.String, "p_yes": pl.Float64, "p_no": pl.Fl
 
 # ---- qualify -----------------------------------------------------------------------------------
 # The qualification exam of the LLMs in a judging role (tasks/qualify): one row per model, role and test.
+PANEL_WEIGHTS = pl.Schema(
+    {
+        "model": pl.String,               # backend/model of a member of the judging panel
+        "weight": pl.Float64,             # its Auto-PRE fusion weight
+        "source": pl.String,              # exam | config | none (weighs 1)
+        "applied": pl.Boolean,            # the panel's scores use it (not with [qualify] on_fail = "report")
+    }
+)
+
 QUALIFICATION = pl.Schema(
     {
         "model": pl.String,               # backend/model, or readout:<evaluation LM key>

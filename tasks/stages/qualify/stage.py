@@ -1,6 +1,7 @@
 """The qualify stage's plain functions: who sits the exam, run it, write the table, apply it.
 
     qualify/qualification.parquet   QUALIFICATION: one row per (model, role, test)
+    qualify/panel_weights.parquet   PANEL_WEIGHTS: the judging panel's Auto-PRE fusion weights
     qualify/usage.parquet           the exam's LLM calls (-> the `llm_usage` table), llm_answers.parquet
 
 Roles (from the metrics `[score]` and `[validate]` name): `judge` when a metric needs an LLM judge
@@ -28,7 +29,7 @@ from tasks.core.errors import QualificationFailed
 from tasks.core.frames import curated_reviews, judgments_text, paper_groups, synopses_wide
 from tasks.core.layout import cache_dir, stage_dir, write_parquet
 from tasks.core.prompts import load_prompt
-from tasks.core.schema import QUALIFICATION
+from tasks.core.schema import PANEL_WEIGHTS, QUALIFICATION
 from tasks.core.summary import StageSummary
 from tasks.lm import ChatRequest, ModelSpec, eval_specs, local_spec
 from tasks.metrics import get
@@ -186,6 +187,7 @@ def qualify(cfg: Config, pipeline: str, make: Callable[[Seat], Examinee] | None 
         details["matcher_units"] = unit
     table = grade(pl.concat(parts), cfg.qualify)
     write_parquet(table, folder / "qualification.parquet")
+    write_parquet(panel_weights(cfg, table), folder / "panel_weights.parquet")
     llm = write_llm_log(log, folder)
     check(table, seated, cfg.qualify.on_fail)
     passed = table.group_by("model", "role").agg(pl.col("passed").all()).sort("role", "model")
@@ -244,6 +246,18 @@ def fusion_weights(table: pl.DataFrame, models: Sequence[str]) -> dict[str, floa
     scored = table.filter(pl.col("model").is_in(list(models)) & pl.col("role").is_in(["judge", "oracle"])
                           & pl.col("score").is_not_null() & pl.col("score").is_not_nan())
     return {m: float(w) for m, w in scored.group_by("model").agg(pl.col("score").mean()).sort("model").iter_rows()}
+
+
+def panel_weights(cfg: Config, table: pl.DataFrame) -> pl.DataFrame:
+    """PANEL_WEIGHTS: each member of the judging panel with its fusion weight and where it comes from
+    (`exam`: the mean of its exam scores; `config`: `[score] judge_weights`; `none`: it weighs 1), and
+    whether the scores use it (not with `[qualify] on_fail = "report"`, which leaves the panel as configured)."""
+    members = [llm_key(j) for j in cfg.score.judges] or [llm_key(cfg.score.oracle)]
+    exam = fusion_weights(table, members)
+    rows = [{"model": m, "weight": cfg.score.judge_weights.get(m, exam.get(m, 1.0)),
+             "source": "config" if m in cfg.score.judge_weights else "exam" if m in exam else "none",
+             "applied": cfg.qualify.on_fail != "report"} for m in members]
+    return pl.DataFrame(rows, schema=PANEL_WEIGHTS)
 
 
 def with_fusion_weights(cfg: Config, table: pl.DataFrame) -> Config:
