@@ -86,7 +86,7 @@ def test_two_eval_lms_score_apart_resume_and_give_two_boards_that_are_compared(t
     monkeypatch.setattr(shards_module, "score_shard", _fake_shard)
     shards = sharded_loglikelihoods(cfg, "t")
     assert [s.spec.resolved().key for s in shards] == [F32, BF16]
-    summary = write_scores(cfg, "t", score_inputs_each_eval_lm(cfg, read_inputs(cfg, "t"), shards)[0],
+    summary = write_scores(cfg, "t", score_inputs_each_eval_lm(cfg, "t", read_inputs(cfg, "t"), shards)[0],
                            shards_details(shards))
     scores = pl.read_parquet(stage_dir(cfg, "t", "score") / "scores.parquet")
     pairs = 2 * (3 * 2 + 2 * 3)   # per paper: 3 humans x 2 other reviews + 2 generated x 3 reviews
@@ -105,7 +105,8 @@ def test_two_eval_lms_score_apart_resume_and_give_two_boards_that_are_compared(t
     monkeypatch.setattr(shards_module, "score_shard", lambda *a: pytest.fail("a finished shard was rescored"))
     again = sharded_loglikelihoods(cfg, "t", run=lambda req, res, names, spec, budget: [
         {"shard": n, "status": "skipped" if (res / f"{n}.parquet").is_file() else "scored"} for n in names])
-    rerun = write_scores(cfg, "t", score_inputs_each_eval_lm(cfg, read_inputs(cfg, "t"), again)[0], shards_details(again))
+    rerun = write_scores(cfg, "t", score_inputs_each_eval_lm(cfg, "t", read_inputs(cfg, "t"), again)[0],
+                         shards_details(again))
     assert rerun.details["shards"] == rerun.details["shards_scored"] == 0
     assert rerun.details["requests_reused"] == summary.details["requests"] - summary.details["requests_reused"] > 0
 

@@ -86,7 +86,7 @@ def test_the_readout_judge_rates_with_the_expectation_by_hand(judge_folder, tmp_
                         schema=REFERENCES)
     syn = pl.DataFrame([{"paper_id": "p", "abstract": "the paper of the method"}], schema=SYNOPSES_WIDE)
     resources = Resources(llm=judge)
-    rows = judge_family([REGISTRY["llm_judge_noref"]], cands, refs, None, syn, resources)
+    rows = judge_family([REGISTRY["llm_judge_noref"]], cands, refs, None, syn, resources).scores
     row = rows.row(0, named=True)
     assert row["eval_lm"] == f"readout:local/{judge_folder}" and row["reason"] is None
     from tasks.metrics.judge import judge_user, synopsis_text
@@ -96,5 +96,5 @@ def test_the_readout_judge_rates_with_the_expectation_by_hand(judge_folder, tmp_
     assert resources.log.answers()["value"].to_list() == [pytest.approx(row["score"])]
     # judge_method = "generate": the answer is generated and parsed, and the column says so
     generated = judge_family([REGISTRY["llm_judge_noref"]], cands, refs, None, syn,
-                             Resources(llm=judge, judge_method="generate"))
+                             Resources(llm=judge, judge_method="generate")).scores
     assert generated["eval_lm"].to_list() == [f"generate:local/{judge_folder}"]

@@ -42,7 +42,7 @@ def test_the_examiner_reads_the_paper_and_the_four_criteria(tmp_path, monkeypatc
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
         judge = LazyLM(LLMConfig(backend="anthropic", model="examiner", use_batches=False, max_retries=0), tmp_path)
         rows = judge_family([REGISTRY["lm_examiner"]], cands, pl.DataFrame(schema=REFERENCES), None, syn,
-                            Resources(llm=judge, judge_context_tokens=2048))
+                            Resources(llm=judge, judge_context_tokens=2048)).scores
         (asked,) = server.received
     got = {r["candidate"]: r for r in rows.iter_rows(named=True)}
     assert got["c"]["score"] == 6.0 and got["c"]["reference"] is None

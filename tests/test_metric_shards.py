@@ -15,8 +15,7 @@ from scoring_data import VENUE, write_pipeline
 
 from tasks.core.config import load_config
 from tasks.core.layout import cache_dir, slug, stage_dir
-from tasks.metrics.quality import quality_work
-from tasks.scoring.metric_shards import sharded_metrics
+from tasks.metrics import get
 from tasks.stages.score.stage import (
     metric_shards,
     read_inputs,
@@ -79,26 +78,25 @@ def _score(cfg, sharded: bool):
     inputs = read_inputs(cfg, "t")
     llm = cache_dir(cfg, "llm")
     by_paper = metric_shards(cfg, "t", llm) if sharded else None
-    quality = quality_work(cfg, "t", llm, cfg.score.all_metrics)
-    scores, log = score_inputs_each_eval_lm(cfg, inputs, sharded_loglikelihoods(cfg, "t"), llm_cache=llm,
-                                            quality=quality, by_paper=by_paper)
-    return scores.sort(SORT), log, by_paper, quality
+    scored, log = score_inputs_each_eval_lm(cfg, "t", inputs, sharded_loglikelihoods(cfg, "t"), llm_cache=llm,
+                                            by_paper=by_paper)
+    return scored.scores.sort(SORT), log, by_paper, scored.tables
 
 
 def test_sharded_scores_equal_the_unsharded_ones_and_a_rerun_skips_every_shard(tmp_path) -> None:
     with OpenAIServer(answer) as server:
         cfg = load_config(_config(tmp_path, server)).for_pipeline("t")
-        assert set(sharded_metrics(cfg.score.all_metrics)) == set(METRICS)
-        whole, whole_log, _, whole_quality = _score(cfg, sharded=False)
+        assert {m.name for m in get(cfg.score.all_metrics) if m.by_paper} == set(METRICS)
+        whole, whole_log, _, whole_tables = _score(cfg, sharded=False)
         asked = server.counts["chat"]
-        sharded, log, by_paper, quality = _score(cfg, sharded=True)
+        sharded, log, by_paper, tables = _score(cfg, sharded=True)
         assert server.counts["chat"] == asked, "the shards asked again what the LLM cache holds"
         assert by_paper.details() == {"metric_shards": 4, "metric_shards_scored": 4, "metric_shards_skipped": 0}
         assert sharded.equals(whole) and whole.height > 0
         assert set(sharded["metric"]) == {*METRICS, "bleu"} and sharded["score"].is_nan().sum() < sharded.height
         assert log.usage()["requests"].sum() == whole_log.usage()["requests"].sum()
-        assert quality.tables["review_quality"].sort("metric", "candidate").equals(
-            whole_quality.tables["review_quality"].sort("metric", "candidate"))
+        assert tables["review_quality"].sort("metric", "candidate").equals(
+            whole_tables["review_quality"].sort("metric", "candidate"))
 
         folder = stage_dir(cfg, "t", "score") / "metric_shards"
         done = {p: p.stat().st_mtime_ns for p in folder.glob("*/scores.parquet")}
@@ -183,7 +181,7 @@ def test_validation_rescores_the_llm_metrics_as_paper_shards_fanned_out_and_skip
 
 KILLED = {  # what the killed child runs, per stage (`cfg` is pipeline "t"'s config)
     "score": ("from tasks.core.layout import cache_dir; from tasks.stages.score.stage import metric_shards, "
-              "read_inputs, score_inputs_each_eval_lm, sharded_loglikelihoods; score_inputs_each_eval_lm(cfg, "
+              "read_inputs, score_inputs_each_eval_lm, sharded_loglikelihoods; score_inputs_each_eval_lm(cfg, 't', "
               "read_inputs(cfg, 't'), sharded_loglikelihoods(cfg, 't'), llm_cache=cache_dir(cfg, 'llm'), "
               "by_paper=metric_shards(cfg, 't', cache_dir(cfg, 'llm')))"),
     "validate": "from tasks.stages.validate.stage import validate_pipeline; validate_pipeline(cfg, 't')",

@@ -145,7 +145,7 @@ def test_gem_bertscore_matches_sentences_greedily():
     p, r, f = baselines.bertscore_sentences_prf([cand], [ref], embed)[0]
     # candidate sentences (1,0), (0,1) vs reference (0.6,0.8), (1,0): precision mean(1, 0.8), recall mean(0.8, 1)
     assert (p, r) == (pytest.approx(0.9), pytest.approx(0.9)) and f == pytest.approx(0.9)
-    assert REGISTRY["bertscore_minilm"].needs == "embedding" and "sentence" in REGISTRY["bertscore_minilm"].description
+    assert REGISTRY["bertscore_minilm"].needs.name == "embedding" and "sentence" in REGISTRY["bertscore_minilm"].description
 
 
 @pytest.mark.slow

@@ -91,7 +91,7 @@ def test_direct_tv_ranks_agreement_above_contradiction() -> None:
 def test_registry_entries() -> None:
     for name in CELLS + [f"{c}_raw" for c in CELLS]:
         metric = REGISTRY[name]
-        assert metric.needs == "lm_logprobs" and metric.higher_is_better and metric.conditioned_on == "none"
+        assert metric.needs.name == "lm_logprobs" and metric.higher_is_better and metric.conditioned_on == "none"
         assert metric.reads == ("raw" if name.endswith("_raw") else "judgments")
     assert not REGISTRY["tv_direct_token"].negatives and REGISTRY["tv_fvar_token"].negatives
     assert not REGISTRY["gem"].negatives
@@ -206,8 +206,9 @@ def test_score_stage_draws_stores_and_scores_the_negatives(tmp_path, monkeypatch
     inputs = read_inputs(cfg, "t")
     assert inputs.negatives is not None and inputs.negatives.height == 3 * 2 * 1 * 2
     shards = sharded_loglikelihood(cfg, "t")
-    scores = score_inputs(cfg, inputs, build_resources(cfg.score, shards))
-    write_scores(cfg, "t", scores, shard_details(shards), inputs.negatives)
+    scored = score_inputs(cfg, inputs, build_resources(cfg.score, shards))
+    write_scores(cfg, "t", scored, shard_details(shards), inputs.negatives)
+    scores = scored.scores
     folder = stage_dir(cfg, "t", "score")
     assert pl.read_parquet(folder / "negatives.parquet").equals(inputs.negatives)
     assert read_inputs(cfg, "t").negatives.equals(inputs.negatives)            # a rerun draws the same

@@ -61,7 +61,7 @@ def test_statement_metric_through_the_registry() -> None:
     used = set(zip(negatives["candidate"], negatives["negative"], strict=True))
     assert asked == [3 * (6 + len(used))]
     meta = REGISTRY["tv_fvar_statement"]
-    assert meta.needs == "llm_oracle" and meta.negatives and meta.higher_is_better
+    assert meta.needs.name == "llm_oracle" and meta.negatives and meta.higher_is_better
     with pytest.raises(MissingResource):
         score_metrics(["tv_fvar_statement"], cands, refs, syn, Resources("lm", lambda r: r), negatives=negatives)
 

@@ -14,7 +14,7 @@ from tasks.core.config import LLMConfig, ScoreConfig
 from tasks.core.frames import human_candidates
 from tasks.core.schema import REFERENCES, SCORES, SYNOPSES_WIDE, USAGE
 from tasks.lm import make_lm
-from tasks.metrics import REGISTRY, MissingResource, Resources, score_metrics
+from tasks.metrics import NEEDS, REGISTRY, MissingResource, Resources, score_metrics
 from tasks.metrics.judge import judge_user
 from tasks.metrics.negatives import draw_negatives
 from tasks.metrics.oracle_cells import CELLS, cell_score
@@ -115,7 +115,7 @@ def test_every_oracle_cell_through_the_registry_with_the_readout() -> None:
     assert by["kl_direct_report"] == pytest.approx(same) and by["gppm_judgment"] == pytest.approx(same)
     for name in ORACLE_CELLS:
         meta = REGISTRY[name]
-        assert meta.needs == "llm_oracle" and meta.negatives == (CELLS[name].e == "fvar") and meta.higher_is_better
+        assert meta.needs.name == "llm_oracle" and meta.negatives == (CELLS[name].e == "fvar") and meta.higher_is_better
     with pytest.raises(MissingResource):        # the generation oracle asked for, but no generation backend
         score_metrics(["tvd_mi"], cands, refs, syn, Resources("lm", readout=readout, oracle="generate"),
                       negatives=negatives)
@@ -182,11 +182,11 @@ def test_config_chooses_the_oracle() -> None:
     from tasks.metrics.resources import LazyLM, build_resources
 
     default = build_resources(ScoreConfig())
-    assert default.oracle == "readout" and default.llm is None and default.provides("llm_oracle")
-    assert not default.provides("llm_judge")
+    assert default.oracle == "readout" and default.llm is None and default.provides(NEEDS["llm_oracle"])
+    assert not default.provides(NEEDS["llm_judge"])
     cfg = ScoreConfig(oracle_predictor="generate", oracle=LLMConfig(backend="anthropic", model="claude-x"))
     chosen = build_resources(cfg, llm_cache=__import__("pathlib").Path("/nonexistent/never-built"))
-    assert isinstance(chosen.llm, LazyLM) and chosen.llm.model == "claude-x" and chosen.provides("llm_oracle")
+    assert isinstance(chosen.llm, LazyLM) and chosen.llm.model == "claude-x" and chosen.provides(NEEDS["llm_oracle"])
     with pytest.raises(ValueError):
         ScoreConfig(oracle_predictor="guess")
 

@@ -11,8 +11,17 @@ import pytest
 
 from tasks.core.config import ConfigError, ScoreConfig, load_config
 from tasks.core.schema import REFERENCES, SCORES, SCORING_CANDIDATES
-from tasks.metrics import REGISTRY, Metric, MissingResource, Resources, check_names, register, score_metrics
-from tasks.metrics.registry import Conditioning, Need
+from tasks.metrics import (
+    REGISTRY,
+    FamilyResult,
+    Metric,
+    MissingResource,
+    Resources,
+    check_names,
+    register,
+    score_metrics,
+)
+from tasks.metrics.registry import LLM_JUDGE, NEEDS, NOTHING, Conditioning
 from tasks.stages.validate.leaderboard import leaderboard
 
 REFS = pl.DataFrame({"paper_id": ["p", "p"], "review_id": ["a", "b"], "review_text": ["One text.", "Another text."],
@@ -27,7 +36,7 @@ def test_every_metric_declares_the_same_shape():
         assert metric.name == name and metric.description
         assert metric.reads in ("raw", "judgments", "statements")
         assert metric.conditioned_on in typing.get_args(Conditioning)
-        assert metric.needs in typing.get_args(Need)   # lm_logprobs, llm_oracle, ..., lm_readout
+        assert metric.needs is NEEDS[metric.needs.name]   # lm_logprobs, llm_oracle, ..., lm_readout
         assert isinstance(metric.higher_is_better, bool) and callable(metric.fn)
     with pytest.raises(ValueError, match="registered twice"):
         register(REGISTRY["gem"])
@@ -52,11 +61,11 @@ def test_families_are_called_once_with_all_their_metrics(monkeypatch):
 
     def family(metrics, candidates, references, negatives, synopses, resources):
         calls.append([m.name for m in metrics])
-        return pl.DataFrame([{"paper_id": "p", "candidate": "a", "source": "human", "reference": "b",
-                              "metric": m.name, "score": 1.0, "eval_lm": "judge"} for m in metrics])
+        return FamilyResult(pl.DataFrame([{"paper_id": "p", "candidate": "a", "source": "human", "reference": "b",
+                                           "metric": m.name, "score": 1.0, "eval_lm": "judge"} for m in metrics]))
 
     for name in ("judge_a", "judge_b"):
-        monkeypatch.setitem(REGISTRY, name, Metric(name, "raw", "none", "llm_judge", True, "a test judge", family))
+        monkeypatch.setitem(REGISTRY, name, Metric(name, "raw", "none", LLM_JUDGE, True, "a test judge", family))
     scores = score_metrics(["judge_a", "bleu", "judge_b", "judge_a"], CANDS, REFS, pl.DataFrame(),
                            Resources(llm=object()))
     assert calls == [["judge_a", "judge_b"]]
@@ -73,7 +82,7 @@ def _candidate_scores(metric: str) -> pl.DataFrame:
 
 
 def test_leaderboard_ranks_by_the_metric_direction(monkeypatch):
-    monkeypatch.setitem(REGISTRY, "error_rate", Metric("error_rate", "raw", "none", "nothing", False,
+    monkeypatch.setitem(REGISTRY, "error_rate", Metric("error_rate", "raw", "none", NOTHING, False,
                                                        "lower is better", REGISTRY["bleu"].fn))
     up = leaderboard(_candidate_scores("bleu"))
     down = leaderboard(_candidate_scores("error_rate"))
@@ -104,7 +113,7 @@ def test_config_checks_metric_names_against_the_registry(tmp_path, monkeypatch):
         check_config(with_("validate", metrics=()), pipelines=False)
     with pytest.raises(ConfigError, match=r"validate.strategies: unknown strategy \['shuffle'\]"):
         check_config(with_("validate", strategies=("shuffle",)), pipelines=False)
-    monkeypatch.setitem(REGISTRY, "new_metric", Metric("new_metric", "raw", "none", "nothing", True, "x",
+    monkeypatch.setitem(REGISTRY, "new_metric", Metric("new_metric", "raw", "none", NOTHING, True, "x",
                                                        REGISTRY["bleu"].fn))
     assert check_config(with_("validate", metrics=("new_metric",)), pipelines=False)   # registered is enough
     bad = tmp_path / "pipelines.toml"   # a pipeline's override is checked too, and named with the file

@@ -194,7 +194,7 @@ def test_a_matcher_apart_from_the_points_llm_matches_and_is_named(tmp_path, monk
 
     from tasks.core.config import LLMConfig
     from tasks.lm import make_lm
-    from tasks.metrics import Resources, score_metrics
+    from tasks.metrics import Resources, score_with_tables
     from tasks.metrics.review_quality.work import QualitySettings, QualityWork
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
@@ -204,12 +204,13 @@ def test_a_matcher_apart_from_the_points_llm_matches_and_is_named(tmp_path, monk
     with AnthropicServer(responder) as server:
         work = QualityWork(QualitySettings(match_top_k=1), facts, make_lm(points_cfg, tmp_path, base_url=server.url),
                            matcher=make_lm(match_cfg, tmp_path, base_url=server.url))
-        scores = score_metrics(["points_precision_weaknesses", "focus_kl_weaknesses"], cands, refs, syn,
-                               Resources("lm", embed=bag_of_words, quality=work))
+        scored = score_with_tables(["points_precision_weaknesses", "focus_kl_weaknesses"], cands, refs, syn,
+                                   Resources("lm", embed=bag_of_words, quality=work))
+        scores = scored.scores
         asked = [(body["model"], "<point_a>" in user_text(body)) for body in server.received]
     assert {m for m, is_match in asked if is_match} == {"claude-matcher"}
     assert {m for m, is_match in asked if not is_match} == {"claude-points"}
-    assert (work.tables["point_matches"]["model"] == "anthropic/claude-matcher").all()
+    assert (scored.tables["point_matches"]["model"] == "anthropic/claude-matcher").all()
     names = dict(scores.select("metric", "eval_lm").unique().iter_rows())
     assert names == {"points_precision_weaknesses": "anthropic/claude-points|matcher:anthropic/claude-matcher",
                      "focus_kl_weaknesses": "anthropic/claude-points"}

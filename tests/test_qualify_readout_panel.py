@@ -17,7 +17,7 @@ from tasks.core.config import ScoreConfig
 from tasks.core.layout import stage_dir, write_parquet
 from tasks.metrics.predictors import ask, oracle_key
 from tasks.metrics.readout_panel import readout_entries, readout_members, readout_specs
-from tasks.metrics.registry import ReadoutMember, Resources, predictor
+from tasks.metrics.registry import NEEDS, ReadoutMember, Resources, predictor
 from tasks.stages.qualify.stage import QualificationFailed, qualified_config, qualify, seats
 from tests.tiny_models import tiny_llama
 
@@ -48,8 +48,8 @@ def test_readout_panel_config() -> None:
     with pytest.raises(ValueError, match="twice"):
         readout_specs(ScoreConfig(oracle_readouts=["smollm2", "smollm2"]))
     member = ReadoutMember("m", lambda frame: frame, lambda prompts, answers: None)   # type: ignore[arg-type,return-value]
-    assert Resources(oracle="readout", readouts=(member,)).provides("llm_oracle")
-    assert not Resources(oracle="readout").provides("llm_oracle")
+    assert Resources(oracle="readout", readouts=(member,)).provides(NEEDS["llm_oracle"])
+    assert not Resources(oracle="readout").provides(NEEDS["llm_oracle"])
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ from tasks.core.config import LLMConfig, ValidateConfig
 from tasks.core.frames import human_candidates
 from tasks.core.schema import REFERENCES, SCORING_CANDIDATES, SYNOPSES_WIDE
 from tasks.lm import make_lm
-from tasks.metrics import REGISTRY, MissingResource, Resources, score_metrics
+from tasks.metrics import REGISTRY, MissingResource, Resources, score_metrics, score_with_tables
 from tasks.metrics.review_quality.formulas import CATEGORIES
 from tasks.metrics.review_quality.points import parse_points
 from tasks.metrics.review_quality.questions import chunks
@@ -126,7 +126,7 @@ def inputs():
     return refs, cands, facts, syn
 
 
-NAMES = [n for n, m in REGISTRY.items() if m.needs == "review_quality"]
+NAMES = [n for n, m in REGISTRY.items() if m.needs.name == "review_quality"]
 
 
 def test_parse_points_repairs_drops_and_labels() -> None:
@@ -160,7 +160,8 @@ def test_metrics_through_the_anthropic_server(tmp_path, monkeypatch) -> None:
     with AnthropicServer(responder) as server:
         llm = make_lm(cfg, tmp_path, base_url=server.url)
         work = QualityWork(QualitySettings(match_top_k=10), facts, llm)
-        scores = score_metrics(NAMES, cands, refs, syn, Resources("lm", embed=bag_of_words, quality=work))
+        scored = score_with_tables(NAMES, cands, refs, syn, Resources("lm", embed=bag_of_words, quality=work))
+        scores = scored.scores
         calls = server.counts["messages"]
         again = score_metrics(NAMES, cands, refs, syn, Resources("lm", embed=bag_of_words,
                                                                   quality=QualityWork(QualitySettings(match_top_k=10), facts, llm)))
@@ -186,7 +187,7 @@ def test_metrics_through_the_anthropic_server(tmp_path, monkeypatch) -> None:
     assert value("r2", "points_precision_strengths") == 1.0 and value("r2", "points_precision_weaknesses") == 0.0
     # the unparseable field of s0 is rejected: s1 is then compared with a reviewer with no weakness points
     assert got[("s1", "points_recall_weaknesses")] == (pytest.approx(math.nan, nan_ok=True), "no_reference_points")
-    rejects = work.tables["rejects"]
+    rejects = scored.tables["rejects"]
     assert rejects.select("entity_id", "rule").rows() == [("s0#weaknesses", "points_unparsed")]
     # focus KL of modelA's weaknesses: humans' categories (Exp 2 + 1 on p1, Clarity 1, Soundness 1), modelA's (Exp 3, Soundness 1)
     h = (np.array([0, 1, 3, 1, 0, 0, 0, 0]) + 1) / 13
@@ -207,11 +208,11 @@ def test_metrics_through_the_anthropic_server(tmp_path, monkeypatch) -> None:
     assert got[("s0", "accept_accuracy")][1] == "no_decision"
     assert got[("r0", "binoculars")][1] == "binoculars_needs_two_lms"
     # the tables behind the scores
-    points = work.tables["points"]
+    points = scored.tables["points"]
     assert points.filter(pl.col("review_id") == "r2")["split_from"].to_list() == ["strengths_and_weaknesses"] * 2
-    assert work.stats["points_repaired"] > 0 and work.stats["points_dropped_lines"] > 0
-    assert work.stats["points_retried"] == 1
-    matches = work.tables["point_matches"]
+    assert scored.counts["points_repaired"] > 0 and scored.counts["points_dropped_lines"] > 0
+    assert scored.counts["points_retried"] == 1
+    matches = scored.tables["point_matches"]
     assert matches["asked"].all() and matches["match"].is_not_null().all()
 
 
@@ -221,9 +222,9 @@ def test_the_embedding_pre_filter_asks_only_the_top_k(tmp_path, monkeypatch) -> 
     cfg = LLMConfig(backend="anthropic", model="claude-test", use_batches=False, max_retries=0)
     with AnthropicServer(responder) as server:
         work = QualityWork(QualitySettings(match_top_k=1), facts, make_lm(cfg, tmp_path, base_url=server.url))
-        scores = score_metrics(["points_precision_weaknesses"], cands, refs, syn,
-                               Resources("lm", embed=bag_of_words, quality=work))
-    m = work.tables["point_matches"]
+        scored = score_with_tables(["points_precision_weaknesses"], cands, refs, syn,
+                                   Resources("lm", embed=bag_of_words, quality=work))
+    scores, m = scored.scores, scored.tables["point_matches"]
     per_point = m.group_by("candidate", "field", "a_position").agg(pl.col("asked").sum())
     assert (per_point["asked"] == 1).all()
     # the one asked is the most similar, and the rest are 0 without a call
@@ -242,13 +243,14 @@ def test_a_perturbed_copy_of_a_human_review_is_split_from_its_own_text(tmp_path,
     cfg = LLMConfig(backend="anthropic", model="claude-test", use_batches=False, max_retries=0)
     with AnthropicServer(responder) as server:
         work = QualityWork(QualitySettings(match_top_k=10), facts, make_lm(cfg, tmp_path, base_url=server.url))
-        scores = score_metrics(["points_precision_weaknesses", "points_precision_strengths", "rating_mae"], cands, refs, syn,
-                               Resources("lm", embed=bag_of_words, quality=work))
+        scored = score_with_tables(["points_precision_weaknesses", "points_precision_strengths", "rating_mae"], cands,
+                                   refs, syn, Resources("lm", embed=bag_of_words, quality=work))
+    scores = scored.scores
     got = {(c, m): (s, r) for c, m, s, r in scores.select("candidate", "metric", "score", "reason").iter_rows()}
     assert got[("r0", "points_precision_weaknesses")] == (0.5, None)
     assert got[("r0~cut", "points_precision_weaknesses")][1] == "no_candidate_points"   # its weaknesses were cut
     assert got[("r0~cut", "rating_mae")] == got[("r0", "rating_mae")]          # the reviewer's rating, unchanged
-    own = work.tables["points"].filter(pl.col("review_id") == "r0~cut")   # split under its own id: strengths only
+    own = scored.tables["points"].filter(pl.col("review_id") == "r0~cut")   # split under its own id: strengths only
     assert set(own["field"]) == {"strengths"}
 
 
@@ -273,10 +275,11 @@ def test_points_matching_and_rating_on_the_embedded_lm(tmp_path, embedded_lm) ->
              "question_score"]
     settings = QualitySettings(match_top_k=1, points_max_tokens=48)
     work = QualityWork(settings, facts, make_lm(cfg, tmp_path))
-    scores = score_metrics(names, cands, refs, syn, Resources("lm", embed=token_embeddings, quality=work))
-    points = work.tables["points"]
+    scored = score_with_tables(names, cands, refs, syn, Resources("lm", embed=token_embeddings, quality=work))
+    scores, points = scored.scores, scored.tables["points"]
     # each weakness became points with a canonical category (the decoding constraint), or a reject with its reason
-    rejected = {r.split("#")[0] for r in work.tables["rejects"].get_column("entity_id", default=pl.Series([]))}
+    rejected = {r.split("#")[0] for r in scored.tables.get("rejects", pl.DataFrame()).get_column(
+        "entity_id", default=pl.Series([]))}
     assert set(points["review_id"]) | rejected == {"r0", "r1"} and points.height >= 1
     assert points["category"].is_in(list(CATEGORIES)).all()
     got = {(c, m): (s, r) for c, m, s, r in scores.select("candidate", "metric", "score", "reason").iter_rows()}

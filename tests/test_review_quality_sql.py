@@ -9,17 +9,20 @@ import numpy as np
 import polars as pl
 import pytest
 
+from tasks.core.schema import SCORES
+from tasks.metrics import FamilyResult
 from tasks.metrics.review_quality.matching import POINT_MATCHES
 from tasks.metrics.review_quality.points import POINTS
-from tasks.metrics.review_quality.work import REVIEW_QUALITY, QualitySettings, QualityWork, ReviewFacts
+from tasks.metrics.review_quality.work import REVIEW_QUALITY
 from tasks.stages.materialize.build import DataTestError, build_database
-from tasks.stages.score.quality_tables import write_quality_tables
+from tasks.stages.score.stage import write_scores
 from tests.test_materialize import make_config, write_outputs
 
 NAN = float("nan")
 
 
-def work_with(points: list[dict]) -> QualityWork:
+def tables_with(points: list[dict]) -> dict[str, pl.DataFrame]:
+    """The review-quality family's side tables, as the score stage gets them."""
     rows = [("A", "rating_mae", 1.0), ("A", "rating_mae", 2.0), ("A", "points_recall_weaknesses", 0.5),
             ("A", "points_recall_weaknesses", 0.5), ("B", "rating_mae", 0.5), ("B", "points_recall_weaknesses", 0.9),
             ("C", "rating_mae", 2.0), ("C", "rating_mae", NAN), ("C", "points_recall_weaknesses", 0.1),
@@ -30,9 +33,12 @@ def work_with(points: list[dict]) -> QualityWork:
     matches = pl.DataFrame([{"paper_id": "p1", "candidate": "A/p1", "field": "weaknesses", "a_position": 0,
                              "reference": "r0", "h_position": 0, "similarity": 0.8, "asked": True, "match": 1}],
                            schema=POINT_MATCHES)
-    work = QualityWork(QualitySettings(), ReviewFacts(pl.DataFrame(), pl.DataFrame()), None)
-    work.tables = {"review_quality": quality, "points": pl.DataFrame(points, schema=POINTS), "point_matches": matches}
-    return work
+    return {"review_quality": quality, "points": pl.DataFrame(points, schema=POINTS), "point_matches": matches}
+
+
+def write_tables(cfg, tables: dict[str, pl.DataFrame]):
+    """The score stage's outputs with these side tables (and no scores)."""
+    return write_scores(cfg, "t", FamilyResult(pl.DataFrame(schema=SCORES), tables), {})
 
 
 def point(source: str, category: str, field: str = "weaknesses", kind: str | None = None, i: int = 0) -> dict:
@@ -45,8 +51,8 @@ def test_marts_and_the_relation_to_rating_error(tmp_path) -> None:
     write_outputs(cfg)
     pts = [point("human", "Experiments", i=0), point("human", "Experiments", i=1), point("human", "Clarity", i=2),
            point("A", "Novelty"), point("A", "Soundness", "questions", "Explain")]
-    figures = write_quality_tables(cfg, "t", work_with(pts))
-    assert figures["review_quality"]["points_rows"] == 5
+    summary = write_tables(cfg, tables_with(pts))
+    assert summary.details["tables"]["points"] == 5
     result = build_database(cfg, "t")
     assert {"points", "point_matches", "review_quality", "review_quality_models", "rating_relation",
             "focus_categories"} <= set(result.tables)
@@ -78,7 +84,7 @@ def test_marts_and_the_relation_to_rating_error(tmp_path) -> None:
 def test_a_point_outside_the_categories_fails_the_build(tmp_path) -> None:
     cfg = make_config(tmp_path)
     write_outputs(cfg)
-    write_quality_tables(cfg, "t", work_with([point("human", "Style")]))
+    write_tables(cfg, tables_with([point("human", "Style")]))
     with pytest.raises(DataTestError, match="points_categories"):
         build_database(cfg, "t")
 
@@ -86,11 +92,11 @@ def test_a_point_outside_the_categories_fails_the_build(tmp_path) -> None:
 def test_a_share_above_one_fails_the_build(tmp_path) -> None:
     cfg = make_config(tmp_path)
     write_outputs(cfg)
-    work = work_with([point("human", "Clarity")])
+    tables = tables_with([point("human", "Clarity")])
     bad = pl.DataFrame([{"paper_id": "p1", "candidate": "A/p1", "source": "A", "metric": "points_recall_weaknesses",
                          "value": 1.5, "reason": None}], schema=REVIEW_QUALITY)
-    work.tables["review_quality"] = pl.concat([work.tables["review_quality"], bad])
-    write_quality_tables(cfg, "t", work)
+    tables["review_quality"] = pl.concat([tables["review_quality"], bad])
+    write_tables(cfg, tables)
     with pytest.raises(DataTestError, match="review_quality_ranges"):
         build_database(cfg, "t")
 
@@ -119,13 +125,11 @@ def test_score_stage_scores_rating_outcomes_into_the_leaderboard(tmp_path) -> No
 
     from tasks.core.config import load_config
     from tasks.core.layout import slug
-    from tasks.metrics.quality import quality_work
     from tasks.stages.score.stage import (
         read_inputs,
         score_inputs_each_eval_lm,
         sharded_loglikelihoods,
         shards_details,
-        write_scores,
     )
     from tasks.stages.validate.leaderboard import leaderboard
 
@@ -141,11 +145,11 @@ def test_score_stage_scores_rating_outcomes_into_the_leaderboard(tmp_path) -> No
         tmp_path / "data" / "t" / "generate" / "candidates.parquet")
     cfg = load_config(config).for_pipeline("t")
     inputs = read_inputs(cfg, "t")
-    quality = quality_work(cfg, "t", tmp_path / "llm", cfg.score.all_metrics)
     shards = sharded_loglikelihoods(cfg, "t")
-    scores, _ = score_inputs_each_eval_lm(cfg, inputs, shards, llm_cache=tmp_path / "llm", quality=quality)
-    summary = write_scores(cfg, "t", scores, {**shards_details(shards), **write_quality_tables(cfg, "t", quality)})
-    assert summary.details["review_quality"]["review_quality_rows"] == 2 * 8
+    scored, _ = score_inputs_each_eval_lm(cfg, "t", inputs, shards, llm_cache=tmp_path / "llm")
+    summary = write_scores(cfg, "t", scored, shards_details(shards))
+    assert summary.details["tables"]["review_quality"] == 2 * 8
+    scores = scored.scores
     got = {(c, m): (s, r) for c, m, s, r in scores.select("candidate", "metric", "score", "reason").iter_rows()}
     assert got[("m/paper0", "rating_mae")] == (pytest.approx(abs(5 - 14 / 3)), None)
     assert got[("m/paper0", "accept_accuracy")] == (1.0, None)

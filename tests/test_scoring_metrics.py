@@ -28,7 +28,7 @@ def _inputs(n_papers: int = 2, n_reviews: int = 3) -> tuple[pl.DataFrame, pl.Dat
 
 def test_registry_declares_the_four_gem_metrics() -> None:
     assert [m.name for m in REGISTRY.values() if m.fn is gem_family] == GEM
-    assert all(REGISTRY[m].higher_is_better and REGISTRY[m].needs == "lm_logprobs" for m in GEM)
+    assert all(REGISTRY[m].higher_is_better and REGISTRY[m].needs.name == "lm_logprobs" for m in GEM)
     assert REGISTRY["gem_raw"].reads == "raw" and REGISTRY["gem"].conditioned_on == "none"
     assert REGISTRY["gem_s_assw"].conditioned_on == "abstract+assw"
     with pytest.raises(ValueError, match="unknown metric"):

@@ -9,8 +9,8 @@ import polars as pl
 import pytest
 
 from tasks.core.config import ValidateConfig
-from tasks.metrics import REGISTRY, Metric, Resources, register
-from tasks.metrics.registry import reference_sets
+from tasks.metrics import REGISTRY, FamilyResult, Metric, Resources, register
+from tasks.metrics.registry import NOTHING, reference_sets
 from tasks.stages.validate import adversary as adv
 from tasks.stages.validate.strategies import DETERMINISTIC, STRATEGIES
 from tasks.stages.validate.workflow import run_validation
@@ -81,10 +81,10 @@ def toy_metrics():
                 value = praise_count(cand["review_text"]) if metric.name == "toy_praise" else 0.5
                 rows += [{"paper_id": cand["paper_id"], "candidate": cand["candidate"], "source": cand["source"],
                           "reference": ref["review_id"], "metric": metric.name, "score": value} for ref in refs]
-        return pl.DataFrame(rows)
+        return FamilyResult(pl.DataFrame(rows))
 
     names = ("toy_praise", "toy_constant")
-    register(*(Metric(n, "raw", "none", "nothing", True, "test only", family) for n in names))
+    register(*(Metric(n, "raw", "none", NOTHING, True, "test only", family) for n in names))
     yield names
     for n in names:
         REGISTRY.pop(n)

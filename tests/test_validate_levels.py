@@ -8,8 +8,8 @@ import pytest
 from tasks.core import schema
 from tasks.core.config import ValidateConfig
 from tasks.core.review_text import is_header, split_sentences
-from tasks.metrics import REGISTRY, Metric, Resources, register
-from tasks.metrics.registry import reference_sets
+from tasks.metrics import REGISTRY, FamilyResult, Metric, Resources, register
+from tasks.metrics.registry import NOTHING, reference_sets
 from tasks.stages.validate.workflow import run_validation
 from tests.test_validate_workflow import make_reviews
 
@@ -38,9 +38,9 @@ def line_count():
             value = float(len([x for x in (cand["judgments"] or "").splitlines() if x.strip()]))
             rows += [{"paper_id": cand["paper_id"], "candidate": cand["candidate"], "source": cand["source"],
                       "reference": ref["review_id"], "metric": "toy_lines", "score": value} for ref in refs]
-        return pl.DataFrame(rows)
+        return FamilyResult(pl.DataFrame(rows))
 
-    register(Metric("toy_lines", "judgments", "none", "nothing", True, "test only", family))
+    register(Metric("toy_lines", "judgments", "none", NOTHING, True, "test only", family))
     yield "toy_lines"
     REGISTRY.pop("toy_lines")
 

@@ -49,8 +49,6 @@ from tasks.stages.qualify.matcher import (
     match_scores,
 )
 
-ROLE_NEEDS = {"llm_judge": "judge", "llm_oracle": "oracle"}
-
 
 @dataclass(frozen=True)
 class Seat:
@@ -74,7 +72,7 @@ def judge_models(score: ScoreConfig) -> tuple[LLMConfig, ...]:
 def seats(cfg: Config) -> list[Seat]:
     """Every model in a judging role of this run's metrics."""
     names = list(dict.fromkeys((*cfg.score.all_metrics, *cfg.validate.metrics)))
-    roles = {ROLE_NEEDS[m.needs] for m in get(names) if m.needs in ROLE_NEEDS}
+    roles: set[str] = {m.needs.role for m in get(names) if m.needs.role is not None}
     if set(names) & set(MATCH_METRICS):
         roles.add("matcher")
     out: list[Seat] = []

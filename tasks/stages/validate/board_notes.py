@@ -20,7 +20,6 @@ from tasks.metrics.registry import REGISTRY
 
 LOST = ("ratio_overflow", "judge_unanswered", "oracle_unanswered")
 NOTES = {"assw_from_abstract": "conditioned on an ASSW written from the abstract (no PDF text)"}
-ROLES = {"llm_judge": "judge", "llm_oracle": "oracle"}
 
 
 def role_of(metric: str) -> str | None:
@@ -29,8 +28,7 @@ def role_of(metric: str) -> str | None:
 
     if metric in MATCH_METRICS:
         return "matcher"
-    need = REGISTRY[metric].needs if metric in REGISTRY else None
-    return ROLES.get(need or "")
+    return REGISTRY[metric].needs.role if metric in REGISTRY else None
 
 
 def failures(qualification: pl.DataFrame | None) -> tuple[set[str], dict[tuple[str, str], list[str]]]:
