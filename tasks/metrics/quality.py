@@ -84,7 +84,7 @@ def quality_facts(resources: Resources) -> list[pl.DataFrame]:
 
 def _m(name: str, reads: str, higher: bool, description: str, whole_run: bool = False) -> Metric:
     return Metric(name, reads, "none", REVIEW_QUALITY, higher, description, review_quality_family,  # type: ignore[arg-type]
-                  whole_run=whole_run, facts=quality_facts)
+                  whole_run=whole_run, facts=quality_facts, role="matcher" if name in MATCH_METRICS else None)
 
 
 register(

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 Reads = Literal["raw", "judgments", "statements"]        # the review text, its judgment lines, atomic statements
 # "paper": the paper's full text (PDF), cut to the judge's context at section boundaries (lm_examiner)
 Conditioning = Literal["none", "abstract", "abstract+assw", "paper"]
-Role = Literal["judge", "oracle"]                          # the judging roles qualify examines
+Role = Literal["judge", "oracle", "matcher"]               # the judging roles qualify examines
 
 Loglikelihood = Callable[[pl.DataFrame], pl.DataFrame]   # LOGLIK_REQUESTS -> LOGLIK_RESULTS, keyed by `key`
 Embed = Callable[[Sequence[str]], list[np.ndarray]]      # texts -> one (tokens x dim) matrix of unit vectors each
@@ -217,6 +217,12 @@ class Metric:
     negatives: bool = False         # reads negative references (other papers' reviews) per pair
     whole_run: bool = False         # reads every paper at once (a model's distribution): never cut into paper shards
     facts: Facts | None = field(default=None, compare=False, repr=False)
+    role: Role | None = None        # the judging role behind its scores where not its need's (points_*: the matcher)
+
+    @property
+    def judging_role(self) -> Role | None:
+        """The role qualify examines for this metric's scores, and the leaderboard's `qualified` flag reads."""
+        return self.role or self.needs.role
 
     @property
     def by_paper(self) -> bool:

@@ -1,7 +1,7 @@
 """What a leaderboard column's numbers rest on: the `qualified` flag and the `note` of each row.
 
 * `qualified`: for a metric whose scores come from a model in a judging role (`judge`, `oracle`,
-  `matcher`; tasks/qualify/stage.py), False when a model of that role that failed the exam is among
+  `matcher`; tasks/stages/qualify/stage.py), False when a model of that role that failed the exam is among
   the models behind the row (its `eval_lm`), True when the role was examined and none of them
   failed, null when the run had no exam for the role. With `[qualify] on_fail = "report"` a failed
   model stays in the run and its columns say so here (with "drop" it is gone from the row).
@@ -24,11 +24,7 @@ NOTES = {"assw_from_abstract": "conditioned on an ASSW written from the abstract
 
 def role_of(metric: str) -> str | None:
     """The judging role behind a metric's scores, if any."""
-    from tasks.metrics.review_quality.matching import MATCH_METRICS
-
-    if metric in MATCH_METRICS:
-        return "matcher"
-    return REGISTRY[metric].needs.role if metric in REGISTRY else None
+    return REGISTRY[metric].judging_role if metric in REGISTRY else None
 
 
 def failures(qualification: pl.DataFrame | None) -> tuple[set[str], dict[tuple[str, str], list[str]]]:
