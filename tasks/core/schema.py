@@ -319,7 +319,7 @@ ORACLE_RESULTS = pl.Schema({"key": pl.String, "p_yes": pl.Float64, "p_no": pl.Fl
 
 
 # ---- qualify -----------------------------------------------------------------------------------
-# The qualification exam of the LLMs in a judging role (tasks/qualify): one row per model, role and test.
+# The qualification exam of the LLMs in a judging role (tasks/stages/qualify): one row per model, role and test.
 QUALIFICATION = pl.Schema(
     {
         "model": pl.String,               # backend/model, or readout:<evaluation LM key>

@@ -176,7 +176,7 @@ def read_candidate_scores(cfg: Config, pipeline: str) -> pl.DataFrame | None:
 
 @dataclass
 class BoardTables:
-    """The leaderboard and what is published with it (tasks/validate/comparisons.py, releases.py)."""
+    """The leaderboard and what is published with it (tasks/stages/validate/comparisons.py, releases.py)."""
 
     leaderboard: pl.DataFrame       # LEADERBOARD + rank_low, rank_high, tied_with, release_id
     agreement: pl.DataFrame         # AGREEMENT
