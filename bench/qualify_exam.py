@@ -1,4 +1,4 @@
-"""The qualification exam (tasks/qualify) of a judge, a point matcher or a readout oracle panel on
+"""The qualification exam (tasks/stages/qualify) of a judge, a point matcher or a readout oracle panel on
 real ICLR 2023 reviews.
 
     python bench/qualify_exam.py                       # the embedded SmolLM2 as judge, logit readout

@@ -41,7 +41,7 @@ from tasks.core.config import LLMConfig  # noqa: E402
 from tasks.core.frames import human_candidates  # noqa: E402
 from tasks.core.schema import REFERENCES, SYNOPSES_WIDE  # noqa: E402
 from tasks.lm import make_lm  # noqa: E402
-from tasks.metrics import Resources, score_metrics  # noqa: E402
+from tasks.metrics import Resources, score_with_tables  # noqa: E402
 from tasks.metrics.resources import token_embeddings  # noqa: E402
 from tasks.metrics.review_quality.formulas import CATEGORIES  # noqa: E402
 from tasks.metrics.review_quality.work import (  # noqa: E402
@@ -94,20 +94,21 @@ def main() -> None:
         work = QualityWork(QualitySettings(match_top_k=args.top_k, points_max_tokens=args.max_tokens), facts,
                            make_lm(cfg, cache))
         start = time.perf_counter()
-        scores = score_metrics(METRICS, cands, refs, syn, Resources("bench", embed=token_embeddings, quality=work))
+        scored = score_with_tables(METRICS, cands, refs, syn, Resources("bench", embed=token_embeddings, quality=work))
+        scores = scored.scores
         wall = time.perf_counter() - start
-    points = work.tables["points"]
+    points = scored.tables["points"]
     per_review = points.group_by("review_id").len()["len"]
     figures = {
         "papers": papers.len(), "reviews": refs.height, "points": points.height,
         "points_per_review": round(points.height / refs.height, 2),
         "points_per_review_max": int(per_review.max() or 0),
-        "fields_rejected": int(work.stats.get("points_rejected", 0)),
-        "fields": int(work.stats.get("points_fields", 0)),
-        "lines_repaired": int(work.stats.get("points_repaired", 0)),
-        "lines_dropped": int(work.stats.get("points_dropped_lines", 0)),
-        "match_pairs_asked": int(work.stats.get("match_asked", 0)),
-        "match_yes": int(work.stats.get("match_matched", 0)),
+        "fields_rejected": int(scored.counts.get("points_rejected", 0)),
+        "fields": int(scored.counts.get("points_fields", 0)),
+        "lines_repaired": int(scored.counts.get("points_repaired", 0)),
+        "lines_dropped": int(scored.counts.get("points_dropped_lines", 0)),
+        "match_pairs_asked": int(scored.counts.get("match_asked", 0)),
+        "match_yes": int(scored.counts.get("match_matched", 0)),
         "wall_s": round(wall, 1),
     }
     for name in ("strengths", "weaknesses"):

@@ -49,7 +49,7 @@ def main() -> None:
     from tasks.metrics.resources import EMBED_MODEL, engine_loglikelihood, token_embeddings
 
     resources = Resources(embed=token_embeddings, embed_model=EMBED_MODEL)
-    if any(m.needs == "lm_logprobs" for m in get(metrics)):   # the embedded evaluation LM
+    if any(m.needs.name == "lm_logprobs" for m in get(metrics)):   # the embedded evaluation LM
         from tasks.lm import ModelSpec
 
         spec = ModelSpec()

@@ -2,9 +2,9 @@
 
 The log-likelihoods of the lm_logprobs metrics (GEM) go through Parquet shards, one Prefect task
 per shard (`.map`) on the configured task runner, behind the evaluation-LM concurrency limit;
-finished shards are skipped, so a crashed run resumes. The metrics behind an LLM (oracle cells,
-judges, RevisEval, review quality but focus_kl_*) are paper shards fanned out the same way
-(tasks/scoring/metric_shards.py). With several evaluation LMs
+finished shards are skipped, so a crashed run resumes. The metrics behind an LLM (the registry's
+`Metric.by_paper`) are paper shards fanned out the same way (tasks/scoring/metric_shards.py). With
+several evaluation LMs
 (`[score] eval_lms`) those metrics are scored once per evaluation LM (tasks/scoring/eval_lms.py).
 """
 
@@ -20,12 +20,10 @@ from tasks.stages.score.steps import (
     fan_out,
     fan_out_metrics,
     metric_shards,
-    quality_work,
     read_inputs_task,
     score_inputs_each_eval_lm,
     sharded_loglikelihoods,
     shards_details,
-    write_quality_tables,
     write_scores_task,
 )
 
@@ -37,10 +35,9 @@ def score_flow(cfg: Config, pipeline: str) -> StageSummary:
     shards = sharded_loglikelihoods(cfg, pipeline, run=fan_out(cfg.score, slots))   # one per evaluation LM
     by_paper = metric_shards(cfg, pipeline, cache_dir(cfg, "llm"), run=fan_out_metrics(cfg.score, slots))
     # called in the flow itself: the shard fan-outs it triggers are subflows of this one
-    quality = quality_work(cfg, pipeline, cache_dir(cfg, "llm"), cfg.score.all_metrics)   # None: no such metric
-    scores, log = score_inputs_each_eval_lm(cfg, inputs, shards, llm_cache=cache_dir(cfg, "llm"), quality=quality,
+    scored, log = score_inputs_each_eval_lm(cfg, pipeline, inputs, shards, llm_cache=cache_dir(cfg, "llm"),
                                             by_paper=by_paper)
-    details = {**shards_details(shards), **by_paper.details(), **write_quality_tables(cfg, pipeline, quality)}
-    summary = write_scores_task(cfg, pipeline, scores, details, inputs.negatives, log)
+    details = {**shards_details(shards), **by_paper.details()}
+    summary = write_scores_task(cfg, pipeline, scored, details, inputs.negatives, log)
     print(f"score {pipeline}: {summary.as_dict()}")
     return summary

@@ -44,9 +44,10 @@ def check_config(cfg: Config, pipelines: bool = True) -> Config:
 def _check_seq2seq(prefix: str, cfg: Config) -> None:
     """A seq2seq BARTScore named without `[score] bartscore_model` stops at load, not after generation."""
     from tasks.metrics import get
+    from tasks.metrics.registry import SEQ2SEQ
 
     named = list(dict.fromkeys((*cfg.score.metrics, *cfg.score.baselines, *cfg.validate.metrics)))
-    seq2seq = [m.name for m in get(named) if m.needs == "seq2seq"]
+    seq2seq = [m.name for m in get(named) if m.needs is SEQ2SEQ]
     if seq2seq and not cfg.score.bartscore_model:
         raise ConfigError(f"{prefix}score: {', '.join(seq2seq)} need a seq2seq model: set [score] bartscore_model "
                           "(e.g. facebook/bart-large-cnn), or use bartscore_lm_* on the evaluation LM as GEM did")

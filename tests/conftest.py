@@ -14,7 +14,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 # "auto" dtype means float32 in the tests on any CPU (their tolerances and keys are float32's);
-# tests/test_bf16.py sets bfloat16 where it means to (tasks/lm/loading.py `cpu_has_bf16`)
+# tests/lm/test_bf16.py sets bfloat16 where it means to (tasks/lm/loading.py `cpu_has_bf16`)
 os.environ.setdefault("GREBENCH_CPU_BF16", "0")
 
 from tasks.testing.demo import register_doubles  # noqa: E402

@@ -140,3 +140,18 @@ def test_a_stage_flow_imports_only_its_stage_steps_and_core():
                     not any(name == a or name.startswith(a + ".") for a in allowed):
                 strays.append(f"flows/{stage}.py imports {name}")
     assert strays == [], "\n".join(sorted(strays))
+
+
+def test_scoring_and_validation_reach_the_metrics_through_the_one_door():
+    """The scoring layer, the score and validate stages and the flows name no metric family: they score
+    through the registry (a family's side tables come back named, what it needs as a Need record) and get
+    their Resources from tasks/metrics/resources.py."""
+    door = {"tasks.metrics", "tasks.metrics.registry", "tasks.metrics.resources", "tasks.metrics.llm_log",
+            "tasks.metrics.negatives"}
+    families = {module_of(p) for p in ROOT.glob("tasks/metrics/*.py")} | {"tasks.metrics.review_quality"}
+    strays = [f"{path.relative_to(ROOT)} imports {name}"
+              for folder in ("tasks/scoring", "tasks/stages/score", "tasks/stages/validate", "flows")
+              for path in sorted(ROOT.glob(f"{folder}/**/*.py"))
+              for name in imports(path) for family in families - door
+              if name == family or name.startswith(family + ".")]
+    assert strays == [], "\n".join(strays)

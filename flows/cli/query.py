@@ -2,7 +2,7 @@
 
 The limits come from `[query]` in pipelines.toml (`--timeout` overrides the time limit) and are
 set before the user's SQL runs: DuckDB's memory_limit, max_temp_directory_size (spill files) and
-threads, then `lock_configuration`, so no statement can raise them (tasks/sandbox.py). DuckDB does
+threads, then `lock_configuration`, so no statement can raise them (tasks/core/sandbox.py). DuckDB does
 not count every allocation against memory_limit (one `repeat('x', 4000000000)` is a single 4 GB
 string), so the process's address space is capped as well, for the time of the query: such an
 allocation fails at once as "Out of Memory" instead of growing for a minute.

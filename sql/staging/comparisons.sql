@@ -1,4 +1,4 @@
--- Paired comparisons of the leaderboard's models (tasks/validate/comparisons.py).
+-- Paired comparisons of the leaderboard's models (tasks/stages/validate/comparisons.py).
 -- source: validate/comparisons.parquet
 CREATE OR REPLACE TABLE staging.comparisons AS
 SELECT * FROM read_parquet($files, union_by_name = true);

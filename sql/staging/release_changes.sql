@@ -1,4 +1,4 @@
--- What changed from each release to the next (tasks/validate/releases.py `changelog`).
+-- What changed from each release to the next (tasks/stages/validate/releases.py `changelog`).
 -- source: validate/release_changes.parquet
 CREATE OR REPLACE TABLE staging.release_changes AS
 SELECT * FROM read_parquet($files, union_by_name = true);

@@ -1,4 +1,4 @@
--- Review-quality work of the score stage (tasks/review_quality): review_quality.
+-- Review-quality work of the score stage (tasks/metrics/review_quality): review_quality.
 -- source: score/review_quality.parquet
 CREATE OR REPLACE TABLE staging.review_quality AS
 SELECT * FROM read_parquet($files, union_by_name = true);

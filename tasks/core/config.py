@@ -43,7 +43,7 @@ class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)  # NaN / inf: never a setting
 
 
-# Names that become folder and file names (tasks/layout.py) and words of suggested shell commands:
+# Names that become folder and file names (tasks/core/layout.py) and words of suggested shell commands:
 # letters, digits, ".", "_" and "-", starting with a letter or digit, never "..".
 PIPELINE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 # A venue id is "/"-separated segments of the same characters (OpenReview's "ICLR.cc/2023/Conference");
@@ -72,7 +72,7 @@ class PathsConfig(Frozen):
     data_dir: Path = Path("data")
     # "{pipeline}" in the path gives each pipeline its own results database (the shipped config:
     # data/{pipeline}/grebench.duckdb). Without it one file is shared, and materialize refuses to
-    # replace one pipeline's results with another's (tasks/materialize.py).
+    # replace one pipeline's results with another's (tasks/stages/materialize/build.py).
     database: Path = Path("data/grebench.duckdb")
 
     @field_validator("database")
@@ -363,7 +363,7 @@ class ScoreConfig(Frozen):
 
 
 class ValidateConfig(Frozen):
-    """The validation workflow (tasks/validate): perturb candidates, rescore, test; and the leaderboard."""
+    """The validation workflow (tasks/stages/validate): perturb candidates, rescore, test; and the leaderboard."""
 
     # names in tasks/stages/validate/strategies.py (checked by tasks/checks.py); the default ones need no LLM
     strategies: tuple[str, ...] = ("sentence_deletion", "random_replacement", "meaningless_elongation")
@@ -412,7 +412,7 @@ class ValidateConfig(Frozen):
 
 
 class QualifyConfig(Frozen):
-    """The qualification exam of the LLMs in a judging role (tasks/qualify, Auto-PRE)."""
+    """The qualification exam of the LLMs in a judging role (tasks/stages/qualify, Auto-PRE)."""
 
     items: int = Field(20, ge=1)             # exam items per test (papers / review pairs), drawn with `seed`
     seed: int = 0
@@ -430,7 +430,7 @@ class QualifyConfig(Frozen):
 
 
 class QueryConfig(Frozen):
-    """Limits of `grebench query` (flows/cli_query.py), set before the user's SQL runs and locked."""
+    """Limits of `grebench query` (flows/cli/query.py), set before the user's SQL runs and locked."""
 
     timeout_seconds: float = Field(300.0, gt=0)   # --timeout overrides it; then the query is interrupted
     memory_limit_mb: int = Field(2048, ge=64)     # DuckDB's memory_limit

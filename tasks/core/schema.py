@@ -324,7 +324,7 @@ ORACLE_RESULTS = pl.Schema({"key": pl.String, "p_yes": pl.Float64, "p_no": pl.Fl
 
 
 # ---- qualify -----------------------------------------------------------------------------------
-# The qualification exam of the LLMs in a judging role (tasks/qualify): one row per model, role and test.
+# The judging panel's Auto-PRE fusion weights (tasks/stages/qualify): one row per panel member.
 PANEL_WEIGHTS = pl.Schema(
     {
         "model": pl.String,               # backend/model of a member of the judging panel
@@ -334,6 +334,7 @@ PANEL_WEIGHTS = pl.Schema(
     }
 )
 
+# The qualification exam of the LLMs in a judging role (tasks/stages/qualify): one row per model, role and test.
 QUALIFICATION = pl.Schema(
     {
         "model": pl.String,               # backend/model, or readout:<evaluation LM key>

@@ -33,7 +33,7 @@ import polars as pl
 
 from tasks.core.schema import SCORES
 from tasks.metrics.classic import raw_pairs
-from tasks.metrics.registry import Metric, Resources, register, usable
+from tasks.metrics.registry import LM_LOGPROBS, SEQ2SEQ, FamilyResult, Metric, Resources, register, usable
 
 BATCH_SIZE = 8
 
@@ -112,7 +112,7 @@ COLUMN = {"bartscore_precision": 0, "bartscore_recall": 1, "bartscore_f1": 2}
 
 
 def bartscore_family(metrics: Sequence[Metric], candidates: pl.DataFrame, references: pl.DataFrame,
-                     negatives: pl.DataFrame | None, synopses: pl.DataFrame, resources: Resources) -> pl.DataFrame:
+                     negatives: pl.DataFrame | None, synopses: pl.DataFrame, resources: Resources) -> FamilyResult:
     """SCORES rows of the BARTScore metrics given, on the raw review texts: one model pass for all three."""
     scorer: Seq2SeqScorer = resources.seq2seq
     base = raw_pairs(candidates, references)
@@ -121,17 +121,17 @@ def bartscore_family(metrics: Sequence[Metric], candidates: pl.DataFrame, refere
              "score": float(values[i, COLUMN[m.name]]), "eval_lm": scorer.name}
             for m in metrics for i, b in enumerate(base)]
     frame = pl.DataFrame(rows, schema={**SCORES}) if rows else pl.DataFrame(schema=SCORES)
-    return frame.select(SCORES.names()).sort("metric", "paper_id", "candidate", "reference")
+    return FamilyResult(frame.select(SCORES.names()).sort("metric", "paper_id", "candidate", "reference"))
 
 
 register(
-    Metric("bartscore_precision", "raw", "none", "seq2seq", True,
+    Metric("bartscore_precision", "raw", "none", SEQ2SEQ, True,
            "BARTScore precision: mean log-probability per token of the candidate's raw review given a human "
            "reference, under the seq2seq model [score] bartscore_model", bartscore_family),
-    Metric("bartscore_recall", "raw", "none", "seq2seq", True,
+    Metric("bartscore_recall", "raw", "none", SEQ2SEQ, True,
            "BARTScore recall: mean log-probability per token of the reference given the candidate "
            "([score] bartscore_model)", bartscore_family),
-    Metric("bartscore_f1", "raw", "none", "seq2seq", True,
+    Metric("bartscore_f1", "raw", "none", SEQ2SEQ, True,
            "BARTScore F1: the mean of bartscore_precision and bartscore_recall ([score] bartscore_model)",
            bartscore_family),
 )
@@ -157,7 +157,7 @@ def lm_request(eval_lm: str, source: str, target: str) -> dict[str, str]:
 
 
 def bartscore_lm_family(metrics: Sequence[Metric], candidates: pl.DataFrame, references: pl.DataFrame,
-                        negatives: pl.DataFrame | None, synopses: pl.DataFrame, resources: Resources) -> pl.DataFrame:
+                        negatives: pl.DataFrame | None, synopses: pl.DataFrame, resources: Resources) -> FamilyResult:
     """SCORES rows of the causal BARTScore metrics: per pair s(r -> c) (precision) and s(c -> r)
     (recall) as one batch of log-likelihood requests, F1 their mean."""
     from tasks.core.schema import LOGLIK_REQUESTS, TRUNCATED_REASON, with_truncated
@@ -185,17 +185,17 @@ def bartscore_lm_family(metrics: Sequence[Metric], candidates: pl.DataFrame, ref
             rows.append({**head, "metric": m.name, "score": values[LM_COLUMN[m.name]], "n_tokens": tokens,
                          "eval_lm": eval_lm, "reason": TRUNCATED_REASON if cut else b["reason"]})
     out = pl.DataFrame(rows, schema={**SCORES}) if rows else pl.DataFrame(schema=SCORES)
-    return out.select(SCORES.names()).sort("metric", "paper_id", "candidate", "reference")
+    return FamilyResult(out.select(SCORES.names()).sort("metric", "paper_id", "candidate", "reference"))
 
 
 register(
-    Metric("bartscore_lm_precision", "raw", "none", "lm_logprobs", True,
+    Metric("bartscore_lm_precision", "raw", "none", LM_LOGPROBS, True,
            "BARTScore precision on the evaluation LM (as GEM computes it): mean log-probability per token of "
            "the candidate's raw review as the answer to a prompt quoting a human reference", bartscore_lm_family),
-    Metric("bartscore_lm_recall", "raw", "none", "lm_logprobs", True,
+    Metric("bartscore_lm_recall", "raw", "none", LM_LOGPROBS, True,
            "BARTScore recall on the evaluation LM: mean log-probability per token of the reference given the "
            "candidate", bartscore_lm_family),
-    Metric("bartscore_lm_f1", "raw", "none", "lm_logprobs", True,
+    Metric("bartscore_lm_f1", "raw", "none", LM_LOGPROBS, True,
            "BARTScore F1 on the evaluation LM: the mean of bartscore_lm_precision and bartscore_lm_recall",
            bartscore_lm_family),
 )

@@ -26,7 +26,17 @@ import numpy as np
 import polars as pl
 
 from tasks.core.schema import SCORES
-from tasks.metrics.registry import Embed, Metric, Resources, reference_sets, register, usable
+from tasks.metrics.registry import (
+    EMBEDDING,
+    NOTHING,
+    Embed,
+    FamilyResult,
+    Metric,
+    Resources,
+    reference_sets,
+    register,
+    usable,
+)
 
 Texts = Sequence[str | None]
 LIBRARIES = {"bleu": "sacrebleu", "rouge_l": "rouge-score"}   # written where a GEM row names its evaluation LM
@@ -143,7 +153,7 @@ def _values(name: str, x: Texts, y: Texts, resources: Resources) -> tuple[np.nda
 
 
 def classic_family(metrics: Sequence[Metric], candidates: pl.DataFrame, references: pl.DataFrame,
-                   negatives: pl.DataFrame | None, synopses: pl.DataFrame, resources: Resources) -> pl.DataFrame:
+                   negatives: pl.DataFrame | None, synopses: pl.DataFrame, resources: Resources) -> FamilyResult:
     """SCORES rows of the classic metrics given, on raw review texts; the log-probability columns stay null."""
     base = raw_pairs(candidates, references)
     frames = []
@@ -156,18 +166,18 @@ def classic_family(metrics: Sequence[Metric], candidates: pl.DataFrame, referenc
              for b, s in zip(base, values, strict=True)],
             schema={"paper_id": pl.String, "candidate": pl.String, "source": pl.String, "reference": pl.String,
                     "reason": pl.String, "metric": pl.String, "score": pl.Float64, "eval_lm": pl.String}))
-    return pl.concat(frames) if frames else pl.DataFrame(schema=SCORES)
+    return FamilyResult(pl.concat(frames) if frames else pl.DataFrame(schema=SCORES))
 
 
 register(
-    Metric("bleu", "raw", "none", "nothing", True, "sentence BLEU of the raw review texts (sacrebleu)",
+    Metric("bleu", "raw", "none", NOTHING, True, "sentence BLEU of the raw review texts (sacrebleu)",
            classic_family),
-    Metric("rouge_l", "raw", "none", "nothing", True, "ROUGE-L F1 of the raw review texts (rouge-score)",
+    Metric("rouge_l", "raw", "none", NOTHING, True, "ROUGE-L F1 of the raw review texts (rouge-score)",
            classic_family),
-    Metric("bertscore_minilm", "raw", "none", "embedding", True,
+    Metric("bertscore_minilm", "raw", "none", EMBEDDING, True,
            "BERTScore as GEM ran it: F1 of greedy cosine matching between the raw reviews' sentences, each "
            "embedded on its own by all-MiniLM-L6-v2 (GEM used stella_en_400M_v5); no idf", classic_family),
-    Metric("bertscore_tokens_minilm", "raw", "none", "embedding", True,
+    Metric("bertscore_tokens_minilm", "raw", "none", EMBEDDING, True,
            "BERTScore's token matching: F1 of greedy cosine matching between the raw reviews' all-MiniLM-L6-v2 "
            "token vectors (BERTScore used roberta-large); no idf, no rescaling", classic_family),
 )

@@ -55,7 +55,7 @@ from tasks.core.schema import (
 )
 from tasks.metrics.gem import PAIRS, _synopsis, build_requests, request_key
 from tasks.metrics.prompts import system_prompt, user_prompt
-from tasks.metrics.registry import Metric, Resources, register, usable
+from tasks.metrics.registry import LM_LOGPROBS, FamilyResult, Metric, Resources, register, usable
 
 # log r(x, y), [log r(x, y-_k) ...] -> the pair's score (OverflowError when a ratio is not representable)
 Estimator = Callable[[float, Sequence[float]], float]
@@ -204,7 +204,7 @@ def assemble(pairs: pl.DataFrame, negative_pairs: pl.DataFrame, results: pl.Data
 
 
 def fmi_token_family(metrics: Sequence[Metric], candidates: pl.DataFrame, references: pl.DataFrame,
-                     negatives: pl.DataFrame | None, synopses: pl.DataFrame, resources: Resources) -> pl.DataFrame:
+                     negatives: pl.DataFrame | None, synopses: pl.DataFrame, resources: Resources) -> FamilyResult:
     """SCORES rows of the token-level f-MI metrics given: one batch of log-likelihood requests for all."""
     assert resources.eval_lm is not None and resources.loglikelihood is not None  # checked by the registry
     if negatives is None and any(m.negatives for m in metrics):
@@ -216,12 +216,12 @@ def fmi_token_family(metrics: Sequence[Metric], candidates: pl.DataFrame, refere
                                                    synopses, metrics, resources.eval_lm)
     every = pl.concat([requests, more]).unique("key", maintain_order=True).sort("key")
     results = resources.loglikelihood(every) if every.height else pl.DataFrame(schema=LOGLIK_RESULTS)
-    return assemble(pairs.cast(dict(PAIRS)), negative_pairs, results, metrics, resources.eval_lm)
+    return FamilyResult(assemble(pairs.cast(dict(PAIRS)), negative_pairs, results, metrics, resources.eval_lm))
 
 
 def _cell(name: str, reads: str, estimator: Estimator, negatives: bool, description: str) -> Metric:
     ESTIMATORS[name] = estimator
-    return Metric(name, reads, "none", "lm_logprobs", True, description, fmi_token_family,  # type: ignore[arg-type]
+    return Metric(name, reads, "none", LM_LOGPROBS, True, description, fmi_token_family,  # type: ignore[arg-type]
                   negatives=negatives)
 
 

@@ -19,7 +19,15 @@ import polars as pl
 
 from tasks.core.schema import LOGLIK_REQUESTS, LOGLIK_RESULTS, SCORES, TRUNCATED_REASON, with_truncated
 from tasks.metrics.prompts import PROMPT_VERSION, render_synopsis, system_prompt, user_prompt
-from tasks.metrics.registry import Metric, Resources, reference_sets, register, usable
+from tasks.metrics.registry import (
+    LM_LOGPROBS,
+    FamilyResult,
+    Metric,
+    Resources,
+    reference_sets,
+    register,
+    usable,
+)
 
 # One row per (candidate, reference, metric) with the keys of its two requests (null with a reason).
 PAIRS = pl.Schema({"paper_id": pl.String, "candidate": pl.String, "source": pl.String, "reference": pl.String,
@@ -133,19 +141,19 @@ def assemble_scores(pairs: pl.DataFrame, results: pl.DataFrame, eval_lm: str) ->
 
 
 def gem_family(metrics: Sequence[Metric], candidates: pl.DataFrame, references: pl.DataFrame,
-               negatives: pl.DataFrame | None, synopses: pl.DataFrame, resources: Resources) -> pl.DataFrame:
+               negatives: pl.DataFrame | None, synopses: pl.DataFrame, resources: Resources) -> FamilyResult:
     """SCORES rows of the GEM metrics given: one batch of log-likelihood requests for all of them."""
     assert resources.eval_lm is not None and resources.loglikelihood is not None  # checked by the registry
     pairs, requests = build_requests(candidates, references, synopses, metrics, resources.eval_lm)
     results = resources.loglikelihood(requests) if requests.height else pl.DataFrame(schema=LOGLIK_RESULTS)
-    return assemble_scores(pairs, results, resources.eval_lm)
+    return FamilyResult(assemble_scores(pairs, results, resources.eval_lm))
 
 
 register(
-    Metric("gem_raw", "raw", "none", "lm_logprobs", True, "PMI of the raw review texts", gem_family),
-    Metric("gem", "judgments", "none", "lm_logprobs", True, "PMI of the preprocessed judgments", gem_family),
-    Metric("gem_s_abstract", "judgments", "abstract", "lm_logprobs", True,
+    Metric("gem_raw", "raw", "none", LM_LOGPROBS, True, "PMI of the raw review texts", gem_family),
+    Metric("gem", "judgments", "none", LM_LOGPROBS, True, "PMI of the preprocessed judgments", gem_family),
+    Metric("gem_s_abstract", "judgments", "abstract", LM_LOGPROBS, True,
            "PMI of the judgments given the abstract", gem_family),
-    Metric("gem_s_assw", "judgments", "abstract+assw", "lm_logprobs", True,
+    Metric("gem_s_assw", "judgments", "abstract+assw", LM_LOGPROBS, True,
            "PMI of the judgments given the abstract and the author-stated strengths and weaknesses", gem_family),
 )

@@ -39,7 +39,15 @@ import polars as pl
 
 from tasks.core.prompts import load_prompt
 from tasks.core.schema import SCORES
-from tasks.metrics.registry import Metric, Resources, reference_sets, register, usable
+from tasks.metrics.registry import (
+    LLM_JUDGE,
+    FamilyResult,
+    Metric,
+    Resources,
+    reference_sets,
+    register,
+    usable,
+)
 
 PROMPT_VERSIONS = {"llm_judge": "judge-reference-v1", "llm_judge_noref": "judge-free-v1",
                    "lm_examiner": "judge-examiner-v1"}
@@ -108,7 +116,7 @@ def _plan(metric: Metric, cand: dict, refs: list[dict], synopsis: dict | None, s
 
 
 def judge_family(metrics: Sequence[Metric], candidates: pl.DataFrame, references: pl.DataFrame,
-                 negatives: pl.DataFrame | None, synopses: pl.DataFrame, resources: Resources) -> pl.DataFrame:
+                 negatives: pl.DataFrame | None, synopses: pl.DataFrame, resources: Resources) -> FamilyResult:
     """SCORES rows of the judges given: one batch of questions per judge."""
     from tasks.metrics.rating import rate_panel
 
@@ -140,20 +148,20 @@ def judge_family(metrics: Sequence[Metric], candidates: pl.DataFrame, references
                 row["reason"] = "judge_unanswered" if math.isnan(ratings[key]) else None
             rows.append(row)
     frame = pl.DataFrame(rows, schema={**SCORES}) if rows else pl.DataFrame(schema=SCORES)
-    return frame.select(SCORES.names()).sort("metric", "paper_id", "candidate", "reference")
+    return FamilyResult(frame.select(SCORES.names()).sort("metric", "paper_id", "candidate", "reference"))
 
 
 _HOW = ("the rating is the expectation over 0-10 at the answer position where the judge's backend gives token "
         "probabilities, else the parsed 'Score: N'")
 register(
-    Metric("llm_judge", "raw", "abstract", "llm_judge", True,
+    Metric("llm_judge", "raw", "abstract", LLM_JUDGE, True,
            "LLM-as-a-judge with references: reads the synopsis (abstract, and ASSW when made), the paper's human "
            f"reviews (the candidate left out) and the candidate's raw review, answers a 0-10 score alone; {_HOW}",
            judge_family),
-    Metric("llm_judge_noref", "raw", "abstract", "llm_judge", True,
+    Metric("llm_judge_noref", "raw", "abstract", LLM_JUDGE, True,
            "LLM-as-a-judge without references: reads the synopsis and the candidate's raw review, answers a 0-10 "
            f"score alone; {_HOW}", judge_family),
-    Metric("lm_examiner", "judgments", "paper", "llm_judge", True,
+    Metric("lm_examiner", "judgments", "paper", LLM_JUDGE, True,
            "GEM's LM-examiner (appendix D.3), reference-free: reads the paper's PDF text cut to the judge's "
            "context at section boundaries and the candidate's judgment lines, analyses understanding, coverage, "
            f"substantiation and constructiveness, then scores 0-10; {_HOW} after the analysis", judge_family),

@@ -39,7 +39,15 @@ from tasks.core.schema import SCORES
 from tasks.metrics import fmi
 from tasks.metrics.oracle import ORACLE_VERSION, question, statements
 from tasks.metrics.predictors import Kind, ask, oracle_key
-from tasks.metrics.registry import Metric, Resources, reference_sets, register, usable
+from tasks.metrics.registry import (
+    LLM_ORACLE,
+    FamilyResult,
+    Metric,
+    Resources,
+    reference_sets,
+    register,
+    usable,
+)
 
 SAME_PAPER_VERSION = "oracle-same-paper-v1"     # report-level critic
 SUPPORT_BINS_VERSION = "oracle-support-bins-v1"  # likelihood-style, both levels
@@ -98,7 +106,7 @@ def cell_score(cell: Cell, positive: Sequence[float], negatives: Sequence[Sequen
 
 
 def oracle_family(metrics: Sequence[Metric], candidates: pl.DataFrame, references: pl.DataFrame,
-                  negatives: pl.DataFrame | None, synopses: pl.DataFrame, resources: Resources) -> pl.DataFrame:
+                  negatives: pl.DataFrame | None, synopses: pl.DataFrame, resources: Resources) -> FamilyResult:
     """SCORES rows of the oracle cells given: one oracle call per kind of question for all of them."""
     cells = {m.name: CELLS[m.name] for m in metrics}
     if negatives is None and any(c.negatives for c in cells.values()):
@@ -157,7 +165,7 @@ def oracle_family(metrics: Sequence[Metric], candidates: pl.DataFrame, reference
                     row["reason"] = "ratio_overflow"
         rows.append(row)
     frame = pl.DataFrame(rows, schema={**SCORES}) if rows else pl.DataFrame(schema=SCORES)
-    return frame.select(SCORES.names()).sort("metric", "paper_id", "candidate", "reference")
+    return FamilyResult(frame.select(SCORES.names()).sort("metric", "paper_id", "candidate", "reference"))
 
 
 _NAMES = {  # (F, E, R) -> name; the paper's named ones: tvd_mi (TVD-MI), gppm_judgment (GPPM-J), tv_fvar_statement
@@ -176,6 +184,6 @@ _LEVEL = {"report": "report-level (candidate vs the whole reference)",
 
 for (_f, _e, _r), _name in _NAMES.items():
     CELLS[_name] = Cell(_f, _e, _r)  # type: ignore[arg-type]
-    register(Metric(_name, "judgments", "none", "llm_oracle", True,
+    register(Metric(_name, "judgments", "none", LLM_ORACLE, True,
                     f"{_f}, {'f-variational' if _e == 'fvar' else 'direct'}, {_LEVEL[_r]}, LLM oracle "
                     f"([score] oracle_predictor): {_WHAT[(_f, _e)]}", oracle_family, negatives=_e == "fvar"))

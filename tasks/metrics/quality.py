@@ -4,29 +4,38 @@ Every metric is one row per (candidate, paper) with no reference (like `llm_judg
 references enter inside the metric (Max-Recall over the paper's reviewers, the mean human rating),
 and a human candidate is compared with the paper's other reviews (leave-one-out), which gives the
 human baseline. The work (points, matching, question checks, chunks) is done once per call for
-every metric named, by `Resources.quality` (tasks/metrics/review_quality/work.py); its tables go to the
-score stage's folder. `eval_lm` names the LLM behind the points (`<backend>/<model>`; the points_*
-metrics add `|matcher:<backend>/<model>` when `[score.review_quality] matchers` sets the matcher
-apart), or the common scale for the rating outcomes.
+every metric named, by `Resources.quality` (tasks/metrics/review_quality/work.py); the tables it
+leaves are the family's side tables, which the score stage writes beside the scores:
+
+    points, point_matches, question_checks   POINTS, POINT_MATCHES, QUESTION_CHECKS (review_quality/)
+    review_quality                           REVIEW_QUALITY: one row per candidate, paper and metric
+    rejects                                  review fields whose points could not be read
+
+`eval_lm` names the LLM behind the points (`<backend>/<model>`; the points_* metrics add
+`|matcher:<backend>/<model>` when `[score.review_quality] matchers` sets the matcher apart), or the
+common scale for the rating outcomes.
 
 `quality_work` builds the run's work from the config and the pipeline's frames: the facts the family
 reads (curated ratings, decisions and paper texts, the generated and submitted candidates' rating
-answers) and its settings; the score and validate stages both call it.
+answers) and its settings; tasks/metrics/resources.py `run_resources` calls it for a run that names
+one of these metrics.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
 
 from tasks.core.config import Config
 from tasks.core.frames import read_curated
-from tasks.core.schema import SCORES
+from tasks.core.schema import REJECTS, SCORES, conform
 from tasks.core.submitted import submission_folders
-from tasks.metrics.registry import Metric, Resources, register
+from tasks.metrics.registry import REVIEW_QUALITY, FamilyResult, Metric, Resources, register
 from tasks.metrics.review_quality.matching import MATCH_METRICS
 from tasks.metrics.review_quality.work import (
     PAPER_FACTS,
@@ -34,19 +43,20 @@ from tasks.metrics.review_quality.work import (
     QualitySettings,
     QualityWork,
     ReviewFacts,
+    empty_tables,
 )
 
 RATING_METRICS = ("rating_mae", "accept_accuracy")
 
 
 def review_quality_family(metrics: Sequence[Metric], candidates: pl.DataFrame, references: pl.DataFrame,
-                          negatives: pl.DataFrame | None, synopses: pl.DataFrame, resources: Resources) -> pl.DataFrame:
-    work = resources.quality
+                          negatives: pl.DataFrame | None, synopses: pl.DataFrame, resources: Resources) -> FamilyResult:
+    assert resources.quality is not None   # checked by the registry
+    work = replace(resources.quality, tables={}, stats=Counter())   # the tables of this call alone
     names = [m.name for m in metrics]
     values = work.evaluate(names, candidates, references, synopses, resources.embed, resources.log)
     llm = f"{work.llm.name}/{work.llm.model}" if work.llm is not None else None
-    matcher = getattr(work, "matcher", None)   # a matcher apart from the points LLM is named beside it
-    matched = f"{llm}|matcher:{matcher.name}/{matcher.model}" if matcher is not None else llm
+    matched = f"{llm}|matcher:{work.matcher.name}/{work.matcher.model}" if work.matcher is not None else llm
     rows = []
     for cand in candidates.sort("paper_id", "candidate").iter_rows(named=True):
         for name in names:
@@ -57,11 +67,24 @@ def review_quality_family(metrics: Sequence[Metric], candidates: pl.DataFrame, r
                          "binoculars" if name in ("binoculars", "ai_rate") else
                          matched if name in MATCH_METRICS else llm})
     frame = pl.DataFrame(rows, schema={**SCORES}) if rows else pl.DataFrame(schema=SCORES)
-    return frame.select(SCORES.names()).sort("metric", "paper_id", "candidate")
+    tables = {**empty_tables(), **{n: f for n, f in work.tables.items() if n != "rejects"}}
+    rejects = work.tables.get("rejects")
+    if rejects is not None and rejects.height:
+        tables["rejects"] = conform(rejects, REJECTS)
+    return FamilyResult(frame.select(SCORES.names()).sort("metric", "paper_id", "candidate"), tables,
+                        {k: int(v) for k, v in sorted(work.stats.items())})
 
 
-def _m(name: str, reads: str, higher: bool, description: str) -> Metric:
-    return Metric(name, reads, "none", "review_quality", higher, description, review_quality_family)  # type: ignore[arg-type]
+def quality_facts(resources: Resources) -> list[pl.DataFrame]:
+    """The facts the family reads besides its inputs (ratings, decisions, paper texts): a paper shard's name
+    hashes its papers' rows of them."""
+    facts = resources.quality.facts if resources.quality is not None else None
+    return [facts.reviews, facts.papers] if facts is not None else []
+
+
+def _m(name: str, reads: str, higher: bool, description: str, whole_run: bool = False) -> Metric:
+    return Metric(name, reads, "none", REVIEW_QUALITY, higher, description, review_quality_family,  # type: ignore[arg-type]
+                  whole_run=whole_run, facts=quality_facts, role="matcher" if name in MATCH_METRICS else None)
 
 
 register(
@@ -75,7 +98,8 @@ register(
         _m(f"points_f1_{f}", "statements", True, f"harmonic mean of points_precision_{f} and points_recall_{f}"))),
     *(_m(f"focus_kl_{f}", "statements", False,
          f"KL(humans || candidate model) of the eight-category distribution of {f} points over all the model's "
-         "papers, Laplace-smoothed (Beyond Rating eq. 4); every candidate of the model carries the model's value")
+         "papers, Laplace-smoothed (Beyond Rating eq. 4); every candidate of the model carries the model's value",
+         whole_run=True)
       for f in ("strengths", "weaknesses", "questions")),
     _m("question_score", "statements", True,
        "share of the candidate's question points that are grounded (Explain: the paper holds what is asked about) "
@@ -97,13 +121,7 @@ register(
 )
 
 
-# ---- the run's work, built from the config and the pipeline's frames (score and validate stages) ----
-
-def needs_quality(names: Sequence[str]) -> bool:
-    from tasks.metrics.registry import REGISTRY
-
-    return any(REGISTRY[n].needs == "review_quality" for n in names if n in REGISTRY)
-
+# ---- the run's work, built from the config and the pipeline's frames (tasks/metrics/resources.py) ----
 
 def settings(cfg: Config) -> QualitySettings:
     rq = cfg.score.review_quality
@@ -143,10 +161,8 @@ def load_facts(cfg: Config, pipeline: str) -> ReviewFacts:
     return ReviewFacts(pl.concat(frames).cast(dict(REVIEW_FACTS)), paper_facts.select(PAPER_FACTS.names()).cast(dict(PAPER_FACTS)))
 
 
-def quality_work(cfg: Config, pipeline: str, llm_cache: Path | None, names: Sequence[str]) -> QualityWork | None:
-    """The run's QualityWork when a metric in `names` needs it (its LLM built on first use)."""
-    if not needs_quality(names):
-        return None
+def quality_work(cfg: Config, pipeline: str, llm_cache: Path | None) -> QualityWork:
+    """The run's QualityWork (its LLM built on first use)."""
     from tasks.metrics.resources import LazyLM
 
     llm_cfg = cfg.score.review_quality.llm or cfg.preprocess

@@ -1,17 +1,21 @@
 """The metric registry: every metric in one shape, scored through one door.
 
-A `Metric` says which texts it reads, what it is conditioned on, what it needs from the run
-(`Resources`), whether higher is better, and which family function scores it. A family function
-scores every metric of the family it is given in one pass (GEM's four metrics share one batch of
-log-likelihood requests; a judge family would share one batch of LLM calls):
+A `Metric` says which texts it reads, what it is conditioned on, what it needs from the run (a
+`Need`: a record of what follows from it, such as whether the metric reads the evaluation LM, runs
+in paper shards, which judging role answers it), whether higher is better, and which family
+function scores it. A family function scores every metric of the family it is given in one pass
+(GEM's four metrics share one batch of log-likelihood requests; a judge family shares one batch of
+LLM calls):
 
-    fn(metrics, candidates, references, negatives, synopses, resources) -> SCORES rows
+    fn(metrics, candidates, references, negatives, synopses, resources) -> FamilyResult
 
-(columns a family does not fill, such as the log-probabilities of a judge, are added as nulls)
-with the frames of tasks/core/schema.py (SCORING_CANDIDATES, REFERENCES, SYNOPSES_WIDE, SCORES);
-`negatives` are other papers' reviews per pair for the f-variational estimators (None until a
-stage draws them). A pair a metric cannot score gets a NaN score and a `reason`; a metric whose
-resource is missing fails loudly (`MissingResource`), since a column of NaN would pass for a result.
+its SCORES rows (columns a family does not fill, such as the log-probabilities of a judge, are
+added as nulls) and any named side tables, which the score stage writes beside the scores without
+knowing what they are (review quality's points and matches); with the frames of tasks/core/schema.py
+(SCORING_CANDIDATES, REFERENCES, SYNOPSES_WIDE, SCORES). `negatives` are other papers' reviews per
+pair for the f-variational estimators (None until a stage draws them). A pair a metric cannot score
+gets a NaN score and a `reason`; a metric whose resource is missing fails loudly (`MissingResource`),
+since a column of NaN would pass for a result.
 
 Scoring, validation, the leaderboard and the config checks read only this registry. To add a
 metric: write (or reuse) a family function in a module of this package, `register(Metric(...))`
@@ -21,9 +25,10 @@ there, import the module in `tasks/metrics/__init__.py`, and add a test.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
 import polars as pl
@@ -35,12 +40,13 @@ from tasks.metrics.llm_log import LLMLog
 if TYPE_CHECKING:
     from tasks.core.config import LLMConfig
     from tasks.lm.types import Accept, ChatRequest, ChatResult
+    from tasks.metrics.bartscore import Seq2SeqScorer
+    from tasks.metrics.review_quality.work import QualityWork
 
 Reads = Literal["raw", "judgments", "statements"]        # the review text, its judgment lines, atomic statements
 # "paper": the paper's full text (PDF), cut to the judge's context at section boundaries (lm_examiner)
 Conditioning = Literal["none", "abstract", "abstract+assw", "paper"]
-Need = Literal["lm_logprobs", "llm_oracle", "llm_judge", "embedding", "nothing", "lm_readout", "llm_reviser",
-               "review_quality", "seq2seq"]
+Role = Literal["judge", "oracle", "matcher"]               # the judging roles qualify examines
 
 Loglikelihood = Callable[[pl.DataFrame], pl.DataFrame]   # LOGLIK_REQUESTS -> LOGLIK_RESULTS, keyed by `key`
 Embed = Callable[[Sequence[str]], list[np.ndarray]]      # texts -> one (tokens x dim) matrix of unit vectors each
@@ -87,35 +93,114 @@ class Resources:
     judges: tuple[ChatLM, ...] = ()             # a panel (tasks/metrics/panel.py): used instead of `llm`, averaged
     panel_weights: Mapping[str, float] = field(default_factory=dict)   # Auto-PRE weights, "backend/model" -> w
     readouts: tuple[ReadoutMember, ...] = ()    # a readout oracle panel: used instead of `readout`, averaged
-    # review_quality: the run's review-quality work (tasks/metrics/review_quality/work.py QualityWork): facts the
-    # texts do not carry (ratings, decisions, paper texts) and the LLM of points, matching and questions
-    quality: Any = field(default=None, compare=False, repr=False)
+    # review_quality: the run's review-quality work (tasks/metrics/review_quality/work.py): facts the texts do
+    # not carry (ratings, decisions, paper texts) and the LLM of points, matching and questions
+    quality: QualityWork | None = field(default=None, compare=False, repr=False)
     judge_method: Literal["auto", "generate"] = "auto"   # the judges' rating: readout where possible, or parse
     judge_context_tokens: int = 8192            # the judges' context, for the paper text lm_examiner reads
-    seq2seq: Any = field(default=None, compare=False, repr=False)   # BARTScore's model (tasks/metrics/bartscore.py)
-    # the metrics behind an LLM scored as resumable paper shards (tasks/scoring/metric_shards.py MetricShards) by
-    # validation's rescoring (tasks/stages/validate/rescore.py); None: in this process
-    by_paper: Any = field(default=None, compare=False, repr=False)
+    seq2seq: Seq2SeqScorer | None = field(default=None, compare=False, repr=False)   # BARTScore's model
+    # where the metrics that run in paper shards go (`Metric.by_paper`): tasks/scoring/metric_shards.py
+    # MetricShards in the score and validate stages; None: in this process
+    by_paper: PaperShards | None = field(default=None, compare=False, repr=False)
 
     def provides(self, need: Need) -> bool:
-        readout = self.readout is not None and self.eval_lm is not None
-        oracle_readout = readout or bool(self.readouts)
-        llm = self.llm is not None or bool(self.judges)
-        return {"nothing": True, "lm_logprobs": self.loglikelihood is not None and self.eval_lm is not None,
-                "embedding": self.embed is not None,
-                "llm_oracle": oracle_readout if self.oracle == "readout" else llm,
-                "llm_judge": llm, "lm_readout": readout,
-                "llm_reviser": self.reviser is not None or self.llm is not None,
-                "review_quality": self.quality is not None, "seq2seq": self.seq2seq is not None}[need]
+        return need.provided(self)
 
     def panel(self) -> tuple[ChatLM, ...]:
         """The models of the judging role (judges, the generation oracle): the panel, else `llm` alone."""
         return self.judges or ((self.llm,) if self.llm is not None else ())
 
 
+@dataclass(frozen=True)
+class Need:
+    """What a metric needs from the run, and what follows from it: whether this run provides it, whether
+    the metric is scored once per evaluation LM or in paper shards, which judging role answers it, how the
+    leaderboard names its predictor and what to set when it is missing."""
+
+    name: str
+    provided: Callable[[Resources], bool] = field(compare=False, repr=False)
+    prefix: str | None = None       # the predictor: "<prefix>:<eval_lm>"; "": the eval_lm itself; None: "none"
+    reads_eval_lm: bool = False     # scored once per evaluation LM of [score] eval_lms (tasks/scoring/eval_lms.py)
+    sharded: bool = False           # behind an LLM: scored in resumable paper shards (tasks/scoring/metric_shards.py)
+    role: Role | None = None        # the judging role qualify examines for it (tasks/stages/qualify)
+    hint: str = ""                  # what MissingResource asks for; "": the need's name
+
+    def predictor(self, eval_lm: str | None) -> str:
+        """Which model produced a score row with this `eval_lm`: `<prefix>:<eval_lm>`, an eval_lm that names
+        its predictor already (a readout panel's `readout:...`, the oracle cells' `readout:` or `generate:`)
+        as it is, or `none`."""
+        if self.prefix is None:
+            return "none"
+        lm = eval_lm or ""
+        return lm if not self.prefix or lm.startswith(f"{self.prefix}:") else f"{self.prefix}:{lm}"
+
+
+def _readout(r: Resources) -> bool:
+    return r.readout is not None and r.eval_lm is not None
+
+
+def _llm(r: Resources) -> bool:
+    return r.llm is not None or bool(r.judges)
+
+
+NOTHING = Need("nothing", lambda r: True)
+LM_LOGPROBS = Need("lm_logprobs", lambda r: r.loglikelihood is not None and r.eval_lm is not None, "logprobs",
+                   reads_eval_lm=True)
+LM_READOUT = Need("lm_readout", _readout, "readout", reads_eval_lm=True)
+EMBEDDING = Need("embedding", lambda r: r.embed is not None, "embedding")
+LLM_ORACLE = Need("llm_oracle", lambda r: (_readout(r) or bool(r.readouts)) if r.oracle == "readout" else _llm(r),
+                  "", sharded=True, role="oracle")
+LLM_JUDGE = Need("llm_judge", _llm, "judge", sharded=True, role="judge")
+LLM_REVISER = Need("llm_reviser", lambda r: r.reviser is not None or r.llm is not None, "reviser", sharded=True)
+REVIEW_QUALITY = Need("review_quality", lambda r: r.quality is not None, "review_quality", sharded=True)
+SEQ2SEQ = Need("seq2seq", lambda r: r.seq2seq is not None, "seq2seq",
+               hint="a seq2seq model and none is installed: set [score] bartscore_model to a folder or id of one "
+                    "(e.g. facebook/bart-large-cnn)")
+NEEDS = {n.name: n for n in (NOTHING, LM_LOGPROBS, LM_READOUT, EMBEDDING, LLM_ORACLE, LLM_JUDGE, LLM_REVISER,
+                             REVIEW_QUALITY, SEQ2SEQ)}
+
+
+@dataclass(frozen=True)
+class FamilyResult:
+    """What a family function leaves: its SCORES rows, and named side tables the score stage writes beside
+    them (`<name>.parquet`) with counts for the stage summary."""
+
+    scores: pl.DataFrame
+    tables: Mapping[str, pl.DataFrame] = field(default_factory=dict)
+    counts: Mapping[str, int] = field(default_factory=dict)
+
+
+def merge_results(parts: Sequence[FamilyResult]) -> FamilyResult:
+    """One result of several (families, evaluation LMs, paper shards): scores concatenated, each side table's
+    rows concatenated and kept once (two calls that read the same review leave its points twice), counts summed."""
+    tables: dict[str, list[pl.DataFrame]] = {}
+    counts: Counter = Counter()
+    for part in parts:
+        for name, frame in part.tables.items():
+            if frame.width:
+                tables.setdefault(name, []).append(frame)
+        counts.update(part.counts)
+    scores = pl.concat([conform(p.scores, SCORES) for p in parts]) if parts else pl.DataFrame(schema=SCORES)
+    return FamilyResult(scores, {name: pl.concat(frames, how="diagonal_relaxed").unique(maintain_order=True)
+                                 for name, frames in tables.items()}, dict(counts))
+
+
 class FamilyFn(Protocol):
     def __call__(self, metrics: Sequence[Metric], candidates: pl.DataFrame, references: pl.DataFrame,
-                 negatives: pl.DataFrame | None, synopses: pl.DataFrame, resources: Resources) -> pl.DataFrame: ...
+                 negatives: pl.DataFrame | None, synopses: pl.DataFrame, resources: Resources) -> FamilyResult: ...
+
+
+class PaperShards(Protocol):
+    """Scores metrics as resumable paper shards, each with Resources of its own, and adds their LLM calls to
+    `resources.log` (tasks/scoring/metric_shards.py MetricShards)."""
+
+    def __call__(self, metrics: Sequence[Metric], candidates: pl.DataFrame, references: pl.DataFrame,
+                 synopses: pl.DataFrame, negatives: pl.DataFrame | None, resources: Resources) -> FamilyResult: ...
+
+
+# frames with a paper_id column that a family reads besides its inputs (review quality's ratings, decisions
+# and paper texts): a paper shard's name hashes its papers' rows of them
+Facts = Callable[[Resources], Sequence[pl.DataFrame]]
 
 
 @dataclass(frozen=True)
@@ -130,10 +215,19 @@ class Metric:
     description: str
     fn: FamilyFn = field(compare=False, repr=False)
     negatives: bool = False         # reads negative references (other papers' reviews) per pair
+    whole_run: bool = False         # reads every paper at once (a model's distribution): never cut into paper shards
+    facts: Facts | None = field(default=None, compare=False, repr=False)
+    role: Role | None = None        # the judging role behind its scores where not its need's (points_*: the matcher)
 
+    @property
+    def judging_role(self) -> Role | None:
+        """The role qualify examines for this metric's scores, and the leaderboard's `qualified` flag reads."""
+        return self.role or self.needs.role
 
-NEED_HINTS = {"seq2seq": "a seq2seq model and none is installed: set [score] bartscore_model to a folder or id "
-                         "of one (e.g. facebook/bart-large-cnn)"}
+    @property
+    def by_paper(self) -> bool:
+        """Scored in paper shards where the run has them: behind an LLM, one paper at a time."""
+        return self.needs.sharded and not self.whole_run
 
 
 class MissingResource(RuntimeError):
@@ -166,35 +260,41 @@ def higher_is_better(names: Sequence[str]) -> dict[str, bool]:
     return {m.name: m.higher_is_better for m in get(list(dict.fromkeys(names)))}
 
 
-def score_metrics(names: Sequence[str], candidates: pl.DataFrame, references: pl.DataFrame, synopses: pl.DataFrame,
-                  resources: Resources, negatives: pl.DataFrame | None = None) -> pl.DataFrame:
-    """SCORES rows of every metric named: each family scored once, families in the order first named."""
+def score_with_tables(names: Sequence[str], candidates: pl.DataFrame, references: pl.DataFrame,
+                      synopses: pl.DataFrame, resources: Resources, negatives: pl.DataFrame | None = None) -> FamilyResult:
+    """Every metric named, with the families' side tables: each family scored once, families in the order
+    first named, then the metrics that run in paper shards when the run has them (`resources.by_paper`;
+    the same rows as in this process)."""
     metrics = get(list(dict.fromkeys(names)))
     _check_resources(metrics, resources)
+    sharded = [m for m in metrics if m.by_paper] if resources.by_paper is not None else []
     families: dict[int, list[Metric]] = {}
     for metric in metrics:
-        families.setdefault(id(metric.fn), []).append(metric)
+        if metric not in sharded:
+            families.setdefault(id(metric.fn), []).append(metric)
     parts = [group[0].fn(group, candidates, references, negatives, synopses, resources) for group in families.values()]
-    return pl.concat([conform(p, SCORES) for p in parts]) if parts else pl.DataFrame(schema=SCORES)
+    if sharded and resources.by_paper is not None:
+        parts.append(resources.by_paper(sharded, candidates, references, synopses, negatives, resources))
+    return merge_results(parts)
+
+
+def score_metrics(names: Sequence[str], candidates: pl.DataFrame, references: pl.DataFrame, synopses: pl.DataFrame,
+                  resources: Resources, negatives: pl.DataFrame | None = None) -> pl.DataFrame:
+    """SCORES rows of every metric named (`score_with_tables` less the side tables)."""
+    return score_with_tables(names, candidates, references, synopses, resources, negatives).scores
 
 
 def _check_resources(metrics: Sequence[Metric], resources: Resources) -> None:
-    missing = [f"{m.name} needs {NEED_HINTS.get(m.needs, m.needs)}" for m in metrics if not resources.provides(m.needs)]
+    missing = [f"{m.name} needs {m.needs.hint or m.needs.name}" for m in metrics if not resources.provides(m.needs)]
     if missing:
         raise MissingResource(f"this run cannot score {'; '.join(missing)}")
 
 
 def predictor(metric: str, eval_lm: str | None) -> str:
-    """Which model produced a metric's scores, from its need and the `eval_lm` of its score rows:
-    `logprobs:<eval LM>`, `readout:<eval LM>`, `generate:<backend>/<model>` (the oracle cells name their
-    predictor in eval_lm), `judge:<backend>/<model>`, `embedding:<model>`, or `none`."""
-    need = REGISTRY[metric].needs if metric in REGISTRY else None
-    lm = eval_lm or ""
-    if need == "llm_oracle" or (need == "lm_readout" and lm.startswith("readout:")):
-        return lm
-    prefix = {"lm_logprobs": "logprobs", "lm_readout": "readout", "llm_judge": "judge", "embedding": "embedding",
-              "llm_reviser": "reviser", "review_quality": "review_quality", "seq2seq": "seq2seq"}
-    return f"{prefix[need]}:{lm}" if need in prefix else "none"
+    """Which model produced a metric's scores (`Need.predictor`): `logprobs:<eval LM>`, `readout:<eval LM>`,
+    `generate:<backend>/<model>` (the oracle cells name their predictor in eval_lm), `judge:<backend>/<model>`,
+    `embedding:<model>`, or `none`."""
+    return REGISTRY[metric].needs.predictor(eval_lm) if metric in REGISTRY else "none"
 
 
 def candidate_scores(scores: pl.DataFrame) -> pl.DataFrame:

@@ -10,6 +10,8 @@
   evaluation LM's next-token distribution (tasks/lm/readout.py), on the same model as the log-likelihoods.
 * a panel of logit-readout oracles (`readouts`, `[score] oracle_readouts`): each member's readout as above;
 * BARTScore's seq2seq model (`seq2seq`, `[score] bartscore_model`), loaded on first use;
+* the review-quality work (`quality`, tasks/metrics/quality.py): built by `run_resources` for a
+  pipeline's run that names one of its metrics;
 * the generation backend (`llm`) of the LLM judges and of the "generate" oracle: `tasks.lm.make_lm`
   on `[score.oracle]` (temperature 0 / greedy, batched, answers cached under the run's LLM cache),
   built on its first call (`LazyLM`), so a run without judges needs no key for it; the judges read
@@ -22,18 +24,23 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 
-from tasks.core.config import LLMConfig, ScoreConfig
+from tasks.core.config import Config, LLMConfig, ScoreConfig
 from tasks.core.schema import LOGLIK_RESULTS, with_truncated
 from tasks.lm import CachedLM, LoglikelihoodRequest, ModelSpec, embedder, eval_model, eval_spec
 from tasks.lm.types import Accept, ChatRequest, ChatResult, LoglikelihoodResult
 from tasks.metrics.llm_log import LLMLog
 from tasks.metrics.readout_panel import engine_answers, engine_readout, readout_members
-from tasks.metrics.registry import Loglikelihood, Resources
+from tasks.metrics.registry import REVIEW_QUALITY, Loglikelihood, PaperShards, Resources, get
+
+if TYPE_CHECKING:
+    from tasks.metrics.review_quality.work import QualityWork
 
 EMBED_MODEL = "all-MiniLM-L6-v2"
 
@@ -103,12 +110,12 @@ def token_embeddings(texts: Sequence[str]) -> list[np.ndarray]:
 
 def build_resources(cfg: ScoreConfig, loglikelihood: Loglikelihood | None = None,
                     spec: ModelSpec | None = None, llm_cache: Path | None = None,
-                    log: LLMLog | None = None, quality: object | None = None) -> Resources:
+                    log: LLMLog | None = None, quality: QualityWork | None = None) -> Resources:
     """Resources of a run: the evaluation LM (in this process unless `loglikelihood` is given, e.g. the
     score stage's shards), the embedding model and, with an `llm_cache` folder, the `[score.oracle]`
     generation backend. Nothing is loaded until a metric asks. `spec` picks one of several evaluation
     LMs (tasks/scoring/eval_lms.py; default `eval_spec(cfg)`); `log` is shared when several are built;
-    `quality` is the review-quality work (tasks/stages/score/quality_tables.py) when a metric needs it."""
+    `quality` is the review-quality work (tasks/metrics/quality.py) when a metric needs it."""
     from tasks.metrics.bartscore import Seq2SeqScorer
 
     spec = spec or eval_spec(cfg)
@@ -131,3 +138,16 @@ def build_resources(cfg: ScoreConfig, loglikelihood: Loglikelihood | None = None
         judge_context_tokens=cfg.judge_context_tokens,
         seq2seq=Seq2SeqScorer(cfg.bartscore_model) if cfg.bartscore_model else None,
     )
+
+
+def run_resources(cfg: Config, pipeline: str, names: Sequence[str], loglikelihood: Loglikelihood | None = None,
+                  spec: ModelSpec | None = None, llm_cache: Path | None = None, log: LLMLog | None = None,
+                  by_paper: PaperShards | None = None) -> Resources:
+    """`build_resources` for a pipeline's run of the metrics `names`, with what a metric reads from the
+    pipeline's own frames (the review-quality work: ratings, decisions, paper texts) and, with `by_paper`,
+    the paper shards its metrics behind an LLM run in."""
+    from tasks.metrics.quality import quality_work
+
+    reads_quality = any(m.needs is REVIEW_QUALITY for m in get(list(dict.fromkeys(names))))
+    quality = quality_work(cfg, pipeline, llm_cache) if reads_quality else None
+    return replace(build_resources(cfg.score, loglikelihood, spec, llm_cache, log, quality), by_paper=by_paper)

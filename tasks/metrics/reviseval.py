@@ -33,7 +33,16 @@ from tasks.core.prompts import load_prompt
 from tasks.core.schema import SCORES
 from tasks.metrics.classic import bertscore, bleu, rouge_l
 from tasks.metrics.judge import synopsis_text
-from tasks.metrics.registry import Metric, MissingResource, Resources, register, usable
+from tasks.metrics.registry import (
+    LLM_JUDGE,
+    LLM_REVISER,
+    FamilyResult,
+    Metric,
+    MissingResource,
+    Resources,
+    register,
+    usable,
+)
 
 REVISE_VERSION = "reviseval-revise-v1"
 JUDGE_VERSION = "reviseval-judge-v2"   # the analysis first, then the rating (v1: the rating alone)
@@ -78,7 +87,7 @@ def revise(resources: Resources, asks: dict[str, str]) -> dict[str, str | None]:
 
 
 def reviseval_family(metrics: Sequence[Metric], candidates: pl.DataFrame, references: pl.DataFrame,
-                     negatives: pl.DataFrame | None, synopses: pl.DataFrame, resources: Resources) -> pl.DataFrame:
+                     negatives: pl.DataFrame | None, synopses: pl.DataFrame, resources: Resources) -> FamilyResult:
     """SCORES rows of the RevisEval metrics given: one revision per candidate, shared by all four."""
     names = [m.name for m in metrics]
     if "reviseval_bertscore" in names and resources.embed is None:
@@ -113,7 +122,7 @@ def reviseval_family(metrics: Sequence[Metric], candidates: pl.DataFrame, refere
             rows.append({**head, "metric": name, "eval_lm": model, "reason": reason,
                          "score": math.nan if reason else float(value)})
     frame = pl.DataFrame(rows, schema={**SCORES}) if rows else pl.DataFrame(schema=SCORES)
-    return frame.select(SCORES.names()).sort("metric", "paper_id", "candidate")
+    return FamilyResult(frame.select(SCORES.names()).sort("metric", "paper_id", "candidate"))
 
 
 def _classic(name: str, pairs: list[tuple[str | None, str | None]], resources: Resources) -> np.ndarray:
@@ -151,13 +160,13 @@ def _judged(resources: Resources, plans: list, revisions: dict[str, str | None])
 
 
 register(
-    Metric("reviseval_bleu", "raw", "abstract", "llm_reviser", True,
+    Metric("reviseval_bleu", "raw", "abstract", LLM_REVISER, True,
            "RevisEval: sentence BLEU of the candidate against its LLM revision (response-adapted reference)",
            reviseval_family),
-    Metric("reviseval_rouge_l", "raw", "abstract", "llm_reviser", True,
+    Metric("reviseval_rouge_l", "raw", "abstract", LLM_REVISER, True,
            "RevisEval: ROUGE-L F1 of the candidate against its LLM revision", reviseval_family),
-    Metric("reviseval_bertscore", "raw", "abstract", "llm_reviser", True,
+    Metric("reviseval_bertscore", "raw", "abstract", LLM_REVISER, True,
            "RevisEval: BERTScore-style F1 of the candidate against its LLM revision (MiniLM)", reviseval_family),
-    Metric("reviseval_judge", "raw", "abstract", "llm_judge", True,
+    Metric("reviseval_judge", "raw", "abstract", LLM_JUDGE, True,
            "RevisEval: the LLM judge rates the candidate 0-10 against its LLM revision", reviseval_family),
 )

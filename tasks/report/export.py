@@ -7,7 +7,7 @@
     <out>/review_form.md           what a review must hold, the submission file's columns, the
                                    rating and confidence scales, the limits and the command to run
     <out>/submission_template.csv  paper_id,review,rating,confidence,model: one row per paper to fill in
-    <out>/release.json             the release id and the parts it hashes (tasks/validate/releases.py)
+    <out>/release.json             the release id and the parts it hashes (tasks/stages/validate/releases.py)
 
 Only the benchmark sample is exported; the human reviews never are (they are the references).
 """

@@ -2,7 +2,7 @@
 
 `[score] eval_lms` lists them (a model name, or a table with eval_lm / eval_lm_cuda / dtype /
 quantization); left empty, the single `[score] eval_lm` is a one-element list. The metrics that
-read an evaluation LM (`EVAL_LM_NEEDS`) are scored once per evaluation LM; the others (BLEU,
+read an evaluation LM (`Need.reads_eval_lm`) are scored once per evaluation LM; the others (BLEU,
 ROUGE-L, BERTScore, judges) once, with the first. Every score row carries its `eval_lm` (the
 resolved spec's key), so the leaderboard has one board per evaluation LM and
 `tasks.stages.validate.leaderboard.agreement` compares them.
@@ -19,16 +19,14 @@ from collections.abc import Callable, Sequence
 
 import polars as pl
 
-from tasks.core.schema import SCORES
 from tasks.lm import ModelSpec
-from tasks.metrics import Resources, get, score_metrics
-
-EVAL_LM_NEEDS = frozenset({"lm_logprobs", "lm_readout"})
+from tasks.metrics import Resources, get
+from tasks.metrics.registry import FamilyResult, merge_results, score_with_tables
 
 
 def eval_lm_metrics(names: Sequence[str]) -> tuple[str, ...]:
     """The metrics among `names` that read an evaluation LM (scored once per evaluation LM)."""
-    return tuple(m.name for m in get(list(dict.fromkeys(names))) if m.needs in EVAL_LM_NEEDS)
+    return tuple(m.name for m in get(list(dict.fromkeys(names))) if m.needs.reads_eval_lm)
 
 
 def metrics_per_eval_lm(names: Sequence[str], n_lms: int) -> list[tuple[str, ...]]:
@@ -38,9 +36,9 @@ def metrics_per_eval_lm(names: Sequence[str], n_lms: int) -> list[tuple[str, ...
 
 def score_each_eval_lm(names: Sequence[str], specs: Sequence[ModelSpec], resources: Callable[[ModelSpec], Resources],
                        candidates: pl.DataFrame, references: pl.DataFrame, synopses: pl.DataFrame,
-                       negatives: pl.DataFrame | None = None) -> pl.DataFrame:
-    """SCORES rows of `names` under every evaluation LM in `specs`; `resources(spec)` builds one
-    evaluation LM's Resources (the score stage: over its shards)."""
-    parts = [score_metrics(metrics, candidates, references, synopses, resources(spec), negatives=negatives)
-             for spec, metrics in zip(specs, metrics_per_eval_lm(names, len(specs)), strict=True) if metrics]
-    return pl.concat(parts) if parts else pl.DataFrame(schema=SCORES)
+                       negatives: pl.DataFrame | None = None) -> FamilyResult:
+    """SCORES rows and side tables of `names` under every evaluation LM in `specs`; `resources(spec)` builds
+    one evaluation LM's Resources (the score stage: over its shards)."""
+    return merge_results([score_with_tables(metrics, candidates, references, synopses, resources(spec), negatives)
+                          for spec, metrics in zip(specs, metrics_per_eval_lm(names, len(specs)), strict=True)
+                          if metrics])

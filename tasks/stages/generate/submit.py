@@ -5,7 +5,7 @@ name and a declared training-data cutoff. Every row of the file ends in exactly 
 
     candidates    a usable review of a benchmark paper public after the cutoff (scored)
     exclusions    a usable review of a paper public on or before the cutoff (the contamination
-                  guard, tasks/contamination.py, exactly as for a generated candidate: never scored)
+                  guard, tasks/stages/generate/contamination.py, exactly as for a generated candidate: never scored)
     rejects       stage "submit", with the rule: bad_encoding, bad_json, wrong_type, wrong_columns,
                   missing_paper_id, unknown_paper, empty_review, review_too_long, bad_rating,
                   bad_confidence, duplicate_row (an exact copy of an earlier row), duplicate_paper

@@ -13,7 +13,7 @@ its own on pairs of points). A model that fails a test fails its role. With `on_
 stage stops the run; with "drop" the score and validate stages leave it out of its panel
 (`qualified_config`), and a role left with no qualified model stops the run here, since its metrics
 would have no judge; with "report" the model stays in its role, its rows say it failed, and the
-leaderboard marks the columns it produced "not qualified" (tasks/validate/board_notes.py).
+leaderboard marks the columns it produced "not qualified" (tasks/stages/validate/board_notes.py).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from tasks.metrics.judge import synopsis_text
 from tasks.metrics.llm_log import LLMLog, write_llm_log
 from tasks.metrics.readout_panel import engine_answers, readout_entries, readout_specs
 from tasks.metrics.resources import LazyLM
-from tasks.metrics.review_quality.matching import MATCH_METRICS, matcher_llms
+from tasks.metrics.review_quality.matching import matcher_llms
 from tasks.metrics.reviseval import content_key
 from tasks.stages.qualify.exam import Rewrite, draw_exam
 from tasks.stages.qualify.examinee import Examinee, ReadoutExaminee, StatedExaminee
@@ -49,8 +49,6 @@ from tasks.stages.qualify.matcher import (
     exam_units,
     match_scores,
 )
-
-ROLE_NEEDS = {"llm_judge": "judge", "llm_oracle": "oracle"}
 
 
 @dataclass(frozen=True)
@@ -75,9 +73,7 @@ def judge_models(score: ScoreConfig) -> tuple[LLMConfig, ...]:
 def seats(cfg: Config) -> list[Seat]:
     """Every model in a judging role of this run's metrics."""
     names = list(dict.fromkeys((*cfg.score.all_metrics, *cfg.validate.metrics)))
-    roles = {ROLE_NEEDS[m.needs] for m in get(names) if m.needs in ROLE_NEEDS}
-    if set(names) & set(MATCH_METRICS):
-        roles.add("matcher")
+    roles = {m.judging_role for m in get(names) if m.judging_role is not None}
     out: list[Seat] = []
     for role in sorted(roles):
         if role == "matcher":

@@ -5,6 +5,8 @@
     score/scores.parquet            SCORES: one row per (candidate, reference, metric)
     score/candidate_scores.parquet  CANDIDATE_SCORES: per (paper, candidate, metric), the mean over references
     score/negatives.parquet         NEGATIVES: the negative references drawn, when a metric reads them
+    score/<table>.parquet           the side tables the metric families leave (`FamilyResult.tables`), e.g.
+                                    review quality's points, point_matches, question_checks (tasks/metrics/quality.py)
 """
 
 from __future__ import annotations
@@ -17,19 +19,17 @@ import polars as pl
 from tasks.core.config import Config
 from tasks.core.layout import stage_dir, write_parquet
 from tasks.core.summary import StageSummary
-from tasks.lm import eval_specs
-from tasks.metrics import Resources, candidate_scores, get, score_metrics
+from tasks.lm import ModelSpec, eval_specs
+from tasks.metrics import Resources, candidate_scores, get
 from tasks.metrics.llm_log import LLMLog, write_llm_log
-from tasks.metrics.resources import build_resources, eval_spec
+from tasks.metrics.registry import FamilyResult, score_with_tables
+from tasks.metrics.resources import eval_spec, run_resources
 from tasks.scoring.eval_lms import score_each_eval_lm
-from tasks.scoring.metric_shards import (
-    MetricShardRunner,
-    MetricShards,
-    run_metric_shards_in_process,
-    sharded_metrics,
-)
+from tasks.scoring.metric_shards import MetricShardRunner, MetricShards, run_metric_shards_in_process
 from tasks.scoring.shards import ShardedLoglikelihood, ShardRunner, run_in_process
 from tasks.stages.score.inputs import ScoringInputs, load_inputs
+
+OWN_TABLES = {"scores", "candidate_scores", "negatives", "usage", "llm_answers"}   # what the stage itself writes
 
 
 def read_inputs(cfg: Config, pipeline: str) -> ScoringInputs:
@@ -56,39 +56,18 @@ def metric_shards(cfg: Config, pipeline: str, llm_cache: Path | None,
     return MetricShards(stage_dir(cfg, pipeline, "score") / "metric_shards", cfg, pipeline, llm_cache, run)
 
 
-def score_inputs_each_eval_lm(cfg: Config, inputs: ScoringInputs, shards: list[ShardedLoglikelihood],
-                              llm_cache: Path | None = None, quality: object | None = None,
-                              by_paper: MetricShards | None = None) -> tuple[pl.DataFrame, LLMLog]:
-    """SCORES rows of every configured metric, the evaluation-LM ones once per evaluation LM (`shards`),
-    and the log of the LLM calls the metrics made (oracle, judges; with an `llm_cache` folder). With
-    `by_paper`, the metrics behind an LLM (`sharded_metrics`) are scored through its paper shards, their
-    review-quality tables added to `quality`'s; the same rows as without it."""
+def score_inputs_each_eval_lm(cfg: Config, pipeline: str, inputs: ScoringInputs, shards: list[ShardedLoglikelihood],
+                              llm_cache: Path | None = None,
+                              by_paper: MetricShards | None = None) -> tuple[FamilyResult, LLMLog]:
+    """SCORES rows and side tables of every configured metric, the evaluation-LM ones once per evaluation LM
+    (`shards`), and the log of the LLM calls the metrics made (oracle, judges; with an `llm_cache` folder).
+    With `by_paper`, the metrics behind an LLM are scored through its paper shards; the same rows as without."""
     by_key, log = {s.spec: s for s in shards}, LLMLog()
-    sharded = sharded_metrics(cfg.score.all_metrics) if by_paper is not None else ()
-    rest = [n for n in cfg.score.all_metrics if n not in sharded]
-    parts = []
-    if rest:
-        parts.append(score_each_eval_lm(rest, [s.spec for s in shards],
-                                        lambda spec: build_resources(cfg.score, loglikelihood=by_key[spec], spec=spec,
-                                                                     llm_cache=llm_cache, log=log, quality=quality),
-                                        inputs.candidates, inputs.references, inputs.synopses, inputs.negatives))
-    if sharded:
-        assert by_paper is not None
-        parts.append(by_paper(sharded, shards[0].spec.resolved().key, inputs.candidates, inputs.references,
-                              inputs.synopses, inputs.negatives, log))
-        if quality is not None:
-            merge_quality(quality, by_paper)
-    return pl.concat(parts), log
 
-
-def merge_quality(work: Any, by_paper: MetricShards) -> None:
-    """Add the shards' review-quality tables and counts to the work of the unsharded metrics (focus_kl_*):
-    tables concatenated (a review's points, extracted by both, kept once), counts summed."""
-    for name, frame in by_paper.quality_tables.items():
-        have = work.tables.get(name)
-        both = frame if have is None or not have.width else pl.concat([have, frame], how="diagonal_relaxed")
-        work.tables[name] = both.unique(maintain_order=True) if name == "points" else both
-    work.stats.update(by_paper.quality_stats)
+    def resources(spec: ModelSpec) -> Resources:
+        return run_resources(cfg, pipeline, cfg.score.all_metrics, by_key[spec], spec, llm_cache, log, by_paper)
+    return score_each_eval_lm(cfg.score.all_metrics, [s.spec for s in shards], resources, inputs.candidates,
+                              inputs.references, inputs.synopses, inputs.negatives), log
 
 
 def shards_details(shards: list[ShardedLoglikelihood]) -> dict[str, Any]:
@@ -97,10 +76,10 @@ def shards_details(shards: list[ShardedLoglikelihood]) -> dict[str, Any]:
     return {**{k: sum(p[k] for p in parts) for k in parts[0]}, "eval_lms": [s.spec.resolved().key for s in shards]}
 
 
-def score_inputs(cfg: Config, inputs: ScoringInputs, resources: Resources) -> pl.DataFrame:
-    """SCORES rows of every configured metric (`score.metrics` then `score.baselines`)."""
-    return score_metrics(cfg.score.all_metrics, inputs.candidates, inputs.references, inputs.synopses, resources,
-                         negatives=inputs.negatives)
+def score_inputs(cfg: Config, inputs: ScoringInputs, resources: Resources) -> FamilyResult:
+    """SCORES rows and side tables of every configured metric (`score.metrics` then `score.baselines`)."""
+    return score_with_tables(cfg.score.all_metrics, inputs.candidates, inputs.references, inputs.synopses, resources,
+                             negatives=inputs.negatives)
 
 
 def shard_details(shards: ShardedLoglikelihood) -> dict[str, Any]:
@@ -109,10 +88,15 @@ def shard_details(shards: ShardedLoglikelihood) -> dict[str, Any]:
             "shards_skipped": sum(r["status"] == "skipped" for r in shards.runs)}
 
 
-def write_scores(cfg: Config, pipeline: str, scores: pl.DataFrame, details: dict[str, Any],
+def write_scores(cfg: Config, pipeline: str, scored: FamilyResult, details: dict[str, Any],
                  negatives: pl.DataFrame | None = None, llm_log: LLMLog | None = None) -> StageSummary:
-    """Write scores and candidate scores (and the metrics' LLM usage and answers, score/usage.parquet and
-    score/llm_answers.parquet); rows in: (candidate, reference) pairs, rows out: score rows."""
+    """Write scores and candidate scores, the families' side tables (each `<name>.parquet`, whatever it
+    holds), and the metrics' LLM usage and answers (score/usage.parquet and score/llm_answers.parquet);
+    rows in: (candidate, reference) pairs, rows out: score rows."""
+    scores = scored.scores
+    clash = set(scored.tables) & OWN_TABLES
+    if clash:
+        raise ValueError(f"a metric family's side table would overwrite the score stage's {sorted(clash)}")
     dup = scores.filter(pl.struct("candidate", "reference", "metric", "eval_lm").is_duplicated())
     if not dup.is_empty():
         raise ValueError(f"{dup.height} score rows repeat a (candidate, reference, metric, eval_lm)")
@@ -122,6 +106,8 @@ def write_scores(cfg: Config, pipeline: str, scores: pl.DataFrame, details: dict
     write_parquet(per_candidate, folder / "candidate_scores.parquet")
     if negatives is not None:
         write_parquet(negatives, folder / "negatives.parquet")
+    for name, frame in scored.tables.items():
+        write_parquet(frame, folder / f"{name}.parquet")
     llm = write_llm_log(llm_log, folder) if llm_log is not None else {}
     gaps = scores.filter(pl.col("reason").is_not_null()).group_by("reason").len().sort("reason")
     means = per_candidate.group_by("metric").agg(pl.col("score").filter(pl.col("score").is_not_nan()).mean())
@@ -138,6 +124,8 @@ def write_scores(cfg: Config, pipeline: str, scores: pl.DataFrame, details: dict
             "pairs": scores.height,
             "scored_pairs": scores.height - int(gaps["len"].sum() if gaps.height else 0),
             **details,
+            **({"tables": {n: f.height for n, f in sorted(scored.tables.items())}} if scored.tables else {}),
+            **({"counts": dict(sorted(scored.counts.items()))} if scored.counts else {}),
             "gaps": dict(gaps.iter_rows()),
             "mean_score": {m: s for m, s in means.sort("metric").iter_rows()},
         },

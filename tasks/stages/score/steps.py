@@ -1,9 +1,8 @@
 """The score stage's Prefect tasks, and what flows/score.py needs to fan the shards out.
 
-The plain functions are in stage.py (inputs, scoring, outputs), quality_tables.py (Beyond Rating's
-tables), tasks/scoring/shards.py (the sharded log-likelihood engine) and tasks/scoring/metric_shards.py
-(the paper shards of the metrics behind an LLM); the shard tasks and their fan-out subflows, shared
-with validation, in tasks/scoring/fanout.py.
+The plain functions are in stage.py (inputs, scoring, outputs), tasks/scoring/shards.py (the sharded
+log-likelihood engine) and tasks/scoring/metric_shards.py (the paper shards of the metrics behind an
+LLM); the shard tasks and their fan-out subflows, shared with validation, in tasks/scoring/fanout.py.
 """
 
 from __future__ import annotations
@@ -12,10 +11,8 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from tasks.lm import ModelSpec
-from tasks.metrics.quality import quality_work
 from tasks.scoring.fanout import fan_out, fan_out_metrics, score_shard_task
 from tasks.scoring.shards import CONCURRENCY_LIMIT, ShardRunner, eval_lm_slots, make_task_runner
-from tasks.stages.score.quality_tables import write_quality_tables
 from tasks.stages.score.stage import (
     metric_shards,
     read_inputs,
@@ -30,5 +27,5 @@ write_scores_task = task(write_scores, name="write-scores", cache_policy=NO_CACH
 
 
 __all__ = ["CONCURRENCY_LIMIT", "ModelSpec", "ShardRunner", "eval_lm_slots", "fan_out", "fan_out_metrics",
-           "make_task_runner", "metric_shards", "quality_work", "read_inputs_task", "score_inputs_each_eval_lm", "score_shard_task",
-           "sharded_loglikelihoods", "shards_details", "write_quality_tables", "write_scores_task"]
+           "make_task_runner", "metric_shards", "read_inputs_task", "score_inputs_each_eval_lm", "score_shard_task",
+           "sharded_loglikelihoods", "shards_details", "write_scores_task"]

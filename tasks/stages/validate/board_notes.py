@@ -1,7 +1,7 @@
 """What a leaderboard column's numbers rest on: the `qualified` flag and the `note` of each row.
 
 * `qualified`: for a metric whose scores come from a model in a judging role (`judge`, `oracle`,
-  `matcher`; tasks/qualify/stage.py), False when a model of that role that failed the exam is among
+  `matcher`; tasks/stages/qualify/stage.py), False when a model of that role that failed the exam is among
   the models behind the row (its `eval_lm`), True when the role was examined and none of them
   failed, null when the run had no exam for the role. With `[qualify] on_fail = "report"` a failed
   model stays in the run and its columns say so here (with "drop" it is gone from the row).
@@ -20,17 +20,11 @@ from tasks.metrics.registry import REGISTRY
 
 LOST = ("ratio_overflow", "judge_unanswered", "oracle_unanswered")
 NOTES = {"assw_from_abstract": "conditioned on an ASSW written from the abstract (no PDF text)"}
-ROLES = {"llm_judge": "judge", "llm_oracle": "oracle"}
 
 
 def role_of(metric: str) -> str | None:
     """The judging role behind a metric's scores, if any."""
-    from tasks.metrics.review_quality.matching import MATCH_METRICS
-
-    if metric in MATCH_METRICS:
-        return "matcher"
-    need = REGISTRY[metric].needs if metric in REGISTRY else None
-    return ROLES.get(need or "")
+    return REGISTRY[metric].judging_role if metric in REGISTRY else None
 
 
 def failures(qualification: pl.DataFrame | None) -> tuple[set[str], dict[tuple[str, str], list[str]]]:

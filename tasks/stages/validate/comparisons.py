@@ -72,7 +72,7 @@ class Board:
 
 
 def boards(per_paper: pl.DataFrame) -> list[Board]:
-    """Per (metric, eval_lm) the score matrix of a `tasks.validate.leaderboard.per_paper` frame."""
+    """Per (metric, eval_lm) the score matrix of a `tasks.stages.validate.leaderboard.per_paper` frame."""
     out = []
     for (metric, lm), group in per_paper.sort("metric", "eval_lm").group_by("metric", "eval_lm", maintain_order=True):
         wide = group.pivot(on="paper_id", index="model", values="score", aggregate_function="first").sort("model")

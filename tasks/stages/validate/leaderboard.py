@@ -27,7 +27,7 @@ LEADERBOARD = pl.Schema({"metric": pl.String, "eval_lm": pl.String, "model": pl.
                          "confidence": pl.Float64, "rank": pl.Int64, "reason": pl.String,
                          "predictor": pl.String,    # the model behind the column (tasks.metrics.registry.predictor)
                          # whether the judging models behind the column passed the exam (null: none), and what
-                         # its numbers rest on (tasks/validate/board_notes.py)
+                         # its numbers rest on (tasks/stages/validate/board_notes.py)
                          "qualified": pl.Boolean, "note": pl.String,
                          "kind": pl.String})        # human | generated | submitted (`grebench submit`)
 AGREEMENT = pl.Schema({"metric": pl.String, "eval_lm_a": pl.String, "eval_lm_b": pl.String, "n_models": pl.Int64,

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 import polars as pl
 
 from tasks.metrics import Resources, candidate_scores, get, score_metrics
-from tasks.scoring.metric_shards import sharded_metrics
 
 PERTURBATIONS = pl.Schema({"paper_id": pl.String, "review_id": pl.String, "candidate": pl.String,
                            "strategy": pl.String, "kind": pl.String, "review_text": pl.String,
@@ -28,10 +27,4 @@ def score_candidates(candidates: pl.DataFrame, references: pl.DataFrame, synopse
         from tasks.metrics.negatives import draw_negatives
 
         drawn = draw_negatives(candidates, references, negatives, negatives_seed)
-    sharded = sharded_metrics(metrics) if resources.by_paper is not None else ()
-    rest = [m for m in metrics if m not in sharded]
-    parts = [score_metrics(rest, candidates, references, synopses, resources, negatives=drawn)] if rest else []
-    if sharded:
-        parts.append(resources.by_paper(sharded, resources.eval_lm, candidates, references, synopses, drawn,
-                                        resources.log))
-    return candidate_scores(pl.concat(parts))
+    return candidate_scores(score_metrics(metrics, candidates, references, synopses, resources, negatives=drawn))

@@ -21,7 +21,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
@@ -33,7 +33,7 @@ from tasks.core.summary import StageSummary
 from tasks.lm import ModelSpec, eval_spec
 from tasks.metrics import Resources, candidate_scores, get
 from tasks.metrics.llm_log import LLMLog, write_llm_log
-from tasks.metrics.resources import build_resources
+from tasks.metrics.resources import run_resources
 from tasks.scoring.metric_shards import MetricShardRunner, MetricShards, run_metric_shards_in_process
 from tasks.scoring.shards import ShardedLoglikelihood, ShardRunner, run_in_process
 from tasks.stages.validate.board_notes import annotate
@@ -135,17 +135,13 @@ def validate_pipeline(cfg: Config, pipeline: str, fan_out: bool = False) -> Vali
         run, run_metrics = fanned(cfg.score, slots), fan_out_metrics(cfg.score, slots)
     used: list[ReusingLoglikelihood] = []
     log = LLMLog()
-    from tasks.metrics.quality import quality_work
-
     llm_cache = cache_dir(cfg, "llm")
-    quality = quality_work(cfg, pipeline, llm_cache, cfg.validate.metrics)
     by_paper = MetricShards(stage_dir(cfg, pipeline, "validate") / "metric_shards", cfg, pipeline, llm_cache,
                             run_metrics)
 
     def resources(spec: ModelSpec) -> Resources:
         used.append(validation_loglikelihood(cfg, pipeline, spec, run))
-        return replace(build_resources(cfg.score, used[-1], spec=spec, llm_cache=llm_cache, log=log, quality=quality),
-                       by_paper=by_paper)
+        return run_resources(cfg, pipeline, cfg.validate.metrics, used[-1], spec, llm_cache, log, by_paper)
     result = validate_each_eval_lm(cfg, read_reviews(cfg, pipeline), resources, validate_reviews)
     runs = [r for u in used for r in u.inner.runs]
     result.stats |= {"loglikelihood_reused": sum(u.reused for u in used),
@@ -180,7 +176,7 @@ def read_candidate_scores(cfg: Config, pipeline: str) -> pl.DataFrame | None:
 
 @dataclass
 class BoardTables:
-    """The leaderboard and what is published with it (tasks/validate/comparisons.py, releases.py)."""
+    """The leaderboard and what is published with it (tasks/stages/validate/comparisons.py, releases.py)."""
 
     leaderboard: pl.DataFrame       # LEADERBOARD + rank_low, rank_high, tied_with, release_id
     agreement: pl.DataFrame         # AGREEMENT

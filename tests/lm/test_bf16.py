@@ -1,0 +1,128 @@
+"""bfloat16 where the hardware has it (tasks/lm/loading.py `fast_dtype`): the "auto" policy, the keys
+that keep float32 and bfloat16 results apart, and the engine, the readout and the drafted decoder
+running in bfloat16 on small models built from a configuration (random weights: shapes and paths,
+no quality claims)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tasks.core.config import LLMConfig, PreprocessConfig, ScoreConfig
+from tasks.lm import ChatRequest, ModelSpec, chat_spec, eval_spec, request_key
+from tasks.lm.loading import cpu_has_bf16, cuda_available
+from tests.lm.test_lm_drafts import PIECES, prompts
+
+CPU_ONLY = pytest.mark.skipif(cuda_available(), reason="checks the CPU policy")
+AVX2 = "processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma f16c\nprocessor\t: 1\nflags\t\t: fpu sse2 avx avx2\n"
+SAPPHIRE = "flags\t\t: fpu avx2 avx512f avx512_vnni avx512_bf16 amx_bf16 amx_tile\n"
+ZEN4 = "flags\t\t: fpu avx2 avx512f avx512bw avx512_bf16\n"
+
+
+def test_bf16_units_are_read_from_the_cpu_flags(monkeypatch) -> None:
+    assert not cpu_has_bf16(AVX2)
+    assert cpu_has_bf16(SAPPHIRE) and cpu_has_bf16(ZEN4)
+    assert not cpu_has_bf16("")                                   # no /proc/cpuinfo: float32
+    assert not cpu_has_bf16("model name : avx512_bf16 in a name\n")   # only the flags line counts
+    monkeypatch.setenv("GREBENCH_CPU_BF16", "1")
+    assert cpu_has_bf16()
+    monkeypatch.setenv("GREBENCH_CPU_BF16", "0")
+    assert not cpu_has_bf16()
+    monkeypatch.setenv("GREBENCH_CPU_BF16", "yes")
+    with pytest.raises(ValueError, match="must be 0 or 1"):
+        cpu_has_bf16()
+
+
+@CPU_ONLY
+def test_auto_is_bfloat16_on_a_cpu_with_bf16_units_and_the_keys_say_so(monkeypatch) -> None:
+    from tasks.lm.local import LocalLM
+    from tasks.lm.openai_api import served_key
+
+    monkeypatch.setenv("GREBENCH_CPU_BF16", "1")
+    assert ModelSpec().resolved().key == "smollm2|bfloat16|none"
+    assert eval_spec(ScoreConfig()).resolved().key == "smollm2|bfloat16|none"
+    assert chat_spec(PreprocessConfig()).resolved().dtype == "bfloat16"
+    assert ModelSpec(dtype="float32").resolved().key == "smollm2|float32|none"    # a pinned dtype stays
+    assert chat_spec(PreprocessConfig(dtype="float32")).resolved().dtype == "float32"
+    bf16 = LocalLM(chat_spec(PreprocessConfig()))
+    served = served_key(LLMConfig(backend="openai", base_url="served:smollm2"))
+    monkeypatch.setenv("GREBENCH_CPU_BF16", "0")
+    assert ModelSpec().resolved().key == "smollm2|float32|none"
+    f32 = LocalLM(chat_spec(PreprocessConfig()))
+    request = ChatRequest("system", "user", 16)
+    assert bf16.identity != f32.identity and "bfloat16" in bf16.identity and "float32" in f32.identity
+    assert request_key(bf16.identity, request) != request_key(f32.identity, request)   # answers never mix
+    assert served == "served:smollm2|bfloat16|none"
+    assert served_key(LLMConfig(backend="openai", base_url="served:smollm2")) == "served:smollm2|float32|none"
+    with pytest.raises(ValueError):
+        LLMConfig(dtype="int8")
+
+
+@pytest.fixture
+def one_thread():
+    """One torch thread: a tiny model's steps are all overhead, and on a busy machine a second
+    thread turns each into a wait (20x slower here)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_the_drafted_decoder_in_bfloat16_answers_like_transformers_generate(one_thread) -> None:
+    """Greedy answers of the fast decoder (one token a step, and with drafts) against transformers'
+    own bfloat16 `generate` on a left-padded batch, token for token, for three random tiny models."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from tasks.lm.decode import GreedyDecoder
+
+    config = LlamaConfig(vocab_size=len(PIECES), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                         attn_implementation="sdpa")
+    limits, pad = [40, 25, 60, 33], 1
+    batch = prompts()
+    width = max(map(len, batch))
+    ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in batch])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in batch])
+    for seed in range(3):
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config).to(torch.bfloat16).eval()
+        with torch.inference_mode():
+            out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max(limits), do_sample=False,
+                                 pad_token_id=pad, eos_token_id=0)
+        reference = []
+        for row, limit in zip(out[:, width:].tolist(), limits, strict=True):
+            row = row[:limit]
+            reference.append(row[: row.index(0) + 1] if 0 in row else row)
+        for drafts in (0, 4):
+            decoder = GreedyDecoder(model, draft_tokens=drafts)
+            assert decoder.generate(batch, limits, {0}) == reference, (seed, drafts)
+        assert next(model.parameters()).dtype == torch.bfloat16
+
+
+def test_engine_and_readout_in_bfloat16_keep_float32_log_probabilities(tmp_path, one_thread) -> None:
+    """The log-likelihood engine (prefix sharing, packed rows) and the readout on a bfloat16 model:
+    the float32 log_softmax of the model's own bfloat16 logits, as a plain full forward gives them."""
+    from tasks.lm import LoglikelihoodRequest
+    from tasks.lm.local import LocalLM
+    from tasks.lm.loglikelihood import reference_score
+    from tasks.lm.readout import answer_probabilities
+    from tests.metrics.test_qualify_readout_panel import tiny_lm
+
+    folder = tiny_lm(tmp_path / "tiny", 0)
+    lm = LocalLM(ModelSpec(folder, dtype="bfloat16"), token_budget=256)
+    model, tokenizer = lm.engine.model, lm.engine.tokenizer
+    assert model.dtype == torch.bfloat16
+    system = "the review point is tested"
+    users = ["the model is tested on data", "the model is tested on more data which is missing",
+             "ablation missing"]
+    answers = ["the ablation is missing", "same point", "the data is more informative"]
+    requests = [LoglikelihoodRequest(system, u, a) for u in users for a in answers]
+    got, want = lm.loglikelihood(requests), reference_score(model, tokenizer, requests)
+    for g, w in zip(got, want, strict=True):
+        assert g.n_tokens == w.n_tokens
+        assert max(abs(x - y) for x, y in zip(g.token_logprobs, w.token_logprobs, strict=True)) < 0.05
+    # sums over float32 values, not bfloat16-rounded ones
+    assert any(float(torch.tensor(v).bfloat16()) != v for r in got for v in r.token_logprobs)
+    probs = answer_probabilities(lm, [(system, u) for u in users], ["the", "same"])
+    firsts = [[r.token_logprobs[0] for r in want[i * 3: i * 3 + 2]] for i in range(3)]
+    assert probs == pytest.approx(torch.tensor(firsts).double().exp().numpy(), rel=0.05)

@@ -1,0 +1,178 @@
+"""The log-likelihood engine against a plain full-vocabulary computation, batching, padding and order."""
+
+from __future__ import annotations
+
+import random
+
+import polars as pl
+import pytest
+
+from tasks.core.frames import human_candidates, judgments_text, synopses_wide
+from tasks.core.schema import REFERENCES
+from tasks.lm import LoglikelihoodRequest, ModelSpec
+from tasks.lm.loading import end_of_turn
+from tasks.lm.local import LocalLM
+from tasks.lm.loglikelihood import LoglikelihoodEngine, encode_request, reference_score
+from tasks.metrics import get
+from tasks.metrics.gem import build_requests
+from tests.scoring_data import make_frames
+
+GEM = ["gem_raw", "gem", "gem_s_abstract", "gem_s_assw"]
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def metric_requests() -> list[LoglikelihoodRequest]:
+    """For every metric, one conditional and one marginal request built by the metric code itself."""
+    frames = make_frames(n_papers=1, n_reviews=2, seed=11)
+    refs = frames["reviews"].join(judgments_text(frames["judgments"]), on="review_id").select(REFERENCES.names())
+    pairs, requests = build_requests(human_candidates(refs), refs, synopses_wide(frames["synopses"]),
+                                     get(GEM), "smollm2")
+    by_key = {r["key"]: LoglikelihoodRequest(r["system"], r["user"], r["continuation"]) for r in requests.iter_rows(named=True)}
+    chosen = []
+    for metric in GEM:
+        pair = pairs.filter(pl.col("metric") == metric).row(0, named=True)
+        chosen += [by_key[pair["cond_key"]], by_key[pair["marg_key"]]]
+    return chosen
+
+
+@pytest.fixture(scope="module")
+def lm(embedded_lm) -> LocalLM:
+    lm = LocalLM(ModelSpec(), token_budget=1024)
+    assert lm.engine.model is embedded_lm[0]        # the session's model, not a second copy
+    return lm
+
+
+@pytest.fixture(scope="module")
+def batched(lm, metric_requests):
+    return lm.loglikelihood(metric_requests)
+
+
+def test_only_the_answer_and_its_end_of_turn_are_scored(embedded_lm, metric_requests) -> None:
+    model, tokenizer = embedded_lm
+    request = metric_requests[0]
+    eot = end_of_turn(tokenizer)
+    assert tokenizer.convert_ids_to_tokens(list(eot)) == ["<|im_end|>"]
+    prompt, target = encode_request(tokenizer, request, eot)
+    assert tokenizer.decode(list(target)) == request.continuation + "<|im_end|>"
+    chat = [{"role": "system", "content": request.system}, {"role": "user", "content": request.user},
+            {"role": "assistant", "content": request.continuation}]
+    assert tokenizer.apply_chat_template(chat, tokenize=False).startswith(tokenizer.decode(list(prompt + target)))
+    with pytest.raises(ValueError, match="empty continuation"):
+        LocalLM(ModelSpec()).loglikelihood([LoglikelihoodRequest(request.system, request.user, "  ")])
+
+
+def test_matches_full_vocabulary_forward_for_every_metric_prompt(embedded_lm, metric_requests, batched) -> None:
+    model, tokenizer = embedded_lm
+    reference = reference_score(model, tokenizer, metric_requests)
+    for got, want in zip(batched, reference, strict=True):
+        assert got.n_tokens == want.n_tokens == len(got.token_logprobs)
+        worst = max(abs(a - b) for a, b in zip(got.token_logprobs, want.token_logprobs, strict=True))
+        assert worst < 1e-4
+        assert got.logprob == pytest.approx(sum(got.token_logprobs), abs=1e-9)
+
+
+def test_same_results_unbatched_in_any_order_and_with_duplicates(lm, metric_requests, batched) -> None:
+    # one request per call: no batch, no padding, and the shared prefix is that request's whole prompt
+    for i in (0, len(metric_requests) - 1):
+        (alone,) = lm.loglikelihood([metric_requests[i]])
+        assert alone.logprob == pytest.approx(batched[i].logprob, abs=1e-4)
+    order = list(range(len(metric_requests)))
+    random.Random(3).shuffle(order)
+    doubled = [metric_requests[i] for i in order] + [metric_requests[0]]
+    shuffled = lm.loglikelihood(doubled)
+    for position, i in enumerate(order):
+        assert shuffled[position].logprob == batched[i].logprob   # same batches, bit for bit
+    assert shuffled[-1].logprob == batched[0].logprob
+
+
+def test_tight_budget_packs_small_padded_batches(embedded_lm, metric_requests, batched) -> None:
+    subset = [2, 3, 6, 7]                           # gem and gem_s_assw: conditional and marginal
+    small = LocalLM(ModelSpec(), token_budget=128)
+    results = small.loglikelihood([metric_requests[i] for i in subset])
+    stats = small.engine.stats
+    assert stats.batches > 2 and stats.padded_tokens > stats.forward_tokens
+    for got, want in zip(results, [batched[i] for i in subset], strict=True):
+        assert got.logprob == pytest.approx(want.logprob, abs=1e-4)
+
+
+def test_packed_rows_agree_with_the_body_then_continuations_path(embedded_lm, metric_requests, batched) -> None:
+    # `batched` is packed (the default): a prompt's body and all its continuations in one row under
+    # a block mask; the engine before packing ran bodies first, then continuations on their KV
+    model, tokenizer = embedded_lm
+    unpacked = LoglikelihoodEngine(model, tokenizer, token_budget=1024, packed=False).score(metric_requests)
+    for a, b in zip(batched, unpacked, strict=True):
+        assert a.n_tokens == b.n_tokens
+        assert max(abs(x - y) for x, y in zip(a.token_logprobs, b.token_logprobs, strict=True)) < 1e-4
+
+
+def test_questions_quoting_one_candidate_share_a_row_and_match_the_full_forward(embedded_lm) -> None:
+    # an oracle's questions: one candidate quoted in each, its statements differ; packed into one row,
+    # the candidate is computed once, and every answer still matches the plain computation
+    from tasks.metrics.oracle import question
+
+    model, tokenizer = embedded_lm
+    candidate = ("The reviewer appreciates the clear ablation study.\nThe reviewer criticizes the small "
+                 "datasets used in section 4.\nThe reviewer questions whether the baseline was tuned.")
+    statements = ["The reviewer criticizes the evaluation.", "The reviewer appreciates the theory.", "x"]
+    requests = [LoglikelihoodRequest(*question(candidate, s), a) for s in statements for a in ("Yes", "No")]
+    engine = LoglikelihoodEngine(model, tokenizer, token_budget=1024)
+    got = engine.score(requests)
+    assert engine.stats.batches == 2                     # the shared head, then one row
+    body = len(engine.encode(requests[0])[0]) - 1
+    assert engine.stats.forward_tokens < 2 * body        # three prompts, the quoted candidate once
+    for a, b in zip(got, reference_score(model, tokenizer, requests), strict=True):
+        assert max(abs(x - y) for x, y in zip(a.token_logprobs, b.token_logprobs, strict=True)) < 1e-4
+
+
+def test_flat_batches_agree_with_padded_rows(embedded_lm, metric_requests, batched) -> None:
+    # the GPU's layout (one flat sequence per batch, the head in place, a block-sparse rule instead of
+    # padded rows over a copied head KV), run here under the dense form of the same rule
+    model, tokenizer = embedded_lm
+    engine = LoglikelihoodEngine(model, tokenizer, token_budget=1024, flat=True)
+    assert engine.flat and not engine.block_sparse        # no GPU here: the dense mask
+    flat = engine.score(metric_requests)
+    for a, b in zip(flat, batched, strict=True):
+        assert a.n_tokens == b.n_tokens
+        assert max(abs(x - y) for x, y in zip(a.token_logprobs, b.token_logprobs, strict=True)) < 1e-4
+
+
+def test_a_request_scores_the_same_alone_and_inside_other_batches(embedded_lm, metric_requests) -> None:
+    # a request's value must not depend on what else is in its batch, in either layout
+    model, tokenizer = embedded_lm
+    target = metric_requests[3]
+    for flat in (False, True):
+        (alone,) = LoglikelihoodEngine(model, tokenizer, token_budget=1024, flat=flat).score([target])
+        for budget, others in ((1024, metric_requests), (256, metric_requests[::-1]), (4096, metric_requests[4:])):
+            engine = LoglikelihoodEngine(model, tokenizer, token_budget=budget, flat=flat)
+            inside = engine.score([*others, target])[-1]
+            assert inside.logprob == pytest.approx(alone.logprob, abs=1e-4), (flat, budget)
+
+
+def test_the_flat_rule_is_the_row_mask() -> None:
+    # may_attend over one row's tags gives the block mask the rows layout builds: shared part causal,
+    # each prompt's suffix sees the shared part and itself, each continuation its prompt and itself
+    import torch
+
+    from tasks.lm.flat_attention import HEAD, may_attend
+    from tasks.lm.loglikelihood import lay_out
+
+    head = (1, 2, 3)
+    row = [(head + (4, 5, 6, 7), ((8, 9), (10,))), (head + (4, 5, 11, 12), ((13, 14, 15),))]
+    laid = lay_out(row, len(head))
+    # shared (4, 5); prompt 0: its suffix (6), continuations (7, 8) and (7); prompt 1: (11), then (12, 13, 14)
+    assert laid.tokens == [4, 5, 6, 7, 8, 7, 11, 12, 13, 14]
+    assert laid.prompt == [-1, -1, 0, 0, 0, 0, 1, 1, 1, 1]
+    assert laid.cont == [-1, -1, -1, 0, 0, 1, -1, 2, 2, 2]
+    assert laid.spans == [[(3, 2), (5, 1)], [(7, 3)]]
+    tags = [torch.tensor([HEAD] * 3 + [0] * 10), torch.tensor([-1] * 3 + laid.prompt), torch.tensor([-1] * 3 + laid.cont)]
+    index = torch.arange(13)
+    allowed = may_attend(*tags, index[:, None], index[None, :])
+    sees = {q: [k for k in range(13) if allowed[q, k]] for q in range(13)}
+    assert sees[4] == [0, 1, 2, 3, 4]                      # shared part: the head and itself
+    assert sees[7] == [0, 1, 2, 3, 4, 5, 6, 7]             # prompt 0's first continuation
+    assert sees[8] == [0, 1, 2, 3, 4, 5, 8]                # its second: not the first
+    assert sees[9] == [0, 1, 2, 3, 4, 9]                   # prompt 1's suffix: not prompt 0's
+    assert sees[12] == [0, 1, 2, 3, 4, 9, 10, 11, 12]
+    assert laid.pairs == int(allowed[3:].sum())            # the FLOP count is the pairs the rule allows

@@ -1,0 +1,209 @@
+"""The metrics behind an LLM as paper shards (tasks/scoring/metric_shards.py): the same scores as the
+unsharded path, a finished shard skipped on rerun, a score run killed mid-stage resumed without
+recomputing a finished shard, and the score flow fanning them out on threads and on a Dask cluster.
+The oracle and the judges answer from the local OpenAI-compatible server, by the hash of the question."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tasks.core.config import load_config
+from tasks.core.layout import cache_dir, slug, stage_dir
+from tasks.metrics import get
+from tasks.stages.score.stage import (
+    metric_shards,
+    read_inputs,
+    score_inputs_each_eval_lm,
+    sharded_loglikelihoods,
+)
+from tasks.testing.anthropic_server import user_text
+from tasks.testing.openai_server import OpenAIServer
+from tests.crash import killed_when
+from tests.scoring_data import VENUE, write_pipeline
+
+ROOT = Path(__file__).resolve().parents[2]
+METRICS = ["llm_judge", "llm_judge_noref", "tvd_mi", "gppm_judgment", "kl_fvar_report", "reviseval_bleu",
+           "reviseval_judge", "rating_mae", "accept_accuracy"]
+SORT = ["metric", "paper_id", "candidate", "reference", "eval_lm"]
+
+
+def answer(body: dict) -> str:
+    """A yes/no, a support bin and a rating, each fixed by the question's hash."""
+    h = int(hashlib.sha256(user_text(body).encode()).hexdigest(), 16)
+    return f"{'Yes' if h % 2 else 'No'}. {h % 7 + 1}. Score: {h % 11}"
+
+
+def slow_answer(body: dict) -> str:
+    time.sleep(0.2)
+    return answer(body)
+
+
+def _config(tmp_path: Path, server: OpenAIServer, n_papers: int = 4, **score: object) -> Path:
+    """Pipeline "t" scoring the LLM metrics (one paper per shard) and BLEU, with ratings and decisions."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    config = write_pipeline(tmp_path, n_papers=n_papers, n_reviews=3, metrics=METRICS, baselines=["bleu"],
+                            oracle_predictor="generate", judge_method="generate", negatives=2,
+                            metric_shard_papers=1, **score)
+    with config.open("a") as f:
+        f.write(f'\n[score.oracle]\nbackend = "openai"\nmodel = "oracle-x"\nbase_url = "{server.base_url}"\n'
+                'api_key_env = ""\nuse_batches = false\nmax_retries = 0\n')
+    curate = tmp_path / "data" / "t" / slug(VENUE) / "curate"
+    reviews = pl.read_parquet(curate / "reviews.parquet")
+    reviews.with_columns(rating=(pl.int_range(pl.len()) % 4 * 2 + 3).cast(pl.Float64)).write_parquet(
+        curate / "reviews.parquet")
+    pl.DataFrame({"paper_id": [f"paper{p}" for p in range(n_papers)],
+                  "decision": ["Accept" if p % 2 else "Reject" for p in range(n_papers)],
+                  "in_benchmark": [True] * n_papers}).write_parquet(
+        curate / "papers.parquet")
+    return config
+
+
+def _killed_after_a_metric_shard(config: Path, stage: str, call: str) -> dict[Path, int]:
+    """`call` (Python, with `cfg` the config of pipeline "t") in a child process, SIGKILLed once one of the
+    stage's metric shards has its scores; each finished shard's scores file and its mtime (1 to 3 of 4)."""
+    folder = config.parent / "data" / "t" / stage / "metric_shards"
+    script = "import sys; from tasks.core.config import load_config; cfg = load_config(sys.argv[1]).for_pipeline('t'); "
+    killed_when(script + call, [str(config)], lambda: bool(list(folder.glob("*/scores.parquet"))), timeout=300)
+    finished = {p: p.stat().st_mtime_ns for p in folder.glob("*/scores.parquet")}
+    assert 0 < len(finished) < 4
+    return finished
+
+
+def _score(cfg, sharded: bool):
+    inputs = read_inputs(cfg, "t")
+    llm = cache_dir(cfg, "llm")
+    by_paper = metric_shards(cfg, "t", llm) if sharded else None
+    scored, log = score_inputs_each_eval_lm(cfg, "t", inputs, sharded_loglikelihoods(cfg, "t"), llm_cache=llm,
+                                            by_paper=by_paper)
+    return scored.scores.sort(SORT), log, by_paper, scored.tables
+
+
+def test_sharded_scores_equal_the_unsharded_ones_and_a_rerun_skips_every_shard(tmp_path) -> None:
+    with OpenAIServer(answer) as server:
+        cfg = load_config(_config(tmp_path, server)).for_pipeline("t")
+        assert {m.name for m in get(cfg.score.all_metrics) if m.by_paper} == set(METRICS)
+        whole, whole_log, _, whole_tables = _score(cfg, sharded=False)
+        asked = server.counts["chat"]
+        sharded, log, by_paper, tables = _score(cfg, sharded=True)
+        assert server.counts["chat"] == asked, "the shards asked again what the LLM cache holds"
+        assert by_paper.details() == {"metric_shards": 4, "metric_shards_scored": 4, "metric_shards_skipped": 0}
+        assert sharded.equals(whole) and whole.height > 0
+        assert set(sharded["metric"]) == {*METRICS, "bleu"} and sharded["score"].is_nan().sum() < sharded.height
+        assert log.usage()["requests"].sum() == whole_log.usage()["requests"].sum()
+        assert tables["review_quality"].sort("metric", "candidate").equals(
+            whole_tables["review_quality"].sort("metric", "candidate"))
+
+        folder = stage_dir(cfg, "t", "score") / "metric_shards"
+        done = {p: p.stat().st_mtime_ns for p in folder.glob("*/scores.parquet")}
+        again, _, rerun, _ = _score(cfg, sharded=True)
+        assert rerun.details()["metric_shards_skipped"] == 4 and again.equals(whole)
+        assert all(p.stat().st_mtime_ns == ns for p, ns in done.items())
+
+        first = sorted(done)[0]
+        first.unlink()
+        _, _, one, _ = _score(cfg, sharded=True)
+        assert one.details()["metric_shards_scored"] == 1 and first.is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_score_flow_fans_metric_shards_out_on_threads_and_on_dask(tmp_path, prefect_harness, dask_cluster,
+                                                                 monkeypatch) -> None:
+    from distributed import get_worker
+
+    import tasks.scoring.metric_shards as metric_shards_module
+    from flows.score import score_flow
+
+    with OpenAIServer(answer) as server:
+        cfg = load_config(_config(tmp_path / "threads", server)).for_pipeline("t")
+        summary = score_flow(cfg, "t")
+        assert summary.details["metric_shards"] == summary.details["metric_shards_scored"] == 4
+        scores = pl.read_parquet(stage_dir(cfg, "t", "score") / "scores.parquet").sort(SORT)
+        assert scores.equals(_score(cfg, sharded=False)[0])
+        again = score_flow(cfg, "t")
+        assert again.details["metric_shards_skipped"] == 4 and again.details["metric_shards_scored"] == 0
+
+        seen = tmp_path / "workers"
+        seen.mkdir()
+        real = metric_shards_module.score_metric_shard
+
+        def recording(folder, shard, names, cfg, pipeline, llm_cache):
+            # the task travels to the workers pickled by value, so note the worker in a file, not a variable
+            (seen / shard).write_text(get_worker().address)
+            return real(folder, shard, names, cfg, pipeline, llm_cache)
+
+        monkeypatch.setattr(metric_shards_module, "score_metric_shard", recording)
+        dask = load_config(_config(tmp_path / "dask", server, task_runner="dask",
+                                   runner_address=dask_cluster.scheduler_address, gpu_concurrency=2)).for_pipeline("t")
+        summary = score_flow(dask, "t")
+        assert summary.details["metric_shards_scored"] == 4
+        assert len({p.read_text() for p in seen.iterdir()}) == 2, "both dask workers scored metric shards"
+        assert pl.read_parquet(stage_dir(dask, "t", "score") / "scores.parquet").sort(SORT).equals(scores)
+
+
+VALIDATE = ('\n[validate]\nmetrics = ["llm_judge", "tvd_mi"]\nstrategies = ["sentence_deletion", "case_upper"]\n'
+            'candidates = "one"\nmin_pairs = 2\nbootstrap_resamples = 0\n')
+CANDIDATE_SORT = ["paper_id", "candidate", "metric"]
+
+
+def _validate_config(tmp_path: Path, server: OpenAIServer) -> Path:
+    config = _config(tmp_path, server)
+    with config.open("a") as f:
+        f.write(VALIDATE)
+    return config
+
+
+@pytest.mark.slow
+def test_validation_rescores_the_llm_metrics_as_paper_shards_fanned_out_and_skipped_on_rerun(
+        tmp_path, prefect_harness) -> None:
+    from flows.validate import validate_flow
+    from tasks.metrics.resources import build_resources
+    from tasks.stages.validate.stage import read_reviews, validate_pipeline, validate_reviews
+
+    with OpenAIServer(answer) as server:
+        cfg = load_config(_validate_config(tmp_path, server)).for_pipeline("t")
+        first = validate_flow(cfg, "t").details   # one Prefect task per metric shard, from inside the validate task
+        assert first["metric_shards"] == first["metric_shards_scored"] == 4 and first["metric_shards_skipped"] == 0
+        assert len(list((stage_dir(cfg, "t", "validate") / "metric_shards").glob("*/scores.parquet"))) == 4
+
+        again = validate_pipeline(cfg, "t")
+        assert again.stats["metric_shards_skipped"] == 4 and again.stats["metric_shards_scored"] == 0
+        in_process = validate_reviews(cfg, read_reviews(cfg, "t"), build_resources(cfg.score, llm_cache=cache_dir(cfg, "llm")))
+        assert again.scores.sort(CANDIDATE_SORT).equals(in_process.scores.sort(CANDIDATE_SORT))
+        assert set(again.scores["metric"]) == {"llm_judge", "tvd_mi"} and again.scores["score"].is_not_nan().any()
+        assert again.validation.height == 4
+
+
+KILLED = {  # what the killed child runs, per stage (`cfg` is pipeline "t"'s config)
+    "score": ("from tasks.core.layout import cache_dir; from tasks.stages.score.stage import metric_shards, "
+              "read_inputs, score_inputs_each_eval_lm, sharded_loglikelihoods; score_inputs_each_eval_lm(cfg, 't', "
+              "read_inputs(cfg, 't'), sharded_loglikelihoods(cfg, 't'), llm_cache=cache_dir(cfg, 'llm'), "
+              "by_paper=metric_shards(cfg, 't', cache_dir(cfg, 'llm')))"),
+    "validate": "from tasks.stages.validate.stage import validate_pipeline; validate_pipeline(cfg, 't')",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("stage", ["score", "validate"])
+def test_a_killed_run_resumes_without_recomputing_a_finished_metric_shard(tmp_path, stage) -> None:
+    from tasks.stages.validate.stage import validate_pipeline
+
+    with OpenAIServer(slow_answer) as server:
+        config = (_config if stage == "score" else _validate_config)(tmp_path, server)
+        finished = _killed_after_a_metric_shard(config, stage, KILLED[stage])
+        cfg = load_config(config).for_pipeline("t")
+        if stage == "score":
+            scores, _, by_paper, _ = _score(cfg, sharded=True)
+            details = by_paper.details()
+            assert scores.equals(_score(cfg, sharded=False)[0])
+        else:
+            details = validate_pipeline(cfg, "t").stats
+        assert details["metric_shards_skipped"] == len(finished)
+        assert details["metric_shards_scored"] == 4 - len(finished)
+        assert all(p.stat().st_mtime_ns == ns for p, ns in finished.items())   # none rewritten

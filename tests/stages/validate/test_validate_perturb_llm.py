@@ -1,0 +1,46 @@
+"""A perturbation LLM apart from the preprocessing one, and a second rephraser."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tasks.core.config import LLMConfig, ValidateConfig, load_config
+from tasks.lm.anthropic_api import AnthropicLM
+from tasks.metrics import Resources
+from tasks.stages.validate.workflow import run_validation
+from tasks.testing.anthropic_server import AnthropicServer, user_text
+from tests.stages.validate.test_validate_workflow import make_reviews
+
+CFG = LLMConfig(backend="anthropic", model="claude-test", use_batches=False, max_retries=0, max_in_flight=1)
+
+
+def test_config_reads_the_perturbation_llms(tmp_path):
+    path = tmp_path / "pipelines.toml"
+    path.write_text('[validate]\nstrategies = ["rephrase", "rephrase_second"]\nlevel = "raw"\n\n'
+                    '[validate.perturb_llm]\nbackend = "anthropic"\nmodel = "rewriter"\n\n'
+                    '[validate.rephrase_llm]\nbackend = "local"\nmodel = "smollm2"\n')
+    v = load_config(path).validate
+    assert v.perturb_llm.model == "rewriter" and v.rephrase_llm.backend == "local" and v.level == ("raw",)
+    path.write_text('[validate]\nstrategies = ["rephrase_second"]\n')
+    with pytest.raises(Exception, match="rephrase_llm"):
+        load_config(path)
+
+
+def test_each_rephraser_rewrites_with_its_own_model(monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+
+    def responder(params: dict[str, Any]) -> str:
+        return f"[{params['model']}] {user_text(params)}"
+
+    with AnthropicServer(responder) as server:
+        first = AnthropicLM(CFG.model_copy(update={"model": "first"}), base_url=server.url, sleep=lambda _: None)
+        second = AnthropicLM(CFG.model_copy(update={"model": "second"}), base_url=server.url, sleep=lambda _: None)
+        result = run_validation(make_reviews(n_papers=3), ValidateConfig(strategies=["rephrase", "rephrase_second"], metrics=["bleu"], bootstrap_resamples=0, min_pairs=2,
+                                                                   rephrase_llm=CFG.model_copy(update={"model": "second"})), resources=Resources(), backend=first, backends={"rephrase_second": second}, perturbers={"rephrase": "anthropic:first", "rephrase_second": "anthropic:second"})
+    texts = {s: t for s, t in result.perturbations.select("strategy", "review_text").rows()}
+    assert texts["rephrase"].startswith("[first] ") and texts["rephrase_second"].startswith("[second] ")
+    assert dict(result.validation.select("strategy", "perturber").rows()) == {
+        "rephrase": "anthropic:first", "rephrase_second": "anthropic:second"}
+    assert result.validation["seed"].to_list() == [0, 0] and result.validation["level"].to_list() == ["raw", "raw"]
