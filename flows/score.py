@@ -26,6 +26,7 @@ from tasks.stages.score.steps import (
     sharded_loglikelihoods,
     shards_details,
     write_quality_tables,
+    write_reference_flags_task,
     write_scores_task,
 )
 
@@ -40,7 +41,8 @@ def score_flow(cfg: Config, pipeline: str) -> StageSummary:
     quality = quality_work(cfg, pipeline, cache_dir(cfg, "llm"), cfg.score.all_metrics)   # None: no such metric
     scores, log = score_inputs_each_eval_lm(cfg, inputs, shards, llm_cache=cache_dir(cfg, "llm"), quality=quality,
                                             by_paper=by_paper)
-    details = {**shards_details(shards), **by_paper.details(), **write_quality_tables(cfg, pipeline, quality)}
+    flags = write_reference_flags_task(cfg, pipeline, inputs.references)   # Binoculars per human reference
+    details = {**shards_details(shards), **by_paper.details(), **write_quality_tables(cfg, pipeline, quality), **flags}
     summary = write_scores_task(cfg, pipeline, scores, details, inputs.negatives, log)
     print(f"score {pipeline}: {summary.as_dict()}")
     return summary

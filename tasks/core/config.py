@@ -279,6 +279,21 @@ class ReviewQualityConfig(Frozen):
         return self
 
 
+class ReferenceFlagsConfig(Frozen):
+    """`[score.reference_flags]`: a Binoculars AI-likelihood score for every human reference (Beyond
+    Rating, paper 003, section 4.6), so the leaderboard can be read without the references an LLM
+    may have written (tasks/stages/score/reference_flags.py)."""
+
+    enabled: bool = True
+    # The observer and performer causal LMs (sharing one tokenizer); unset observer: the evaluation LM
+    # ([score] eval_lm, eval_lm_cuda on CUDA); unset performer: the observer itself (one LM: its
+    # log-perplexity over its own entropy, the pair collapsed to one model)
+    observer: str | None = None
+    performer: str | None = None
+    # A reference whose Binoculars score is below this is flagged as likely AI-written
+    threshold: float = 0.9015
+
+
 class ScoreConfig(Frozen):
     eval_lm: str = "smollm2"              # "smollm2" (embedded), a local path or a model id
     eval_lm_cuda: str = "meta-llama/Llama-3.1-8B-Instruct"  # used instead when CUDA is present
@@ -334,6 +349,8 @@ class ScoreConfig(Frozen):
     reviser: LLMConfig | None = None
     # Beyond Rating's review-quality metrics and the rating outcomes (points_*, focus_kl_*, rating_mae, ...)
     review_quality: ReviewQualityConfig = ReviewQualityConfig()
+    # Human references flagged as likely AI-written (Binoculars below a threshold)
+    reference_flags: ReferenceFlagsConfig = ReferenceFlagsConfig()
 
     @field_validator("eval_lms", "oracle_readouts", mode="before")
     @classmethod

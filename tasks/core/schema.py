@@ -287,6 +287,13 @@ SCORES = pl.Schema({"paper_id": pl.String, "candidate": pl.String, "source": pl.
                     # conditioned on an ASSW the preprocess LLM wrote from the abstract, not the paper)
                     "note": pl.String})
 
+# One row per human reference: its Binoculars AI-likelihood score (Beyond Rating, paper 003) on the
+# observer / performer pair, and whether it falls below the threshold (flagged: likely AI-written;
+# null where the score is NaN, with the reason). tasks/stages/score/reference_flags.py
+REFERENCE_FLAGS = pl.Schema({"paper_id": pl.String, "review_id": pl.String, "binoculars": pl.Float64,
+                             "threshold": pl.Float64, "flagged": pl.Boolean, "reason": pl.String,
+                             "observer": pl.String, "performer": pl.String})
+
 # One row per (paper, candidate, metric): the mean of its SCORES over the paper's references.
 CANDIDATE_SCORES = pl.Schema({"paper_id": pl.String, "candidate": pl.String, "source": pl.String,
                               "metric": pl.String, "eval_lm": pl.String, "score": pl.Float64,
