@@ -19,6 +19,7 @@ from tasks.stages.score.steps import (
     eval_lm_slots,
     fan_out,
     fan_out_metrics,
+    mark_flagged_task,
     metric_shards,
     quality_work,
     read_inputs_task,
@@ -43,6 +44,7 @@ def score_flow(cfg: Config, pipeline: str) -> StageSummary:
                                             by_paper=by_paper)
     flags = write_reference_flags_task(cfg, pipeline, inputs.references)   # Binoculars per human reference
     details = {**shards_details(shards), **by_paper.details(), **write_quality_tables(cfg, pipeline, quality), **flags}
+    scores = mark_flagged_task(cfg, pipeline, scores)   # an LLM's score of a submitted review flagged at submit
     summary = write_scores_task(cfg, pipeline, scores, details, inputs.negatives, log)
     print(f"score {pipeline}: {summary.as_dict()}")
     return summary
