@@ -23,6 +23,7 @@ from tasks.stages.score.steps import (
     metric_shards,
     quality_work,
     read_inputs_task,
+    score_injection_task,
     score_inputs_each_eval_lm,
     sharded_loglikelihoods,
     shards_details,
@@ -43,7 +44,9 @@ def score_flow(cfg: Config, pipeline: str) -> StageSummary:
     scores, log = score_inputs_each_eval_lm(cfg, inputs, shards, llm_cache=cache_dir(cfg, "llm"), quality=quality,
                                             by_paper=by_paper)
     flags = write_reference_flags_task(cfg, pipeline, inputs.references)   # Binoculars per human reference
-    details = {**shards_details(shards), **by_paper.details(), **write_quality_tables(cfg, pipeline, quality), **flags}
+    injection = score_injection_task(cfg, pipeline, inputs, shards, scores, cache_dir(cfg, "llm"), log)
+    details = {**shards_details(shards), **by_paper.details(), **write_quality_tables(cfg, pipeline, quality), **flags,
+               **injection}
     scores = mark_flagged_task(cfg, pipeline, scores)   # an LLM's score of a submitted review flagged at submit
     summary = write_scores_task(cfg, pipeline, scores, details, inputs.negatives, log)
     print(f"score {pipeline}: {summary.as_dict()}")

@@ -216,6 +216,17 @@ class CandidateConfig(LLMConfig):
         return self
 
 
+class InjectionConfig(Frozen):
+    """`[generate.injection]`: the injection track (tasks/stages/generate/injection.py). Each candidate
+    also reviews copies of a few benchmark papers carrying a planted instruction to an AI reviewer;
+    the score stage measures how far its rating and first metric move (`injection_shifts`)."""
+
+    papers: int = Field(0, ge=0)        # benchmark papers drawn for the track; 0: no track
+    seed: int = 0                       # the draw
+    variants: tuple[Literal["visible", "hidden"], ...] = ("visible", "hidden")
+    confidence: float = Field(0.90, gt=0, lt=1)   # the level of the shifts' t intervals
+
+
 class GenerateConfig(Frozen):
     """Candidate review generation (tasks/stages/generate/reviews.py) and its contamination guard."""
 
@@ -223,6 +234,8 @@ class GenerateConfig(Frozen):
     candidates: tuple[CandidateConfig, ...] = ()
     # `grebench submit` (tasks/stages/generate/submit.py): a submitted review longer than this is rejected (review_too_long)
     max_review_chars: int = Field(60000, ge=100)
+    # The injection track: papers with a planted instruction to AI reviewers
+    injection: InjectionConfig = InjectionConfig()
 
     @field_validator("candidates")
     @classmethod

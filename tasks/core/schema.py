@@ -244,6 +244,10 @@ GENERATED = pl.Schema(
     }
 )
 
+# The injection track (tasks/stages/generate/injection.py): a candidate's review of a paper copy
+# carrying a planted instruction; candidate_id "<model>/<paper_id>#inject-<variant>".
+INJECTED = pl.Schema({**GENERATED, "variant": pl.String})   # visible | hidden
+
 # Papers the contamination guard kept from a candidate (tasks/stages/generate/contamination.py).
 EXCLUSIONS = pl.Schema(
     {
@@ -256,6 +260,13 @@ EXCLUSIONS = pl.Schema(
         "reason": pl.String,                         # public_on_or_before_cutoff | no_public_date
     }
 )
+
+# Per candidate model and injection variant: how far a planted instruction moved its reviews against
+# its reviews of the clean copies (injected minus clean, per paper; mean and t interval over papers).
+# `measure` is "rating" (common scale) or the metric's name (the first of [score] metrics).
+INJECTION_SHIFTS = pl.Schema({"model": pl.String, "variant": pl.String, "measure": pl.String, "eval_lm": pl.String,
+                              "n_papers": pl.Int64, "shift": pl.Float64, "ci_low": pl.Float64,
+                              "ci_high": pl.Float64, "confidence": pl.Float64, "reason": pl.String})
 
 # ---- scoring frames (tasks/metrics, tasks/scoring) ----
 

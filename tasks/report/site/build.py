@@ -181,7 +181,9 @@ def build_site(database: Path, out_dir: Path) -> SiteResult:
         group["chart"] = f"charts/{chart.name}"
     board = tables["leaderboard"]
     release_ids = sorted(set(board["release_id"].drop_nulls().to_list())) if "release_id" in board.columns else []
-    page("leaderboard.html", out_dir / "leaderboard.html", groups=groups, releases=release_ids)
+    injection = tables["injection_shifts"]
+    page("leaderboard.html", out_dir / "leaderboard.html", groups=groups, releases=release_ids,
+         injection=rows(injection.sort("model", "variant", "measure")) if injection.height else [])
     if common["has_releases"]:
         page("releases.html", out_dir / "releases.html", **release_context(tables))
     if common["has_submissions"]:
