@@ -76,8 +76,11 @@ def test_a_gullible_candidate_moves_and_the_shift_has_a_t_interval(tmp_path) -> 
     with AnthropicServer(gullible) as server:
         backend = make_lm(candidate, tmp_path, base_url=server.url)
         clean = generate_reviews(papers, None, candidate, backend).candidates
-        run = injected_reviews(papers, None, candidate, backend, track, 3.5)
+        run = injected_reviews(papers, papers, None, candidate, backend, track, 3.5)
+        guarded = injected_reviews(papers, papers.filter(pl.col("paper_id") == "P3"), None, candidate, backend, track, 3.5)
     assert run is not None and run.candidates.height == 4                  # 2 papers x 2 variants
+    drawn = set(run.candidates["paper_id"])
+    assert guarded is None if "P3" not in drawn else set(guarded.candidates["paper_id"]) == {"P3"}
     assert set(run.candidates["variant"]) == {"visible", "hidden"}
     assert all(c.endswith(("#inject-visible", "#inject-hidden")) for c in run.candidates["candidate_id"])
     assert set(run.usage["purpose"]) == {"inject:gull:visible", "inject:gull:hidden"}

@@ -66,13 +66,16 @@ class InjectedRun:
     usage: pl.DataFrame
 
 
-def injected_reviews(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, candidate: CandidateConfig,
-                     backend: LanguageModel, cfg: InjectionConfig, chars_per_token: float) -> InjectedRun | None:
-    """`candidate`'s reviews of the planted copies of the sampled papers among `papers` (those the
-    contamination guard let it see); None without a track."""
+def injected_reviews(papers: pl.DataFrame, eligible: pl.DataFrame, pdf_texts: pl.DataFrame | None,
+                     candidate: CandidateConfig, backend: LanguageModel, cfg: InjectionConfig,
+                     chars_per_token: float) -> InjectedRun | None:
+    """`candidate`'s reviews of the planted copies of the papers drawn from all benchmark `papers` (one
+    draw for every candidate, so their shifts rest on the same papers), less those the contamination
+    guard kept from it (`eligible`: the ones it may see); None without a track."""
     from tasks.stages.generate.reviews import generate_reviews, paper_text
 
-    sample = sample_papers(papers, cfg) if cfg.papers else papers.clear()
+    sample = sample_papers(papers, cfg).join(eligible.select("paper_id"), on="paper_id", how="semi") \
+        if cfg.papers else papers.clear()
     if sample.is_empty():
         return None
     texts = {} if pdf_texts is None else dict(pdf_texts.select("paper_id", "text").iter_rows())

@@ -313,7 +313,7 @@ def review_papers(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, candidat
     eligible, excluded = guard(papers, candidate.name, candidate.knowledge_cutoff)
     backend = make_lm(candidate, cache_dir(cfg, "llm"))
     output = generate_reviews(eligible, pdf_texts, candidate, backend, cfg.generate.chars_per_token)
-    injected = injected_reviews(eligible, pdf_texts, candidate, backend, cfg.generate.injection,
+    injected = injected_reviews(papers, eligible, pdf_texts, candidate, backend, cfg.generate.injection,
                                 cfg.generate.chars_per_token)
     return CandidateRun(candidate.name, output, excluded, injected)
 
