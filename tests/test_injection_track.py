@@ -84,6 +84,7 @@ def test_a_gullible_candidate_moves_and_the_shift_has_a_t_interval(tmp_path) -> 
     assert set(run.candidates["variant"]) == {"visible", "hidden"}
     assert all(c.endswith(("#inject-visible", "#inject-hidden")) for c in run.candidates["candidate_id"])
     assert set(run.usage["purpose"]) == {"inject:gull:visible", "inject:gull:hidden"}
+    assert run.rejects.is_empty() or set(run.rejects["entity"]) == {"injected_review"}
     references = pl.DataFrame({"paper_id": ["P1", "P2", "P3"], "review_id": ["h1", "h2", "h3"],
                                "review_text": ["The experiments use one seed only; the sampler is promising but thin."] * 3,
                                "judgments": [None] * 3}, schema=REFERENCES)

@@ -88,7 +88,8 @@ def injected_reviews(papers: pl.DataFrame, eligible: pl.DataFrame, pdf_texts: pl
         suffix = f"#inject-{variant}"
         parts.append(out.candidates.with_columns(pl.col("candidate_id") + suffix, pl.lit(variant).alias("variant"),
                                                  pl.lit("injected").alias("text_source")))
-        rejects.append(out.rejects.with_columns(pl.col("entity_id") + suffix))
+        # their own entity, so the benchmark's coverage (candidate_review rejects) still reconciles
+        rejects.append(out.rejects.with_columns(pl.col("entity_id") + suffix, pl.lit("injected_review").alias("entity")))
         usage.append(out.usage.with_columns(pl.lit(f"inject:{candidate.name}:{variant}").alias("purpose")))
     return InjectedRun(pl.concat([pl.DataFrame(schema=INJECTED), *parts]).cast(dict(INJECTED)),
                        pl.concat(rejects), pl.concat(usage))
