@@ -105,3 +105,18 @@ def test_without_reference_flags_the_columns_are_null(tmp_path) -> None:
     with duckdb.connect(str(cfg.database), read_only=True) as con:
         assert con.execute("select mean, mean_unflagged, flagged_shift, n_flagged from leaderboard").fetchone() == \
             (0.5, None, None, None)
+
+
+@pytest.mark.slow
+def test_the_demo_lm_flags_the_synthetic_machine_review_and_not_a_human_one(embedded_lm) -> None:
+    """The demo's setting: the embedded LM as observer and performer, Beyond Rating's threshold."""
+    from tasks.testing.synthetic import MACHINE_REVIEW
+
+    machine = "\n\n".join(f"## {name.title()}\n\n{text}" for name, text in MACHINE_REVIEW.items())
+    human = ("## Summary\n\nthey swap the softmax for a sparsemax-like map in layers 3-7 and claim 2x speed; "
+             "i reran their notebook and got 1.4x on an A100.\n\n## Weaknesses\n\n- table 2 mixes fp16 and fp32 "
+             "baselines?\n- no seeds reported, fig 3 has no error bars")
+    refs = pl.DataFrame({"paper_id": ["p", "p"], "review_id": ["machine", "human"], "review_text": [machine, human]})
+    spec = ModelSpec()
+    flags = reference_flags(refs, (spec, spec), threshold=0.9015)
+    assert flags["flagged"].to_list() == [True, False], flags["binoculars"].to_list()
