@@ -104,10 +104,10 @@ def trust_markdown(frames: Mapping[str, pl.DataFrame]) -> list[str]:
         flagged = int(flags["flagged"].fill_null(False).sum())
         out += ["", "## References flagged as likely AI-written", "",
                 f"{flagged} of {flags.height} human references score below the Binoculars threshold "
-                f"({fmt(flags['threshold'][0])}; `reference_flags`). The leaderboard's `mean_unflagged` leaves them "
-                "out; `flagged_shift` is the change."]
-        if "flagged_shift" in board.columns:
-            moved = board.filter(pl.col("flagged_shift").is_not_null())
+                f"({flags['threshold'][0]:g}; `reference_flags`). The leaderboard's `mean_unflagged` leaves them "
+                "out; `flagged_shift` is the change (the rows below: those resting on a flagged reference)."]
+        if "n_flagged" in board.columns:
+            moved = board.filter(pl.col("n_flagged") > 0)
             if moved.height:
                 out += ["", markdown_table(moved, ["metric", "model", "mean", "mean_unflagged", "flagged_shift",
                                                    "n_flagged"])]
