@@ -61,3 +61,17 @@ def test_the_site_draws_the_known_costs_and_names_the_unknown(tmp_path) -> None:
     assert chart in site.charts and chart.read_text().startswith("<svg")
     page = (site.out_dir / "leaderboard.html").read_text()
     assert "Cost and quality" in page and "Cost unknown, not drawn: agent." in page
+
+
+def test_the_report_lists_flagged_references_and_the_injection_track(tmp_path) -> None:
+    flags = pl.DataFrame({"review_id": ["r1", "r2"], "binoculars": [0.8, 1.2], "threshold": [0.9015] * 2,
+                          "flagged": [True, False]})
+    shifted = board().with_columns(mean_unflagged=pl.col("mean") + 0.01, flagged_shift=pl.lit(0.01),
+                                   n_flagged=pl.when(pl.col("model") == "big-lm").then(1).otherwise(0))
+    shifts = pl.DataFrame({"model": ["big-lm"], "variant": ["hidden"], "measure": ["rating"], "n_papers": [2],
+                           "shift": [1.5], "ci_low": [0.5], "ci_high": [2.5], "reason": [None]})
+    text = write_report({"leaderboard": shifted, "reference_flags": flags, "injection_shifts": shifts},
+                        tmp_path)["summary"].read_text()
+    assert "1 of 2 human references score below the Binoculars threshold (0.9015" in text
+    assert "| gem | big-lm | 0.300 | 0.310 | 0.010 | 1 |" in text and "| gem | small-lm |" not in text
+    assert "## Injection track" in text and "| big-lm | hidden | rating | 2 | 1.500 | 0.500 | 2.500 |" in text
