@@ -49,6 +49,20 @@ def test_every_reference_gets_a_score_and_the_threshold_flags(pair) -> None:
     assert low["observer"][0] == pair[0].resolved().key and low["performer"][0] == pair[1].resolved().key
 
 
+def test_a_rerun_reuses_the_scores_of_unchanged_texts(pair, monkeypatch) -> None:
+    first = reference_flags(references(), pair, threshold=10.0)
+    from tasks.metrics.review_quality import binoculars
+
+    asked: list[list] = []
+    real = binoculars.reviews_scores
+    monkeypatch.setattr(binoculars, "reviews_scores", lambda specs, texts: asked.append(list(texts)) or real(specs, texts))
+    changed = references().with_columns(pl.when(pl.col("review_id") == "r2").then(pl.lit("the paper is weak"))
+                                        .otherwise(pl.col("review_text")).alias("review_text"))
+    again = reference_flags(changed, pair, threshold=0.5, earlier=first)
+    assert asked == [["the paper is weak"]]                       # only the changed text is scored again
+    assert again["binoculars"][0] == first["binoculars"][0] and again["flagged"][0] is (first["binoculars"][0] < 0.5)
+
+
 def test_one_lm_as_both_observer_and_performer(pair) -> None:
     """The demo's single evaluation LM: its log-perplexity over its own entropy, a finite score."""
     flags = reference_flags(references(), (pair[0], pair[0]), threshold=0.9015)

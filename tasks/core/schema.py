@@ -303,7 +303,8 @@ SCORES = pl.Schema({"paper_id": pl.String, "candidate": pl.String, "source": pl.
 # null where the score is NaN, with the reason). tasks/stages/score/reference_flags.py
 REFERENCE_FLAGS = pl.Schema({"paper_id": pl.String, "review_id": pl.String, "binoculars": pl.Float64,
                              "threshold": pl.Float64, "flagged": pl.Boolean, "reason": pl.String,
-                             "observer": pl.String, "performer": pl.String})
+                             "observer": pl.String, "performer": pl.String,
+                             "text_sha256": pl.String})   # of the review text scored: a rerun reuses a match
 
 # One row per (paper, candidate, metric): the mean of its SCORES over the paper's references.
 CANDIDATE_SCORES = pl.Schema({"paper_id": pl.String, "candidate": pl.String, "source": pl.String,

@@ -14,6 +14,7 @@ for its own expectations: likely machine-written.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from typing import Any
 
@@ -36,18 +37,26 @@ def flag_specs(cfg: Config) -> tuple[ModelSpec, ModelSpec] | None:
     return observer, performer
 
 
-def reference_flags(references: pl.DataFrame, specs: tuple[ModelSpec, ModelSpec] | None,
-                    threshold: float) -> pl.DataFrame:
-    """REFERENCE_FLAGS rows, one per reference (paper_id, review_id, review_text)."""
+def reference_flags(references: pl.DataFrame, specs: tuple[ModelSpec, ModelSpec] | None, threshold: float,
+                    earlier: pl.DataFrame | None = None) -> pl.DataFrame:
+    """REFERENCE_FLAGS rows, one per reference (paper_id, review_id, review_text). A score in `earlier`
+    (REFERENCE_FLAGS of a previous run) for the same review text on the same observer and performer
+    is reused, not computed again; the threshold is applied anew."""
     from tasks.metrics.review_quality.binoculars import reviews_scores
 
     refs = references.select("paper_id", "review_id", "review_text").unique("review_id", maintain_order=True)
+    shas = [hashlib.sha256((t or "").encode()).hexdigest() for t in refs["review_text"].to_list()]
     if specs is None:
         scored: list[tuple[float, str | None]] = [(math.nan, "binoculars_needs_local_lm")] * refs.height
-        names = (None, None)
+        names: tuple[str | None, str | None] = (None, None)
     else:
-        scored = reviews_scores(specs, refs["review_text"].to_list()) if refs.height else []
-        names = tuple(s.resolved().key for s in specs)
+        names = (specs[0].resolved().key, specs[1].resolved().key)
+        known = {} if earlier is None else {
+            sha: (value, why) for sha, value, why, o, p in earlier.select(
+                "text_sha256", "binoculars", "reason", "observer", "performer").iter_rows() if (o, p) == names}
+        todo = [i for i, sha in enumerate(shas) if sha not in known]
+        fresh = dict(zip(todo, reviews_scores(specs, [refs["review_text"][i] for i in todo]), strict=True)) if todo else {}
+        scored = [fresh[i] if i in fresh else known[sha] for i, sha in enumerate(shas)]
     values = [v for v, _ in scored]
     return conform(refs.drop("review_text").with_columns(
         pl.Series("binoculars", values, pl.Float64),
@@ -56,6 +65,7 @@ def reference_flags(references: pl.DataFrame, specs: tuple[ModelSpec, ModelSpec]
         pl.Series("reason", [why for _, why in scored], pl.String),
         pl.lit(names[0], pl.String).alias("observer"),
         pl.lit(names[1], pl.String).alias("performer"),
+        pl.Series("text_sha256", shas, pl.String),
     ), REFERENCE_FLAGS)
 
 
@@ -65,7 +75,11 @@ def write_reference_flags(cfg: Config, pipeline: str, references: pl.DataFrame) 
     flags = cfg.score.reference_flags
     if not flags.enabled:
         return {}
-    frame = reference_flags(references, flag_specs(cfg), flags.threshold)
-    write_parquet(frame, stage_dir(cfg, pipeline, "score") / "reference_flags.parquet")
+    path = stage_dir(cfg, pipeline, "score") / "reference_flags.parquet"
+    earlier = pl.read_parquet(path) if path.is_file() else None
+    if earlier is not None and "text_sha256" not in earlier.columns:
+        earlier = None
+    frame = reference_flags(references, flag_specs(cfg), flags.threshold, earlier)
+    write_parquet(frame, path)
     return {"reference_flags": {"references": frame.height, "flagged": int(frame["flagged"].sum() or 0),
                                 "unscored": int(frame["binoculars"].is_nan().sum())}}
