@@ -10,6 +10,8 @@ several evaluation LMs
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from prefect import flow
 
 from tasks.core.config import Config
@@ -19,11 +21,14 @@ from tasks.stages.score.steps import (
     eval_lm_slots,
     fan_out,
     fan_out_metrics,
+    mark_flagged_task,
     metric_shards,
     read_inputs_task,
+    score_injection_task,
     score_inputs_each_eval_lm,
     sharded_loglikelihoods,
     shards_details,
+    write_reference_flags_task,
     write_scores_task,
 )
 
@@ -37,7 +42,11 @@ def score_flow(cfg: Config, pipeline: str) -> StageSummary:
     # called in the flow itself: the shard fan-outs it triggers are subflows of this one
     scored, log = score_inputs_each_eval_lm(cfg, pipeline, inputs, shards, llm_cache=cache_dir(cfg, "llm"),
                                             by_paper=by_paper)
-    details = {**shards_details(shards), **by_paper.details()}
+    flags = write_reference_flags_task(cfg, pipeline, inputs.references)   # Binoculars per human reference
+    injection = score_injection_task(cfg, pipeline, inputs, shards, scored.scores, cache_dir(cfg, "llm"), log)
+    details = {**shards_details(shards), **by_paper.details(), **flags, **injection}
+    # an LLM's score of a submitted review flagged at submit says so in its note
+    scored = replace(scored, scores=mark_flagged_task(cfg, pipeline, scored.scores))
     summary = write_scores_task(cfg, pipeline, scored, details, inputs.negatives, log)
     print(f"score {pipeline}: {summary.as_dict()}")
     return summary

@@ -7,9 +7,45 @@
 -- kind: human, generated or submitted (`grebench submit`). rank_low..rank_high: the rank interval from
 -- a bootstrap over papers; tied_with: the neighbours on the board whose paired difference from this
 -- model is not significant (`comparisons`); release_id: the release the scores belong to (`releases`).
+-- mean_unflagged: the same mean with the references flagged as likely AI-written (`reference_flags`)
+-- left out of every candidate's per-pair scores; flagged_shift: mean_unflagged minus the mean over all
+-- references, both from the per-pair scores (0 where no reference of the model's papers is flagged;
+-- null where the references were not scored for AI-likelihood). n_flagged: the flagged references
+-- among those the row's pairs were scored against.
 -- requires: staging.leaderboard
 CREATE OR REPLACE TABLE leaderboard AS
-SELECT metric, eval_lm, rank, rank_low, rank_high, model, kind, is_human, mean, ci_low, ci_high, confidence,
-       n_papers, n_missing, n_excluded, tied_with, reason, predictor, qualified, note, release_id
-FROM staging.leaderboard
-ORDER BY metric, eval_lm, rank NULLS LAST, model;
+WITH flags AS (
+    SELECT review_id, coalesce(flagged, false) AS flagged FROM staging.reference_flags
+), pairs AS (
+    SELECT s.metric, s.eval_lm, s.source AS model, s.paper_id, s.candidate, s.reference, s.score,
+           coalesce(f.flagged, false) AS flagged
+    FROM staging.scores AS s
+    LEFT JOIN flags AS f ON f.review_id = s.reference
+    WHERE s.score IS NOT NULL AND NOT isnan(s.score)
+), per_candidate AS (
+    SELECT metric, eval_lm, model, paper_id, candidate,
+           avg(score) AS score_all,
+           avg(score) FILTER (NOT flagged) AS score_unflagged
+    FROM pairs GROUP BY ALL
+), per_paper AS (
+    SELECT metric, eval_lm, model, paper_id, avg(score_all) AS score_all, avg(score_unflagged) AS score_unflagged
+    FROM per_candidate GROUP BY ALL
+), shifts AS (
+    SELECT metric, eval_lm, model,
+           avg(score_unflagged) AS mean_unflagged,
+           avg(score_unflagged) - avg(score_all) AS flagged_shift
+    FROM per_paper GROUP BY ALL
+), counts AS (
+    SELECT metric, eval_lm, model, count(DISTINCT reference) FILTER (flagged) AS n_flagged
+    FROM pairs GROUP BY ALL
+)
+SELECT l.metric, l.eval_lm, l.rank, l.rank_low, l.rank_high, l.model, l.kind, l.is_human, l.mean, l.ci_low, l.ci_high,
+       l.confidence, l.n_papers, l.n_missing, l.n_excluded, l.tied_with, l.reason, l.predictor, l.qualified, l.note,
+       l.release_id,
+       CASE WHEN (SELECT count(*) FROM flags) > 0 THEN s.mean_unflagged END AS mean_unflagged,
+       CASE WHEN (SELECT count(*) FROM flags) > 0 THEN s.flagged_shift END AS flagged_shift,
+       CASE WHEN (SELECT count(*) FROM flags) > 0 THEN coalesce(c.n_flagged, 0) END AS n_flagged
+FROM staging.leaderboard AS l
+LEFT JOIN shifts AS s USING (metric, eval_lm, model)
+LEFT JOIN counts AS c USING (metric, eval_lm, model)
+ORDER BY l.metric, l.eval_lm, l.rank NULLS LAST, l.model;

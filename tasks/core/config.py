@@ -216,6 +216,17 @@ class CandidateConfig(LLMConfig):
         return self
 
 
+class InjectionConfig(Frozen):
+    """`[generate.injection]`: the injection track (tasks/stages/generate/injection.py). Each candidate
+    also reviews copies of a few benchmark papers carrying a planted instruction to an AI reviewer;
+    the score stage measures how far its rating and first metric move (`injection_shifts`)."""
+
+    papers: int = Field(0, ge=0)        # benchmark papers drawn for the track; 0: no track
+    seed: int = 0                       # the draw
+    variants: tuple[Literal["visible", "hidden"], ...] = ("visible", "hidden")
+    confidence: float = Field(0.90, gt=0, lt=1)   # the level of the shifts' t intervals
+
+
 class GenerateConfig(Frozen):
     """Candidate review generation (tasks/stages/generate/reviews.py) and its contamination guard."""
 
@@ -223,6 +234,8 @@ class GenerateConfig(Frozen):
     candidates: tuple[CandidateConfig, ...] = ()
     # `grebench submit` (tasks/stages/generate/submit.py): a submitted review longer than this is rejected (review_too_long)
     max_review_chars: int = Field(60000, ge=100)
+    # The injection track: papers with a planted instruction to AI reviewers
+    injection: InjectionConfig = InjectionConfig()
 
     @field_validator("candidates")
     @classmethod
@@ -277,6 +290,21 @@ class ReviewQualityConfig(Frozen):
         if self.binoculars_observer is not None and self.binoculars_observer == self.binoculars_performer:
             raise ValueError("binoculars needs two different LMs (observer and performer)")
         return self
+
+
+class ReferenceFlagsConfig(Frozen):
+    """`[score.reference_flags]`: a Binoculars AI-likelihood score for every human reference (Beyond
+    Rating, paper 003, section 4.6), so the leaderboard can be read without the references an LLM
+    may have written (tasks/stages/score/reference_flags.py)."""
+
+    enabled: bool = True
+    # The observer and performer causal LMs (sharing one tokenizer); unset observer: the evaluation LM
+    # ([score] eval_lm, eval_lm_cuda on CUDA); unset performer: the observer itself (one LM: its
+    # log-perplexity over its own entropy, the pair collapsed to one model)
+    observer: str | None = None
+    performer: str | None = None
+    # A reference whose Binoculars score is below this is flagged as likely AI-written
+    threshold: float = 0.9015
 
 
 class ScoreConfig(Frozen):
@@ -334,6 +362,8 @@ class ScoreConfig(Frozen):
     reviser: LLMConfig | None = None
     # Beyond Rating's review-quality metrics and the rating outcomes (points_*, focus_kl_*, rating_mae, ...)
     review_quality: ReviewQualityConfig = ReviewQualityConfig()
+    # Human references flagged as likely AI-written (Binoculars below a threshold)
+    reference_flags: ReferenceFlagsConfig = ReferenceFlagsConfig()
 
     @field_validator("eval_lms", "oracle_readouts", mode="before")
     @classmethod

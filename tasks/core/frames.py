@@ -184,6 +184,23 @@ def scoring_candidates(cfg: Config, pipeline: str) -> pl.DataFrame:
     )
 
 
+def generate_frame(cfg: Config, pipeline: str, name: str, schema: pl.Schema) -> pl.DataFrame:
+    """generate/<name>.parquet cast to `schema` (its columns only), empty when the stage has not written it
+    (e.g. injected_candidates without an injection track)."""
+    path = cfg.data_dir / pipeline / "generate" / f"{name}.parquet"
+    if not path.is_file():
+        return pl.DataFrame(schema=schema)
+    return pl.read_parquet(path, columns=schema.names()).cast(dict(schema))
+
+
+def candidate_judgments(cfg: Config, pipeline: str) -> pl.DataFrame:
+    """The generated reviews' judgments as one text per review (review_id = candidate_id, judgments)."""
+    path = cfg.data_dir / pipeline / "generate" / "candidate_judgments.parquet"
+    if not path.is_file():
+        return pl.DataFrame(schema={"review_id": pl.String, "judgments": pl.String})
+    return judgments_text(pl.read_parquet(path))
+
+
 # ---- review versions ------------------------------------------------------------------------------
 def pick_version(reviews: pl.DataFrame, which: str) -> pl.DataFrame:
     """Reviews with rating .. review_text of the `which` ("first" | "final") version, named in

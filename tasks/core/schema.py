@@ -249,6 +249,10 @@ GENERATED = pl.Schema(
     }
 )
 
+# The injection track (tasks/stages/generate/injection.py): a candidate's review of a paper copy
+# carrying a planted instruction; candidate_id "<model>/<paper_id>#inject-<variant>".
+INJECTED = pl.Schema({**GENERATED, "variant": pl.String})   # visible | hidden
+
 # Papers the contamination guard kept from a candidate (tasks/stages/generate/contamination.py).
 EXCLUSIONS = pl.Schema(
     {
@@ -261,6 +265,13 @@ EXCLUSIONS = pl.Schema(
         "reason": pl.String,                         # public_on_or_before_cutoff | no_public_date
     }
 )
+
+# Per candidate model and injection variant: how far a planted instruction moved its reviews against
+# its reviews of the clean copies (injected minus clean, per paper; mean and t interval over papers).
+# `measure` is "rating" (common scale) or the metric's name (the first of [score] metrics).
+INJECTION_SHIFTS = pl.Schema({"model": pl.String, "variant": pl.String, "measure": pl.String, "eval_lm": pl.String,
+                              "n_papers": pl.Int64, "shift": pl.Float64, "ci_low": pl.Float64,
+                              "ci_high": pl.Float64, "confidence": pl.Float64, "reason": pl.String})
 
 # ---- scoring frames (tasks/metrics, tasks/scoring) ----
 
@@ -291,6 +302,14 @@ SCORES = pl.Schema({"paper_id": pl.String, "candidate": pl.String, "source": pl.
                     # where a valid score came from, when it matters (e.g. "assw_from_abstract": gem_s_assw
                     # conditioned on an ASSW the preprocess LLM wrote from the abstract, not the paper)
                     "note": pl.String})
+
+# One row per human reference: its Binoculars AI-likelihood score (Beyond Rating, paper 003) on the
+# observer / performer pair, and whether it falls below the threshold (flagged: likely AI-written;
+# null where the score is NaN, with the reason). tasks/stages/score/reference_flags.py
+REFERENCE_FLAGS = pl.Schema({"paper_id": pl.String, "review_id": pl.String, "binoculars": pl.Float64,
+                             "threshold": pl.Float64, "flagged": pl.Boolean, "reason": pl.String,
+                             "observer": pl.String, "performer": pl.String,
+                             "text_sha256": pl.String})   # of the review text scored: a rerun reuses a match
 
 # One row per (paper, candidate, metric): the mean of its SCORES over the paper's references.
 CANDIDATE_SCORES = pl.Schema({"paper_id": pl.String, "candidate": pl.String, "source": pl.String,

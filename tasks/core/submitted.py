@@ -6,6 +6,7 @@ kinds and exclusions. Only the files tasks/core/layout.py's submit/ entry names 
     data/<pipeline>/submit/<name>/candidate_judgments.parquet   JUDGMENTS
     data/<pipeline>/submit/<name>/submitted_exclusions.parquet  EXCLUSIONS
     data/<pipeline>/submit/<name>/submission.parquet            one row: the file, the cutoff, the counts
+    data/<pipeline>/submit/<name>/submission_flags.parquet      what screening found (name, row, candidate_id, kind, ...)
 """
 
 from __future__ import annotations
@@ -58,3 +59,13 @@ def submitted_candidates(cfg: Config, pipeline: str) -> pl.DataFrame:
                               pl.lit(None, pl.String).alias("review_id"), pl.col("review").alias("review_text"),
                               "judgments").cast(dict(SCORING_CANDIDATES)))
     return pl.concat([pl.DataFrame(schema=SCORING_CANDIDATES), *frames]).sort("paper_id", "candidate")
+
+
+def submitted_flags(cfg: Config, pipeline: str) -> dict[str, list[str]]:
+    """candidate_id -> the kinds screening flagged in that submitted review (tasks/stages/generate/screening.py),
+    sorted; reviews without a flag are absent."""
+    frames = [pl.read_parquet(f / "submission_flags.parquet", columns=["candidate_id", "kind"])
+              for f in submission_folders(cfg, pipeline) if (f / "submission_flags.parquet").is_file()]
+    flags = pl.concat([pl.DataFrame(schema={"candidate_id": pl.String, "kind": pl.String}),
+                       *(f.cast(pl.String) for f in frames)]).drop_nulls("candidate_id")
+    return {c: sorted(set(kinds)) for c, kinds in flags.group_by("candidate_id").agg("kind").iter_rows()}

@@ -7,7 +7,9 @@ database, or frames handed in) and writes into `out_dir`:
                       baseline as a grey line and band (like the GEM paper's figure 5)
     validation.png    metric x strategy heat map of the SMD, each cell marked pass / FAIL / inconclusive
     report.md         the same numbers as tables, the metrics that fail any test and, per metric, the
-                      degradations and manipulations it fails with counts (tasks/stages/validate/failures.py)
+                      degradations and manipulations it fails with counts (tasks/stages/validate/failures.py);
+                      cost per review beside quality, flagged references, the injection track (trust.py)
+    cost_quality.png  each model's mean against its cost per review, when costs are known (trust.py)
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from tasks.report.common import finite, markdown_table, pyplot, read_tables
 from tasks.stages.validate.failures import failures_markdown
 
 TABLES = ("leaderboard", "validation", "human_correlation", "length_confound",
-          "focus_categories", "review_quality_models", "rating_relation")   # the last three: tasks/report/review_quality.py
+          "focus_categories", "review_quality_models", "rating_relation",   # these three: tasks/report/review_quality.py
+          "candidate_costs", "reference_flags", "injection_shifts")         # these three: tasks/report/trust.py
 
 
 def model_label(board: pl.DataFrame) -> pl.Expr:
@@ -199,7 +202,12 @@ def write_report(source: Path | str | Mapping[str, pl.DataFrame], out_dir: Path 
     from tasks.report import review_quality as quality
 
     figures |= quality.figures(frames, out)
+    from tasks.report import trust
+
+    cost = trust.plot_cost_quality(trust.cost_quality(frames.get("leaderboard", empty),
+                                                      frames.get("candidate_costs", empty)), out / "cost_quality.png")
+    figures |= {"cost_quality": cost} if cost is not None else {}
     summary = out / "report.md"
-    section = quality.markdown(frames)
+    section = quality.markdown(frames) + trust.trust_markdown(frames)
     summary.write_text(markdown(frames, figures) + ("\n".join(section) + "\n" if section else ""), encoding="utf-8")
     return {**figures, "summary": summary}

@@ -176,6 +176,24 @@ def _review(topic: words.Topic, rng: random.Random, rating: int, confidence: int
     return fields
 
 
+# Review fields in the stock style of an LLM reviewer (generic praise, hedged requests, no detail of
+# the paper; the project's own wording), for a reference the Binoculars flag should catch
+# (`reference_flags`): on the embedded SmolLM2 its sections score 0.85-0.89, under the 0.9015 threshold.
+MACHINE_REVIEW = {
+    "summary": "This paper presents a novel approach to an important problem in machine learning. The authors "
+               "propose a comprehensive framework and provide extensive experiments demonstrating the effectiveness "
+               "of the proposed approach.",
+    "strengths": "1. The paper is well-written and easy to follow.\n2. The proposed method is novel and "
+                 "well-motivated.\n3. The experimental results are comprehensive and demonstrate the effectiveness "
+                 "of the proposed approach.",
+    "weaknesses": "1. The paper could benefit from a more detailed discussion of the limitations of the proposed "
+                  "method.\n2. The authors should provide more ablation studies to better understand the "
+                  "contribution of each component.",
+    "questions": "1. Can the authors provide more details on the computational complexity of the proposed method?\n"
+                 "2. How does the proposed method compare to existing state-of-the-art methods?",
+}
+
+
 def _decision(role: str, ratings: list[int], rng: random.Random) -> str | None:
     if role in ("withdrawn", "desk_rejected"):
         return None
@@ -214,6 +232,8 @@ def make_venue(venue_id: str, n_papers: int = 12, reviews_per_paper: int = 4, se
                 signature=f"{venue_id}/Submission{number}/Reviewer_{''.join(rng.choices(_ID_CHARS, k=4))}",
                 fields=_review(topic, rng, rating, confidence),
                 cdate=start + words.randint(rng, 20, 40) * DAY_MS + words.randint(rng, 0, DAY_MS)))
+        if number % 6 == 0 and paper.reviews:   # the paper the demo samples: one "human" review an LLM wrote
+            paper.reviews[0].fields.update(MACHINE_REVIEW)
         paper.decision = _decision(role, [r for r, _ in scores], rng)
         if paper.decision:
             paper.meta_review = words.meta_review_text(topic, rng, paper.decision)

@@ -4,7 +4,9 @@ causal LM that share one tokenizer, both loaded through the LM layer (tasks.lm.l
 
 `score_texts` takes the two models and their tokenizer, so a test can give it two small models
 it builds itself; `review_scores` loads the configured pair. Two LMs whose tokenizers differ give
-NaN with `tokenizers_differ` (their logits would index different tokens): never one LM twice.
+NaN with `tokenizers_differ` (their logits would index different tokens). The ai_rate metric never
+takes one LM twice; `reviews_scores` (the reference flags of the score stage) may, when the config
+names a single evaluation LM: then the score is that LM's log-perplexity over its own entropy.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def score_texts(observer: Any, performer: Any, tokenizer: Any, texts: Sequence[s
             continue
         with torch.inference_mode():
             lo = observer(ids.to(observer.device)).logits[0, :-1].float().cpu().numpy()
-            lp = performer(ids.to(performer.device)).logits[0, :-1].float().cpu().numpy()
+            lp = lo if performer is observer else performer(ids.to(performer.device)).logits[0, :-1].float().cpu().numpy()
         out.append(binoculars(lo, lp, ids[0, 1:].numpy()))
     return out
 
@@ -47,9 +49,27 @@ def review_score(observer: Any, performer: Any, tokenizer: Any, review_text: str
 
 def review_scores(models: tuple[str, str], items: Sequence[tuple[str, str | None]]) -> dict[tuple[str, str], Scored]:
     """(candidate, "binoculars") -> score of each (candidate, review text), from the configured pair."""
-    from tasks.lm import ModelSpec, load_model
+    from tasks.lm import ModelSpec
 
-    (observer, tok_o), (performer, tok_p) = (load_model(ModelSpec(name)) for name in models)
+    scores = reviews_scores((ModelSpec(models[0]), ModelSpec(models[1])), [text for _, text in items])
+    return {(c, "binoculars"): scored for (c, _), scored in zip(items, scores, strict=True)}
+
+
+def reviews_scores(specs: tuple[Any, Any], texts: Sequence[str | None]) -> list[Scored]:
+    """One Binoculars score per review text from the observer and performer `specs` (tasks.lm.ModelSpec),
+    loaded through the LM layer; one spec twice is loaded once. A review without "## Field" blocks
+    is scored as one text."""
+    from tasks.lm import load_model
+
+    observer, tok_o = load_model(specs[0])
+    performer, tok_p = (observer, tok_o) if specs[0] == specs[1] else load_model(specs[1])
     if tok_o.get_vocab() != tok_p.get_vocab():
-        return {(c, "binoculars"): (math.nan, "tokenizers_differ") for c, _ in items}
-    return {(c, "binoculars"): review_score(observer, performer, tok_o, text) for c, text in items}
+        return [(math.nan, "tokenizers_differ")] * len(texts)
+    out = []
+    for text in texts:
+        if sections(text) or not isinstance(text, str) or not text.strip():
+            out.append(review_score(observer, performer, tok_o, text))
+        else:
+            value = score_texts(observer, performer, tok_o, [text])[0]
+            out.append((value, None) if not math.isnan(value) else (math.nan, "no_text"))
+    return out

@@ -124,7 +124,9 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
 def binoculars(observer_logits: np.ndarray, performer_logits: np.ndarray, targets: np.ndarray) -> float:
     """Eq. 6 over one text: logits (positions x vocabulary) of both LMs predicting `targets` (the
     next token ids at each position)."""
-    obs, perf = log_softmax(np.asarray(observer_logits, float)), log_softmax(np.asarray(performer_logits, float))
+    obs = log_softmax(np.asarray(observer_logits, float))
+    # one LM as both (the reference flags on a single evaluation LM): its distribution computed once
+    perf = obs if performer_logits is observer_logits else log_softmax(np.asarray(performer_logits, float))
     if obs.shape != perf.shape or obs.shape[0] != len(targets) or len(targets) == 0:
         raise ValueError("binoculars needs logits of the same shape over the same tokens (one shared tokenizer)")
     log_ppl = -obs[np.arange(len(targets)), np.asarray(targets)].mean()

@@ -26,8 +26,9 @@ import polars as pl
 
 from tasks.core.layout import slug
 from tasks.report.common import read_tables
-from tasks.report.site.charts import leaderboard_chart, to_svg
+from tasks.report.site.charts import cost_quality_chart, leaderboard_chart, to_svg
 from tasks.report.site.data import TABLES, model_costs, paper_bundle, rows, site_papers, year_of
+from tasks.report.trust import cost_axis, cost_quality
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -75,6 +76,22 @@ def leaderboard_groups(board: pl.DataFrame) -> list[dict[str, Any]]:
                        "predictor": next((r.get("predictor") for r in entries if r.get("predictor")), None),
                        "not_qualified": any(r.get("qualified") is False for r in entries)})
     return groups
+
+
+def cost_figure(board: pl.DataFrame, costs: pl.DataFrame, out_dir: Path, result: SiteResult) -> dict[str, Any] | None:
+    """charts/cost-quality.svg (each model's mean against its cost per review) and what the page says
+    under it: the metric, the cost axis and the models of unknown cost (named, not drawn)."""
+    frame = cost_quality(board, costs)
+    if not frame.height:
+        return None
+    axis, known, unknown = cost_axis(frame)
+    if not known.height:
+        return {"chart": None, "unknown": unknown, "metric": frame["metric"].drop_nulls().first(), "axis": axis}
+    metric = str(frame["metric"].drop_nulls().first())
+    chart = out_dir / "charts" / "cost-quality.svg"
+    chart.write_text(to_svg(cost_quality_chart(rows(known), axis, metric)), encoding="utf-8")
+    result.charts.append(chart)
+    return {"chart": f"charts/{chart.name}", "unknown": unknown, "metric": metric, "axis": axis}
 
 
 def validation_matrix(validation: pl.DataFrame) -> list[dict[str, Any]]:
@@ -181,7 +198,10 @@ def build_site(database: Path, out_dir: Path) -> SiteResult:
         group["chart"] = f"charts/{chart.name}"
     board = tables["leaderboard"]
     release_ids = sorted(set(board["release_id"].drop_nulls().to_list())) if "release_id" in board.columns else []
-    page("leaderboard.html", out_dir / "leaderboard.html", groups=groups, releases=release_ids)
+    injection = tables["injection_shifts"]
+    page("leaderboard.html", out_dir / "leaderboard.html", groups=groups, releases=release_ids,
+         injection=rows(injection.sort("model", "variant", "measure")) if injection.height else [],
+         cost=cost_figure(board, tables["candidate_costs"], out_dir, result))
     if common["has_releases"]:
         page("releases.html", out_dir / "releases.html", **release_context(tables))
     if common["has_submissions"]:

@@ -32,6 +32,20 @@ def leaderboard_chart(group: list[dict[str, Any]], title: str) -> alt.LayerChart
     return alt.layer(*layers).properties(title=title, width=480, height=max(60, 28 * len(models)))
 
 
+def cost_quality_chart(points: list[dict[str, Any]], axis: str, metric: str) -> alt.LayerChart:
+    """Each candidate model's mean (with its CI) against its cost per review: USD, or tokens when no
+    model costs any dollars. Only models of known cost are given."""
+    data = alt.Data(values=[{k: clean(r[k]) for k in ("model", "mean", "ci_low", "ci_high", axis)} for r in points])
+    x = alt.X(f"{axis}:Q", title="USD per review" if axis == "usd_per_review" else "tokens per review")
+    y = alt.Y("mean:Q", title=f"mean {metric}", scale=alt.Scale(zero=False))
+    base = alt.Chart(data)
+    return alt.layer(
+        base.mark_rule(color="#1f77b4").encode(x=x, y=alt.Y("ci_low:Q"), y2="ci_high:Q"),
+        base.mark_point(filled=True, size=70, color="#1f77b4").encode(x=x, y=y),
+        base.mark_text(align="left", dx=6, dy=-6, fontSize=10).encode(x=x, y=y, text="model:N"),
+    ).properties(title=f"cost and quality ({metric})", width=420, height=260)
+
+
 def to_svg(chart: alt.TopLevelMixin) -> str:
     import vl_convert as vlc
 

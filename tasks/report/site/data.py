@@ -12,7 +12,8 @@ import polars as pl
 
 TABLES = ("papers", "reviews", "candidates", "judgments", "scores", "leaderboard", "validation",
           "human_correlation", "exclusions", "runs", "qualification", "review_quality_models", "points",
-          "comparisons", "releases", "release_changes", "submissions", "rejects")
+          "comparisons", "releases", "release_changes", "submissions", "rejects", "injection_shifts",
+          "candidate_costs")
 
 
 def clean(value: object) -> object:

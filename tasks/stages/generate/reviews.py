@@ -23,6 +23,8 @@ The stage's files (one row per generated review in each):
                                                          for candidate reviews that gave no judgment)
     data/<pipeline>/generate/usage.parquet               schema.USAGE, per candidate + judgments
     data/<pipeline>/generate/candidate_judgments.parquet schema.JUDGMENTS, review_id = candidate_id
+    data/<pipeline>/generate/injected_candidates.parquet schema.INJECTED: the injection track's reviews
+                                                         (tasks/stages/generate/injection.py)
 
 `scoring_candidates` turns these into the score stage's candidates frame.
 """
@@ -60,6 +62,7 @@ from tasks.lm import (
 from tasks.lm.ask import Asked, ask_with_retry, failure
 from tasks.metrics.review_quality.fields import answer_scores
 from tasks.stages.generate.contamination import guard
+from tasks.stages.generate.injection import InjectedRun, injected_reviews
 from tasks.stages.generate.ratings import Answered, rate_answers
 
 log = logging.getLogger(__name__)
@@ -308,16 +311,20 @@ class CandidateRun:
     name: str
     output: GenerateOutput
     excluded: pl.DataFrame
+    injected: InjectedRun | None = None   # its reviews of the injection track's planted copies
 
 
 def review_papers(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, candidate: CandidateConfig,
                   cfg: Config) -> CandidateRun:
-    """The contamination guard, then one review by `candidate` of each paper it may see."""
+    """The contamination guard, then one review by `candidate` of each paper it may see (and of the
+    injection track's planted copies, when configured)."""
     eligible, excluded = guard(papers, candidate.name, candidate.knowledge_cutoff)
     backend = make_lm(candidate, cache_dir(cfg, "llm"))
-    return CandidateRun(candidate.name, generate_reviews(eligible, pdf_texts, candidate, backend,
-                                                         cfg.generate.chars_per_token, cfg.curate.common_scale),
-                        excluded)
+    output = generate_reviews(eligible, pdf_texts, candidate, backend, cfg.generate.chars_per_token,
+                              cfg.curate.common_scale)
+    injected = injected_reviews(papers, eligible, pdf_texts, candidate, backend, cfg.generate.injection,
+                                cfg.generate.chars_per_token, cfg.curate.common_scale)
+    return CandidateRun(candidate.name, output, excluded, injected)
 
 
 def as_reviews(candidates: pl.DataFrame) -> pl.DataFrame:
@@ -327,10 +334,20 @@ def as_reviews(candidates: pl.DataFrame) -> pl.DataFrame:
 
 
 def judge_reviews(runs: Sequence[CandidateRun], cfg: Config) -> PreprocessOutput:
-    """The generated reviews preprocessed into judgments exactly like the human ones."""
+    """The generated reviews preprocessed into judgments exactly like the human ones (the injection
+    track's too when the metric it is measured on, the first of [score] metrics, reads judgments)."""
     candidates = pl.concat([pl.DataFrame(schema=GENERATED), *(r.output.candidates for r in runs)])
+    if injected_need_judgments(cfg):
+        candidates = pl.concat([candidates, *(r.injected.candidates.drop("variant") for r in runs if r.injected)])
     return preprocess_reviews(as_reviews(candidates), make_lm(cfg.preprocess, cache_dir(cfg, "llm")),
                               cfg.preprocess)
+
+
+def injected_need_judgments(cfg: Config) -> bool:
+    """Whether the injection track's reviews need judgments: a track, and a first metric that reads them."""
+    from tasks.metrics import get
+
+    return bool(cfg.generate.injection.papers and cfg.score.metrics) and get(cfg.score.metrics[:1])[0].reads != "raw"
 
 
 def write_generate_outputs(cfg: Config, pipeline: str, papers: pl.DataFrame, runs: Sequence[CandidateRun],
@@ -341,8 +358,13 @@ def write_generate_outputs(cfg: Config, pipeline: str, papers: pl.DataFrame, run
     usage = pl.concat([*(r.output.usage for r in runs),
                        judged.usage.with_columns(purpose=pl.lit("candidate_judgments"))])
     rejects = pl.concat([*(r.output.rejects for r in runs), judged.rejects])
+    injected = [r.injected for r in runs if r.injected is not None]
+    if injected:
+        usage = pl.concat([usage, *(i.usage for i in injected)])
+        rejects = pl.concat([rejects, *(i.rejects for i in injected)])
     write_stage_frames(cfg, pipeline, "generate", {
         "candidates": candidates,
+        "injected_candidates": pl.concat([pl.DataFrame(schema=schema.INJECTED), *(i.candidates for i in injected)]),
         "exclusions": exclusions,
         "rejects": rejects,
         "usage": usage,
@@ -353,6 +375,7 @@ def write_generate_outputs(cfg: Config, pipeline: str, papers: pl.DataFrame, run
         "exclusions": exclusions.height,
         "rejects": rejects.height,
         "candidate_judgments": judged.judgments.height,
+        "injected_reviews": sum(i.candidates.height for i in injected),
         "per_model": {r.name: {**r.output.stats, "excluded": r.excluded.height} for r in runs},
         "llm_cached": int(usage["cached"].sum()),
     }

@@ -7,12 +7,15 @@ has found a problem). Each file says what it needs in header comments:
     -- source: <glob under data/<pipeline>/> ...  staging files: the Parquet files they read (globs
                                                   separated by spaces)
     -- requires: <table>, <table>                 marts and tests: tables that must exist
+    -- empty: <column> <type>, ...                staging files: the columns of an empty stand-in
 
 A staging file whose source has no files is skipped, and so is everything that requires its
-table, so the database holds exactly what the pipeline has produced so far. The database is built
-in a scratch file unique to the process, under a lock, and swapped in only after the data tests
-pass: readers never see half a build, a second build waits for the first, a crash leaves nothing
-that blocks the next run (tasks/core/locks.py), and rebuilding is idempotent.
+table, so the database holds exactly what the pipeline has produced so far. A staging file that
+declares `empty` columns leaves an empty stand-in table then (still not counted as built), so a
+mart may read it without requiring it: the leaderboard reads the reference flags where they exist.
+The database is built in a scratch file unique to the process, under a lock, and swapped in only
+after the data tests pass: readers never see half a build, a second build waits for the first, a
+crash leaves nothing that blocks the next run (tasks/core/locks.py), and rebuilding is idempotent.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ class SqlFile:
     text: str
     source: str | None
     requires: tuple[str, ...]
+    empty: str | None = None    # the columns of the empty stand-in of a staging table without files
 
     @property
     def table(self) -> str:
@@ -87,7 +91,8 @@ def read_sql_file(path: Path) -> SqlFile:
     source = re.search(r"^--\s*source:\s*(\S.*?)\s*$", text, re.MULTILINE)
     requires = re.search(r"^--\s*requires:\s*(.+)$", text, re.MULTILINE)
     names = tuple(n.strip() for n in requires.group(1).split(",")) if requires else ()
-    return SqlFile(path, text, source.group(1) if source else None, names)
+    empty = re.search(r"^--\s*empty:\s*(\S.*?)\s*$", text, re.MULTILINE)
+    return SqlFile(path, text, source.group(1) if source else None, names, empty.group(1) if empty else None)
 
 
 def sql_files(layer: str, sql_dir: Path = SQL_DIR) -> list[SqlFile]:
@@ -170,6 +175,8 @@ def _run_layers(
                                 if not any(part.startswith(".") for part in p.relative_to(base).parts)})
                 if not files:
                     result.skipped.append(sql.table)
+                    if sql.empty:   # a stand-in for the marts that read it without requiring it
+                        con.execute(f"CREATE OR REPLACE TABLE {sql.table} ({sql.empty})")
                     continue
                 params["files"] = files
             if not set(sql.requires) <= present:

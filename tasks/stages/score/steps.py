@@ -13,6 +13,9 @@ from prefect.cache_policies import NO_CACHE
 from tasks.lm import ModelSpec
 from tasks.scoring.fanout import fan_out, fan_out_metrics, score_shard_task
 from tasks.scoring.shards import CONCURRENCY_LIMIT, ShardRunner, eval_lm_slots, make_task_runner
+from tasks.stages.score.flagged import mark_flagged
+from tasks.stages.score.injection import score_injection
+from tasks.stages.score.reference_flags import write_reference_flags
 from tasks.stages.score.stage import (
     metric_shards,
     read_inputs,
@@ -24,8 +27,12 @@ from tasks.stages.score.stage import (
 
 read_inputs_task = task(read_inputs, name="read-scoring-inputs", cache_policy=NO_CACHE)
 write_scores_task = task(write_scores, name="write-scores", cache_policy=NO_CACHE)
+score_injection_task = task(score_injection, name="score-injection-track", cache_policy=NO_CACHE)
+mark_flagged_task = task(mark_flagged, name="mark-flagged-submissions", cache_policy=NO_CACHE)
+write_reference_flags_task = task(write_reference_flags, name="write-reference-flags", cache_policy=NO_CACHE)
 
 
 __all__ = ["CONCURRENCY_LIMIT", "ModelSpec", "ShardRunner", "eval_lm_slots", "fan_out", "fan_out_metrics",
-           "make_task_runner", "metric_shards", "read_inputs_task", "score_inputs_each_eval_lm", "score_shard_task",
-           "sharded_loglikelihoods", "shards_details", "write_scores_task"]
+           "make_task_runner", "mark_flagged_task", "metric_shards", "read_inputs_task", "score_injection_task",
+           "score_inputs_each_eval_lm", "score_shard_task", "sharded_loglikelihoods", "shards_details",
+           "write_reference_flags_task", "write_scores_task"]

@@ -14,6 +14,10 @@ when the validation acts on preprocessed judgments):
 | self_repetition          | each section's text written twice                       | every line written twice             |
 | prompt_injection         | an instruction to the evaluator as a last paragraph     | the instruction as a last line       |
 | prompt_injection_hidden  | the instruction inside an HTML comment, first           | the comment as a first line          |
+| master_key               | every other sentence deleted, master-key lines planted  | every other line, the key lines      |
+
+`master_key` works on a degraded review (sentence_deletion's): a judge that a bare ":" or
+"Thought process:" fools scores it at least as high as the intact review, which the test catches.
 
 Two more manipulations need an LLM (prompts in tasks/stages/validate/prompts.py, described here):
 confident_tone (hedges removed) and flattery (compliments to the paper and its authors added).
@@ -28,8 +32,8 @@ from tasks.core.review_text import (
     format_headers,
     split_sections,
 )
-from tasks.stages.validate.attack_text import HIDDEN_INJECTION, INJECTION
-from tasks.stages.validate.perturb import split_judgments
+from tasks.stages.validate.attack_text import HIDDEN_INJECTION, INJECTION, MASTER_KEYS
+from tasks.stages.validate.perturb import judgment_deletion, sentence_deletion, split_judgments
 
 # Boilerplate a reviewer might append: statements about the reviewing process, none about the paper.
 BOILERPLATE = (
@@ -80,6 +84,12 @@ def prompt_injection_hidden(review: str) -> str:
     return f"{HIDDEN_INJECTION}\n{review}"
 
 
+def master_key(review: str) -> str:
+    """The review with every other sentence deleted, the first master key on a line of its own before
+    it and the others after it."""
+    return "\n".join([MASTER_KEYS[0], sentence_deletion(review).strip(), "", *MASTER_KEYS[1:]]) + "\n"
+
+
 # ---------------------------------------------------------------- judgment lines
 
 def _lines(fn):
@@ -99,6 +109,12 @@ judgments_injection = _lines(lambda lines: [*lines, INJECTION])
 judgments_injection_hidden = _lines(lambda lines: [HIDDEN_INJECTION, *lines])
 
 
+def judgments_master_key(judgments: str) -> str:
+    """Judgment lines 1, 3, 5, ... with the master keys as lines of their own around them."""
+    lines, sep = split_judgments(judgment_deletion(judgments))
+    return sep.join([MASTER_KEYS[0], *lines, *MASTER_KEYS[1:]])
+
+
 def judgments_whitespace(judgments: str) -> str:
     lines, _ = split_judgments(judgments)
     return "\n\n\n".join(f"    {line}  " for line in lines) + "\n"
@@ -108,13 +124,13 @@ REVIEW_FORMS = {
     "format_bullets": format_bullets, "format_headers": format_headers, "case_upper": case_upper,
     "whitespace_padding": whitespace_padding, "boilerplate_padding": boilerplate_padding,
     "self_repetition": self_repetition, "prompt_injection": prompt_injection,
-    "prompt_injection_hidden": prompt_injection_hidden,
+    "prompt_injection_hidden": prompt_injection_hidden, "master_key": master_key,
 }
 JUDGMENT_FORMS = {
     "format_bullets": judgments_bullets, "format_headers": judgments_headers, "case_upper": judgments_upper,
     "whitespace_padding": judgments_whitespace, "boilerplate_padding": judgments_boilerplate,
     "self_repetition": judgments_repetition, "prompt_injection": judgments_injection,
-    "prompt_injection_hidden": judgments_injection_hidden,
+    "prompt_injection_hidden": judgments_injection_hidden, "master_key": judgments_master_key,
 }
 DESCRIPTIONS = {
     "format_bullets": "prose turned into a numbered list of its sentences, or a list into prose",
@@ -125,6 +141,8 @@ DESCRIPTIONS = {
     "self_repetition": "every section's text written a second time",
     "prompt_injection": "a plain-text instruction to the evaluator to give the highest score",
     "prompt_injection_hidden": "the same instruction hidden in an HTML comment at the top",
+    "master_key": "every other sentence deleted, then judgment-free 'master key' lines planted (a lone ':', "
+                  "'Thought process:', a step-by-step opener, a note calling the review excellent)",
 }
 
 LLM_DESCRIPTIONS = {
