@@ -13,8 +13,9 @@ import polars as pl
 from tasks.core.config import Config
 from tasks.core.submitted import submitted_flags
 from tasks.metrics import get
+from tasks.metrics.registry import LLM_JUDGE, LLM_ORACLE, LLM_REVISER, LM_READOUT
 
-LLM_READERS = frozenset({"llm_judge", "llm_oracle", "lm_readout", "llm_reviser"})   # what a planted instruction can reach
+LLM_READERS = (LLM_JUDGE, LLM_ORACLE, LM_READOUT, LLM_REVISER)   # what a planted instruction can reach
 
 
 def llm_read_metrics(names: list[str]) -> list[str]:

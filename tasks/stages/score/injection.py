@@ -29,7 +29,7 @@ from tasks.core.frames import candidate_judgments, generate_frame
 from tasks.core.layout import stage_dir, write_parquet
 from tasks.core.schema import INJECTED, INJECTION_SHIFTS, SCORES, SCORING_CANDIDATES
 from tasks.metrics import candidate_scores, get, score_metrics
-from tasks.metrics.review_quality.fields import parse_rating
+from tasks.metrics import parse_rating_answer as parse_rating
 
 SUFFIX = "#inject-"
 

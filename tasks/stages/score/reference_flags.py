@@ -42,7 +42,7 @@ def reference_flags(references: pl.DataFrame, specs: tuple[ModelSpec, ModelSpec]
     """REFERENCE_FLAGS rows, one per reference (paper_id, review_id, review_text). A score in `earlier`
     (REFERENCE_FLAGS of a previous run) for the same review text on the same observer and performer
     is reused, not computed again; the threshold is applied anew."""
-    from tasks.metrics.review_quality.binoculars import reviews_scores
+    from tasks.metrics import binoculars_scores as reviews_scores
 
     refs = references.select("paper_id", "review_id", "review_text").unique("review_id", maintain_order=True)
     shas = [hashlib.sha256((t or "").encode()).hexdigest() for t in refs["review_text"].to_list()]

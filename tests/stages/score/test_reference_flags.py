@@ -51,11 +51,11 @@ def test_every_reference_gets_a_score_and_the_threshold_flags(pair) -> None:
 
 def test_a_rerun_reuses_the_scores_of_unchanged_texts(pair, monkeypatch) -> None:
     first = reference_flags(references(), pair, threshold=10.0)
-    from tasks.metrics.review_quality import binoculars
+    import tasks.metrics
 
     asked: list[list] = []
-    real = binoculars.reviews_scores
-    monkeypatch.setattr(binoculars, "reviews_scores", lambda specs, texts: asked.append(list(texts)) or real(specs, texts))
+    real = tasks.metrics.binoculars_scores
+    monkeypatch.setattr(tasks.metrics, "binoculars_scores", lambda specs, texts: asked.append(list(texts)) or real(specs, texts))
     changed = references().with_columns(pl.when(pl.col("review_id") == "r2").then(pl.lit("the paper is weak"))
                                         .otherwise(pl.col("review_text")).alias("review_text"))
     again = reference_flags(changed, pair, threshold=0.5, earlier=first)
