@@ -28,7 +28,7 @@ They do show the next-token distribution: `top_logprobs` asks with `logprobs = t
 `choices[0].logprobs.content[i].top_logprobs[j].{token, logprob}` at the token right after the prefill.
 A server that continues an answer (`continue_final_message`, vLLM) generates one token after it; an
 API that cannot (OpenAI's) is asked to begin its answer with a short prefill and the position is found
-in the tokens it wrote. A model that refuses logprobs (OpenAI's reasoning models answer 400 or 403)
+in the tokens it wrote (a one-line prefill only: an analysis or a review is not asked for twice). A model that refuses logprobs (OpenAI's reasoning models answer 400 or 403)
 or answers without them raises `Unsupported`, and the backend remembers it, so callers fall back to
 generating and parsing without asking again.
 """
@@ -132,15 +132,16 @@ class OpenAILM(ChatAPI, Backend):
     def top_logprobs(self, requests: Sequence[ChatRequest]) -> list[TopLogprobs]:
         """The `TOP_LOGPROBS` most likely tokens right after each request's prefill, in request order
         (greedy, one request at a time, `max_in_flight` in parallel). `Unsupported` where the model gives
-        none, or where a server that cannot continue an answer would have to write out a long prefill."""
+        none, or where a server that cannot continue an answer would have to write out more than a short line."""
         if self._no_logprobs is not None:
             raise Unsupported(self._no_logprobs)
         if not requests:
             return []
-        if not self.cfg.continue_final_message and any(len(r.prefill) > ASKED_PREFILL_CHARS for r in requests):
-            raise Unsupported(f"{self.model}: the answer position is after a prefill of more than "
-                              f"{ASKED_PREFILL_CHARS} characters, and this server does not continue an answer "
-                              "(continue_final_message)")
+        if not self.cfg.continue_final_message and any(len(r.prefill) > ASKED_PREFILL_CHARS or "\n" in r.prefill
+                                                       for r in requests):
+            raise Unsupported(f"{self.model}: the answer position is after more than one short line (at most "
+                              f"{ASKED_PREFILL_CHARS} characters), which this server cannot be made to continue "
+                              "(continue_final_message) nor asked to write out again")
         with ThreadPoolExecutor(max_workers=self.cfg.max_in_flight) as pool:
             return list(pool.map(self._top_one, requests))
 

@@ -1,0 +1,89 @@
+"""Judges behind a chat API that shows its top next tokens (OpenAI, vLLM) are read from them
+(tasks/metrics/rating.py, method "toplogprobs"): through the real `openai` client against the local
+server, the judge's score is the expectation computed by hand from the server's top list; a model that
+refuses logprobs, or an Anthropic judge, is generated and parsed as before."""
+
+from __future__ import annotations
+
+import math
+
+import polars as pl
+import pytest
+
+from tasks.core.config import LLMConfig
+from tasks.core.schema import REFERENCES, SCORING_CANDIDATES, SYNOPSES_WIDE
+from tasks.metrics.judge import judge_family
+from tasks.metrics.rating import rate_member
+from tasks.metrics.registry import REGISTRY, Resources
+from tasks.metrics.resources import LazyLM
+from tasks.testing.openai_server import OpenAIServer
+from tests.chat_api_data import OPENAI_ENV as ENV
+from tests.chat_api_data import OPENAI_KEY as KEY
+from tests.chat_api_data import openai_config as config
+
+TOP = [("6", 0.4), (" 9", 0.3), ("1", 0.1), ("\n", 0.1)]   # after "Score: "; after "Score: 1": "0" 0.5
+
+
+@pytest.fixture(autouse=True)
+def api_key(monkeypatch):
+    monkeypatch.setenv(ENV, KEY)
+
+
+def scripted(body: dict) -> tuple[str, list[dict], int, int]:
+    written = body["messages"][-1]["content"]
+    table = [("0", 0.5), (".", 0.4)] if written.endswith("Score: 1") else TOP
+    top = [{"token": t, "logprob": math.log(p), "bytes": []} for t, p in table]
+    return top[0]["token"], [{**top[0], "top_logprobs": top}], 10, 1
+
+
+def by_hand() -> float:
+    mass = {6: 0.4, 9: 0.3, 10: 0.1 * 0.5, 1: 0.1 - 0.1 * 0.5}
+    return sum(k * v for k, v in mass.items()) / sum(mass.values())
+
+
+def frames() -> tuple[pl.DataFrame, pl.DataFrame, None, pl.DataFrame]:
+    """candidates, references, negatives (none), synopses."""
+    cands = pl.DataFrame([{"paper_id": "p", "candidate": "c", "source": "m", "review_id": None,
+                           "review_text": "the method is weak", "judgments": None}], schema=SCORING_CANDIDATES)
+    refs = pl.DataFrame([{"paper_id": "p", "review_id": "h", "review_text": "the paper is good", "judgments": None}],
+                        schema=REFERENCES)
+    syn = pl.DataFrame([{"paper_id": "p", "abstract": "the paper of the method"}], schema=SYNOPSES_WIDE)
+    return cands, refs, None, syn
+
+
+def judge(server: OpenAIServer, tmp_path) -> LazyLM:
+    cfg: LLMConfig = config(server, continue_final_message=True)
+    return LazyLM(cfg, tmp_path)
+
+
+def test_a_chat_api_judge_is_read_from_its_top_logprobs(tmp_path):
+    with OpenAIServer(lambda body: "Score: 3", chat_logprobs=scripted) as server:
+        resources = Resources(llm=judge(server, tmp_path))
+        row = judge_family([REGISTRY["llm_judge_noref"]], *frames(), resources).scores.row(0, named=True)
+        assert row["eval_lm"] == "toplogprobs:openai/gpt-test" and row["reason"] is None
+        assert row["score"] == pytest.approx(by_hand())
+        assert all(b.get("logprobs") for b in server.received)       # nothing generated to parse
+        assert resources.log.answers()["value"].to_list() == [pytest.approx(by_hand())]
+        # judge_method = "generate" still generates and parses
+        generated = judge_family([REGISTRY["llm_judge_noref"]], *frames(),
+                                 Resources(llm=judge(server, tmp_path), judge_method="generate")).scores
+        assert generated["eval_lm"].to_list() == ["generate:openai/gpt-test"] and generated["score"][0] == 3.0
+
+
+@pytest.mark.parametrize("status", [403, 400])
+def test_a_judge_that_refuses_logprobs_falls_back_to_generate_and_parse(tmp_path, status):
+    with OpenAIServer(lambda body: "Score: 3", chat_logprobs=scripted, refuse_logprobs=status) as server:
+        lm = judge(server, tmp_path)
+        values, how, written = rate_member(lm, "auto", [("s", "u")], ["k"], 16, analysis=False)
+        assert (values, how) == ([3.0], "generate") and written[0].text.startswith("Score:")
+        rows = judge_family([REGISTRY["llm_judge_noref"]], *frames(), Resources(llm=lm)).scores
+        assert rows["eval_lm"].to_list() == ["generate:openai/gpt-test"] and rows["score"][0] == 3.0
+
+
+def test_an_analysis_judge_without_continuing_generates_and_parses(tmp_path):
+    """A server that cannot continue the analysis cannot be asked to write it out again: parsed."""
+    answer = "<analysis>\nThe review is vague.\n</analysis>\nScore: 4"
+    with OpenAIServer(lambda body: answer, chat_logprobs=scripted) as server:
+        lm = LazyLM(config(server), tmp_path)
+        values, how, _ = rate_member(lm, "auto", [("s", "u")], ["k"], 64, analysis=True)
+    assert (values, how) == ([4.0], "generate")
