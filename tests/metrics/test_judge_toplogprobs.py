@@ -87,3 +87,38 @@ def test_an_analysis_judge_without_continuing_generates_and_parses(tmp_path):
         lm = LazyLM(config(server), tmp_path)
         values, how, _ = rate_member(lm, "auto", [("s", "u")], ["k"], 64, analysis=True)
     assert (values, how) == ([4.0], "generate")
+
+
+@pytest.mark.slow
+def test_the_embedded_model_behind_the_server_is_read_as_by_hand(tmp_path, embedded_lm):
+    """SmolLM2 behind the server: its real top 20 after "Score: ", "10" read as "1" then "0"."""
+    import openai
+
+    from tasks.testing.completions import LocalChatLogprobs
+    from tasks.testing.openai_server import local_model_responder
+
+    system, user = "Rate the review from 0 to 10. Answer with Score: <n>.", "Review: the proofs are incomplete."
+    with OpenAIServer(local_model_responder("smollm2"), chat_logprobs=LocalChatLogprobs("smollm2")) as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0)
+
+        def top(written: str) -> dict[str, float]:
+            answer = client.chat.completions.create(
+                model="gpt-test", max_tokens=1, logprobs=True, top_logprobs=20, temperature=0,
+                messages=[{"role": "system", "content": system}, {"role": "user", "content": user},
+                          {"role": "assistant", "content": written}],
+                extra_body={"continue_final_message": True, "add_generation_prompt": False})
+            listed = answer.choices[0].logprobs.content[0].top_logprobs
+            assert len(listed) == 20 and listed == sorted(listed, key=lambda t: -t.logprob)
+            seen: dict[str, float] = {}
+            for t in listed:
+                seen[t.token.strip()] = seen.get(t.token.strip(), 0.0) + math.exp(t.logprob)
+            return seen
+
+        first = top("Score: ")
+        mass = {n: first.get(str(n), 0.0) for n in range(11)}
+        if "10" not in first and first.get("1", 0.0) > 0:
+            mass[10] = first["1"] * top("Score: 1").get("0", 0.0)
+            mass[1] = max(0.0, first["1"] - mass[10])
+        expected = sum(k * v for k, v in mass.items()) / sum(mass.values())
+        values, how, _ = rate_member(judge(server, tmp_path), "auto", [(system, user)], ["k"], 16, analysis=False)
+    assert how == "toplogprobs" and values[0] == pytest.approx(expected, abs=1e-6)
