@@ -40,6 +40,7 @@ from tasks.lm.types import (
     OnAnswers,
     Pooling,
     TopLogprobs,
+    Unsupported,
     Usage,
 )
 
@@ -257,7 +258,10 @@ class CachedLM:
         missing = list(dict.fromkeys(k for k in keys if k not in found))
         if missing or not requests:
             first = {k: requests[i] for i, k in reversed(list(enumerate(keys)))}
-            fresh = self.inner.top_logprobs([first[k] for k in missing])
+            ask = getattr(self.inner, "top_logprobs", None)
+            if ask is None:
+                raise Unsupported(f"{self.model}: this backend shows no top next tokens")
+            fresh = ask([first[k] for k in missing])
             self.cache.put_top_logprobs([(k, r) for k, r in zip(missing, fresh, strict=True)
                                          if r.error is None and r.alternatives])
             found.update(zip(missing, fresh, strict=True))

@@ -122,3 +122,16 @@ def test_the_embedded_model_behind_the_server_is_read_as_by_hand(tmp_path, embed
         expected = sum(k * v for k, v in mass.items()) / sum(mass.values())
         values, how, _ = rate_member(judge(server, tmp_path), "auto", [(system, user)], ["k"], 16, analysis=False)
     assert how == "toplogprobs" and values[0] == pytest.approx(expected, abs=1e-6)
+
+
+def test_an_anthropic_judge_shows_no_top_logprobs_and_is_parsed(tmp_path, monkeypatch):
+    from tasks.lm import CachedLM, LLMCache
+    from tasks.testing.anthropic_server import AnthropicServer
+    from tests.chat_api_data import ANTHROPIC_KEY, anthropic_lm
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
+    with AnthropicServer(lambda body: "Score: 7") as server:
+        backend = anthropic_lm(server)
+        lm = CachedLM(backend, LLMCache(tmp_path / "llm.sqlite"), backend.cfg)
+        values, how, _ = rate_member(lm, "auto", [("s", "u")], ["k"], 16, analysis=False)
+    assert (values, how) == ([7.0], "generate")
