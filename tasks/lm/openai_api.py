@@ -271,10 +271,13 @@ class OpenAILM(ChatAPI, Backend):
         if not content:
             self._without_logprobs("answered without logprobs")
         at = 0 if continued else _position(content, request.prefill)
+        spent = self._result(body)
+        tokens = {"input_tokens": spent.input_tokens, "output_tokens": spent.output_tokens,
+                  "cache_read_tokens": spent.cache_read_tokens}
         if at is None:
-            return TopLogprobs(error=f"the answer did not begin with {request.prefill!r}")
+            return TopLogprobs(error=f"the answer did not begin with {request.prefill!r}", **tokens)
         top = content[at].get("top_logprobs") or []
-        return TopLogprobs(tuple((str(t["token"]), float(t["logprob"])) for t in top))
+        return TopLogprobs(tuple((str(t["token"]), float(t["logprob"])) for t in top), **tokens)
 
     def _without_logprobs(self, why: str) -> None:
         """Remember that the model gives no logprobs and raise `Unsupported`: no later request asks."""

@@ -31,7 +31,14 @@ from typing import Protocol
 
 import numpy as np
 
-from tasks.lm.types import ChatRequest, LanguageModel, LoglikelihoodRequest, LoglikelihoodResult, TopLogprobs
+from tasks.lm.types import (
+    ChatRequest,
+    ChatResult,
+    LanguageModel,
+    LoglikelihoodRequest,
+    LoglikelihoodResult,
+    TopLogprobs,
+)
 
 
 class ReadoutLM(Protocol):
@@ -151,7 +158,7 @@ READ_TOKENS = 8   # max_tokens of a top-list request (the backend asks only what
 
 
 def top_ratings(lm: TopLM, prompts: Sequence[tuple[str, str]], prefill: str | Sequence[str],
-                scale: Sequence[int], sep: str = " ") -> list[RatingReadout | None]:
+                scale: Sequence[int], sep: str = " ", calls: list[ChatResult] | None = None) -> list[RatingReadout | None]:
     """The rating each (system, user) prompt gets from the model's top next tokens after
     "<prefill><sep>" (`lm.top_logprobs`; `Unsupported` where the backend shows none): the expectation
     of the scale under the probabilities of the tokens that spell each value, normalised over the scale.
@@ -167,7 +174,8 @@ def top_ratings(lm: TopLM, prompts: Sequence[tuple[str, str]], prefill: str | Se
       so p(10) = p("1") p("0" | "1") and, as `rating_masses` does, 1 keeps p("1") less p(10). A
       tokenizer with "10" as one token ("10" in the list) needs nothing more: "1" then means 1.
 
-    None where the request failed or no seen mass fell on the scale."""
+    None where the request failed or no seen mass fell on the scale. `calls`, when given, receives one
+    `ChatResult` per prompt with no text and the tokens its requests cost (for usage and the LLM log)."""
     prefills = [prefill] * len(prompts) if isinstance(prefill, str) else list(prefill)
     heads = [f"{p}{sep}" for p in prefills]
     first = lm.top_logprobs([ChatRequest(s, u, READ_TOKENS, prefill=h) for (s, u), h in zip(prompts, heads, strict=True)])
@@ -181,6 +189,15 @@ def top_ratings(lm: TopLM, prompts: Sequence[tuple[str, str]], prefill: str | Se
                 splits.append((i, word, head))
     second = lm.top_logprobs([ChatRequest(*prompts[i], READ_TOKENS, prefill=heads[i] + head)
                               for i, _, head in splits]) if splits else []
+    if calls is not None:
+        model = str(getattr(lm, "model", ""))
+        spent = [[r] for r in first]
+        for (i, _, _), more in zip(splits, second, strict=True):
+            spent[i].append(more)
+        calls.extend(ChatResult("", input_tokens=sum(r.input_tokens for r in rs),
+                                output_tokens=sum(r.output_tokens for r in rs),
+                                cache_read_tokens=sum(r.cache_read_tokens for r in rs),
+                                cached=all(r.cached for r in rs), model=model) for rs in spent)
     values = np.array(scale, dtype=np.float64)
     out: list[RatingReadout | None] = []
     for i, probs in enumerate(seen):

@@ -113,7 +113,10 @@ class TopLogprobs:
 
     alternatives: tuple[tuple[str, float], ...] = ()
     error: str | None = None
-    cached: bool = False
+    cached: bool = False            # served from the content-addressed cache (no call, no tokens)
+    input_tokens: int = 0           # what the call cost, as a ChatResult counts it
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
 
 
 Accept = Callable[[ChatResult], bool]

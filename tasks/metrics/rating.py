@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from tasks.lm.types import ChatRequest, ChatResult, Unsupported
@@ -69,20 +70,37 @@ def _after_analysis(text: str) -> str:
     return text.partition(ANALYSIS_END)[2] if ANALYSIS_END in text else text
 
 
-Reader = Callable[[Sequence[tuple[str, str]], str], "list[RatingReadout | None]"]
+# (prompts, prefill, a list that receives what each prompt's requests cost, where the reader knows) -> readouts
+Reader = Callable[[Sequence[tuple[str, str]], str, list[ChatResult]], "list[RatingReadout | None]"]
 
 
-def _read_all(reader: Reader, prompts: Sequence[tuple[str, str]], prefills: Sequence[str]) -> list[float]:
-    """Each prompt's expected rating after its prefill (NaN without one), one reader call per prefill."""
+def _read_all(reader: Reader, prompts: Sequence[tuple[str, str]],
+              prefills: Sequence[str]) -> tuple[list[float], list[ChatResult | None]]:
+    """Each prompt's expected rating after its prefill (NaN without one) and what its requests cost (None
+    where the reader does not say), one reader call per prefill."""
     values = [math.nan] * len(prompts)
+    spent: list[ChatResult | None] = [None] * len(prompts)
     by_prefill: dict[str, list[int]] = {}
     for i, prefill in enumerate(prefills):
         if prefill:
             by_prefill.setdefault(prefill, []).append(i)
     for prefill, idx in by_prefill.items():
-        for i, got in zip(idx, reader([prompts[i] for i in idx], prefill), strict=True):
+        calls: list[ChatResult] = []
+        for i, got in zip(idx, reader([prompts[i] for i in idx], prefill, calls), strict=True):
             values[i] = got.expected if got is not None else math.nan
-    return values
+        for i, call in zip(idx, calls, strict=False):
+            spent[i] = call
+    return values, spent
+
+
+def _with_cost(written: list[ChatResult], spent: list[ChatResult | None], model: str) -> list[ChatResult]:
+    """What to log per prompt: its analysis (if written) with the readout's tokens added, else the readout's call."""
+    if not written:
+        return [s if s is not None else ChatResult("", model=model) for s in spent]
+    return [w if s is None else replace(w, input_tokens=w.input_tokens + s.input_tokens,
+                                        output_tokens=w.output_tokens + s.output_tokens,
+                                        cache_read_tokens=w.cache_read_tokens + s.cache_read_tokens)
+            for w, s in zip(written, spent, strict=True)]
 
 
 def rate_member(llm: ChatLM, method: str, prompts: Sequence[tuple[str, str]], keys: Sequence[str], max_tokens: int,
@@ -98,14 +116,16 @@ def rate_member(llm: ChatLM, method: str, prompts: Sequence[tuple[str, str]], ke
         prefills = [_prefix(r.text) if r.error is None else "" for r in written]
     readers: list[tuple[str, Reader]] = []
     if getattr(llm, "loglikelihood", None) is not None:
-        readers.append(("readout", lambda ps, prefill: expected_ratings(llm, ps, prefill, SCALE)))   # type: ignore[arg-type]
+        readers.append(("readout", lambda ps, prefill, _: expected_ratings(llm, ps, prefill, SCALE)))  # type: ignore[arg-type]
     if getattr(llm, "top_logprobs", None) is not None:
-        readers.append(("toplogprobs", lambda ps, prefill: top_ratings(llm, ps, prefill, SCALE)))   # type: ignore[arg-type]
+        readers.append(("toplogprobs", lambda ps, prefill, calls: top_ratings(llm, ps, prefill, SCALE,   # type: ignore[arg-type]
+                                                                              calls=calls)))
     for how, reader in (readers if method == "auto" else []):
         try:
-            return _read_all(reader, prompts, prefills), how, written
+            values, spent = _read_all(reader, prompts, prefills)
         except Unsupported:
             continue
+        return values, how, written if how == "readout" else _with_cost(written, spent, llm.model)
     if not analysis:
         written = llm.generate([ChatRequest(s, u, max_tokens=max_tokens, custom_id=k[:64], prefill=RATING_PREFILL)
                                 for (s, u), k in zip(prompts, keys, strict=True)])
@@ -131,7 +151,7 @@ def rate_panel(resources: Resources, questions: Mapping[str, tuple[str, str]], p
         values, how, written = rate_member(llm, method, prompts, keys, max_tokens, analysis)
         names.append(f"{how}:{model_key(llm)}")
         logged = written if how == "generate" else [
-            ChatResult(text=f"expected rating {v:.4f}" + (f" after: {w.text}" if w is not None else ""),
+            ChatResult(text=f"expected rating {v:.4f}" + (f" after: {w.text}" if w is not None and w.text else ""),
                        model=llm.model, cached=w.cached if w is not None else False,
                        input_tokens=w.input_tokens if w is not None else 0,
                        output_tokens=w.output_tokens if w is not None else 0)

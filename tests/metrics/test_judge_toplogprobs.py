@@ -64,6 +64,7 @@ def test_a_chat_api_judge_is_read_from_its_top_logprobs(tmp_path):
         assert row["score"] == pytest.approx(by_hand())
         assert all(b.get("logprobs") for b in server.received)       # nothing generated to parse
         assert resources.log.answers()["value"].to_list() == [pytest.approx(by_hand())]
+        assert resources.log.usage()["input_tokens"].to_list() == [20]   # "Score: " and "Score: 1", 10 each
         # judge_method = "generate" still generates and parses
         generated = judge_family([REGISTRY["llm_judge_noref"]], *frames(),
                                  Resources(llm=judge(server, tmp_path), judge_method="generate")).scores

@@ -72,7 +72,8 @@ def can_continue(candidate: CandidateConfig) -> bool:
 
 def rate_answers(answers: Sequence[Answered], backend: LanguageModel, candidate: CandidateConfig,
                  scale: Sequence[float]) -> tuple[dict[str, float | None], str, list[ChatResult]]:
-    """(key -> rating on the common scale or None, the method, the extra generations to count as usage)."""
+    """(key -> rating on the common scale or None, the method, the extra calls to count as usage: the
+    generations asked, or one empty answer per review carrying what its top_logprobs requests cost)."""
     model = f"{backend.name}/{backend.model}"
     if not answers:
         return {}, "none", []
@@ -84,9 +85,10 @@ def rate_answers(answers: Sequence[Answered], backend: LanguageModel, candidate:
             f"readout:{model}", []
     if can_continue(candidate) and getattr(backend, "top_logprobs", None) is not None:
         try:
-            top = top_ratings(backend, prompts, positions, _whole(scale), sep="")   # type: ignore[arg-type]
+            calls: list[ChatResult] = []
+            top = top_ratings(backend, prompts, positions, _whole(scale), sep="", calls=calls)  # type: ignore[arg-type]
             return {a.key: (r.expected if r is not None else None) for a, r in zip(answers, top, strict=True)}, \
-                f"toplogprobs:{model}", []
+                f"toplogprobs:{model}", calls
         except Unsupported:
             pass
     if can_continue(candidate):

@@ -47,12 +47,15 @@ def test_a_served_candidate_is_read_from_its_top_logprobs(tmp_path):
         cand = candidate(server)
         ratings, method, extra = rate_answers(answers, make_lm(cand, tmp_path), cand, SCALE)
         mass = {8: 0.5, 6: 0.1, 10: 0.2 * 0.75, 1: 0.2 - 0.2 * 0.75}
-        assert method == "toplogprobs:openai/gpt-test" and extra == []
+        assert method == "toplogprobs:openai/gpt-test"
+        # usage: one empty answer per review with what its two requests cost (the server counts 10 + 1 each)
+        assert [(c.text, c.input_tokens, c.output_tokens, c.cached) for c in extra] == [("", 20, 2, False)]
         assert ratings["k"] == pytest.approx(sum(k * v for k, v in mass.items()) / sum(mass.values()))
         assert server.received[0]["messages"][-1]["content"] == "## Summary\n\nA clear paper.\n\n<rating>\n"
         calls = server.counts["chat"]
-        again, _, _ = rate_answers(answers, make_lm(cand, tmp_path), cand, SCALE)
+        again, _, spent = rate_answers(answers, make_lm(cand, tmp_path), cand, SCALE)
         assert again == ratings and server.counts["chat"] == calls   # cached: no call
+        assert [(c.input_tokens, c.cached) for c in spent] == [(0, True)]
 
 
 def test_refused_logprobs_fall_back_to_asking_and_no_continuing_to_the_answer(tmp_path):
