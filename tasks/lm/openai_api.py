@@ -27,10 +27,11 @@ They do show the next-token distribution: `top_logprobs` asks with `logprobs = t
 (the API's cap; vLLM's `--max-logprobs` is 20 by default) and reads
 `choices[0].logprobs.content[i].top_logprobs[j].{token, logprob}` at the token right after the prefill.
 A server that continues an answer (`continue_final_message`, vLLM) generates one token after it; an
-API that cannot (OpenAI's) is asked to begin its answer with a short prefill and the position is found
-in the tokens it wrote (a one-line prefill only: an analysis or a review is not asked for twice). A model that refuses logprobs (OpenAI's reasoning models answer 400 or 403)
-or answers without them raises `Unsupported`, and the backend remembers it, so callers fall back to
-generating and parsing without asking again.
+API that cannot (OpenAI's) is asked to begin its answer with a short one-line prefill ("Score: ") and
+the position is found in the tokens it wrote (an analysis or a review is not asked for twice). A model
+that refuses logprobs (OpenAI's reasoning models answer 400 or 403, a vLLM server started with a lower
+`--max-logprobs` 400) or answers without them raises `Unsupported`, and the backend remembers it, so
+callers fall back to generating and parsing without asking again.
 """
 
 from __future__ import annotations
