@@ -75,6 +75,7 @@ class AnthropicLM(ChatAPI, Backend):
         "loglikelihood": ("{model}: the Anthropic API returns no log-probabilities of a given text; score with "
                           "a local model (score.eval_lm)"),
         "embed": ("{model}: the Anthropic API has no embedding endpoint; use tasks.lm.embedder()"),
+        "top_logprobs": "{model}: the Anthropic API shows no token probabilities (no logprobs parameter)",
     }
     status_error = anthropic.APIStatusError
     max_batch_requests = MAX_BATCH_REQUESTS

@@ -11,9 +11,10 @@ batch API's batch id is kept until its answers are stored: a run killed after ho
 at most the answers in flight, and its rerun sends only those still missing. Each operation
 opens its own connection, so threads and processes may share the file (SQLite serialises
 writers; WAL lets readers run alongside). Log-likelihoods from a server (a backend with
-`cache_loglikelihood`, tasks/lm/completions.py) are kept too, keyed by `loglikelihood_key`; a local
-model's log-likelihoods and embeddings pass straight through (the score stage keeps its own
-resumable shards).
+`cache_loglikelihood`, tasks/lm/completions.py) are kept too, keyed by `loglikelihood_key`, and so are
+a chat API's top next tokens (`top_logprobs`, keyed by `top_logprobs_key`: greedy, so deterministic
+up to the server's own noise); a local model's log-likelihoods and embeddings pass straight through
+(the score stage keeps its own resumable shards).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from tasks.lm.types import (
     LoglikelihoodResult,
     OnAnswers,
     Pooling,
+    TopLogprobs,
+    Unsupported,
     Usage,
 )
 
@@ -50,6 +53,7 @@ CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, result TEXT NOT NULL, 
 CREATE TABLE IF NOT EXISTS batches (key TEXT PRIMARY KEY, batch_id TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS loglikelihoods (key TEXT PRIMARY KEY, logprob REAL NOT NULL, n_tokens INTEGER NOT NULL,
     token_logprobs TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS top_logprobs (key TEXT PRIMARY KEY, alternatives TEXT NOT NULL);
 """
 
 
@@ -67,6 +71,11 @@ def loglikelihood_key(identity: str, request: LoglikelihoodRequest) -> str:
     """sha256 over the server's log-likelihood identity (model, host, tokenizer) and the request's texts."""
     payload = json.dumps([identity, request.system, request.user, request.continuation], ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def top_logprobs_key(identity: str, request: ChatRequest) -> str:
+    """`request_key` of the request under an identity that says its answer is the next tokens' top list."""
+    return request_key(f"{identity}|top_logprobs", request)
 
 
 class LLMCache:
@@ -135,6 +144,23 @@ class LLMCache:
             with self._connect() as db:
                 db.executemany("INSERT OR REPLACE INTO loglikelihoods VALUES (?, ?, ?, ?)", rows)
 
+    def get_top_logprobs(self, keys: Sequence[str]) -> dict[str, TopLogprobs]:
+        found: dict[str, TopLogprobs] = {}
+        with self._connect() as db:
+            for start in range(0, len(keys), 500):
+                chunk = list(keys[start : start + 500])
+                marks = ",".join("?" * len(chunk))
+                rows = db.execute(f"SELECT key, alternatives FROM top_logprobs WHERE key IN ({marks})", chunk)
+                for key, text in rows:
+                    found[key] = TopLogprobs(tuple((t, float(v)) for t, v in json.loads(text)), cached=True)
+        return found
+
+    def put_top_logprobs(self, items: Sequence[tuple[str, TopLogprobs]]) -> None:
+        rows = [(key, json.dumps([list(a) for a in r.alternatives], ensure_ascii=False)) for key, r in items]
+        if rows:
+            with self._connect() as db:
+                db.executemany("INSERT OR REPLACE INTO top_logprobs VALUES (?, ?)", rows)
+
     def batch_id(self, key: str) -> str | None:
         with self._connect() as db:
             row = db.execute("SELECT batch_id FROM batches WHERE key = ?", (key,)).fetchone()
@@ -164,6 +190,7 @@ class CachedLM:
         self.identity = inner.identity
         self.usage = Usage()
         self.loglikelihood_cached = 0   # log-likelihood requests answered from the cache
+        self.top_logprobs_cached = 0    # top_logprobs requests answered from the cache
 
     def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None,
                  on_answers: OnAnswers | None = None) -> list[ChatResult]:
@@ -221,6 +248,24 @@ class CachedLM:
             self.cache.put_loglikelihoods(list(zip(missing, fresh, strict=True)))
             found.update(zip(missing, fresh, strict=True))
         self.loglikelihood_cached += len(keys) - len(missing)
+        return [found[k] for k in keys]
+
+    def top_logprobs(self, requests: Sequence[ChatRequest]) -> list[TopLogprobs]:
+        """The next tokens' top list from the cache where present, the rest asked and stored (only
+        answers with alternatives); the backend's `Unsupported` passes through."""
+        keys = [top_logprobs_key(self.identity, r) for r in requests]
+        found = self.cache.get_top_logprobs(sorted(set(keys)))
+        missing = list(dict.fromkeys(k for k in keys if k not in found))
+        if missing or not requests:
+            first = {k: requests[i] for i, k in reversed(list(enumerate(keys)))}
+            ask = getattr(self.inner, "top_logprobs", None)
+            if ask is None:
+                raise Unsupported(f"{self.model}: this backend shows no top next tokens")
+            fresh = ask([first[k] for k in missing])
+            self.cache.put_top_logprobs([(k, r) for k, r in zip(missing, fresh, strict=True)
+                                         if r.error is None and r.alternatives])
+            found.update(zip(missing, fresh, strict=True))
+        self.top_logprobs_cached += len(keys) - len(missing)
         return [found[k] for k in keys]
 
     def embed(self, texts: Sequence[str], pooling: Pooling = "tokens") -> list[np.ndarray]:

@@ -73,6 +73,8 @@ class LocalLM(Backend):
     name = "local"
     cannot = {
         "embed": ("{model} is a causal LM; embeddings come from the sentence encoder (tasks.lm.embedder())"),
+        "top_logprobs": ("{model} is local: its full next-token distribution is read through loglikelihood "
+                         "(tasks/lm/readout.py), no top-k cut needed"),
     }
 
     def __init__(self, spec: ModelSpec, batch_size: int = 8, token_budget: int = 4096,

@@ -22,6 +22,16 @@ its output and error files downloaded, and items that failed transiently resubmi
 from the response (`prompt_tokens_details.cached_tokens` as prompt-cache reads); cost uses the
 configured prices (the Batch API bills half). Chat Completions give no log-likelihoods of a given
 text (`api = "completions"` does: tasks/lm/completions.py) and no embeddings: those raise `Unsupported`.
+
+They do show the next-token distribution: `top_logprobs` asks with `logprobs = true, top_logprobs = 20`
+(the API's cap; vLLM's `--max-logprobs` is 20 by default) and reads
+`choices[0].logprobs.content[i].top_logprobs[j].{token, logprob}` at the token right after the prefill.
+A server that continues an answer (`continue_final_message`, vLLM) generates one token after it; an
+API that cannot (OpenAI's) is asked to begin its answer with a short one-line prefill ("Score: ") and
+the position is found in the tokens it wrote (an analysis or a review is not asked for twice). A model
+that refuses logprobs (OpenAI's reasoning models answer 400 or 403, a vLLM server started with a lower
+`--max-logprobs` 400) or answers without them raises `Unsupported`, and the backend remembers it, so
+callers fall back to generating and parsing without asking again.
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -44,10 +55,13 @@ from tasks.lm.anthropic_api import BatchStore
 from tasks.lm.api_common import ChatAPI, batch_key, custom_ids, describe, retryable_api_error, unreachable
 from tasks.lm.backends import in_process_model
 from tasks.lm.types import (
+    TOP_LOGPROBS,
     Backend,
     ChatRequest,
     ChatResult,
     OnAnswers,
+    TopLogprobs,
+    Unsupported,
 )
 
 log = logging.getLogger(__name__)
@@ -61,6 +75,9 @@ ENDPOINT = "/v1/chat/completions"
 MAX_BATCH_REQUESTS = 10_000        # well under the API's 50,000
 MAX_BATCH_BYTES = 100 * 1024**2    # well under the API's 200 MB
 NO_KEY = "none"                    # sent when `api_key_env = ""` (a local server without auth)
+ASKED_PREFILL_CHARS = 80           # the longest prefill an API that cannot continue answers is asked to write
+POSITION_SLACK = 8                 # tokens it may take beyond the prefill's to reach the position
+REFUSAL_STATUSES = {400, 403}      # how OpenAI refuses logprobs for a model that has none
 
 
 class OpenAILM(ChatAPI, Backend):
@@ -108,10 +125,27 @@ class OpenAILM(ChatAPI, Backend):
         self.batch_store = batch_store
         self._key = key
         self._refused: FatalError | None = None   # a refused key (401 / 403) or an address nobody answers at
+        self._no_logprobs: str | None = None      # why the model gives no top_logprobs, once it said so
         self._lock = threading.Lock()
         self.client = openai.OpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=cfg.timeout_seconds)
 
     # ---- public -------------------------------------------------------------------------------
+    def top_logprobs(self, requests: Sequence[ChatRequest]) -> list[TopLogprobs]:
+        """The `TOP_LOGPROBS` most likely tokens right after each request's prefill, in request order
+        (greedy, one request at a time, `max_in_flight` in parallel). `Unsupported` where the model gives
+        none, or where a server that cannot continue an answer would have to write out more than a short line."""
+        if self._no_logprobs is not None:
+            raise Unsupported(self._no_logprobs)
+        if not requests:
+            return []
+        if not self.cfg.continue_final_message and any(len(r.prefill) > ASKED_PREFILL_CHARS or "\n" in r.prefill
+                                                       for r in requests):
+            raise Unsupported(f"{self.model}: the answer position is after more than one short line (at most "
+                              f"{ASKED_PREFILL_CHARS} characters), which this server cannot be made to continue "
+                              "(continue_final_message) nor asked to write out again")
+        with ThreadPoolExecutor(max_workers=self.cfg.max_in_flight) as pool:
+            return list(pool.map(self._top_one, requests))
+
     # ---- shared pieces ------------------------------------------------------------------------
     def scrub(self, text: str) -> str:
         """`text` on one line, with the API key replaced by a placeholder."""
@@ -213,6 +247,44 @@ class OpenAILM(ChatAPI, Backend):
             return result
         return replace(result, text=request.prefill + result.text)
 
+    # ---- top_logprobs -------------------------------------------------------------------------
+    def _top_one(self, request: ChatRequest) -> TopLogprobs:
+        continued = self.cfg.continue_final_message
+        tokens = 1 if continued else len(request.prefill) + POSITION_SLACK   # a token has at least one character
+        params = self._params(replace(request, max_tokens=tokens)) | {"logprobs": True, "top_logprobs": TOP_LOGPROBS}
+        extra = {k: params.pop(k) for k in ("continue_final_message", "add_generation_prompt") if k in params}
+
+        def call() -> dict[str, Any]:
+            try:
+                return self.client.chat.completions.create(**params, extra_body=extra or None).model_dump()
+            except openai.APIStatusError as error:   # a refusal of logprobs is no refused key (also a 403)
+                if error.status_code in REFUSAL_STATUSES and "logprobs" in str(error).lower():
+                    self._without_logprobs(f"refused logprobs ({self.scrub(describe(error))})")
+                raise
+        try:
+            body = self._with_retries(call)
+        except (Unsupported, FatalError):
+            raise
+        except Exception as error:
+            return TopLogprobs(error=self._failed(error).error)
+        choice = (body.get("choices") or [{}])[0]
+        content = (choice.get("logprobs") or {}).get("content")
+        if not content:
+            self._without_logprobs("answered without logprobs")
+        at = 0 if continued else _position(content, request.prefill)
+        spent = self._result(body)
+        tokens = {"input_tokens": spent.input_tokens, "output_tokens": spent.output_tokens,
+                  "cache_read_tokens": spent.cache_read_tokens}
+        if at is None:
+            return TopLogprobs(error=f"the answer did not begin with {request.prefill!r}", **tokens)
+        top = content[at].get("top_logprobs") or []
+        return TopLogprobs(tuple((str(t["token"]), float(t["logprob"])) for t in top), **tokens)
+
+    def _without_logprobs(self, why: str) -> None:
+        """Remember that the model gives no logprobs and raise `Unsupported`: no later request asks."""
+        self._no_logprobs = f"{self.model}: {why}; its ratings are generated and parsed"
+        raise Unsupported(self._no_logprobs)
+
     # ---- Chat Completions ---------------------------------------------------------------------
     def _complete_one(self, request: ChatRequest) -> ChatResult:
         try:
@@ -287,6 +359,20 @@ class OpenAILM(ChatAPI, Backend):
         retryable = code in RETRYABLE_BATCH_CODES or (status is not None and (status in RETRY_STATUSES or status >= 500))
         detail = self.scrub(f"batch request errored: {code}: {error.get('message', '')}")
         return ChatResult("", error=detail, model=self.model, retryable=retryable, batch=True)
+
+
+def _position(content: Sequence[dict[str, Any]], prefill: str) -> int | None:
+    """The first token after the answer's beginning `prefill` (whitespace aside) that is not blank, or
+    None when the answer does not begin so."""
+    want = " ".join(prefill.split())
+    written = ""
+    for i, item in enumerate(content):
+        if " ".join(written.split()) == want and str(item.get("token", "")).strip():
+            return i
+        written += str(item.get("token", ""))
+        if not want.startswith(" ".join(written.split())):
+            return None
+    return None
 
 
 def served_key(cfg: LLMConfig) -> str:

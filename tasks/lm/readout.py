@@ -16,6 +16,10 @@ no generation. It is a log-likelihood operation, so it runs wherever log-likelih
 Either way the first scored value of a request is exactly log softmax(logits)[first token of the
 answer]. The answers must start with different tokens (else the readout could not tell them apart),
 which `first_tokens` checks for the model's tokenizer.
+
+A chat API gives no log-likelihoods, but OpenAI's (and vLLM's) shows the top 20 next tokens after a
+prefill (`top_logprobs`); `top_ratings` reads a rating from them (see there for what the top-20 cut
+and numbers split into digits mean for it).
 """
 
 from __future__ import annotations
@@ -27,7 +31,14 @@ from typing import Protocol
 
 import numpy as np
 
-from tasks.lm.types import LanguageModel, LoglikelihoodRequest, LoglikelihoodResult
+from tasks.lm.types import (
+    ChatRequest,
+    ChatResult,
+    LanguageModel,
+    LoglikelihoodRequest,
+    LoglikelihoodResult,
+    TopLogprobs,
+)
 
 
 class ReadoutLM(Protocol):
@@ -67,6 +78,7 @@ class RatingReadout:
     expected: float
     mass: float
     probabilities: tuple[float, ...]   # over the scale, normalised
+    seen: float = 1.0                  # the share of the next-token probability the readout saw (a top-k list: < 1)
 
 
 def rating_masses(answers: Sequence[str], token_logprobs: Sequence[Sequence[float]],
@@ -132,3 +144,86 @@ def _shared_tokens(results: Sequence[LoglikelihoodResult]) -> int:
     while all(len(s) > n + 1 for s in seqs) and all(abs(s[n] - seqs[0][n]) <= 1e-3 for s in seqs):
         n += 1
     return n
+
+
+# ---- a rating read from a chat API's top next tokens -------------------------------------------
+
+class TopLM(Protocol):
+    """What a top-list readout needs of a model: the next tokens' top list after a prefill."""
+
+    def top_logprobs(self, requests: Sequence[ChatRequest]) -> list[TopLogprobs]: ...
+
+
+READ_TOKENS = 8   # max_tokens of a top-list request (the backend asks only what it needs to reach the position)
+
+
+def top_ratings(lm: TopLM, prompts: Sequence[tuple[str, str]], prefill: str | Sequence[str],
+                scale: Sequence[int], sep: str = " ", calls: list[ChatResult] | None = None) -> list[RatingReadout | None]:
+    """The rating each (system, user) prompt gets from the model's top next tokens after
+    "<prefill><sep>" (`lm.top_logprobs`; `Unsupported` where the backend shows none): the expectation
+    of the scale under the probabilities of the tokens that spell each value, normalised over the scale.
+
+    What the top list leaves open, and what is done about it:
+
+    * the mass outside the top 20 is unknown: a value not in the list counts 0, the scale is
+      normalised over what was seen, `seen` reports the list's share of the probability and `mass`
+      the (seen) share on the scale;
+    * tokens are compared without their whitespace (" 7" and "7" both spell 7, summed);
+    * a value the tokenizer splits ("10" as "1", "0", as SmolLM2's does) is not in the list as a
+      whole: where its first token is, one more request after "<prefill><sep>1" gives p("0" | "1"),
+      so p(10) = p("1") p("0" | "1") and, as `rating_masses` does, 1 keeps p("1") less p(10). A
+      tokenizer with "10" as one token ("10" in the list) needs nothing more: "1" then means 1.
+
+    None where the request failed or no seen mass fell on the scale. `calls`, when given, receives one
+    `ChatResult` per prompt with no text and the tokens its requests cost (for usage and the LLM log)."""
+    prefills = [prefill] * len(prompts) if isinstance(prefill, str) else list(prefill)
+    heads = [f"{p}{sep}" for p in prefills]
+    first = lm.top_logprobs([ChatRequest(s, u, READ_TOKENS, prefill=h) for (s, u), h in zip(prompts, heads, strict=True)])
+    seen = [_by_text(r) for r in first]
+    words = [str(n) for n in scale]
+    splits: list[tuple[int, str, str]] = []   # (prompt, value, its first token in the list)
+    for i, probs in enumerate(seen):
+        for word in words:
+            head = next((t for t in probs if word not in probs and t and len(t) < len(word) and word.startswith(t)), None)
+            if head is not None:
+                splits.append((i, word, head))
+    second = lm.top_logprobs([ChatRequest(*prompts[i], READ_TOKENS, prefill=heads[i] + head)
+                              for i, _, head in splits]) if splits else []
+    if calls is not None:
+        model = str(getattr(lm, "model", ""))
+        spent = [[r] for r in first]
+        for (i, _, _), more in zip(splits, second, strict=True):
+            spent[i].append(more)
+        calls.extend(ChatResult("", input_tokens=sum(r.input_tokens for r in rs),
+                                output_tokens=sum(r.output_tokens for r in rs),
+                                cache_read_tokens=sum(r.cache_read_tokens for r in rs),
+                                cached=all(r.cached for r in rs), model=model) for rs in spent)
+    values = np.array(scale, dtype=np.float64)
+    out: list[RatingReadout | None] = []
+    for i, probs in enumerate(seen):
+        if first[i].error is not None or not first[i].alternatives:
+            out.append(None)
+            continue
+        mass = {w: probs.get(w, 0.0) for w in words}
+        for (j, word, head), more in zip(splits, second, strict=True):
+            if j == i:
+                mass[word] = probs[head] * _by_text(more).get(word[len(head):], 0.0)
+                if head in mass:
+                    mass[head] = max(0.0, mass[head] - mass[word])
+        total = math.fsum(mass.values())
+        if not total > 0.0:
+            out.append(None)
+            continue
+        p = np.array([mass[w] for w in words]) / total
+        out.append(RatingReadout(float(p @ values), min(1.0, total), tuple(float(x) for x in p),
+                                 seen=min(1.0, math.fsum(probs.values()))))
+    return out
+
+
+def _by_text(result: TopLogprobs) -> dict[str, float]:
+    """Probability of each token text of a top list, whitespace stripped (" 7" and "7" summed)."""
+    probs: dict[str, float] = {}
+    for token, logprob in result.alternatives:
+        key = token.strip()
+        probs[key] = probs.get(key, 0.0) + math.exp(logprob)
+    return probs

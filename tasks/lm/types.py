@@ -13,9 +13,14 @@ Three operations, each on a batch:
   `n_tokens` counts that token and prompt tokens are never scored.
 * `embed(texts, pooling)`: "tokens" gives one L2-normalised vector per word-piece of each text
   (an (n_tokens, dim) array); "mean" the normalised mean of those vectors (a (dim,) array).
+* `top_logprobs(requests)`: the most likely next tokens right after a `ChatRequest`'s prefill, each
+  with its log-probability, as a chat API gives them (`logprobs` / `top_logprobs`: at most the top
+  `TOP_LOGPROBS`, so the mass of the rest of the vocabulary is unknown). For a backend that has no
+  log-likelihoods of a given text but shows its next-token distribution (OpenAI, vLLM).
 
 A backend implements what it can and raises `Unsupported` (with the reason) for the rest: an API
-model has no log-likelihoods, a sentence encoder does not chat.
+model has no log-likelihoods, a sentence encoder does not chat, Anthropic's API shows no token
+probabilities.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ CACHE_WRITE_FACTOR = 1.25   # writing the prompt cache costs 25% more than plain
 BATCH_FACTOR = 0.5          # the Message Batches API bills half price
 
 Pooling = Literal["tokens", "mean"]
+TOP_LOGPROBS = 20   # the most alternatives OpenAI's Chat Completions (and vLLM by default) give per position
 
 
 class TransientLLMError(TransientError):
@@ -99,6 +105,20 @@ class LoglikelihoodResult:
     truncated: bool = False              # the request was cut to fit the model (tasks/lm/fitting.py)
 
 
+@dataclass(frozen=True)
+class TopLogprobs:
+    """The next token's most likely alternatives after a request's prefill: (token text, log-probability),
+    most likely first, as the API spelled them (" 7" and "7" are different tokens). `error` says why
+    there are none (the answer did not reach the position, the request failed)."""
+
+    alternatives: tuple[tuple[str, float], ...] = ()
+    error: str | None = None
+    cached: bool = False            # served from the content-addressed cache (no call, no tokens)
+    input_tokens: int = 0           # what the call cost, as a ChatResult counts it
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+
+
 Accept = Callable[[ChatResult], bool]
 # Answers as they arrive, each with its index in the requests: a backend calls it once per group that
 # came back together (one request, one local batch, one API batch), so a caching wrapper stores them
@@ -126,6 +146,8 @@ class LanguageModel(Protocol):
 
     def embed(self, texts: Sequence[str], pooling: Pooling = "tokens") -> list[np.ndarray]: ...
 
+    def top_logprobs(self, requests: Sequence[ChatRequest]) -> list[TopLogprobs]: ...
+
 
 class Backend:
     """A `LanguageModel` base for backends that do only some operations: each one a backend does not
@@ -144,6 +166,9 @@ class Backend:
 
     def embed(self, texts: Sequence[str], pooling: Pooling = "tokens") -> list[np.ndarray]:
         raise Unsupported(self._why("embed"))
+
+    def top_logprobs(self, requests: Sequence[ChatRequest]) -> list[TopLogprobs]:
+        raise Unsupported(self._why("top_logprobs"))
 
     def _why(self, operation: str) -> str:
         return self.cannot.get(operation, "{model} does not " + operation).format(model=self.model)

@@ -34,7 +34,7 @@ import polars as pl
 from tasks.core.config import Config, LLMConfig, ScoreConfig
 from tasks.core.schema import LOGLIK_RESULTS, with_truncated
 from tasks.lm import CachedLM, LoglikelihoodRequest, ModelSpec, embedder, eval_model, eval_spec
-from tasks.lm.types import Accept, ChatRequest, ChatResult, LoglikelihoodResult
+from tasks.lm.types import Accept, ChatRequest, ChatResult, LoglikelihoodResult, TopLogprobs
 from tasks.metrics.llm_log import LLMLog
 from tasks.metrics.readout_panel import engine_answers, engine_readout, readout_members
 from tasks.metrics.registry import REVIEW_QUALITY, Loglikelihood, PaperShards, Resources, get
@@ -83,6 +83,10 @@ class LazyLM:
     def loglikelihood(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
         """The backend's log-likelihoods (the judges' rating readout); `Unsupported` where it has none."""
         return self.lm.loglikelihood(requests)
+
+    def top_logprobs(self, requests: Sequence[ChatRequest]) -> list[TopLogprobs]:
+        """The next tokens' top list after each prefill (a chat API's readout); `Unsupported` where it has none."""
+        return self.lm.top_logprobs(requests)
 
 
 def memoized(loglikelihood: Loglikelihood) -> Loglikelihood:

@@ -14,6 +14,12 @@ It answers the way vLLM's server does for the parameters log-likelihood scoring 
   OpenAI's own models give; `prompt_logprobs=False` drops the prompt's log-probabilities silently,
   as llama.cpp's server does (the client must notice).
 
+`LocalChatLogprobs` answers POST /v1/chat/completions with `logprobs` on the same local model, as
+OpenAI's API does: greedy tokens in `choices[0].logprobs.content`, each `{token, logprob, bytes,
+top_logprobs}`, the last the `top_logprobs` most likely tokens at that position (the real next-token
+distribution, most likely first); a final assistant message with `continue_final_message` (vLLM) is
+continued after it.
+
 `FixedCompletions` answers the same shape with no model (every echoed token -1.0), for tests of the
 client's checks; `broken_logprobs` breaks an answer the way faulty servers do (NaN, -inf, a positive
 value, one value more than the tokens sent).
@@ -29,7 +35,7 @@ import threading
 import time
 from typing import Any
 
-MAX_LOGPROBS = 20   # vLLM's default --max-logprobs
+MAX_LOGPROBS = 20   # vLLM's default --max-logprobs; also OpenAI's cap of Chat Completions' top_logprobs
 _SCORING = threading.Lock()
 
 
@@ -129,6 +135,51 @@ class LocalCompletions:
             tokens, values, tops, offsets = ([x[i] for i in keep] for x in (tokens, values, tops, offsets))
         choice["logprobs"] = {"tokens": tokens, "token_logprobs": values, "top_logprobs": tops, "text_offset": offsets}
         return choice
+
+
+class LocalChatLogprobs:
+    """Chat Completions with `logprobs` on the local `model`: (text, logprobs content, prompt tokens,
+    completion tokens) of a request body, decoded greedily one full forward pass per token."""
+
+    def __init__(self, model: str = "smollm2") -> None:
+        self.model_name = model
+        self.requests = 0
+
+    def __call__(self, body: dict[str, Any]) -> tuple[str, list[dict[str, Any]], int, int]:
+        import torch
+
+        from tasks.lm import ModelSpec, load_model
+        from tasks.lm.loading import chat_ids, end_of_turn
+
+        messages = body.get("messages", [])
+        system = "".join(m.get("content", "") for m in messages if m.get("role") == "system")
+        user = "".join(m.get("content", "") for m in messages if m.get("role") == "user")
+        last = messages[-1] if messages else {}
+        prefill = last.get("content", "") if body.get("continue_final_message") and last.get("role") == "assistant" \
+            else ""
+        top = int(body.get("top_logprobs") or 0)
+        max_tokens = int(body.get("max_completion_tokens") or body.get("max_tokens") or 16)
+        model, tokenizer = load_model(ModelSpec(name=self.model_name))
+        ids = list(chat_ids(tokenizer, system, user, prefill))
+        prompt_tokens = len(ids)
+        stops = {*end_of_turn(tokenizer), tokenizer.eos_token_id}
+
+        def entry(token: int, value: float) -> dict[str, Any]:
+            piece = tokenizer.decode([token])
+            return {"token": piece, "logprob": value, "bytes": list(piece.encode("utf-8"))}
+        content: list[dict[str, Any]] = []
+        with _SCORING, torch.inference_mode():
+            for _ in range(max_tokens):
+                row = model(input_ids=torch.tensor([ids], device=model.device)).logits[0, -1].float().log_softmax(-1)
+                token = int(row.argmax())
+                if token in stops:
+                    break
+                best = row.topk(top).indices.tolist() if top else []
+                content.append({**entry(token, float(row[token])),
+                                "top_logprobs": [entry(t, float(row[t])) for t in best]})
+                ids.append(token)
+        self.requests += 1
+        return "".join(c["token"] for c in content), content, prompt_tokens, len(content)
 
 
 def _prompts(prompt: Any) -> list[str | list[int]]:

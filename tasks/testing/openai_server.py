@@ -5,7 +5,12 @@ It speaks the parts of the API this project uses, to the real `openai` client po
 (with a `completions` handler: tasks/testing/completions.py scores prompts on a local model), POST /v1/files
 (multipart upload of a batch's JSON Lines), GET /v1/files/{id}/content, POST /v1/batches and
 GET /v1/batches/{id}. Answers come from a `responder` of the request body (the Anthropic server's
-`heuristic_responder` reads OpenAI messages too); faults are scripted per route (401 for a refused
+`heuristic_responder` reads OpenAI messages too), or, for a chat request with `logprobs = true`, from
+`chat_logprobs` (a local model's greedy tokens with their `top_logprobs`: tasks/testing/completions.py
+`LocalChatLogprobs`; without it the answer carries `"logprobs": null`, as a server that ignores the
+parameter). As OpenAI's API: `top_logprobs` above 20, or without `logprobs`, is a 400; a server built
+with `refuse_logprobs` answers any `logprobs` request as OpenAI does for its reasoning models (403 "not
+allowed", or 400 `unsupported_parameter`); faults are scripted per route (401 for a refused
 key, 429 with Retry-After, 5xx, a completion without content, an unparseable body); batches move
 from in_progress to completed after a set number of polls, and `batch_fault` can make chosen
 batch items fail (a 500 or 400 line in the error file), expire (a `batch_expired` line; the batch
@@ -38,6 +43,10 @@ Answer = tuple[str, int, int]   # text, prompt tokens, completion tokens (a mode
 Responder = Callable[[dict[str, Any]], "str | Answer"]
 # 200 answers of /v1/completions a broken server gives (`malformed_next(kind, route="completions")`)
 COMPLETIONS_FAULTS = ("html", "bad_json", "nan", "neg_inf", "positive", "extra_value")
+MAX_TOP_LOGPROBS = 20
+LOGPROBS_REFUSALS = {403: ("You are not allowed to request logprobs from this model", None),
+                     400: ("Unsupported parameter: 'logprobs' is not supported with this model.",
+                           "unsupported_parameter")}
 ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 403: "permission_denied",
                429: "rate_limit_exceeded", 500: "server_error"}
 
@@ -51,9 +60,13 @@ class OpenAIServer(ScriptedAPI):
 
     def __init__(self, responder: Responder = heuristic_responder, *, reject_status: int = 401,
                  invalid_batches: str | None = None,
-                 completions: Callable[[dict[str, Any]], dict[str, Any]] | None = None, **scripted: Any) -> None:
+                 completions: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+                 chat_logprobs: Callable[[dict[str, Any]], tuple[str, list[dict[str, Any]], int, int]] | None = None,
+                 refuse_logprobs: int | None = None, **scripted: Any) -> None:
         """`scripted`: polls_before_end, batch_fault, echo_key_in_errors, reject_key (ScriptedAPI)."""
         super().__init__(responder, **scripted)
+        self.chat_logprobs = chat_logprobs      # answers with logprobs (None: "logprobs": null)
+        self.refuse_logprobs = refuse_logprobs  # 403 or 400: the model refuses logprobs
         self.completions = completions          # POST /v1/completions: body -> response (None: 404)
         self.reject_status = reject_status      # the status a `reject_key` request gets (401 / 403)
         self.invalid_batches = invalid_batches  # every batch fails validation with this message
@@ -84,6 +97,9 @@ class OpenAIServer(ScriptedAPI):
             body = json.loads(raw or b"{}")
             with self._lock:
                 self.received.append(body)
+            refused = self._logprobs_refused(body)
+            if refused is not None:
+                return _send_error(handler, *refused)
             try:
                 completion = self._completion(body, no_text=fault is not None)
             except Exception as error:  # the responder failed: a 500, as a real server would answer
@@ -128,8 +144,27 @@ class OpenAIServer(ScriptedAPI):
         except Exception as error:  # the model failed: a 500, as a real server would answer
             return _send_error(handler, 500, f"{type(error).__name__}: {error}")
 
+    def _logprobs_refused(self, body: dict[str, Any]) -> tuple[int, str, None, str | None, str] | None:
+        """(status, message, retry-after, code, param) of OpenAI's answer to logprobs it will not give, else None."""
+        top = body.get("top_logprobs")
+        if top is not None and not body.get("logprobs"):
+            return 400, "Invalid value for 'top_logprobs': logprobs must be set to true.", None, None, "top_logprobs"
+        if top is not None and not 0 <= int(top) <= MAX_TOP_LOGPROBS:
+            return (400, f"Invalid 'top_logprobs': integer above maximum value. Expected a value <= "
+                         f"{MAX_TOP_LOGPROBS}, but got {top} instead.", None, "integer_above_max_value", "top_logprobs")
+        if body.get("logprobs") and self.refuse_logprobs is not None:
+            message, code = LOGPROBS_REFUSALS[self.refuse_logprobs]
+            return self.refuse_logprobs, message, None, code, "logprobs"
+        return None
+
     def _completion(self, body: dict[str, Any], no_text: bool = False) -> dict[str, Any]:
-        answer = self.responder(body)
+        logprobs = None
+        if body.get("logprobs") and self.chat_logprobs is not None:
+            text, content, prompt_tokens, completion_tokens = self.chat_logprobs(body)
+            answer: str | Answer = (text, prompt_tokens, completion_tokens)
+            logprobs = {"content": content, "refusal": None}
+        else:
+            answer = self.responder(body)
         text, counted = (answer, None) if isinstance(answer, str) else (answer[0], answer[1:])
         messages = body.get("messages", [])
         system = "".join(m.get("content", "") for m in messages if m.get("role") == "system")
@@ -145,7 +180,7 @@ class OpenAIServer(ScriptedAPI):
         message = {"role": "assistant", "content": None if no_text else text, "refusal": None}
         return {"id": f"chatcmpl-{next(self._ids)}", "object": "chat.completion", "created": int(time.time()),
                 "model": body.get("model", "unknown"),
-                "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+                "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": logprobs}],
                 "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
                           "total_tokens": prompt + completion,
                           "prompt_tokens_details": {"cached_tokens": cached}}}
@@ -244,10 +279,11 @@ ROUTES = [("POST", r"/v1/chat/completions", "chat"), ("POST", r"/v1/completions"
           ("GET", r"/v1/files/([\w-]+)/content", "files_content"), ("GET", r"/v1/batches/([\w-]+)", "batches_retrieve")]
 
 
-def _send_error(handler: BaseHTTPRequestHandler, status: int, message: str,
-                retry_after: float | None = None) -> None:
-    kind = ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-    send_json(handler, {"error": {"message": message, "type": kind, "param": None, "code": None}}, status, retry_after)
+def _send_error(handler: BaseHTTPRequestHandler, status: int, message: str, retry_after: float | None = None,
+                code: str | None = None, param: str | None = None) -> None:
+    kind = "invalid_request_error" if status in (400, 403) and param else \
+        ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    send_json(handler, {"error": {"message": message, "type": kind, "param": param, "code": code}}, status, retry_after)
 
 
 # ---- a local model behind the server (the offline demo's OpenAI-compatible candidate) ----------
@@ -282,11 +318,12 @@ _SERVED: dict[str, OpenAIServer] = {}
 def serve_local_model(model: str) -> str:
     """The base URL of a process-wide OpenAI-compatible server answering with the local `model`
     (chat and, for log-likelihoods, completions; started on first use, stopped with the process)."""
-    from tasks.testing.completions import LocalCompletions
+    from tasks.testing.completions import LocalChatLogprobs, LocalCompletions
 
     with _GENERATING:
         if model not in _SERVED:
             _SERVED[model] = OpenAIServer(local_model_responder(model), polls_before_end=0,
-                                          completions=LocalCompletions(model)).__enter__()
+                                          completions=LocalCompletions(model),
+                                          chat_logprobs=LocalChatLogprobs(model)).__enter__()
         return _SERVED[model].base_url
 

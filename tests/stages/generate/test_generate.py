@@ -371,10 +371,10 @@ def test_a_served_model_writes_reviews_through_the_openai_path(tmp_path, embedde
     assert out.candidates.height >= 1 and out.candidates.height + out.rejects.height == 2
     for row in out.candidates.iter_rows(named=True):
         assert row["backend"] == "openai" and row["review"].startswith("## Summary\n\n") and row["cost"] == 0
-        # no log-probabilities through the chat API: the answer is continued after a <rating> tag
-        assert row["rating_method"] == "asked:openai/smollm2"
+        # no log-likelihoods through the chat API, but its top_logprobs after the <rating> tag
+        assert row["rating_method"] == "toplogprobs:openai/smollm2" and row["rating"] is not None
     reviews_asked = out.stats["papers"] + out.stats["retried"]
-    assert out.usage["requests"][0] == reviews_asked + out.candidates.height          # reviews, then ratings
+    assert out.usage["requests"][0] == reviews_asked + out.candidates.height   # reviews, then one row per rating read
     again = generate_reviews(papers, texts, candidate, make_lm(candidate, tmp_path))
     assert again.candidates.equals(out.candidates)
     assert again.usage["cached"][0] == again.usage["requests"][0] > 0
