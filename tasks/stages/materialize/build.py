@@ -10,9 +10,10 @@ has found a problem). Each file says what it needs in header comments:
     -- empty: <column> <type>, ...                staging files: the columns of an empty stand-in
 
 A staging file whose source has no files is skipped, and so is everything that requires its
-table, so the database holds exactly what the pipeline has produced so far. A staging file that
-declares `empty` columns leaves an empty stand-in table then (still not counted as built), so a
-mart may read it without requiring it: the leaderboard reads the reference flags where they exist.
+table, so the database holds what the pipeline has produced so far. A staging file that declares
+`empty` columns leaves an empty stand-in table then (not counted as built), and the marts built
+on it exist, empty: a table the docs query (submissions, source_limits, reference_flags, ...)
+is there before anything fills it, and the leaderboard reads the reference flags where they exist.
 The database is built in a scratch file unique to the process, under a lock, and swapped in only
 after the data tests pass: readers never see half a build, a second build waits for the first, a
 crash leaves nothing that blocks the next run (tasks/core/locks.py), and rebuilding is idempotent.
@@ -164,6 +165,7 @@ def _run_layers(
     """Run staging then marts (restricted to `only` when given); return the tables built."""
     con.execute("CREATE SCHEMA IF NOT EXISTS staging")
     present: set[str] = set() if only is None else _existing_tables(con)
+    standing_in: set[str] = set()   # empty stand-ins, and the tables built on one: there, but not counted
     for layer in LAYERS:
         for sql in sql_files(layer, sql_dir):
             if only is not None and sql.table not in only:
@@ -175,8 +177,10 @@ def _run_layers(
                                 if not any(part.startswith(".") for part in p.relative_to(base).parts)})
                 if not files:
                     result.skipped.append(sql.table)
-                    if sql.empty:   # a stand-in for the marts that read it without requiring it
+                    if sql.empty:   # an empty stand-in: the marts that read it exist, empty (docs query them)
                         con.execute(f"CREATE OR REPLACE TABLE {sql.table} ({sql.empty})")
+                        present.add(sql.table)
+                        standing_in.add(sql.table)
                     continue
                 params["files"] = files
             if not set(sql.requires) <= present:
@@ -184,6 +188,9 @@ def _run_layers(
                 continue
             con.execute(sql.text, _parameters(sql.text, params))
             present.add(sql.table)
+            if set(sql.requires) & standing_in:
+                standing_in.add(sql.table)
+                continue
             counts = result.tables if layer == "marts" else result.staged
             name = ".".join(f'"{part}"' for part in sql.table.split("."))
             counts[sql.table] = con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
