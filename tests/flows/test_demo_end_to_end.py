@@ -103,3 +103,17 @@ def test_the_full_pipeline_names_every_registered_metric_or_says_why_not() -> No
     assert named.isdisjoint(NOT_IN_FULL)
     assert set(REGISTRY) == named | set(NOT_IN_FULL), sorted(set(REGISTRY) - named - set(NOT_IN_FULL))
     assert len(full.score.eval_lms) == 2 and "validate" not in full.pipelines["full"].stages
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_validate_demo_reaches_a_verdict_for_gem(tmp_path) -> None:
+    # the demo validates 2 papers, fewer pairs than min_pairs; validate-demo has enough for verdicts
+    (tmp_path / "pipelines.toml").write_text((ROOT / "pipelines.toml").read_text(encoding="utf-8"), encoding="utf-8")
+    run = subprocess.run([sys.executable, "-c", "from flows.cli.main import main; main()", "run", "validate-demo",
+                          "--config", str(tmp_path / "pipelines.toml")],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=3000)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    rows = query(tmp_path / "data" / "validate-demo" / "grebench.duckdb", "select metric, n, verdict from validation")
+    assert rows and {m for m, _, _ in rows} == {"gem"}
+    assert all(n >= 10 and verdict in ("pass", "fail") for _, n, verdict in rows)
