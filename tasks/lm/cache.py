@@ -101,16 +101,19 @@ class LLMCache:
         finally:
             db.close()
 
-    def get_many(self, keys: Sequence[str]) -> dict[str, ChatResult]:
-        found: dict[str, ChatResult] = {}
+    def _rows(self, query: str, keys: Sequence[str]) -> list[tuple]:
+        """The rows of `query` (which ends in "WHERE key IN") for `keys`, asked 500 keys at a time
+        (SQLite's limit on bound variables)."""
+        rows: list[tuple] = []
         with self._connect() as db:
             for start in range(0, len(keys), 500):
                 chunk = list(keys[start : start + 500])
-                marks = ",".join("?" * len(chunk))
-                rows = db.execute(f"SELECT key, result FROM answers WHERE key IN ({marks})", chunk)
-                for key, text in rows:
-                    found[key] = ChatResult(**json.loads(text))
-        return found
+                rows += db.execute(f"{query} ({','.join('?' * len(chunk))})", chunk).fetchall()
+        return rows
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, ChatResult]:
+        return {key: ChatResult(**json.loads(text))
+                for key, text in self._rows("SELECT key, result FROM answers WHERE key IN", keys)}
 
     def put_many(self, items: Sequence[tuple[str, ChatResult]]) -> None:
         """Store `items` in one transaction: all of them or, if the process dies first, none."""
@@ -127,16 +130,9 @@ class LLMCache:
             return db.execute("SELECT count(*) FROM answers").fetchone()[0]
 
     def get_loglikelihoods(self, keys: Sequence[str]) -> dict[str, LoglikelihoodResult]:
-        found: dict[str, LoglikelihoodResult] = {}
-        with self._connect() as db:
-            for start in range(0, len(keys), 500):
-                chunk = list(keys[start : start + 500])
-                marks = ",".join("?" * len(chunk))
-                rows = db.execute(f"SELECT key, logprob, n_tokens, token_logprobs FROM loglikelihoods "
-                                  f"WHERE key IN ({marks})", chunk)
-                for key, logprob, n_tokens, values in rows:
-                    found[key] = LoglikelihoodResult(logprob, n_tokens, tuple(json.loads(values)))
-        return found
+        rows = self._rows("SELECT key, logprob, n_tokens, token_logprobs FROM loglikelihoods WHERE key IN", keys)
+        return {key: LoglikelihoodResult(logprob, n_tokens, tuple(json.loads(values)))
+                for key, logprob, n_tokens, values in rows}
 
     def put_loglikelihoods(self, items: Sequence[tuple[str, LoglikelihoodResult]]) -> None:
         rows = [(key, r.logprob, r.n_tokens, json.dumps(list(r.token_logprobs or ()))) for key, r in items]
@@ -145,15 +141,8 @@ class LLMCache:
                 db.executemany("INSERT OR REPLACE INTO loglikelihoods VALUES (?, ?, ?, ?)", rows)
 
     def get_top_logprobs(self, keys: Sequence[str]) -> dict[str, TopLogprobs]:
-        found: dict[str, TopLogprobs] = {}
-        with self._connect() as db:
-            for start in range(0, len(keys), 500):
-                chunk = list(keys[start : start + 500])
-                marks = ",".join("?" * len(chunk))
-                rows = db.execute(f"SELECT key, alternatives FROM top_logprobs WHERE key IN ({marks})", chunk)
-                for key, text in rows:
-                    found[key] = TopLogprobs(tuple((t, float(v)) for t, v in json.loads(text)), cached=True)
-        return found
+        return {key: TopLogprobs(tuple((t, float(v)) for t, v in json.loads(text)), cached=True)
+                for key, text in self._rows("SELECT key, alternatives FROM top_logprobs WHERE key IN", keys)}
 
     def put_top_logprobs(self, items: Sequence[tuple[str, TopLogprobs]]) -> None:
         rows = [(key, json.dumps([list(a) for a in r.alternatives], ensure_ascii=False)) for key, r in items]
