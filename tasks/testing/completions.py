@@ -137,6 +137,17 @@ class LocalCompletions:
         return choice
 
 
+def chat_parts(body: dict[str, Any]) -> tuple[str, str, str]:
+    """(system, user, prefill) of a chat request: the assistant message it ends with is a prefill only
+    with `continue_final_message` (the vLLM extension)."""
+    messages = body.get("messages", [])
+    system = "".join(m.get("content", "") for m in messages if m.get("role") == "system")
+    user = "".join(m.get("content", "") for m in messages if m.get("role") == "user")
+    last = messages[-1] if messages else {}
+    prefill = last.get("content", "") if body.get("continue_final_message") and last.get("role") == "assistant" else ""
+    return system, user, prefill
+
+
 class LocalChatLogprobs:
     """Chat Completions with `logprobs` on the local `model`: (text, logprobs content, prompt tokens,
     completion tokens) of a request body, decoded greedily one full forward pass per token."""
@@ -151,12 +162,7 @@ class LocalChatLogprobs:
         from tasks.lm import ModelSpec, load_model
         from tasks.lm.loading import chat_ids, end_of_turn
 
-        messages = body.get("messages", [])
-        system = "".join(m.get("content", "") for m in messages if m.get("role") == "system")
-        user = "".join(m.get("content", "") for m in messages if m.get("role") == "user")
-        last = messages[-1] if messages else {}
-        prefill = last.get("content", "") if body.get("continue_final_message") and last.get("role") == "assistant" \
-            else ""
+        system, user, prefill = chat_parts(body)
         top = int(body.get("top_logprobs") or 0)
         max_tokens = int(body.get("max_completion_tokens") or body.get("max_tokens") or 16)
         model, tokenizer = load_model(ModelSpec(name=self.model_name))

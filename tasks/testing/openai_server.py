@@ -35,6 +35,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from tasks.testing.anthropic_server import count_tokens, heuristic_responder
+from tasks.testing.completions import chat_parts
 from tasks.testing.http import send, send_json
 from tasks.testing.local_http import ScriptedAPI
 from tasks.testing.local_http import route as serve_route
@@ -295,12 +296,7 @@ def local_model_responder(model: str) -> Responder:
     def respond(body: dict[str, Any]) -> Answer:
         from tasks.lm import ChatRequest, ModelSpec, local_lm
 
-        messages = body.get("messages", [])
-        system = "".join(m.get("content", "") for m in messages if m.get("role") == "system")
-        user = "".join(m.get("content", "") for m in messages if m.get("role") == "user")
-        last = messages[-1] if messages else {}
-        prefill = last.get("content", "") if body.get("continue_final_message") and last.get("role") == "assistant" \
-            else ""
+        system, user, prefill = chat_parts(body)
         max_tokens = int(body.get("max_completion_tokens") or body.get("max_tokens") or 256)
         with _GENERATING:   # one generation at a time: the model is shared with the rest of the process
             result = local_lm(ModelSpec(name=model)).generate([ChatRequest(system, user, max_tokens, prefill=prefill)])[0]
