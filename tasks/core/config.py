@@ -270,7 +270,9 @@ class ReviewQualityConfig(Frozen):
     chunk_overlap: int = Field(128, ge=0)      # ... and overlap in words
     chunk_top_k: int = Field(5, ge=1)          # chunks a summary's coverage sums / a question is checked against
     accept_threshold: float = 6.0              # a candidate rating at or above it predicts accept (common scale)
-    # Binoculars: two local causal LMs sharing one tokenizer (observer, performer); unset: NaN with the reason
+    # Binoculars: two local causal LMs sharing one tokenizer (observer, performer); unset: NaN with the reason.
+    # One model twice is the single-model form (its log-perplexity over its own entropy), as the reference
+    # flags use it where only one LM is at hand (the demo); the paper's classifier uses two
     binoculars_observer: str | None = None
     binoculars_performer: str | None = None
     # ai_rate: a review whose Binoculars score is below this is counted as AI-written (Beyond Rating's
@@ -287,8 +289,6 @@ class ReviewQualityConfig(Frozen):
             raise ValueError("chunk_overlap must be smaller than chunk_tokens")
         if (self.binoculars_observer is None) != (self.binoculars_performer is None):
             raise ValueError("binoculars needs both binoculars_observer and binoculars_performer, or neither")
-        if self.binoculars_observer is not None and self.binoculars_observer == self.binoculars_performer:
-            raise ValueError("binoculars needs two different LMs (observer and performer)")
         return self
 
 

@@ -84,9 +84,13 @@ def test_every_generated_candidate_is_rated(demo_database) -> None:
 
 
 @pytest.mark.slow
-def test_the_demo_records_hidden_text_and_panel_weights(demo_database) -> None:
+def test_the_demo_records_hidden_text_panel_weights_and_the_ai_rate(demo_database) -> None:
     assert query(demo_database, "select count(*) from paper_integrity")[0][0] > 0
-    assert query(demo_database, "select count(*) from panel_weights")[0][0] >= 0
+    assert query(demo_database, "select model, source, applied from panel_weights") == [("local/smollm2", "exam", False)]
+    rates = query(demo_database, "select value, reason from review_quality where metric = 'ai_rate'")
+    assert rates and all(value in (0.0, 1.0) and reason is None for value, reason in rates)
+    assert query(demo_database, "select count(*) from reference_flags where flagged")[0][0] >= 1
+    assert query(demo_database, "select count(*) from injection_shifts")[0][0] > 0
 
 
 # The metrics `full` leaves out, each with the reason a user reads in docs/running.md.
