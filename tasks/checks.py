@@ -50,7 +50,7 @@ def _check_seq2seq(prefix: str, cfg: Config) -> None:
     seq2seq = [m.name for m in get(named) if m.needs is SEQ2SEQ]
     if seq2seq and not cfg.score.bartscore_model:
         raise ConfigError(f"{prefix}score: {', '.join(seq2seq)} need a seq2seq model: set [score] bartscore_model "
-                          "(e.g. facebook/bart-large-cnn), or use bartscore_lm_* on the evaluation LM as GEM did")
+                          "(e.g. facebook/bart-large-cnn), or use bartscore_* on the evaluation LM as GEM did")
 
 
 def load_checked_config(path: Path | str = DEFAULT_CONFIG) -> Config:

@@ -7,16 +7,16 @@ end-of-sequence token included) under teacher forcing:
 
 Per (candidate c, reference r) pair, on the raw review texts:
 
-    bartscore_precision = s(r -> c)    how well the reference explains the candidate
-    bartscore_recall    = s(c -> r)    how well the candidate explains the reference
-    bartscore_f1        = (precision + recall) / 2   (the arithmetic mean, as BARTScore defines its F score)
+    bartscore_seq2seq_precision = s(r -> c)    how well the reference explains the candidate
+    bartscore_seq2seq_recall    = s(c -> r)    how well the candidate explains the reference
+    bartscore_seq2seq_f1        = (precision + recall) / 2   (the arithmetic mean, as BARTScore defines its F score)
 
 The model is `[score] bartscore_model`: any model `AutoModelForSeq2SeqLM` loads (a folder or a model
 id; BARTScore used facebook/bart-large-cnn, GEM used its evaluation LM). Without one the metrics
 cannot run, and the run says so before scoring (`MissingResource`). Texts longer than the model's
 positions are cut to them (as BARTScore does); all three values are <= 0, higher is better.
 
-`bartscore_lm_precision` / `_recall` / `_f1` are the same three on the causal evaluation LM, as GEM
+`bartscore_precision` / `_recall` / `_f1` are the same three on the causal evaluation LM, as GEM
 computes them (GEM section 4): the source review is quoted in the prompt and the target review is
 the answer, scored by the log-likelihood engine and its shards like GEM; they need no extra model.
 """
@@ -108,7 +108,7 @@ def bartscore_prf(scorer: Seq2SeqScorer, candidates: Sequence[str | None], refer
     return out
 
 
-COLUMN = {"bartscore_precision": 0, "bartscore_recall": 1, "bartscore_f1": 2}
+COLUMN = {"bartscore_seq2seq_precision": 0, "bartscore_seq2seq_recall": 1, "bartscore_seq2seq_f1": 2}
 
 
 def bartscore_family(metrics: Sequence[Metric], candidates: pl.DataFrame, references: pl.DataFrame,
@@ -125,14 +125,14 @@ def bartscore_family(metrics: Sequence[Metric], candidates: pl.DataFrame, refere
 
 
 register(
-    Metric("bartscore_precision", "raw", "none", SEQ2SEQ, True,
+    Metric("bartscore_seq2seq_precision", "raw", "none", SEQ2SEQ, True,
            "BARTScore precision: mean log-probability per token of the candidate's raw review given a human "
            "reference, under the seq2seq model [score] bartscore_model", bartscore_family),
-    Metric("bartscore_recall", "raw", "none", SEQ2SEQ, True,
+    Metric("bartscore_seq2seq_recall", "raw", "none", SEQ2SEQ, True,
            "BARTScore recall: mean log-probability per token of the reference given the candidate "
            "([score] bartscore_model)", bartscore_family),
-    Metric("bartscore_f1", "raw", "none", SEQ2SEQ, True,
-           "BARTScore F1: the mean of bartscore_precision and bartscore_recall ([score] bartscore_model)",
+    Metric("bartscore_seq2seq_f1", "raw", "none", SEQ2SEQ, True,
+           "BARTScore F1: the mean of bartscore_seq2seq_precision and bartscore_seq2seq_recall ([score] bartscore_model)",
            bartscore_family),
 )
 
@@ -144,7 +144,7 @@ register(
 # requests count it). The prompt is the project's own.
 LM_SYSTEM = "You read peer reviews of research papers."
 LM_USER = "Here is one review of a paper:\n\n{source}\n\nWrite another review of the same paper."
-LM_COLUMN = {"bartscore_lm_precision": 0, "bartscore_lm_recall": 1, "bartscore_lm_f1": 2}
+LM_COLUMN = {"bartscore_precision": 0, "bartscore_recall": 1, "bartscore_f1": 2}
 
 
 def lm_request(eval_lm: str, source: str, target: str) -> dict[str, str]:
@@ -189,13 +189,13 @@ def bartscore_lm_family(metrics: Sequence[Metric], candidates: pl.DataFrame, ref
 
 
 register(
-    Metric("bartscore_lm_precision", "raw", "none", LM_LOGPROBS, True,
+    Metric("bartscore_precision", "raw", "none", LM_LOGPROBS, True,
            "BARTScore precision on the evaluation LM (as GEM computes it): mean log-probability per token of "
            "the candidate's raw review as the answer to a prompt quoting a human reference", bartscore_lm_family),
-    Metric("bartscore_lm_recall", "raw", "none", LM_LOGPROBS, True,
+    Metric("bartscore_recall", "raw", "none", LM_LOGPROBS, True,
            "BARTScore recall on the evaluation LM: mean log-probability per token of the reference given the "
            "candidate", bartscore_lm_family),
-    Metric("bartscore_lm_f1", "raw", "none", LM_LOGPROBS, True,
-           "BARTScore F1 on the evaluation LM: the mean of bartscore_lm_precision and bartscore_lm_recall",
+    Metric("bartscore_f1", "raw", "none", LM_LOGPROBS, True,
+           "BARTScore F1 on the evaluation LM: the mean of bartscore_precision and bartscore_recall",
            bartscore_lm_family),
 )

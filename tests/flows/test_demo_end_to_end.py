@@ -94,8 +94,8 @@ def test_the_demo_records_hidden_text_panel_weights_and_the_ai_rate(demo_databas
 
 
 # The metrics `full` leaves out, each with the reason a user reads in docs/running.md.
-NOT_IN_FULL = {name: "a seq2seq model, and none ships (bartscore_lm_* is GEM's BARTScore on the evaluation LM)"
-               for name in ("bartscore_precision", "bartscore_recall", "bartscore_f1")}
+NOT_IN_FULL = {name: "a seq2seq model, and none ships (bartscore_* is GEM's BARTScore on the evaluation LM)"
+               for name in ("bartscore_seq2seq_precision", "bartscore_seq2seq_recall", "bartscore_seq2seq_f1")}
 
 
 def test_the_full_pipeline_names_every_registered_metric_or_says_why_not() -> None:

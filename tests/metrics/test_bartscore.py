@@ -69,7 +69,7 @@ CANDS = pl.DataFrame([{"paper_id": "p", "candidate": "c1", "source": "m", "revie
 REFS = pl.DataFrame([{"paper_id": "p", "review_id": "h1", "review_text": "the results are strong", "judgments": None},
                      {"paper_id": "p", "review_id": "h2", "review_text": "the paper is weak", "judgments": None}],
                     schema=REFERENCES)
-NAMES = ["bartscore_precision", "bartscore_recall", "bartscore_f1"]
+NAMES = ["bartscore_seq2seq_precision", "bartscore_seq2seq_recall", "bartscore_seq2seq_f1"]
 
 
 def test_bartscore_equals_a_direct_computation(bart) -> None:
@@ -81,15 +81,15 @@ def test_bartscore_equals_a_direct_computation(bart) -> None:
     for c in ("c1", "c2"):
         for h in ("h1", "h2"):
             precision, recall = direct(bart, texts[h], texts[c]), direct(bart, texts[c], texts[h])
-            assert got[("bartscore_precision", c, h)] == pytest.approx(precision, abs=1e-5)
-            assert got[("bartscore_recall", c, h)] == pytest.approx(recall, abs=1e-5)
-            assert got[("bartscore_f1", c, h)] == pytest.approx((precision + recall) / 2, abs=1e-5)
+            assert got[("bartscore_seq2seq_precision", c, h)] == pytest.approx(precision, abs=1e-5)
+            assert got[("bartscore_seq2seq_recall", c, h)] == pytest.approx(recall, abs=1e-5)
+            assert got[("bartscore_seq2seq_f1", c, h)] == pytest.approx((precision + recall) / 2, abs=1e-5)
             assert precision < 0 and np.isfinite(precision)
 
 
 def test_without_a_seq2seq_model_bartscore_says_it_cannot_run() -> None:
-    with pytest.raises(MissingResource, match="bartscore_f1 needs a seq2seq model and none is installed"):
-        score_metrics(["bartscore_f1"], CANDS, REFS, pl.DataFrame(), Resources())
+    with pytest.raises(MissingResource, match="bartscore_seq2seq_f1 needs a seq2seq model and none is installed"):
+        score_metrics(["bartscore_seq2seq_f1"], CANDS, REFS, pl.DataFrame(), Resources())
     assert ScoreConfig().bartscore_model is None
     with pytest.raises(RuntimeError, match="not a seq2seq model"):
         Seq2SeqScorer("/nonexistent/bart").score(["a"], ["b"])
@@ -122,7 +122,7 @@ def test_bartscore_on_the_causal_evaluation_lm_equals_a_direct_computation(tmp_p
                              "n_tokens": [r.n_tokens for r in found], "truncated": [False] * len(found)},
                             schema=LOGLIK_RESULTS)
 
-    names = ["bartscore_lm_precision", "bartscore_lm_recall", "bartscore_lm_f1"]
+    names = ["bartscore_precision", "bartscore_recall", "bartscore_f1"]
     rows = score_metrics(names, CANDS, REFS, pl.DataFrame(), Resources(eval_lm="tiny", loglikelihood=loglikelihood))
     assert rows.height == 12 and rows["reason"].is_null().all()
 
@@ -136,17 +136,17 @@ def test_bartscore_on_the_causal_evaluation_lm_equals_a_direct_computation(tmp_p
         for ref in REFS.iter_rows(named=True):
             p, r = s(ref["review_text"], cand["review_text"]), s(cand["review_text"], ref["review_text"])
             key = (cand["candidate"], ref["review_id"])
-            assert by[(*key, "bartscore_lm_precision")] == pytest.approx(p, abs=1e-4)
-            assert by[(*key, "bartscore_lm_recall")] == pytest.approx(r, abs=1e-4)
-            assert by[(*key, "bartscore_lm_f1")] == pytest.approx((p + r) / 2, abs=1e-4)
+            assert by[(*key, "bartscore_precision")] == pytest.approx(p, abs=1e-4)
+            assert by[(*key, "bartscore_recall")] == pytest.approx(r, abs=1e-4)
+            assert by[(*key, "bartscore_f1")] == pytest.approx((p + r) / 2, abs=1e-4)
 
 
 def test_a_seq2seq_bartscore_without_a_model_stops_when_the_config_is_loaded(tmp_path) -> None:
     from tasks.checks import load_checked_config
     from tasks.core.config import ConfigError
 
-    (tmp_path / "pipelines.toml").write_text("[score]\nbaselines = ['bartscore_f1']\n")
-    with pytest.raises(ConfigError, match="bartscore_f1 need a seq2seq model: set \\[score\\] bartscore_model"):
+    (tmp_path / "pipelines.toml").write_text("[score]\nbaselines = ['bartscore_seq2seq_f1']\n")
+    with pytest.raises(ConfigError, match="bartscore_seq2seq_f1 need a seq2seq model: set \\[score\\] bartscore_model"):
         load_checked_config(tmp_path / "pipelines.toml")
-    (tmp_path / "pipelines.toml").write_text("[score]\nbaselines = ['bartscore_lm_f1']\n")
-    assert load_checked_config(tmp_path / "pipelines.toml").score.baselines == ("bartscore_lm_f1",)
+    (tmp_path / "pipelines.toml").write_text("[score]\nbaselines = ['bartscore_f1']\n")
+    assert load_checked_config(tmp_path / "pipelines.toml").score.baselines == ("bartscore_f1",)

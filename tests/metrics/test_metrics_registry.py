@@ -31,7 +31,7 @@ CANDS = REFS.select("paper_id", pl.col("review_id").alias("candidate"), pl.lit("
 
 
 def test_every_metric_declares_the_same_shape():
-    assert {"gem_raw", "gem", "gem_s_abstract", "gem_s_assw", "bleu", "rouge_l", "bertscore_minilm", "lm_examiner", "bartscore_f1"} <= set(REGISTRY)
+    assert {"gem_raw", "gem", "gem_s_abstract", "gem_s_assw", "bleu", "rouge_l", "bertscore_minilm", "lm_examiner", "bartscore_seq2seq_f1"} <= set(REGISTRY)
     for name, metric in REGISTRY.items():
         assert metric.name == name and metric.description
         assert metric.reads in ("raw", "judgments", "statements")
