@@ -468,8 +468,8 @@ class LoglikelihoodEngine:
         return list(values.double().cpu().split(lengths))
 
     def _head_logprobs(self, rows: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        logits = self.lm_head(rows).float()   # log_softmax's value at the target, without writing the whole of it
-        return logits.gather(1, targets[:, None]).squeeze(1) - logits.logsumexp(dim=-1)
+        logprobs = self.lm_head(rows).float().log_softmax(dim=-1)
+        return logprobs.gather(1, targets[:, None]).squeeze(1)
 
 
 def reference_score(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
