@@ -1,4 +1,4 @@
-"""Block-sparse attention for the engine's flat batches on a GPU (torch's flex attention).
+"""Block-sparse attention for the engine's flat batches: torch's flex attention on a GPU, query blocks on a CPU.
 
 A flat batch (tasks/lm/loglikelihood.py) is one sequence: the call's shared head, then every packed
 row one after the other, each row holding prompts and the continuations after them. Who may attend
@@ -7,9 +7,18 @@ the GPU skips every 128 x 128 block the rule leaves empty, so attention costs wh
 no padding is computed between rows, and the head is computed once per batch instead of its KV
 being copied into every row.
 
-The decoder keeps SDPA for everything else (generation, the CPU): `use_flat_attention(model)`
-registers an attention function that sends a flex `BlockMask` to flex attention and any other mask
-to transformers' SDPA function, and the mask function SDPA uses, under one name.
+On a CPU (no flex attention without compiling) the same rule is applied block by block: the batch's
+dense mask carries a plan (`block_plan`) that lists, for each run of `QUERY_BLOCK` queries, the keys
+any of them may see, and attention runs once per run on those keys only. SDPA's CPU kernel computes
+every pair of a masked call, so without the plan a flat batch would pay for the whole square; with it
+attention costs what the rows need (the empty squares between rows, the continuations that never see
+each other and the causal upper half are skipped), at about the same price per pair in float32 and
+bfloat16.
+
+The decoder keeps SDPA for everything else (generation, any mask without a plan):
+`use_flat_attention(model)` registers an attention function that sends a flex `BlockMask` to flex
+attention, a mask with a plan to the blockwise loop and any other mask to transformers' SDPA
+function, and the mask function SDPA uses, under one name.
 Only torch and transformers are imported, so the engine still runs on a bare GPU machine.
 """
 
@@ -25,6 +34,10 @@ if TYPE_CHECKING:
 
 NAME = "grebench_flat"
 HEAD = -1        # the row tag of the call's head: every token may attend to it
+QUERY_BLOCK = 128   # queries per blockwise attention call on a CPU
+PLAN = "_grebench_blocks"   # the attribute of a dense mask that holds its block plan
+
+Block = tuple[int, int, "torch.Tensor | slice", "torch.Tensor | None"]   # queries [start, end), keys, mask
 
 
 def may_attend(row: torch.Tensor, prompt: torch.Tensor, cont: torch.Tensor,
@@ -60,6 +73,9 @@ def _attention(module, query, key, value, attention_mask, scaling=None, dropout=
     from torch.nn.attention.flex_attention import BlockMask
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+    plan = getattr(attention_mask, PLAN, None)
+    if plan is not None:
+        return _blockwise(query, key, value, plan, scaling), None
     if not isinstance(attention_mask, BlockMask):
         return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
     out = _compiled_flex()(query, key, value, block_mask=attention_mask, scale=scaling,
@@ -67,12 +83,43 @@ def _attention(module, query, key, value, attention_mask, scaling=None, dropout=
     return out.transpose(1, 2).contiguous(), None
 
 
-def use_flat_attention(model: PreTrainedModel) -> bool:
-    """Switch an SDPA model on a GPU to the dispatching attention; False where it cannot be (CPU, another
-    attention implementation, a torch without flex attention): the engine then packs rows instead."""
+def _blockwise(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, plan: list[Block],
+               scaling: float | None) -> torch.Tensor:
+    """Attention of a flat batch (batch 1, heads first) one run of queries at a time, each on the keys
+    its plan names; in transformers' layout (batch, length, heads, dim)."""
+    from torch.nn.functional import scaled_dot_product_attention
+
+    out = torch.empty_like(query)
+    gqa = query.shape[1] != key.shape[1]
+    for start, end, keys, mask in plan:
+        out[:, :, start:end] = scaled_dot_product_attention(
+            query[:, :, start:end], key[:, :, keys], value[:, :, keys], attn_mask=mask, scale=scaling, enable_gqa=gqa)
+    return out.transpose(1, 2).contiguous()
+
+
+def block_plan(allowed: torch.Tensor, size: int = QUERY_BLOCK) -> list[Block]:
+    """For each run of `size` queries of a dense (L, L) mask: (start, end, the keys any of them may see,
+    the mask over those keys). Keys in one stretch are a slice (no gather)."""
+    plan: list[Block] = []
+    for start in range(0, allowed.shape[0], size):
+        rows = allowed[start : start + size]
+        cols = rows.any(0).nonzero().squeeze(1)
+        first, last = int(cols[0]), int(cols[-1])
+        keys = slice(first, last + 1) if last - first + 1 == cols.numel() else cols
+        plan.append((start, start + rows.shape[0], keys, rows[:, keys]))
+    return plan
+
+
+def use_flat_attention(model: PreTrainedModel) -> str | None:
+    """Switch an SDPA model to the dispatching attention: "flex" on a GPU with flex attention, "blocks" on a
+    CPU; None where it cannot be (another attention implementation, a GPU without flex attention): the
+    engine then packs rows instead."""
     current = getattr(model.config, "_attn_implementation", None)
-    if model.device.type != "cuda" or current not in ("sdpa", NAME) or not available():
-        return False
+    if current not in ("sdpa", NAME) or not available():
+        return None
+    kind = "flex" if model.device.type == "cuda" else "blocks" if model.device.type == "cpu" else None
+    if kind is None:
+        return None
     if current != NAME:
         from transformers import AttentionInterface
         from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
@@ -80,14 +127,19 @@ def use_flat_attention(model: PreTrainedModel) -> bool:
         AttentionInterface.register(NAME, _attention)
         AttentionMaskInterface.register(NAME, sdpa_mask)
         model.set_attn_implementation(NAME)
-    return True
+    return kind
 
 
-def flat_mask(row: torch.Tensor, prompt: torch.Tensor, cont: torch.Tensor, block: bool):
-    """The mask of a flat batch of len(row) tokens: a flex BlockMask (`block`) or a dense (1, 1, L, L) one."""
+def flat_mask(row: torch.Tensor, prompt: torch.Tensor, cont: torch.Tensor, sparsity: str | None, past: int = 0):
+    """The mask of a flat batch of len(row) tokens after `past` head tokens held in a KV cache (every
+    token sees them): a flex BlockMask ("flex"), a dense (1, 1, L, past + L) one carrying its block plan
+    ("blocks"), or a plain dense one (None)."""
     length = row.shape[0]
-    if block:
+    if sparsity == "flex":
         from torch.nn.attention.flex_attention import create_block_mask
+
+        if past:
+            raise ValueError("a flex mask holds its head in the sequence, not in a cache")
 
         def rule(b, h, q, kv):
             return may_attend(row, prompt, cont, q, kv)
@@ -95,4 +147,10 @@ def flat_mask(row: torch.Tensor, prompt: torch.Tensor, cont: torch.Tensor, block
         # compiled: the rule is evaluated block by block, never as a dense L x L tensor
         return create_block_mask(rule, None, None, length, length, device=row.device, _compile=True)
     index = torch.arange(length, device=row.device)
-    return may_attend(row, prompt, cont, index[:, None], index[None, :])[None, None]
+    allowed = may_attend(row, prompt, cont, index[:, None], index[None, :])
+    if past:
+        allowed = torch.cat([allowed.new_ones((length, past)), allowed], dim=1)
+    mask = allowed[None, None]
+    if sparsity == "blocks":
+        setattr(mask, PLAN, block_plan(allowed))
+    return mask

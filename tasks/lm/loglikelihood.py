@@ -25,9 +25,10 @@ review), the longest prefix shared by a cluster (template head, system prompt, t
 run once and its KV cache expanded across the batch; each distinct prompt body is run once and its KV reused by all continuations that follow it.
 Batches are packed longest first under a padded-token budget; padding sits after each sequence
 (and between a short body and its continuation) and is masked, with explicit position ids.
-On a GPU with flex attention a batch is one flat sequence instead: the head once, then the rows, under
-the block-sparse rule of tasks/lm/flat_attention.py (no padding between rows, no head KV copied; the
-CPU keeps the padded rows, where a dense rule over the whole batch would cost more than it saves).
+With SDPA (a GPU with flex attention, or a CPU) a batch is one flat sequence instead: the head once,
+then the rows, under the block-sparse rule of tasks/lm/flat_attention.py (no padding between rows, no
+head KV copied, and attention only over the pairs the rule allows: flex attention's blocks on a GPU,
+runs of queries on their visible keys on a CPU).
 Everything is ordered by content, so the result of a request does not depend on the order of the
 call. Models whose logits are not a plain linear head over the last hidden state are refused.
 """
@@ -191,10 +192,10 @@ class LoglikelihoodEngine:
                  head_rows: int = 1024, packed: bool = True, flat: bool | None = None):
         _check_model(model)
         self.packed = packed
-        # flat batches under a block-sparse mask where flex attention runs (a GPU), padded rows elsewhere;
-        # `flat=True` on a CPU runs them under a dense mask (tests compare both layouts)
-        self.block_sparse = packed and use_flat_attention(model)
-        self.flat = packed and (self.block_sparse if flat is None else flat)
+        # flat batches under a block-sparse rule ("flex" on a GPU, "blocks" on a CPU), padded rows where
+        # neither runs; `flat=False` keeps the padded rows (tests compare both layouts)
+        self.sparsity = use_flat_attention(model) if packed else None
+        self.flat = packed and (self.sparsity is not None if flat is None else flat)
         self.model, self.tokenizer = model, tokenizer
         self.token_budget, self.head_rows = token_budget, head_rows
         self.decoder = model.base_model
@@ -335,10 +336,14 @@ class LoglikelihoodEngine:
 
     def _flat_rows(self, chunk: list[Row], head: Tokens) -> torch.Tensor:
         """`_packed_rows` as one flat sequence under a block-sparse mask (tasks/lm/flat_attention.py): the
-        head once, then every row; nothing is padded between rows and no KV is copied."""
+        head, then every row; nothing is padded between rows and no KV is copied. On a GPU the head is
+        part of the sequence (one kernel launch per layer for it all); on a CPU its KV is computed once
+        per call and attended to as the past of every batch."""
         head_len = len(head)
-        tokens, positions = list(head), list(range(head_len))
-        rows, prompts, conts = [HEAD] * head_len, [-1] * head_len, [-1] * head_len
+        past = self._head(head) if self.sparsity == "blocks" else None
+        lead = 0 if past is not None else head_len      # head tokens inside the sequence
+        tokens, positions = list(head[:lead]), list(range(lead))
+        rows, prompts, conts = [HEAD] * lead, [-1] * lead, [-1] * lead
         spans = []
         for i, row in enumerate(chunk):
             r = lay_out(row, head_len)
@@ -351,15 +356,22 @@ class LoglikelihoodEngine:
             spans.append([[(offset + start, length) for start, length in own] for own in r.spans])
             self.stats.attention_pairs += r.pairs
         self.stats.forward_tokens += len(tokens)
-        width = -(-len(tokens) // FLAT_QUANTUM) * FLAT_QUANTUM
+        # flex attention works in blocks of FLAT_QUANTUM; the CPU's blockwise loop takes any length
+        width = -(-len(tokens) // FLAT_QUANTUM) * FLAT_QUANTUM if self.sparsity == "flex" else len(tokens)
         pad = width - len(tokens)
         # padding tokens: each its own row, so they attend to the head and themselves only
         rows += range(len(chunk), len(chunk) + pad)
         tokens, positions = tokens + [self.pad_id] * pad, positions + [0] * pad
         prompts, conts = prompts + [-1] * pad, conts + [-1] * pad
         laid = self._to_device(torch.tensor([rows, prompts, conts, tokens, positions], dtype=torch.long))
-        mask = flat_mask(*laid[:3], block=self.block_sparse)
-        out = self.decoder(input_ids=laid[3:4], attention_mask=mask, position_ids=laid[4:5], use_cache=False)
+        mask = flat_mask(*laid[:3], self.sparsity, past=head_len - lead)
+        cache = None
+        if past is not None:
+            from transformers import DynamicCache
+
+            cache = DynamicCache(past)
+        out = self.decoder(input_ids=laid[3:4], attention_mask=mask, position_ids=laid[4:5],
+                           past_key_values=cache, use_cache=cache is not None)
         self.stats.batches += 1
         self.stats.padded_tokens += width
         hidden = out.last_hidden_state[0]

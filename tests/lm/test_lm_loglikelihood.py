@@ -87,12 +87,12 @@ def test_same_results_unbatched_in_any_order_and_with_duplicates(lm, metric_requ
     assert shuffled[-1].logprob == batched[0].logprob
 
 
-def test_tight_budget_packs_small_padded_batches(embedded_lm, metric_requests, batched) -> None:
+def test_tight_budget_packs_small_batches(embedded_lm, metric_requests, batched) -> None:
     subset = [2, 3, 6, 7]                           # gem and gem_s_assw: conditional and marginal
     small = LocalLM(ModelSpec(), token_budget=128)
     results = small.loglikelihood([metric_requests[i] for i in subset])
     stats = small.engine.stats
-    assert stats.batches > 2 and stats.padded_tokens > stats.forward_tokens
+    assert stats.batches > 2 and stats.padded_tokens == stats.forward_tokens   # flat on a CPU: no padding
     for got, want in zip(results, [batched[i] for i in subset], strict=True):
         assert got.logprob == pytest.approx(want.logprob, abs=1e-4)
 
@@ -127,15 +127,40 @@ def test_questions_quoting_one_candidate_share_a_row_and_match_the_full_forward(
 
 
 def test_flat_batches_agree_with_padded_rows(embedded_lm, metric_requests, batched) -> None:
-    # the GPU's layout (one flat sequence per batch, the head in place, a block-sparse rule instead of
-    # padded rows over a copied head KV), run here under the dense form of the same rule
+    # the default layout on a CPU (one flat sequence per batch after the head's cached KV, attention run
+    # block by block on the keys each run of queries may see) against padded rows over a copied head KV
     model, tokenizer = embedded_lm
-    engine = LoglikelihoodEngine(model, tokenizer, token_budget=1024, flat=True)
-    assert engine.flat and not engine.block_sparse        # no GPU here: the dense mask
-    flat = engine.score(metric_requests)
-    for a, b in zip(flat, batched, strict=True):
+    engine = LoglikelihoodEngine(model, tokenizer, token_budget=1024, flat=False)
+    assert not engine.flat and engine.sparsity == "blocks"   # no GPU here: the blockwise CPU rule
+    rows = engine.score(metric_requests)
+    for a, b in zip(batched, rows, strict=True):
         assert a.n_tokens == b.n_tokens
         assert max(abs(x - y) for x, y in zip(a.token_logprobs, b.token_logprobs, strict=True)) < 1e-4
+
+
+def test_blockwise_attention_is_dense_attention_on_fewer_pairs() -> None:
+    # a flat batch's rule after a 5-token head: two rows, the second with a shared part, two prompts and
+    # three continuations; the blockwise loop (runs of 4 queries) equals one dense masked call, and the
+    # keys it computes are fewer than the dense square
+    import torch
+    from torch.nn.functional import scaled_dot_product_attention
+
+    from tasks.lm.flat_attention import PLAN, _blockwise, block_plan, flat_mask
+
+    row = torch.tensor([0] * 6 + [1] * 9)
+    prompt = torch.tensor([0, 0, 0, 0, 0, 0, -1, -1, 0, 0, 0, 1, 1, 1, 1])
+    cont = torch.tensor([-1, -1, 0, 0, 1, 1, -1, -1, -1, 0, 1, -1, 2, 2, 2])
+    mask = flat_mask(row, prompt, cont, "blocks", past=5)
+    assert mask.shape == (1, 1, 15, 20) and bool(mask[0, 0, :, :5].all())
+    assert [(start, end) for start, end, _, _ in getattr(mask, PLAN)] == [(0, 15)]   # one run of 128 queries
+    plan = block_plan(mask[0, 0], size=4)
+    torch.manual_seed(0)
+    query, key, value = torch.randn(1, 6, 15, 8), torch.randn(1, 2, 20, 8), torch.randn(1, 2, 20, 8)
+    dense = scaled_dot_product_attention(query, key, value, attn_mask=mask, enable_gqa=True).transpose(1, 2)
+    assert torch.allclose(_blockwise(query, key, value, plan, None), dense, atol=1e-6)
+    computed = sum((end - start) * (keys.stop - keys.start if isinstance(keys, slice) else len(keys))
+                   for start, end, keys, _ in plan)
+    assert int(mask.sum()) <= computed < 15 * 20
 
 
 def test_a_request_scores_the_same_alone_and_inside_other_batches(embedded_lm, metric_requests) -> None:
