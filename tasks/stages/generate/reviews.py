@@ -31,6 +31,7 @@ The stage's files (one row per generated review in each):
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from collections.abc import Callable, Sequence
@@ -315,15 +316,19 @@ class CandidateRun:
 
 
 def review_papers(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, candidate: CandidateConfig,
-                  cfg: Config) -> CandidateRun:
+                  cfg: Config, side_by_side: bool = False) -> CandidateRun:
     """The contamination guard, then one review by `candidate` of each paper it may see (and of the
-    injection track's planted copies, when configured)."""
+    injection track's planted copies, when configured). `side_by_side`: other candidates run at the
+    same time, and local models share the cores among them (tasks/lm/local.py)."""
+    from tasks.lm.local import side_by_side as sharing
+
     eligible, excluded = guard(papers, candidate.name, candidate.knowledge_cutoff)
-    backend = make_lm(candidate, cache_dir(cfg, "llm"))
-    output = generate_reviews(eligible, pdf_texts, candidate, backend, cfg.generate.chars_per_token,
-                              cfg.curate.common_scale)
-    injected = injected_reviews(papers, eligible, pdf_texts, candidate, backend, cfg.generate.injection,
-                                cfg.generate.chars_per_token, cfg.curate.common_scale)
+    with sharing() if side_by_side else contextlib.nullcontext():
+        backend = make_lm(candidate, cache_dir(cfg, "llm"))
+        output = generate_reviews(eligible, pdf_texts, candidate, backend, cfg.generate.chars_per_token,
+                                  cfg.curate.common_scale)
+        injected = injected_reviews(papers, eligible, pdf_texts, candidate, backend, cfg.generate.injection,
+                                    cfg.generate.chars_per_token, cfg.curate.common_scale)
     return CandidateRun(candidate.name, output, excluded, injected)
 
 
