@@ -18,10 +18,7 @@ from tasks.stages.generate.steps import (
 @flow(name="generate", log_prints=True)
 def generate_flow(cfg: Config, pipeline: str) -> StageSummary:
     papers, pdf_texts = read_generate_inputs_task(cfg, pipeline)
-    # the candidates side by side, each on its share of the cores (tasks/lm/local.py `side_by_side`)
-    futures = [review_papers_task.submit(papers, pdf_texts, candidate, cfg, side_by_side=True)
-               for candidate in cfg.generate.candidates]
-    runs = [future.result() for future in futures]
+    runs = [review_papers_task(papers, pdf_texts, candidate, cfg) for candidate in cfg.generate.candidates]
     judged = judge_reviews_task(runs, cfg)
     summary = write_generate_outputs_task(cfg, pipeline, papers, runs, judged)
     print(f"generate {pipeline}: {summary.as_dict()}")

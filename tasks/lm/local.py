@@ -12,15 +12,10 @@ opens with one of the prefixes, carries at least `MIN_CONTENT_TOKENS` tokens aft
 `ONE_SENTENCE`) ends at its first sentence end, so one judgment is one line. Requests
 are batched only with others that share the same prefixes.
 
-Threads: each generate() and loglikelihood() call runs on `generation_threads()`: the cores this
-process may run on (its CPU affinity) split among the jobs running `side_by_side`, or
-`GREBENCH_LOCAL_THREADS` when set. No load-average guess: the 1-minute load average counts this
-process's own previous stage and so dropped generation to one thread right after scoring. The
-setting is restored afterwards. Jobs side by side (the generate stage's candidates) each get their
-share of the cores: a decoding step gains nothing from a second thread (measured: 56 vs 59 ms in
-float32, 33 vs 24 to 32 ms in bfloat16, batch 4), so one job per core keeps both cores busy where one
-job on two left one idle; a share is never more threads than cores, since an op waits for its last
-thread and a descheduled one costs 5 to 40x.
+Threads: each generate() call runs on `generation_threads()`: the cores this process may run on
+(its CPU affinity), or `GREBENCH_LOCAL_THREADS` when set. No load-average guess: the 1-minute
+load average counts this process's own previous stage and so dropped generation to one thread
+right after scoring. The process-wide setting is restored afterwards.
 
 `loglikelihood` runs the prefix-sharing engine of tasks/lm/loglikelihood.py (built on first use,
 batches under `token_budget` padded tokens). `embed` is not offered: sentence vectors come from
@@ -127,8 +122,7 @@ class LocalLM(Backend):
             return self._engine
 
     def loglikelihood(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
-        with _threads(generation_threads()):
-            return self.engine.score(requests)
+        return self.engine.score(requests)
 
     def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None,
                  on_answers: OnAnswers | None = None) -> list[ChatResult]:
@@ -265,31 +259,13 @@ class LocalLM(Backend):
         return self.generated_tokens / self.generate_seconds if self.generate_seconds else 0.0
 
 
-_jobs_lock = threading.Lock()
-_jobs = 0   # jobs running side by side in this process
-
-
-@contextlib.contextmanager
-def side_by_side() -> Iterator[None]:
-    """One of several jobs that run at the same time (threads of this process): while it runs, every
-    local model call of the process takes its share of the cores (`generation_threads`)."""
-    global _jobs
-    with _jobs_lock:
-        _jobs += 1
-    try:
-        yield
-    finally:
-        with _jobs_lock:
-            _jobs -= 1
-
-
 def generation_threads() -> int:
-    """Threads for one generate() or loglikelihood() call: GREBENCH_LOCAL_THREADS if set, else the
-    cores available to this process divided among the jobs running side by side."""
+    """Threads for one generate() call: GREBENCH_LOCAL_THREADS if set, else the cores available
+    to this process."""
     fixed = os.environ.get("GREBENCH_LOCAL_THREADS", "").strip()
     if fixed:
         return max(1, int(fixed))
-    return max(1, available_cores() // max(1, _jobs))
+    return available_cores()
 
 
 def decode_threads() -> int | None:

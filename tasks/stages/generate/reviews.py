@@ -31,7 +31,6 @@ The stage's files (one row per generated review in each):
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import re
 from collections.abc import Callable, Sequence
@@ -316,19 +315,15 @@ class CandidateRun:
 
 
 def review_papers(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, candidate: CandidateConfig,
-                  cfg: Config, side_by_side: bool = False) -> CandidateRun:
+                  cfg: Config) -> CandidateRun:
     """The contamination guard, then one review by `candidate` of each paper it may see (and of the
-    injection track's planted copies, when configured). `side_by_side`: other candidates run at the
-    same time, and local models share the cores among them (tasks/lm/local.py)."""
-    from tasks.lm.local import side_by_side as sharing
-
+    injection track's planted copies, when configured)."""
     eligible, excluded = guard(papers, candidate.name, candidate.knowledge_cutoff)
-    with sharing() if side_by_side else contextlib.nullcontext():
-        backend = make_lm(candidate, cache_dir(cfg, "llm"))
-        output = generate_reviews(eligible, pdf_texts, candidate, backend, cfg.generate.chars_per_token,
-                                  cfg.curate.common_scale)
-        injected = injected_reviews(papers, eligible, pdf_texts, candidate, backend, cfg.generate.injection,
-                                    cfg.generate.chars_per_token, cfg.curate.common_scale)
+    backend = make_lm(candidate, cache_dir(cfg, "llm"))
+    output = generate_reviews(eligible, pdf_texts, candidate, backend, cfg.generate.chars_per_token,
+                              cfg.curate.common_scale)
+    injected = injected_reviews(papers, eligible, pdf_texts, candidate, backend, cfg.generate.injection,
+                                cfg.generate.chars_per_token, cfg.curate.common_scale)
     return CandidateRun(candidate.name, output, excluded, injected)
 
 
