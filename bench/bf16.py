@@ -83,6 +83,7 @@ def spearman(a: list[float], b: list[float]) -> float:
 
 
 def validation_under(dtype: str, reviews: pl.DataFrame, papers: int, seed: int, token_budget: int):
+    from tasks.core.config import ValidateConfig
     from tasks.lm import ModelSpec, local_lm
     from tasks.metrics import Resources
     from tasks.metrics.resources import EMBED_MODEL, engine_loglikelihood, token_embeddings
@@ -100,8 +101,9 @@ def validation_under(dtype: str, reviews: pl.DataFrame, papers: int, seed: int, 
 
     resources = Resources(spec.resolved().key, recorded, token_embeddings, EMBED_MODEL)
     started, cpu = time.perf_counter(), time.process_time()
-    result = run_validation(reviews, strategies=list(DETERMINISTIC), metrics=["gem"], resources=resources,
-                            max_papers=papers, candidates="one", seed=seed)
+    settings = ValidateConfig(strategies=tuple(DETERMINISTIC), metrics=("gem",), max_papers=papers, candidates="one",
+                              seed=seed)
+    result = run_validation(reviews, settings, resources=resources)
     seconds = {"wall_s": round(time.perf_counter() - started, 1), "cpu_s": round(time.process_time() - cpu, 1),
                "requests": engine.stats.unique, "forward_tokens": engine.stats.forward_tokens}
     return result, pl.concat(seen).unique("key"), seconds
