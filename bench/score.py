@@ -266,12 +266,14 @@ def main() -> None:
         stats = run["engine"].stats
         work = flops(run["model"], stats.forward_tokens, stats.attention_pairs, stats.head_rows)
         peak, peak_cpu = peaks[dtype]
-        worst = max(abs(lp - run["logprob"][key]) for key, lp in naive_lp)
+        gaps = [abs(lp - run["logprob"][key]) for key, lp in naive_lp]
+        worst = max(gaps)
         figures[dtype] = {
             "engine_tokens_per_s": round(scored / run["wall"], 1),
             "speedup_over_naive": round(naive_wall / run["wall"], 2),
             "speedup_over_naive_cpu_time": round(naive_cpu / run["cpu"], 2),
             "max_abs_diff_nats_vs_naive": worst,
+            "mean_abs_diff_nats_vs_naive": sum(gaps) / len(gaps),
             "engine_gflops": round(work / run["wall"] / 1e9, 1),
             "engine_fraction_of_peak": round(work / run["wall"] / 1e9 / peak, 3),
             "engine_gflops_per_cpu_s": round(work / run["cpu"] / 1e9, 1),
@@ -289,11 +291,16 @@ def main() -> None:
         # the naive method in bfloat16 too, against the same float32 reference: the engine's bf16 path
         # must lose no more than the plain one does
         bf16_model = engines["bfloat16"]["model"]
-        worst_naive = max(abs(lp - reference_score(bf16_model, tokenizer, [by_key[key]])[0].logprob) for key, lp in naive_lp)
+        # (the largest of ~100 bf16 errors is a noisy figure: the mean is printed beside it)
+        naive_gaps = [abs(lp - reference_score(bf16_model, tokenizer, [by_key[key]])[0].logprob) for key, lp in naive_lp]
+        worst_naive, mean_naive = max(naive_gaps), sum(naive_gaps) / len(naive_gaps)
         figures["naive_bfloat16_max_abs_diff_nats_vs_naive_float32"] = worst_naive
+        figures["naive_bfloat16_mean_abs_diff_nats_vs_naive_float32"] = mean_naive
         figures["engine_bf16_no_worse_than_naive_bf16"] = figures["bfloat16"]["max_abs_diff_nats_vs_naive"] <= worst_naive
-        print(f"naive bfloat16: largest difference from the naive float32 {worst_naive:.3f} nats; engine bfloat16 "
-              f"{figures['bfloat16']['max_abs_diff_nats_vs_naive']:.3f}")
+        figures["engine_bf16_mean_no_worse_than_naive_bf16"] = figures["bfloat16"]["mean_abs_diff_nats_vs_naive"] <= mean_naive
+        print(f"naive bfloat16: difference from the naive float32 largest {worst_naive:.3f}, mean {mean_naive:.3f} nats; "
+              f"engine bfloat16 largest {figures['bfloat16']['max_abs_diff_nats_vs_naive']:.3f}, mean "
+              f"{figures['bfloat16']['mean_abs_diff_nats_vs_naive']:.3f}")
         figures["bfloat16_over_float32_engine"] = round(engines["float32"]["wall"] / engines["bfloat16"]["wall"], 2)
         figures["bfloat16_over_float32_engine_cpu_time"] = round(engines["float32"]["cpu"] / engines["bfloat16"]["cpu"], 2)
     if device == "cuda":
