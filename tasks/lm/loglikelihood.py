@@ -19,7 +19,8 @@ Tokenization convention (fixed; every metric depends on it):
 
 Computation: log-softmax in float32 over the full vocabulary (torch's log_softmax; a head below
 float32 has the target's own logit recomputed in float32 first), and only the scored positions
-pass through the output head. Identical requests are computed once.
+pass through the output head. Identical requests are computed once, and so is a start that every
+continuation of one prompt shares (`split_shared_starts`: a review before each rating it could get).
 Prompts common to many requests are computed once: the prompts of a call are split into clusters
 that share a long token prefix (`prompt_clusters`: e.g. every oracle question quoting one candidate
 review), the longest prefix shared by a cluster (template head, system prompt, the quoted text) is
@@ -111,6 +112,30 @@ def prompt_clusters(prompts: Sequence[Tokens], shared_min: int = SHARED_MIN) -> 
     shared = [run for run in runs if len(run) > 1]
     rest = sorted(p for run in runs if len(run) == 1 for p in run)
     return shared + ([rest] if rest else [])
+
+
+SPLIT_MIN = 16   # tokens every continuation of one prompt must share before that start is computed once
+
+
+def split_shared_starts(groups: dict[Tokens, set[Tokens]], split_min: int = SPLIT_MIN
+                        ) -> tuple[dict[Tokens, set[Tokens]], dict[tuple[Tokens, Tokens], int]]:
+    """Continuations of one prompt that all start alike (a rating read after a whole review: the review
+    and its tag, then each scale value) have that start scored once: the prompt gets the shared start as
+    its one continuation, and prompt + start gets each continuation's rest. Returns the groups to score
+    and, per original (prompt, target) that was split, the length of the start (the result is the two
+    parts' values joined). Starts shorter than `split_min` tokens stay as they are (not worth a row)."""
+    out: dict[Tokens, set[Tokens]] = {}
+    splits: dict[tuple[Tokens, Tokens], int] = {}
+    for prompt, targets in groups.items():
+        shared = min(common_prefix(list(targets)), min(map(len, targets)) - 1) if len(targets) > 1 else 0
+        if shared < split_min:
+            out.setdefault(prompt, set()).update(targets)
+            continue
+        start = next(iter(targets))[:shared]
+        out.setdefault(prompt, set()).add(start)
+        out.setdefault(prompt + start, set()).update(t[shared:] for t in targets)
+        splits.update({(prompt, t): shared for t in targets})
+    return out, splits
 
 
 Unit = tuple[Tokens, tuple[Tokens, ...]]   # a prompt and (some of) its continuations
@@ -232,9 +257,13 @@ class LoglikelihoodEngine:
             groups: dict[Tokens, set[Tokens]] = {}
             for prompt, target in items:
                 groups.setdefault(prompt, set()).add(target)
+            groups, splits = split_shared_starts(groups)
             done: dict[tuple[Tokens, Tokens], torch.Tensor] = {}
             if groups:
                 (self._score_packed if self.packed else self._score_groups)(groups, done)
+            for (prompt, target), shared in splits.items():
+                done[(prompt, target)] = torch.cat([done[(prompt, target[:shared])],
+                                                    done[(prompt + target[:shared], target[shared:])]])
             self.stats.requests += len(items)
             self.stats.unique += len(done)
             results = []

@@ -201,3 +201,22 @@ def test_the_flat_rule_is_the_row_mask() -> None:
     assert sees[9] == [0, 1, 2, 3, 4, 9]                   # prompt 1's suffix: not prompt 0's
     assert sees[12] == [0, 1, 2, 3, 4, 9, 10, 11, 12]
     assert laid.pairs == int(allowed[3:].sum())            # the FLOP count is the pairs the rule allows
+
+
+def test_a_start_every_continuation_shares_is_scored_once(embedded_lm, metric_requests) -> None:
+    # a rating read after a whole review: the review is each answer's start; the engine scores it
+    # once, and every answer still gets the values of all its tokens, as when scored alone
+    model, tokenizer = embedded_lm
+    base = metric_requests[0]
+    answers = [f"{base.continuation}\n<rating>\n{n}" for n in (1, 3, 5, 8, 10)]
+    requests = [LoglikelihoodRequest(base.system, base.user, answer) for answer in answers]
+    for flat in (False, True):
+        engine = LoglikelihoodEngine(model, tokenizer, token_budget=1024, flat=flat)
+        together = engine.score(requests)
+        scored = engine.stats.head_rows
+        review = len(engine.encode(LoglikelihoodRequest(base.system, base.user, base.continuation))[1])
+        assert scored < review + 5 * 6, flat             # the review once, then each rating's few tokens
+        for request, result in zip(requests, together, strict=True):
+            (alone,) = LoglikelihoodEngine(model, tokenizer, token_budget=1024, flat=flat).score([request])
+            assert result.n_tokens == alone.n_tokens
+            assert result.token_logprobs == pytest.approx(alone.token_logprobs, abs=1e-4), flat

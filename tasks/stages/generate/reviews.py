@@ -62,7 +62,7 @@ from tasks.lm import (
 from tasks.lm.ask import Asked, ask_with_retry, failure
 from tasks.metrics.review_quality.fields import answer_scores
 from tasks.stages.generate.contamination import guard
-from tasks.stages.generate.injection import InjectedRun, injected_reviews
+from tasks.stages.generate.injection import InjectedRun, injected_run, planted_sets
 from tasks.stages.generate.ratings import Answered, rate_answers
 
 log = logging.getLogger(__name__)
@@ -208,32 +208,63 @@ class GenerateOutput:
     stats: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ReviewSet:
+    """Papers to review and the texts they are read from (`pdf_texts`: paper_id, text; None: the
+    abstracts): the benchmark papers, or the injection track's planted copies of some of them, whose
+    candidate ids carry `suffix` so that the sets' reviews stay apart."""
+
+    papers: pl.DataFrame
+    pdf_texts: pl.DataFrame | None
+    suffix: str = ""
+
+
 def generate_reviews(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, candidate: CandidateConfig,
                      backend: LanguageModel, chars_per_token: float = 3.5,
                      scale: Sequence[float] = (1, 3, 5, 6, 8, 10)) -> GenerateOutput:
     """One review by `candidate` of each paper in `papers` (already filtered by the guard), each with
     the candidate's rating on the common `scale` (tasks/stages/generate/ratings.py)."""
+    return generate_review_sets([ReviewSet(papers, pdf_texts)], candidate, backend, chars_per_token, scale)[0]
+
+
+def generate_review_sets(sets: Sequence[ReviewSet], candidate: CandidateConfig, backend: LanguageModel,
+                         chars_per_token: float = 3.5, scale: Sequence[float] = (1, 3, 5, 6, 8, 10)
+                         ) -> list[GenerateOutput]:
+    """`generate_reviews` of each set, the sets' prompts asked together: a local model decodes them in
+    shared batches (a decoding step costs about the same for 2 rows as for 8), a batch API gets them in
+    one batch. One output per set, in order."""
     system = load_prompt(candidate.prompt_version)
     prefill = answer_prefill(system) if runs_locally(candidate) or candidate.continue_final_message else ""
-    texts = {} if pdf_texts is None else dict(pdf_texts.select("paper_id", "text").iter_rows())
-    meter = make_meter(candidate, chars_per_token) if papers.height else None
-    jobs: list[Job] = []
-    rejects: list[dict[str, Any]] = []
-    for row in papers.iter_rows(named=True):
-        cid = f"{candidate.name}/{row['paper_id']}"
-        where = {"entity": "candidate_review", "entity_id": cid, "paper_id": row["paper_id"],
-                 "venue_id": row.get("venue_id")}
-        text, source = paper_text(row, texts.get(row["paper_id"]))
-        fit = fit_paper(text, system, prefill, candidate, meter) if text and meter else None
-        if not text:
-            rejects.append({**where, "rule": "no_paper_text", "detail": "neither PDF text nor an abstract"})
-        elif fit is None:
-            rejects.append({**where, "rule": "context_too_small",
-                            "detail": f"max_context_tokens {candidate.max_context_tokens} leaves no room for the "
-                                      f"paper after the prompt and max_tokens {candidate.max_tokens}"})
-        else:
-            jobs.append(Job(cid, row["paper_id"], row.get("venue_id"), source, len(text), fit))
-    asked = _ask(jobs, backend, system, prefill, candidate)
+    meter = make_meter(candidate, chars_per_token) if any(s.papers.height for s in sets) else None
+    jobs: list[list[Job]] = []
+    rejects: list[list[dict[str, Any]]] = []
+    for review_set in sets:
+        texts = {} if review_set.pdf_texts is None else dict(review_set.pdf_texts.select("paper_id", "text").iter_rows())
+        own_jobs, own_rejects = [], []
+        for row in review_set.papers.iter_rows(named=True):
+            cid = f"{candidate.name}/{row['paper_id']}{review_set.suffix}"
+            where = {"entity": "candidate_review", "entity_id": cid, "paper_id": row["paper_id"],
+                     "venue_id": row.get("venue_id")}
+            text, source = paper_text(row, texts.get(row["paper_id"]))
+            fit = fit_paper(text, system, prefill, candidate, meter) if text and meter else None
+            if not text:
+                own_rejects.append({**where, "rule": "no_paper_text", "detail": "neither PDF text nor an abstract"})
+            elif fit is None:
+                own_rejects.append({**where, "rule": "context_too_small",
+                                    "detail": f"max_context_tokens {candidate.max_context_tokens} leaves no room for "
+                                              f"the paper after the prompt and max_tokens {candidate.max_tokens}"})
+            else:
+                own_jobs.append(Job(cid, row["paper_id"], row.get("venue_id"), source, len(text), fit))
+        jobs.append(own_jobs)
+        rejects.append(own_rejects)
+    asked = _ask([job for own in jobs for job in own], backend, system, prefill, candidate)
+    return [_reviews_of(review_set.papers.height, own_jobs, own_rejects, asked, system, candidate, backend, scale)
+            for review_set, own_jobs, own_rejects in zip(sets, jobs, rejects, strict=True)]
+
+
+def _reviews_of(n_papers: int, jobs: Sequence[Job], rejects: list[dict[str, Any]], asked: Asked, system: str,
+                candidate: CandidateConfig, backend: LanguageModel, scale: Sequence[float]) -> GenerateOutput:
+    """One set's reviews from the answers `asked` holds for its `jobs`: parsed, rated and counted."""
     rows = []
     answered = []
     for job in jobs:
@@ -261,9 +292,11 @@ def generate_reviews(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, candi
     for row in rows:
         row["rating"], row["rating_method"] = ratings.get(row["candidate_id"]), method
     frame = pl.DataFrame(rows, schema=GENERATED)
-    stats = {"papers": papers.height, "reviews": frame.height, "rejected": papers.height - frame.height,
-             "retried": asked.retried, "truncated": int(frame["truncated"].sum())}
-    return GenerateOutput(frame, _rejects(rejects), usage_frame(candidate, backend, [*asked.every, *rating_calls]), stats)
+    every = [result for job in jobs for result, _ in asked.attempts[job.candidate_id]]
+    stats = {"papers": n_papers, "reviews": frame.height, "rejected": n_papers - frame.height,
+             "retried": sum(len(asked.attempts[job.candidate_id]) > 1 for job in jobs),
+             "truncated": int(frame["truncated"].sum())}
+    return GenerateOutput(frame, _rejects(rejects), usage_frame(candidate, backend, [*every, *rating_calls]), stats)
 
 
 def _ask(jobs: Sequence[Job], backend: LanguageModel, system: str, prefill: str,
@@ -320,11 +353,11 @@ def review_papers(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, candidat
     injection track's planted copies, when configured)."""
     eligible, excluded = guard(papers, candidate.name, candidate.knowledge_cutoff)
     backend = make_lm(candidate, cache_dir(cfg, "llm"))
-    output = generate_reviews(eligible, pdf_texts, candidate, backend, cfg.generate.chars_per_token,
-                              cfg.curate.common_scale)
-    injected = injected_reviews(papers, eligible, pdf_texts, candidate, backend, cfg.generate.injection,
-                                cfg.generate.chars_per_token, cfg.curate.common_scale)
-    return CandidateRun(candidate.name, output, excluded, injected)
+    planted = planted_sets(papers, eligible, pdf_texts, cfg.generate.injection)
+    output, *injected = generate_review_sets([ReviewSet(eligible, pdf_texts), *planted.values()], candidate, backend,
+                                             cfg.generate.chars_per_token, cfg.curate.common_scale)
+    return CandidateRun(candidate.name, output, excluded,
+                        injected_run(candidate, dict(zip(planted, injected, strict=True))) if planted else None)
 
 
 def as_reviews(candidates: pl.DataFrame) -> pl.DataFrame:
