@@ -54,9 +54,15 @@ LLAMA_8B = dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
 def flops(model, linear_tokens: int, attention_pairs: int, head_rows: int) -> float:
     """Matmul FLOPs: decoder linear layers per token, attention (QK and AV) per pair, output head per row."""
     config = model.config
-    linear = sum(p.numel() for p in model.base_model.layers.parameters() if p.dim() == 2)
+    linear = sum(weights(p) for p in model.base_model.layers.parameters() if p.dim() == 2)
     width = config.num_attention_heads * getattr(config, "head_dim", config.hidden_size // config.num_attention_heads)
     head = model.get_output_embeddings().weight.numel()
     return 2 * linear * linear_tokens + 4 * width * config.num_hidden_layers * attention_pairs + 2 * head * head_rows
 
 
+
+
+def weights(parameter: torch.Tensor) -> int:
+    """A weight matrix's elements: a 4-bit packed one (bitsandbytes) counts its unpacked shape."""
+    state = getattr(parameter, "quant_state", None)
+    return state.shape.numel() if state is not None else parameter.numel()

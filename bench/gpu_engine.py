@@ -14,14 +14,15 @@ The run builds a model of Llama-3.1-8B's shapes from its configuration with rand
 reachable; shapes set the speed, values mean nothing) and measures, in one process on one GPU:
 
 * the bf16 matmul peak (8192 x 8192);
-* the engine (tasks/lm/loglikelihood.py) at each `--budgets` token budget: scored and forward tokens
-  per second, TFLOP/s (decoder linears, attention pairs and head rows it really computed), the
-  fraction of the peak, the share of wall time the CPU was busy, peak GPU memory;
+* the engine (tasks/lm/loglikelihood.py) with eager decoder layers at each `--budgets` token budget,
+  the padded rows and then the engine as shipped (layers compiled around flex attention) at the best
+  one: scored and forward tokens per second, TFLOP/s (decoder linears, attention pairs and head rows it
+  really computed), the fraction of the peak, the share of wall time the CPU was busy, peak GPU memory;
 * the naive method on the first `--naive` requests (one full forward per request, full log_softmax);
-* the ceiling: a plain forward of the decoder (no head) over full batches at the same shapes;
+* the ceiling: a plain eager forward of the decoder (no head) over full batches at the same shapes;
 * precision: the bf16 engine and the bf16 naive method against a float32 naive reference on the
   first `--naive` requests (largest and mean per-sequence difference, nats);
-* NF4 (bitsandbytes, when importable) beside bf16 at the best budget.
+* NF4 (bitsandbytes, when importable) beside bf16 at the best budget, eager and compiled.
 
 The last line is JSON.
 """
@@ -60,30 +61,47 @@ def export(out: Path, papers: int, seed: int) -> None:
     print(json.dumps({"requests": len(rows), "papers": papers, "out": str(out)}))
 
 
-def llama(dtype: torch.dtype, nf4: bool = False) -> torch.nn.Module:
-    """A Llama-3.1-8B-shaped model with random weights on the GPU (NF4 through bitsandbytes)."""
-    import tempfile
-
-    from transformers import AutoModelForCausalLM, BitsAndBytesConfig, LlamaConfig
+def llama(dtype: torch.dtype, nf4: bool = False, device: str = "cuda") -> torch.nn.Module:
+    """A Llama-3.1-8B-shaped model with random weights on the GPU; `nf4`: its decoder's linear layers
+    quantized to NF4 in place by bitsandbytes (the output head stays bf16, as transformers leaves it)."""
+    from transformers import AutoModelForCausalLM, LlamaConfig
 
     torch.manual_seed(0)
-    config = LlamaConfig(**LLAMA_8B)
-    if not nf4:
-        with torch.device("cuda"):   # random weights drawn on the GPU: seconds, not minutes
-            return AutoModelForCausalLM.from_config(config, dtype=dtype).eval()
-    with tempfile.TemporaryDirectory() as folder:
-        AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).save_pretrained(folder)
-        quant = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16,
-                                   bnb_4bit_use_double_quant=True)
-        return AutoModelForCausalLM.from_pretrained(folder, quantization_config=quant, device_map="cuda").eval()
+    with torch.device(device):   # random weights drawn on the GPU: seconds, not minutes
+        model = AutoModelForCausalLM.from_config(LlamaConfig(**LLAMA_8B), dtype=dtype).eval()
+    return quantize_nf4(model, device) if nf4 else model
 
 
-def time_engine(model, tokenizer, requests, budget: int, peak: float, flat: bool | None = None) -> dict:
-    """One timed pass of the engine (after a warm-up) with its throughput and efficiency figures;
-    `flat`: the layout (None: the engine's choice, flat batches under flex attention on a GPU)."""
+def quantize_nf4(model: torch.nn.Module, device: str) -> torch.nn.Module:
+    """Swap every linear layer of the decoder for bitsandbytes' NF4 layer (double-quantized statistics,
+    bf16 compute), quantizing the weights already on the device: no save and reload of 16 GB."""
+    import bitsandbytes as bnb
+
+    for layer in model.base_model.layers:
+        for name, linear in list(layer.named_modules()):
+            if not isinstance(linear, torch.nn.Linear):
+                continue
+            quantized = bnb.nn.Linear4bit(linear.in_features, linear.out_features, bias=linear.bias is not None,
+                                          compute_dtype=torch.bfloat16, compress_statistics=True, quant_type="nf4",
+                                          device="meta")
+            weight = bnb.nn.Params4bit(linear.weight.data, requires_grad=False, compress_statistics=True,
+                                       quant_type="nf4", module=quantized)
+            quantized.weight = weight.to(device)   # quantizes here
+            if linear.bias is not None:
+                quantized.bias = torch.nn.Parameter(linear.bias.data, requires_grad=False)
+            parent, _, leaf = name.rpartition(".")
+            setattr(layer.get_submodule(parent) if parent else layer, leaf, quantized)
+    return model
+
+
+def time_engine(model, tokenizer, requests, budget: int, peak: float, flat: bool | None = None,
+                compiled: bool | None = None) -> dict:
+    """One timed pass of the engine (after a warm-up that also compiles) with its throughput and
+    efficiency figures; `flat` and `compiled`: the layout and compiling (None: the engine's choice on a
+    GPU, flat batches under flex attention in compiled layers)."""
     from tasks.lm.loglikelihood import LoglikelihoodEngine
 
-    engine = LoglikelihoodEngine(model, tokenizer, token_budget=budget, flat=flat)
+    engine = LoglikelihoodEngine(model, tokenizer, token_budget=budget, flat=flat, compiled=compiled)
     for size in (8, 64):   # two shapes: the compiled attention settles on dynamic shapes before the timing
         engine.score(requests[:size])
     engine.stats.__init__()
@@ -95,7 +113,8 @@ def time_engine(model, tokenizer, requests, budget: int, peak: float, flat: bool
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     s = engine.stats
     work = flops(model, s.forward_tokens, s.attention_pairs, s.head_rows)
-    return {"layout": "flat" if engine.flat else "rows", "budget": budget, "seconds": round(wall, 3), "scored_tokens_per_s": round(sum(r.n_tokens for r in results) / wall),
+    layout = ("flat" if engine.flat else "rows") + (", compiled" if engine.flat and compiled is not False else "")
+    return {"layout": layout, "budget": budget, "seconds": round(wall, 3), "scored_tokens_per_s": round(sum(r.n_tokens for r in results) / wall),
             "forward_tokens_per_s": round(s.forward_tokens / wall), "tflops": round(work / wall / 1e12, 1),
             "fraction_of_peak": round(work / wall / peak, 3), "cpu_busy": round(cpu / wall, 2),
             "padding": round(s.padded_tokens / max(s.forward_tokens, 1) - 1, 3), "batches": s.batches,
@@ -163,7 +182,8 @@ def differences(values: list[float], reference: list[float]) -> dict:
     return {"max_nats": round(max(gaps), 4), "mean_nats": round(sum(gaps) / len(gaps), 4)}
 
 
-def run(folder: Path, budgets: list[int], n_naive: int, nf4: bool, engine_only: bool = False) -> dict:
+def run(folder: Path, budgets: list[int], n_naive: int, nf4: bool, engine_only: bool = False,
+        compiled: bool = False) -> dict:
     from transformers import AutoTokenizer
 
     from tasks.lm.types import LoglikelihoodRequest
@@ -175,44 +195,76 @@ def run(folder: Path, budgets: list[int], n_naive: int, nf4: bool, engine_only: 
     peak *= 1e9
     model = llama(torch.bfloat16)
     engines = []
-    for budget in budgets:
-        figures = time_engine(model, tokenizer, requests, budget, peak)
+    for budget in budgets:   # eager layers first: compiling changes the model in place
+        figures = time_engine(model, tokenizer, requests, budget, peak, compiled=False)
         engines.append(figures)
-        print({k: v for k, v in figures.items() if k != "logprobs"}, flush=True)
-    best = max(engines, key=lambda e: e["scored_tokens_per_s"])
-    if best["layout"] == "flat":   # the padded rows over a copied head KV, side by side at the same budget
-        rows = time_engine(model, tokenizer, requests, best["budget"], peak, flat=False)
+        print(shown(figures), flush=True)
+    eager = max(engines, key=lambda e: e["scored_tokens_per_s"])
+    if eager["layout"] == "flat":   # the padded rows over a copied head KV, side by side at the same budget
+        rows = time_engine(model, tokenizer, requests, eager["budget"], peak, flat=False)
         engines.append(rows)
-        print({k: v for k, v in rows.items() if k != "logprobs"}, flush=True)
-        gap = max(abs(a - b) for a, b in zip(best["logprobs"], rows["logprobs"], strict=True))
-        print(f"flat vs rows, largest difference per sequence: {gap:.4f} nats", flush=True)
+        print(shown(rows), f"flat vs rows, largest difference: {largest_gap(eager, rows)} nats", flush=True)
+    best = eager
+    if eager["layout"] == "flat" and compiled:   # the engine as shipped: its layers compiled on a GPU
+        start = time.perf_counter()
+        try:
+            best = time_engine(model, tokenizer, requests, eager["budget"], peak)
+        except Exception as error:  # noqa: BLE001 - a compiler failure is a figure of this bench, not its end
+            print(f"compiled layers failed: {type(error).__name__}: {str(error)[:300]}", flush=True)
+            best = eager
+        else:
+            engines.append(best)
+            print(shown(best), f"compiled vs eager, largest difference: {largest_gap(eager, best)} nats;",
+                  f"{time.perf_counter() - start:.1f} s with compiling and warm-up", flush=True)
     out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "requests": len(requests),
            "bf16_peak_tflops": round(peak / 1e12), "best_budget": best["budget"], "best_layout": best["layout"],
-           "best_fraction_of_peak": best["fraction_of_peak"],
-           "engine": [{k: v for k, v in e.items() if k != "logprobs"} for e in engines]}
+           "best_fraction_of_peak": best["fraction_of_peak"], "engine": [shown(e) for e in engines]}
     if not engine_only:
         out |= versus_naive(model, tokenizer, requests[:n_naive], best, peak)
     del model
     torch.cuda.empty_cache()
     print(json.dumps(out), flush=True)   # the bf16 figures, in case NF4 runs out of time
     if nf4:
-        try:
-            quantized = llama(torch.bfloat16, nf4=True)
-        except ImportError as error:   # bitsandbytes missing on this machine
-            out["nf4"] = f"skipped: {error}"
-        else:
-            figures = time_engine(quantized, tokenizer, requests, best["budget"], peak)
-            out["nf4"] = {k: v for k, v in figures.items() if k != "logprobs"}
+        out["nf4"] = nf4_figures(tokenizer, requests, best, peak)
     return out
+
+
+def shown(figures: dict) -> dict:
+    return {k: v for k, v in figures.items() if k != "logprobs"}
+
+
+def largest_gap(a: dict, b: dict) -> float:
+    return round(max(abs(x - y) for x, y in zip(a["logprobs"], b["logprobs"], strict=True)), 4)
+
+
+def nf4_figures(tokenizer, requests, best: dict, peak: float) -> list[dict] | str:
+    """The engine on the NF4 model at the best budget: eager layers, then as the best bf16 run did."""
+    try:
+        quantized = llama(torch.bfloat16, nf4=True)
+    except ImportError as error:   # bitsandbytes missing on this machine
+        return f"skipped: {error}"
+    runs = [time_engine(quantized, tokenizer, requests, best["budget"], peak, compiled=False)]
+    print("nf4", shown(runs[0]), flush=True)
+    if "compiled" in best["layout"]:
+        try:
+            runs.append(time_engine(quantized, tokenizer, requests, best["budget"], peak))
+            print("nf4", shown(runs[1]), flush=True)
+        except Exception as error:  # noqa: BLE001 - as above
+            print(f"nf4 compiled layers failed: {type(error).__name__}: {str(error)[:300]}", flush=True)
+    return [shown(r) for r in runs]
 
 
 def versus_naive(model, tokenizer, subset, best: dict, peak: float) -> dict:
     """The naive method's speed, the ceiling, and both engine layouts and the naive method in bf16
     against a float32 naive reference of the same requests."""
+    from tasks.lm.flat_attention import compile_layers
+
+    engine_subset = time_engine(model, tokenizer, subset, best["budget"], peak,
+                                compiled="compiled" in best["layout"])["logprobs"]
+    compile_layers(model, False)   # the naive method, the ceiling and the rows in eager layers
     naive_bf16, naive_s, naive_tokens = naive(model, tokenizer, subset)
     roof = ceiling(model, peak)
     print(f"naive bf16: {naive_s:.1f} s for {len(subset)} requests; ceiling {roof}", flush=True)
-    engine_subset = time_engine(model, tokenizer, subset, best["budget"], peak)["logprobs"]
     rows_subset = time_engine(model, tokenizer, subset, best["budget"], peak, flat=False)["logprobs"]
     reference, _, _ = naive(llama(torch.float32), tokenizer, subset)
     torch.cuda.empty_cache()
@@ -231,6 +283,7 @@ def main() -> None:
     parser.add_argument("--budgets", default="16384,32768", help="engine token budgets, comma-separated")
     parser.add_argument("--naive", type=int, default=64, help="requests for the naive method and the float32 reference")
     parser.add_argument("--no-nf4", action="store_true")
+    parser.add_argument("--eager", action="store_true", help="eager decoder layers only (no compiled run)")
     parser.add_argument("--engine-only", action="store_true", help="the engine's layouts (and NF4) only: no naive method, ceiling or precision")
     parser.add_argument("--profile", type=int, default=0, metavar="BUDGET",
                         help="only profile the engine at this token budget (torch.profiler tables)")
@@ -254,7 +307,7 @@ def main() -> None:
         profile(llama(torch.bfloat16), AutoTokenizer.from_pretrained(args.requests / "tokenizer"), requests, args.profile)
         return
     budgets = [int(b) for b in args.budgets.split(",")]
-    print(json.dumps(run(args.requests, budgets, args.naive, not args.no_nf4, args.engine_only)))
+    print(json.dumps(run(args.requests, budgets, args.naive, not args.no_nf4, args.engine_only, not args.eager)))
 
 
 if __name__ == "__main__":

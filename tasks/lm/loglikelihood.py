@@ -30,7 +30,8 @@ Batches are packed longest first under a padded-token budget; padding sits after
 With SDPA (a GPU with flex attention, or a CPU) a batch is one flat sequence instead: the head once,
 then the rows, under the block-sparse rule of tasks/lm/flat_attention.py (no padding between rows, no
 head KV copied, and attention only over the pairs the rule allows: flex attention's blocks on a GPU,
-runs of queries on their visible keys on a CPU).
+runs of queries on their visible keys on a CPU; on a GPU the decoder's layers are compiled around
+flex attention, so norms, rotary embedding and activation fuse).
 Everything is ordered by content, so the result of a request does not depend on the order of the
 call. Models whose logits are not a plain linear head over the last hidden state are refused.
 """
@@ -48,7 +49,7 @@ import torch
 from tasks.core.progress import track
 from tasks.lm.batching import batches
 from tasks.lm.fitting import fit_request, request_window
-from tasks.lm.flat_attention import HEAD, flat_mask, may_attend, use_flat_attention
+from tasks.lm.flat_attention import HEAD, compile_layers, flat_mask, may_attend, use_flat_attention
 from tasks.lm.loading import Tokens, chat_ids, common_prefix, end_of_turn
 from tasks.lm.types import LoglikelihoodRequest, LoglikelihoodResult
 
@@ -215,13 +216,17 @@ class LoglikelihoodEngine:
     """Batched, prefix-sharing scorer of continuations; see the module docstring for the rules."""
 
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, token_budget: int = 4096,
-                 head_rows: int = 1024, packed: bool = True, flat: bool | None = None):
+                 head_rows: int = 1024, packed: bool = True, flat: bool | None = None, compiled: bool | None = None):
         _check_model(model)
         self.packed = packed
         # flat batches under a block-sparse rule ("flex" on a GPU, "blocks" on a CPU), padded rows where
         # neither runs; `flat=False` keeps the padded rows (tests compare both layouts)
         self.sparsity = use_flat_attention(model) if packed else None
         self.flat = packed and (self.sparsity is not None if flat is None else flat)
+        # on a GPU flat batches run the decoder's layers compiled around flex attention (in place: the
+        # model is the engine's); `compiled=False` and the padded rows run them eagerly
+        if self.sparsity == "flex":
+            compile_layers(model, self.flat and compiled is not False)
         self.model, self.tokenizer = model, tokenizer
         self.token_budget, self.head_rows = token_budget, head_rows
         self.decoder = model.base_model

@@ -220,3 +220,17 @@ def test_a_start_every_continuation_shares_is_scored_once(embedded_lm, metric_re
             (alone,) = LoglikelihoodEngine(model, tokenizer, token_budget=1024, flat=flat).score([request])
             assert result.n_tokens == alone.n_tokens
             assert result.token_logprobs == pytest.approx(alone.token_logprobs, abs=1e-4), flat
+
+
+def test_layers_are_compiled_only_where_flex_attention_runs_and_can_be_undone(embedded_lm) -> None:
+    from tasks.lm.flat_attention import compile_layers
+
+    model, tokenizer = embedded_lm
+    layers = model.base_model.layers
+    engine = LoglikelihoodEngine(model, tokenizer)
+    assert engine.sparsity == "blocks"                         # a CPU: the blockwise plan, eager layers
+    assert all(layer._compiled_call_impl is None for layer in layers)
+    compile_layers(model)                                      # what a GPU engine does (nothing runs here)
+    assert all(layer._compiled_call_impl is not None for layer in layers)
+    compile_layers(model, False)
+    assert all(layer._compiled_call_impl is None for layer in layers)
