@@ -28,7 +28,7 @@ import json
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from email.parser import BytesParser
 from email.policy import HTTP
 from http.server import BaseHTTPRequestHandler
@@ -42,6 +42,9 @@ from tasks.testing.local_http import route as serve_route
 
 Answer = tuple[str, int, int]   # text, prompt tokens, completion tokens (a model that counts them)
 Responder = Callable[[dict[str, Any]], "str | Answer"]
+# a batch's items answered together (a model behind the server decodes them in one batch): one answer
+# or exception per body, in order
+BatchResponder = Callable[[list[dict[str, Any]]], "list[str | Answer | Exception]"]
 # 200 answers of /v1/completions a broken server gives (`malformed_next(kind, route="completions")`)
 COMPLETIONS_FAULTS = ("html", "bad_json", "nan", "neg_inf", "positive", "extra_value")
 MAX_TOP_LOGPROBS = 20
@@ -63,9 +66,12 @@ class OpenAIServer(ScriptedAPI):
                  invalid_batches: str | None = None,
                  completions: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
                  chat_logprobs: Callable[[dict[str, Any]], tuple[str, list[dict[str, Any]], int, int]] | None = None,
-                 refuse_logprobs: int | None = None, **scripted: Any) -> None:
-        """`scripted`: polls_before_end, batch_fault, echo_key_in_errors, reject_key (ScriptedAPI)."""
+                 refuse_logprobs: int | None = None, batch_responder: BatchResponder | None = None,
+                 **scripted: Any) -> None:
+        """`scripted`: polls_before_end, batch_fault, echo_key_in_errors, reject_key (ScriptedAPI);
+        `batch_responder`: answers a batch's items together (else `responder`, one by one)."""
         super().__init__(responder, **scripted)
+        self.batch_responder = batch_responder
         self.chat_logprobs = chat_logprobs      # answers with logprobs (None: "logprobs": null)
         self.refuse_logprobs = refuse_logprobs  # 403 or 400: the model refuses logprobs
         self.completions = completions          # POST /v1/completions: body -> response (None: 404)
@@ -158,11 +164,18 @@ class OpenAIServer(ScriptedAPI):
             return self.refuse_logprobs, message, None, code, "logprobs"
         return None
 
-    def _completion(self, body: dict[str, Any], no_text: bool = False) -> dict[str, Any]:
+    def _completion(self, body: dict[str, Any], no_text: bool = False,
+                    answered: str | Answer | Exception | None = None) -> dict[str, Any]:
+        """The chat completion of `body`; `answered`: the responder's answer, already computed."""
+        if isinstance(answered, Exception):
+            raise answered
         logprobs = None
-        if body.get("logprobs") and self.chat_logprobs is not None:
+        answer: str | Answer
+        if answered is not None:
+            answer = answered
+        elif self._with_logprobs(body):
             text, content, prompt_tokens, completion_tokens = self.chat_logprobs(body)
-            answer: str | Answer = (text, prompt_tokens, completion_tokens)
+            answer = (text, prompt_tokens, completion_tokens)
             logprobs = {"content": content, "refusal": None}
         else:
             answer = self.responder(body)
@@ -220,11 +233,20 @@ class OpenAIServer(ScriptedAPI):
                     {"code": "invalid_request", "message": self.invalid_batches, "line": 1, "param": None}]}
             return self._batch_json(self.batches[batch_id])
 
+    def _with_logprobs(self, body: dict[str, Any]) -> bool:
+        return bool(body.get("logprobs")) and self.chat_logprobs is not None
+
     def _poll(self, batch: dict[str, Any]) -> dict[str, Any]:
         if self._ends_now(batch):
             done, failed = [], []
-            for position, line in enumerate(batch["requests"]):
-                result = self._batch_item(batch["number"], position, line)
+            lines = batch["requests"]
+            faults = [self.batch_fault(batch["number"], position, line["custom_id"]) if self.batch_fault else None
+                      for position, line in enumerate(lines)]
+            answered = self._answered_together([line["body"] for line, fault in zip(lines, faults, strict=True)
+                                                if fault is None and not self._with_logprobs(line["body"])])
+            for position, (line, fault) in enumerate(zip(lines, faults, strict=True)):
+                own = None if fault is not None or self._with_logprobs(line["body"]) else next(answered, None)
+                result = self._batch_item(batch["number"], position, line, fault, own)
                 if result is not None:
                     ok = result["response"] is not None and result["response"]["status_code"] == 200
                     (done if ok else failed).append(result)
@@ -238,9 +260,19 @@ class OpenAIServer(ScriptedAPI):
             batch["status"] = "expired" if expired else "completed"
         return self._batch_json(batch)
 
-    def _batch_item(self, number: int, position: int, line: dict[str, Any]) -> dict[str, Any] | None:
+    def _answered_together(self, bodies: list[dict[str, Any]]) -> Iterator[str | Answer | Exception | None]:
+        """The batch responder's answers to `bodies`, in order (nothing: each item asks `responder`)."""
+        if self.batch_responder is None or not bodies:
+            return iter(())
+        try:
+            answers = self.batch_responder(bodies)
+        except Exception as error:  # the whole batch failed: each of its items errors
+            answers = [error] * len(bodies)
+        return iter(answers)
+
+    def _batch_item(self, number: int, position: int, line: dict[str, Any], fault: str | None,
+                    answered: str | Answer | Exception | None = None) -> dict[str, Any] | None:
         custom_id = line["custom_id"]
-        fault = self.batch_fault(number, position, custom_id) if self.batch_fault else None
         if fault == "missing":
             return None
         common = {"id": f"batch_req_{number}_{position}", "custom_id": custom_id, "error": None}
@@ -255,7 +287,7 @@ class OpenAIServer(ScriptedAPI):
         with self._lock:
             self.received.append(line["body"])
         try:
-            completion = self._completion(line["body"])
+            completion = self._completion(line["body"], answered=answered)
         except Exception as error:  # the responder failed: this item errors, as on a real server
             error_body = {"message": f"{type(error).__name__}: {error}", "type": "server_error", "code": "server_error"}
             return {**common, "response": {"status_code": 500, "request_id": "req", "body": {"error": error_body}}}
@@ -307,6 +339,24 @@ def local_model_responder(model: str) -> Responder:
     return respond
 
 
+def local_model_batch_responder(model: str) -> BatchResponder:
+    """`local_model_responder` for a whole batch: its items decoded together, `batch_size` rows at a
+    time, as a vLLM server runs a batch file; an item the model refuses (too long) errors alone."""
+
+    def respond_all(bodies: list[dict[str, Any]]) -> list[str | Answer | Exception]:
+        from tasks.lm import ChatRequest, ModelSpec, local_lm
+
+        parts = [chat_parts(body) for body in bodies]
+        requests = [ChatRequest(system, user, int(body.get("max_completion_tokens") or body.get("max_tokens") or 256),
+                                prefill=prefill) for body, (system, user, prefill) in zip(bodies, parts, strict=True)]
+        with _GENERATING:
+            results = local_lm(ModelSpec(name=model)).generate(requests)
+        return [RuntimeError(r.error) if r.error else (r.text.removeprefix(prefill), r.input_tokens, r.output_tokens)
+                for r, (_, _, prefill) in zip(results, parts, strict=True)]
+
+    return respond_all
+
+
 _GENERATING = threading.Lock()
 _SERVED: dict[str, OpenAIServer] = {}
 
@@ -319,6 +369,7 @@ def serve_local_model(model: str) -> str:
     with _GENERATING:
         if model not in _SERVED:
             _SERVED[model] = OpenAIServer(local_model_responder(model), polls_before_end=0,
+                                          batch_responder=local_model_batch_responder(model),
                                           completions=LocalCompletions(model),
                                           chat_logprobs=LocalChatLogprobs(model)).__enter__()
         return _SERVED[model].base_url

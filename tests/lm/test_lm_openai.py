@@ -161,6 +161,29 @@ def test_batch_lifecycle_with_failed_items_resubmitted(tmp_path):
     assert not results[3].ok and "invalid" in results[3].error and not results[3].retryable
 
 
+def test_a_batch_responder_answers_the_items_that_reach_the_model_together():
+    # as a served model decodes a batch file: one call for every item that no fault stopped; an item
+    # the model fails errors alone
+    calls: list[list[str]] = []
+
+    def together(bodies: list[dict]) -> list:
+        calls.append([b["messages"][-1]["content"] for b in bodies])
+        return [RuntimeError("prompt too long") if "long" in b["messages"][-1]["content"]
+                else heuristic_responder(b) for b in bodies]
+
+    def fault(batch: int, position: int, custom_id: str):
+        return "server_error" if (batch, position) == (0, 1) else None
+
+    reviews = [f"<review>\nReview {i} praises the clear writing.\n</review>" for i in range(4)]
+    reviews[3] = "<review>\nA long review.\n</review>"
+    with OpenAIServer(batch_fault=fault, batch_responder=together, polls_before_end=0) as server:
+        results = make(server, sleep=Sleeps(), use_batches=True, max_retries=0).generate([request(r) for r in reviews])
+    assert calls == [[reviews[0], reviews[2], reviews[3]]]   # one call: the faulted item never reached it
+    assert results[0].ok and results[2].ok and "review 2 praises" in results[2].text
+    assert not results[1].ok and "scripted server_error" in results[1].error
+    assert not results[3].ok and "prompt too long" in results[3].error
+
+
 def test_batch_create_rate_limited_then_accepted_and_cached(tmp_path):
     with OpenAIServer() as server:
         server.fail_next(429, route="batches_create", retry_after=0)
