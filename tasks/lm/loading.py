@@ -10,7 +10,10 @@ present, else CPU; "auto" dtype is bfloat16 where the hardware multiplies it nat
 bf16 support, a CPU with `avx512_bf16` or `amx_bf16`: `fast_dtype`) and float32 elsewhere (on a
 CPU without bf16 units torch's bfloat16 matmul is an emulation, 24x slower than float32 on an
 AVX2 EPYC, docs/bfloat16.md); "auto" quantization is NF4 (bitsandbytes, bfloat16 compute) on CUDA
-and none on CPU; NF4 on CPU is refused. The resolved dtype is part of `ModelSpec.key`, so of every
+and none on CPU; NF4 on CPU is refused. "int8" (CPU only, asked for by name) is torch's dynamic int8:
+every linear layer's weights stored in int8 and each batch's activations quantized on the fly,
+everything else float32. A CPU decodes 2.3x faster that way than in float32 or bfloat16 (SmolLM2, 8 rows,
+AMD EPYC, docs/engines.md), so the demo's generating roles take it; the evaluation LM never does. The resolved dtype is part of `ModelSpec.key`, so of every
 cache key and evaluation-LM name: float32 and bfloat16 results never mix. The config only says
 what it wants (`chat_spec`, `eval_spec`); `load_model` loads a resolved spec once per process.
 """
@@ -60,7 +63,7 @@ class ModelSpec:
 
     name: str = EMBEDDED
     dtype: str = "auto"          # auto | float32 | bfloat16 | float16
-    quantization: str = "none"   # none | nf4 | auto
+    quantization: str = "none"   # none | nf4 | int8 | auto
     device: str = "auto"         # auto | cpu | cuda
     kind: Literal["causal", "encoder"] = "causal"
     # An OpenAI-compatible completions server holding the weights (tasks/lm/completions.py); then
@@ -78,6 +81,10 @@ class ModelSpec:
             quantization = "nf4" if device == "cuda" else "none"
         if quantization == "nf4" and device != "cuda":
             raise ValueError("4-bit NF4 quantization needs CUDA (bitsandbytes); use quantization='none' on CPU")
+        if quantization == "int8":
+            if device != "cpu":
+                raise ValueError("int8 is a CPU's dynamic quantization; on CUDA use quantization='nf4'")
+            dtype = "float32"   # the activations and every layer that is not linear
         return replace(self, dtype=dtype, quantization=quantization, device=device)
 
     @property
@@ -102,11 +109,16 @@ ENCODER_SPEC = ModelSpec(MINILM, dtype="float32", kind="encoder")
 
 
 def chat_spec(cfg: LLMConfig) -> ModelSpec:
-    """The local chat model the config asks for, in its `dtype` ("auto": `fast_dtype`);
-    `load_in_4bit` is NF4 (CUDA only, refused on CPU)."""
-    spec = ModelSpec(name=cfg.model, dtype=cfg.dtype, quantization="nf4" if cfg.load_in_4bit else "none")
-    if cfg.load_in_4bit and not cuda_available():
-        raise ValueError("load_in_4bit = true needs CUDA (bitsandbytes NF4); set it to false on CPU")
+    """The local chat model the config asks for, in its `dtype` ("auto": `fast_dtype`) and
+    `quantization`; `load_in_4bit` is NF4 (CUDA only, refused on CPU)."""
+    spec = ModelSpec(name=cfg.model, dtype=cfg.dtype, quantization="nf4" if cfg.load_in_4bit else cfg.quantization)
+    if cfg.load_in_4bit and cfg.quantization not in ("none", "nf4"):
+        raise ValueError(f"load_in_4bit = true and quantization = {cfg.quantization!r} disagree: keep one")
+    if spec.quantization == "nf4" and not cuda_available():
+        raise ValueError("NF4 (load_in_4bit = true or quantization = 'nf4') needs CUDA (bitsandbytes); use 'none' "
+                         "or 'int8' on CPU")
+    if spec.quantization == "int8" and cuda_available():
+        raise ValueError("quantization = 'int8' is for CPUs; on CUDA use 'nf4'")
     return spec
 
 
@@ -328,7 +340,29 @@ def _load(spec: ModelSpec) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     if spec.quantization != "nf4":
         model.to(spec.device)
     model.eval()
+    if spec.quantization == "int8":
+        quantize_int8(model)
     return model, load_tokenizer(spec.name)
+
+
+def quantize_int8(model: PreTrainedModel) -> None:
+    """Every linear layer (the output head too) in place as torch's dynamic int8 layer (fbgemm): int8
+    weights with one scale per output channel, activations quantized per batch, float32 results. torchao's
+    int8 configurations ran slower than float32 on this CPU (100 ms per decoding step against 61),
+    so torch's own, deprecated but present in 2.13, is the one used; where a later torch removed
+    it the load fails in one line."""
+    import torch
+
+    quantize = getattr(getattr(torch, "ao", None), "quantization", None)
+    if quantize is None or not hasattr(quantize, "quantize_dynamic"):
+        raise RuntimeError(f"quantization = 'int8' needs torch.ao.quantization.quantize_dynamic, gone in torch "
+                           f"{torch.__version__}; use quantization = 'none'")
+    import warnings
+
+    with warnings.catch_warnings():   # its deprecation notice, once per load, says nothing to a user
+        warnings.simplefilter("ignore")
+        quantize.quantize_dynamic(model, {torch.nn.Linear: quantize.per_channel_dynamic_qconfig}, dtype=torch.qint8,
+                                  inplace=True)
 
 
 # ---- the chat template ---------------------------------------------------------------------------

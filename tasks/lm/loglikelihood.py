@@ -521,7 +521,8 @@ class LoglikelihoodEngine:
         of the very logits it adds up, only of the normalizer (mean error against a float32 reference,
         48 dev-file requests on SmolLM2: 0.60 -> 0.49 nats; the bf16 naive method: 0.53)."""
         logits = self.lm_head(rows).float()
-        if logits.dtype != self.lm_head.weight.dtype:
+        # an int8 head (tasks/lm/loading.py quantize_int8) gives float32 logits of its own int8 weights
+        if isinstance(self.lm_head.weight, torch.Tensor) and logits.dtype != self.lm_head.weight.dtype:
             exact = (rows.float() * self.lm_head.weight[targets].float()).sum(dim=-1)
             if self.lm_head.bias is not None:
                 exact += self.lm_head.bias[targets].float()
