@@ -19,6 +19,7 @@ ids otherwise). Model loading and the constraint's construction are not timed. T
     .venv/bin/python bench/generate_speed.py --reviews 8 --papers 0 --batch-size 8
     .venv/bin/python bench/generate_speed.py --reviews 0 --papers 4 --batch-size 4 --decoders generate,fast,stepwise
     .venv/bin/python bench/generate_speed.py --thread-probe   # 1 thread vs every core, prompt and step
+    .venv/bin/python bench/generate_speed.py --reviews 8 --papers 4 --batch-size 8 --decoders fast:float32,fast:bfloat16,fast:int8
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def review_requests(n: int, seed: int) -> list[ChatRequest]:
 def run(kind: str, requests: list[ChatRequest], batch_size: int, decoders: list[str]) -> dict:
     """Every decoder on the same requests, rotating which goes first per batch; the first decoder
     is the reference the others' speedups and byte identity are measured against."""
-    lms = {name: LocalLM(chat_spec(PreprocessConfig()), batch_size=batch_size, decoder=name) for name in decoders}
+    lms = {name: LocalLM(variant_spec(name), batch_size=batch_size, decoder=name.split(":")[0]) for name in decoders}
     if requests[0].line_prefixes:
         lms[decoders[0]].constraint(requests[0].line_prefixes)       # built once per process, not timed
     answers: dict[str, dict[str, str]] = {name: {} for name in lms}
@@ -117,6 +118,15 @@ def run(kind: str, requests: list[ChatRequest], batch_size: int, decoders: list[
         print(f"  {name:9s} {row['tokens']:5d} tokens  {row['seconds']:7.1f} s ({row['cpu_seconds']:.1f} s CPU)  "
               f"{row['tokens_per_s']:6.2f} tokens/s{extra}", flush=True)
     return figures
+
+
+def variant_spec(name: str):
+    """The model of a decoder name "decoder[:weights]": weights "int8" (torch's dynamic int8, float32
+    around it), "float32" or "bfloat16"; none: the embedded model as "auto" resolves it here."""
+    _, _, weights = name.partition(":")
+    if weights == "int8":
+        return chat_spec(PreprocessConfig(quantization="int8"))
+    return chat_spec(PreprocessConfig(dtype=weights or "auto"))
 
 
 def thread_probe(repeats: int = 3) -> dict:
@@ -163,7 +173,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--decoders", default="generate,fast",
-                        help="LocalLM decoders to compare, the reference first (generate, fast, stepwise)")
+                        help="LocalLM decoders to compare, the reference first (generate, fast, stepwise), "
+                             "each optionally with its weights: fast:int8, fast:float32, fast:bfloat16")
     parser.add_argument("--thread-probe", action="store_true",
                         help="only time one prompt and one decoding step on 1 thread vs every core")
     args = parser.parse_args()

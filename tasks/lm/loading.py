@@ -316,7 +316,7 @@ def load_model(spec: ModelSpec = ModelSpec()) -> tuple[PreTrainedModel, PreTrain
         return _load(resolved)
 
 
-@functools.lru_cache(maxsize=3)
+@functools.lru_cache(maxsize=4)
 def _load(spec: ModelSpec) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     import torch
     from transformers import AutoModel, AutoModelForCausalLM

@@ -117,7 +117,11 @@ class LocalLM(Backend):
             if self._engine is None:
                 from tasks.lm.loglikelihood import LoglikelihoodEngine
 
-                model, tokenizer = self._loaded()
+                # an int8 model decodes; its log-likelihoods come from the same weights in float
+                # (int8 quantizes each batch's activations with one scale, so a value would depend on
+                # the other requests of its batch: tasks/lm/loading.py `quantize_int8`)
+                spec = replace(self.spec, quantization="none") if self.spec.quantization == "int8" else self.spec
+                model, tokenizer = load_model(spec)
                 self._engine = LoglikelihoodEngine(model, tokenizer, token_budget=self.token_budget)
             return self._engine
 

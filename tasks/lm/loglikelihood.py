@@ -91,6 +91,9 @@ def _check_model(model: PreTrainedModel) -> None:
         raise NotImplementedError(f"{config.model_type}: logits are not a plain linear head; not supported")
     if "sliding_attention" in (getattr(config, "layer_types", None) or ()):
         raise NotImplementedError(f"{config.model_type}: sliding-window attention is not supported")
+    if any(type(m).__module__.startswith("torch.ao.nn.quantized") for m in model.modules()):
+        # one activation scale per batch: a value would depend on its batchmates (tasks/lm/loading.py)
+        raise NotImplementedError("dynamic int8 layers: log-likelihoods are computed on the float model")
 
 
 SHARED_MIN = 32   # tokens a cluster of prompts must share beyond the call's common prefix to get its own head
@@ -521,8 +524,7 @@ class LoglikelihoodEngine:
         of the very logits it adds up, only of the normalizer (mean error against a float32 reference,
         48 dev-file requests on SmolLM2: 0.60 -> 0.49 nats; the bf16 naive method: 0.53)."""
         logits = self.lm_head(rows).float()
-        # an int8 head (tasks/lm/loading.py quantize_int8) gives float32 logits of its own int8 weights
-        if isinstance(self.lm_head.weight, torch.Tensor) and logits.dtype != self.lm_head.weight.dtype:
+        if logits.dtype != self.lm_head.weight.dtype:
             exact = (rows.float() * self.lm_head.weight[targets].float()).sum(dim=-1)
             if self.lm_head.bias is not None:
                 exact += self.lm_head.bias[targets].float()

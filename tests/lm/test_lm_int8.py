@@ -1,0 +1,44 @@
+"""torch's dynamic int8 for the generating roles on a CPU (tasks/lm/loading.py `quantize_int8`)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tasks.core.config import LLMConfig
+from tasks.lm import ChatRequest, LoglikelihoodRequest, ModelSpec
+from tasks.lm.loading import chat_spec
+from tasks.lm.local import LocalLM
+from tasks.lm.loglikelihood import LoglikelihoodEngine
+
+
+def test_int8_is_asked_for_by_name_and_named_in_every_key() -> None:
+    spec = chat_spec(LLMConfig(quantization="int8"))
+    assert spec.resolved().key == "smollm2|float32|int8"      # float32 around the int8 layers, whatever the CPU
+    assert chat_spec(LLMConfig()).resolved().key != spec.resolved().key
+    assert chat_spec(LLMConfig(quantization="int8", dtype="bfloat16")).resolved().dtype == "float32"
+
+
+def test_quantization_settings_that_cannot_run_here_fail_in_one_line() -> None:
+    with pytest.raises(ValueError, match="disagree"):
+        chat_spec(LLMConfig(load_in_4bit=True, quantization="int8"))
+    with pytest.raises(ValueError, match="needs CUDA"):
+        chat_spec(LLMConfig(quantization="nf4"))
+
+
+@pytest.mark.slow
+def test_an_int8_model_generates_and_its_log_likelihoods_come_from_the_float_model() -> None:
+    lm = LocalLM(ModelSpec(quantization="int8"))
+    model, tokenizer = lm._loaded()
+    assert not [m for m in model.modules() if type(m) is torch.nn.Linear]   # every linear layer, the head too
+    requests = [ChatRequest("You review papers.", f"Say one thing about paper {i} on graphs.", 24) for i in range(3)]
+    first, again = lm.generate(requests), lm.generate(requests)
+    assert all(r.ok and 0 < r.output_tokens <= 24 for r in first)
+    assert [r.text for r in again] == [r.text for r in first]   # the same batch, the same greedy answers
+    # log-likelihoods come from the float model of the same weights: one activation scale per int8 batch
+    # would make a value depend on its batchmates
+    request = LoglikelihoodRequest("You review papers.", "Rate the paper from 1 to 10.", "The rating is 6.")
+    float_lm = LocalLM(ModelSpec())
+    assert lm.loglikelihood([request]) == float_lm.loglikelihood([request])
+    with pytest.raises(NotImplementedError, match="int8"):
+        LoglikelihoodEngine(model, tokenizer)
