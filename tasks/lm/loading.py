@@ -10,10 +10,13 @@ present, else CPU; "auto" dtype is bfloat16 where the hardware multiplies it nat
 bf16 support, a CPU with `avx512_bf16` or `amx_bf16`: `fast_dtype`) and float32 elsewhere (on a
 CPU without bf16 units torch's bfloat16 matmul is an emulation, 24x slower than float32 on an
 AVX2 EPYC, docs/bfloat16.md); "auto" quantization is NF4 (bitsandbytes, bfloat16 compute) on CUDA
-and none on CPU; NF4 on CPU is refused. "int8" (CPU only, asked for by name) is torch's dynamic int8:
+and none on CPU; NF4 on CPU is refused. "int8" (asked for by name; on CUDA it resolves to none, as
+torch's dynamic int8 has CPU kernels only) is torch's dynamic int8 on a CPU:
 every linear layer's weights stored in int8 and each batch's activations quantized on the fly,
-everything else float32. A CPU decodes 2.3x faster that way than in float32 or bfloat16 (SmolLM2, 8 rows,
-AMD EPYC, docs/engines.md), so the demo's generating roles take it; the evaluation LM never does. The resolved dtype is part of `ModelSpec.key`, so of every
+everything else float32. Reviews decode at 2.8x float32's and 1.5x bfloat16's tokens/s that way (SmolLM2,
+AMD EPYC, docs/engines.md), so the demo's generating roles take it. Log-likelihoods never do: one
+activation scale per batch makes a value depend on its batchmates (LocalLM computes an int8 spec's
+log-likelihoods on the float model). The resolved dtype is part of `ModelSpec.key`, so of every
 cache key and evaluation-LM name: float32 and bfloat16 results never mix. The config only says
 what it wants (`chat_spec`, `eval_spec`); `load_model` loads a resolved spec once per process.
 """
@@ -81,10 +84,8 @@ class ModelSpec:
             quantization = "nf4" if device == "cuda" else "none"
         if quantization == "nf4" and device != "cuda":
             raise ValueError("4-bit NF4 quantization needs CUDA (bitsandbytes); use quantization='none' on CPU")
-        if quantization == "int8":
-            if device != "cpu":
-                raise ValueError("int8 is a CPU's dynamic quantization; on CUDA use quantization='nf4'")
-            dtype = "float32"   # the activations and every layer that is not linear
+        if quantization == "int8":   # torch's dynamic int8 has CPU kernels only: elsewhere the plain model
+            quantization, dtype = ("int8", "float32") if device == "cpu" else ("none", dtype)
         return replace(self, dtype=dtype, quantization=quantization, device=device)
 
     @property
@@ -117,8 +118,6 @@ def chat_spec(cfg: LLMConfig) -> ModelSpec:
     if spec.quantization == "nf4" and not cuda_available():
         raise ValueError("NF4 (load_in_4bit = true or quantization = 'nf4') needs CUDA (bitsandbytes); use 'none' "
                          "or 'int8' on CPU")
-    if spec.quantization == "int8" and cuda_available():
-        raise ValueError("quantization = 'int8' is for CPUs; on CUDA use 'nf4'")
     return spec
 
 

@@ -17,6 +17,9 @@ def test_int8_is_asked_for_by_name_and_named_in_every_key() -> None:
     assert spec.resolved().key == "smollm2|float32|int8"      # float32 around the int8 layers, whatever the CPU
     assert chat_spec(LLMConfig()).resolved().key != spec.resolved().key
     assert chat_spec(LLMConfig(quantization="int8", dtype="bfloat16")).resolved().dtype == "float32"
+    # torch's dynamic int8 has CPU kernels only: on a GPU the same config runs the plain model
+    on_gpu = ModelSpec(quantization="int8", dtype="bfloat16", device="cuda").resolved()
+    assert (on_gpu.quantization, on_gpu.dtype) == ("none", "bfloat16")
 
 
 def test_quantization_settings_that_cannot_run_here_fail_in_one_line() -> None:
