@@ -242,10 +242,11 @@ class OpenAIServer(ScriptedAPI):
             lines = batch["requests"]
             faults = [self.batch_fault(batch["number"], position, line["custom_id"]) if self.batch_fault else None
                       for position, line in enumerate(lines)]
-            answered = self._answered_together([line["body"] for line, fault in zip(lines, faults, strict=True)
-                                                if fault is None and not self._with_logprobs(line["body"])])
+            # the items that reach the model's text answers: no fault stopped them, no logprobs asked
+            plain = [fault is None and not self._with_logprobs(line["body"]) for line, fault in zip(lines, faults, strict=True)]
+            answered = self._answered_together([line["body"] for line, p in zip(lines, plain, strict=True) if p])
             for position, (line, fault) in enumerate(zip(lines, faults, strict=True)):
-                own = None if fault is not None or self._with_logprobs(line["body"]) else next(answered, None)
+                own = next(answered, None) if plain[position] else None
                 result = self._batch_item(batch["number"], position, line, fault, own)
                 if result is not None:
                     ok = result["response"] is not None and result["response"]["status_code"] == 200
@@ -320,28 +321,12 @@ def _send_error(handler: BaseHTTPRequestHandler, status: int, message: str, retr
 
 
 # ---- a local model behind the server (the offline demo's OpenAI-compatible candidate) ----------
-def local_model_responder(model: str) -> Responder:
-    """Answers from a local model (`tasks.lm.local_lm`, greedy), for `max_tokens` tokens; a final
-    assistant message with `continue_final_message` (the vLLM extension) is continued, and, as
-    vLLM does, only the continuation is returned, with the model's own token counts."""
-
-    def respond(body: dict[str, Any]) -> Answer:
-        from tasks.lm import ChatRequest, ModelSpec, local_lm
-
-        system, user, prefill = chat_parts(body)
-        max_tokens = int(body.get("max_completion_tokens") or body.get("max_tokens") or 256)
-        with _GENERATING:   # one generation at a time: the model is shared with the rest of the process
-            result = local_lm(ModelSpec(name=model)).generate([ChatRequest(system, user, max_tokens, prefill=prefill)])[0]
-        if result.error:
-            raise RuntimeError(result.error)
-        return result.text.removeprefix(prefill), result.input_tokens, result.output_tokens
-
-    return respond
-
-
 def local_model_batch_responder(model: str) -> BatchResponder:
-    """`local_model_responder` for a whole batch: its items decoded together, `batch_size` rows at a
-    time, as a vLLM server runs a batch file; an item the model refuses (too long) errors alone."""
+    """Answers from a local model (`tasks.lm.local_lm`, greedy), for each item's `max_tokens` tokens,
+    a batch's items decoded together (`batch_size` rows at a time, as a vLLM server runs a batch file);
+    an item the model refuses (too long) errors alone. A final assistant message with
+    `continue_final_message` (the vLLM extension) is continued, and, as vLLM does, only the
+    continuation is returned, with the model's own token counts."""
 
     def respond_all(bodies: list[dict[str, Any]]) -> list[str | Answer | Exception]:
         from tasks.lm import ChatRequest, ModelSpec, local_lm
@@ -349,12 +334,25 @@ def local_model_batch_responder(model: str) -> BatchResponder:
         parts = [chat_parts(body) for body in bodies]
         requests = [ChatRequest(system, user, int(body.get("max_completion_tokens") or body.get("max_tokens") or 256),
                                 prefill=prefill) for body, (system, user, prefill) in zip(bodies, parts, strict=True)]
-        with _GENERATING:
+        with _GENERATING:   # one generation at a time: the model is shared with the rest of the process
             results = local_lm(ModelSpec(name=model)).generate(requests)
         return [RuntimeError(r.error) if r.error else (r.text.removeprefix(prefill), r.input_tokens, r.output_tokens)
                 for r, (_, _, prefill) in zip(results, parts, strict=True)]
 
     return respond_all
+
+
+def local_model_responder(model: str) -> Responder:
+    """`local_model_batch_responder` for one request (the chat route): its answer, or its error raised."""
+    respond_all = local_model_batch_responder(model)
+
+    def respond(body: dict[str, Any]) -> str | Answer:
+        answer = respond_all([body])[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    return respond
 
 
 _GENERATING = threading.Lock()
