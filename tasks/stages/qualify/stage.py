@@ -100,20 +100,34 @@ def examinee(seat: Seat, score: ScoreConfig, llm_cache: Path, log: LLMLog) -> Ex
     return stated(seat.name, LazyLM(seat.llm, llm_cache), log)
 
 
+def answerer(seat: Seat) -> str:
+    """Who answers a seat's questions: the readout of one model's weights (`readout:<spec key>`) where its
+    next-token probabilities are read, else the seat's model. A local judge whose weights are the
+    evaluation LM's (the demo's SmolLM2 as judge and as the oracle's readout) gives the same answers to
+    the same questions in both roles, so it sits the exam once."""
+    if seat.role != "matcher":
+        spec = seat.spec if seat.spec is not None else local_spec(seat.llm) if seat.llm is not None else None
+        if spec is not None:
+            return f"readout:{spec.resolved().key}"
+    return seat.name
+
+
 Scores = Callable[[Sequence, Sequence], dict]
 
 
 def sit_exam(questions: Sequence, seated: Sequence[Seat], make: Callable[[Seat], Examinee],
-             scores: Scores = exam_scores) -> pl.DataFrame:
-    """(model, role, test, n, score, confidence) of every seat; a model in two roles sits the exam once.
+             scores: Scores = exam_scores, who_answers: Callable[[Seat], str] = answerer) -> pl.DataFrame:
+    """(model, role, test, n, score, confidence) of every seat; seats with one answerer (`who_answers`: a
+    model in two roles, one model's readout behind two names) sit the exam once.
     `scores`: the statistics of the exam (the judges' `exam_scores`, the matcher's `match_scores`)."""
     verdicts: dict[str, tuple[str, list]] = {}
     rows = []
     for seat in seated:
-        if seat.name not in verdicts:
+        key = who_answers(seat)
+        if key not in verdicts:
             who = make(seat)
-            verdicts[seat.name] = (who.confidence, who.answer(questions))
-        confidence, answers = verdicts[seat.name]
+            verdicts[key] = (who.confidence, who.answer(questions))
+        confidence, answers = verdicts[key]
         for test, (n, score) in scores(questions, answers).items():
             rows.append({"model": seat.name, "role": seat.role, "test": test, "n": n, "score": score,
                          "confidence": confidence})

@@ -7,15 +7,25 @@ from __future__ import annotations
 import math
 import re
 
+import numpy as np
 import polars as pl
 import pytest
 
 from tasks.core.config import QualifyConfig
 from tasks.core.layout import stage_dir, write_parquet
+from tasks.lm import eval_specs
 from tasks.stages.qualify.exam import Question, draw_exam, plain, polish
-from tasks.stages.qualify.examinee import Verdict, from_probabilities, parse_stated
+from tasks.stages.qualify.examinee import ReadoutExaminee, Verdict, from_probabilities, parse_stated
 from tasks.stages.qualify.grade import consistency, grade, pertinence, self_confidence
-from tasks.stages.qualify.stage import QualificationFailed, qualified_config, qualify, seats
+from tasks.stages.qualify.stage import (
+    QualificationFailed,
+    Seat,
+    answerer,
+    qualified_config,
+    qualify,
+    seats,
+    sit_exam,
+)
 from tasks.testing.anthropic_server import AnthropicServer, user_text
 from tasks.testing.openai_server import OpenAIServer
 
@@ -121,6 +131,38 @@ def test_the_exam_is_drawn_from_curated_reviews() -> None:
     assert polish("One point. Another point.").startswith("## Review")
     with pytest.raises(ValueError, match="two papers"):
         draw_exam(reviews.filter(pl.col("paper_id") == "p0"), synopses, groups, 4, 0)
+
+
+def test_one_models_readout_behind_two_seats_sits_the_exam_once(exam_pipeline) -> None:
+    """The embedded LM as the local judge and as the oracle's readout: two seats, one answerer, so the
+    exam is answered once and both roles get the same rows (the demo answered it twice: 20 s of 43)."""
+    cfg = exam_pipeline(["llm_judge", "tv_fvar_statement"], 1)
+    seated = seats(cfg)
+    assert sorted((s.role, s.name) for s in seated) == [("judge", "local/smollm2"),
+                                                       ("oracle", f"readout:{eval_specs(cfg.score)[0].resolved().key}")]
+    assert len({answerer(s) for s in seated}) == 1
+    questions = draw_exam(_reviews(), {f"p{p}": f"We study {TOPICS[p]} learning." for p in range(6)},
+                          {f"p{p}": "A" for p in range(6)}, n_items=2, seed=3)
+    asked = []
+
+    def longer_first(prompts, answers):   # a readout of known behaviour: surer the longer the first review
+        asked.append(len(prompts))
+        first = np.array([len(user.split("<review>")[1]) for _, user in prompts], dtype=float)
+        second = np.array([len(user.split("<review>")[2]) for _, user in prompts], dtype=float)
+        return np.stack([first, second], axis=1) / (first + second)[:, None]
+
+    made = []
+
+    def make(seat):
+        made.append(seat.name)
+        return ReadoutExaminee(seat.name, longer_first)
+
+    table = sit_exam(questions, seated, make)
+    assert len(made) == 1 and asked == [len(questions)]
+    by_role = {role: frame.drop("role", "model").sort("test") for (role,), frame in table.group_by("role")}
+    assert set(by_role) == {"judge", "oracle"} and by_role["judge"].equals(by_role["oracle"])
+    other = [Seat("matcher", "matcher", llm=seated[0].llm)]      # a matcher's exam is its own
+    assert answerer(other[0]) == "matcher"
 
 
 def _shown(params: dict) -> tuple[str, str, str]:
