@@ -24,9 +24,11 @@ continued after it.
 client's checks; `broken_logprobs` breaks an answer the way faulty servers do (NaN, -inf, a positive
 value, one value more than the tokens sent).
 
-Each prompt is one plain forward pass in float32 over the whole sequence, nothing shared: the same
+A completions prompt is one plain forward pass over the whole sequence, nothing shared: the same
 computation as `tasks.lm.loglikelihood.reference_score`, so the local engine and this server agree
-to floating-point noise. Requests are served one at a time (the model is shared with the process).
+to floating-point noise. Chat requests decode on a KV cache and keep it for the next request's
+shared start, as vLLM's prefix caching does (the same values to floating-point noise). Requests are
+served one at a time (the model is shared with the process).
 """
 
 from __future__ import annotations
@@ -150,11 +152,17 @@ def chat_parts(body: dict[str, Any]) -> tuple[str, str, str]:
 
 class LocalChatLogprobs:
     """Chat Completions with `logprobs` on the local `model`: (text, logprobs content, prompt tokens,
-    completion tokens) of a request body, decoded greedily one full forward pass per token."""
+    completion tokens) of a request body, decoded greedily on a KV cache, the output head on the last
+    position only. Like vLLM's automatic prefix caching, the KV of the last sequence served is kept and
+    a request starting with the same tokens computes only what follows them (a rating's second
+    request, "Score: 1" after "Score: ", and every question about one paper share their prompt)."""
 
     def __init__(self, model: str = "smollm2") -> None:
         self.model_name = model
         self.requests = 0
+        self.computed = 0          # tokens passed through the model
+        self.reused = 0            # prompt tokens read from the prefix cache
+        self._kept: tuple[list[int], Any] | None = None   # (tokens, their KV cache)
 
     def __call__(self, body: dict[str, Any]) -> tuple[str, list[dict[str, Any]], int, int]:
         import torch
@@ -175,8 +183,9 @@ class LocalChatLogprobs:
             return {"token": piece, "logprob": value, "bytes": list(piece.encode("utf-8"))}
         content: list[dict[str, Any]] = []
         with _SCORING, torch.inference_mode():
+            cache, logits = self._prefill(model, ids)
             for _ in range(max_tokens):
-                row = model(input_ids=torch.tensor([ids], device=model.device)).logits[0, -1].float().log_softmax(-1)
+                row = logits.float().log_softmax(-1)
                 token = int(row.argmax())
                 if token in stops:
                     break
@@ -184,8 +193,40 @@ class LocalChatLogprobs:
                 content.append({**entry(token, float(row[token])),
                                 "top_logprobs": [entry(t, float(row[t])) for t in best]})
                 ids.append(token)
+                logits = self._step(model, [token], cache, len(ids) - 1)
+            self._kept = (ids[: cache.get_seq_length()], cache)
         self.requests += 1
         return "".join(c["token"] for c in content), content, prompt_tokens, len(content)
+
+    def _prefill(self, model: Any, ids: list[int]) -> tuple[Any, Any]:
+        """(KV cache, next-token logits) after `ids`, reusing the kept cache as far as its tokens agree
+        (at least the last token is computed: its logits are the answer's first)."""
+        from transformers import DynamicCache
+
+        reuse = 0
+        if self._kept is not None:
+            kept, cache = self._kept
+            limit = min(len(kept), len(ids) - 1)
+            while reuse < limit and kept[reuse] == ids[reuse]:
+                reuse += 1
+        if reuse:
+            extra = cache.get_seq_length() - reuse
+            if extra:
+                cache.crop(-extra)   # the tokens to drop (negative: the one form every transformers 5 takes)
+        else:
+            cache = DynamicCache(config=model.config)
+        self._kept = None        # cropped or replaced: a failure below leaves nothing stale behind
+        self.reused += reuse
+        return cache, self._step(model, ids[reuse:], cache, reuse)
+
+    def _step(self, model: Any, tokens: list[int], cache: Any, start: int) -> Any:
+        import torch
+
+        self.computed += len(tokens)
+        positions = torch.arange(start, start + len(tokens), device=model.device)[None]
+        out = model(input_ids=torch.tensor([tokens], device=model.device), position_ids=positions,
+                    past_key_values=cache, use_cache=True, logits_to_keep=1)
+        return out.logits[0, -1]
 
 
 def _prompts(prompt: Any) -> list[str | list[int]]:

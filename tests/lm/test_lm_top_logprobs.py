@@ -110,3 +110,30 @@ def test_a_model_that_refuses_logprobs_is_unsupported_once_and_still_chats(statu
 def test_a_server_that_ignores_logprobs_is_unsupported():
     with OpenAIServer() as server, pytest.raises(Unsupported, match="without logprobs"):
         make(server).top_logprobs([ChatRequest(SYSTEM, USER, 8, prefill="Score: ")])
+
+
+@pytest.mark.slow
+def test_the_local_server_keeps_the_last_prefix_and_reads_the_same_top_tokens(embedded_lm):
+    """The embedded model behind chat logprobs: a request that continues the one before computes only
+    its new tokens (prefix caching, as vLLM does) and shows the same top 20 as a server without that
+    prefix, to float32 noise; a request that shares nothing starts afresh."""
+    from tasks.testing.completions import LocalChatLogprobs
+
+    def body(written: str, user: str = USER) -> dict:
+        return {"messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user},
+                             {"role": "assistant", "content": written}],
+                "continue_final_message": True, "top_logprobs": 20, "max_tokens": 3}
+    kept = LocalChatLogprobs("smollm2")
+    first = kept(body("Score: "))
+    computed = kept.computed
+    second = kept(body("Score: 1"))
+    fresh = LocalChatLogprobs("smollm2")(body("Score: 1"))
+    assert kept.reused >= first[2] - 2 and kept.computed - computed < 8   # its prompt bar the answer's start
+    assert second[0] == fresh[0] and second[2:] == fresh[2:]
+    for mine, theirs in zip(second[1], fresh[1], strict=True):
+        assert [t["token"] for t in mine["top_logprobs"]] == [t["token"] for t in theirs["top_logprobs"]]
+        assert max(abs(a["logprob"] - b["logprob"]) for a, b in zip(mine["top_logprobs"], theirs["top_logprobs"],
+                                                                       strict=True)) < 1e-4
+    reused = kept.reused
+    kept(body("Score: ", user="An unrelated paper on proteins."))
+    assert kept.reused - reused < first[2] // 2          # the template's head only

@@ -122,7 +122,9 @@ def test_the_embedded_model_behind_the_server_is_read_as_by_hand(tmp_path, embed
             mass[1] = max(0.0, first["1"] - mass[10])
         expected = sum(k * v for k, v in mass.items()) / sum(mass.values())
         values, how, _ = rate_member(judge(server, tmp_path), "auto", [(system, user)], ["k"], 16, analysis=False)
-    assert how == "toplogprobs" and values[0] == pytest.approx(expected, abs=1e-6)
+    # the server reuses the KV of the request before (prefix caching): one position read twice agrees to
+    # float32 noise (4e-6 here), not bit for bit
+    assert how == "toplogprobs" and values[0] == pytest.approx(expected, abs=1e-4)
 
 
 def test_an_anthropic_judge_shows_no_top_logprobs_and_is_parsed(tmp_path, monkeypatch):
