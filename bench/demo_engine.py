@@ -1,5 +1,6 @@
 """The demo's scoring-engine work, before/after side by side: CPU seconds of the log-likelihood engine
-on the demo's own score-stage requests (GEM shards and the tv_fvar_statement readout questions),
+on the demo's own score-stage requests (GEM shards, the tv_fvar_statement readout questions and the
+llm_judge's questions with their 0-10 answers),
 the engine of a given git revision against this tree's, alternating, in one process.
 
     PYTHONPATH=. python bench/demo_engine.py --before 2212908     # after `grebench run demo`
@@ -62,6 +63,31 @@ def readout_requests(pipeline: str):
     return [LoglikelihoodRequest(s, u, a) for s, u in asked for a in ("Yes", "No")]
 
 
+def judge_requests(pipeline: str):
+    """The llm_judge's questions in the score stage (synopsis, the paper's other human reviews, the candidate),
+    each with the 0-10 answers its rating is read from."""
+    from unittest import mock
+
+    from tasks.core.config import load_config
+    from tasks.lm import LoglikelihoodRequest
+    from tasks.metrics import get, rating
+    from tasks.metrics.judge import judge_family
+    from tasks.metrics.resources import build_resources
+    from tasks.stages.score.inputs import load_inputs
+
+    cfg = load_config(Path("pipelines.toml")).for_pipeline(pipeline)
+    metrics = get(["llm_judge"])
+    inputs = load_inputs(cfg, pipeline, metrics)
+    asked: list[tuple[str, str]] = []
+
+    def record(resources, questions, purpose, max_tokens, analysis):
+        asked.extend(questions.values())
+        return {key: float("nan") for key in questions}, "recorded"
+    with mock.patch.object(rating, "rate_panel", record):
+        judge_family(metrics, inputs.candidates, inputs.references, None, inputs.synopses, build_resources(cfg.score))
+    return [LoglikelihoodRequest(s, u, f"{rating.RATING_PREFILL} {n}") for s, u in asked for n in rating.SCALE]
+
+
 def gem_requests(pipeline: str):
     from tasks.lm import LoglikelihoodRequest
 
@@ -74,7 +100,7 @@ def main() -> None:
     parser.add_argument("--before", default="2212908", help="git revision of the engine to compare with")
     parser.add_argument("--pipeline", default="demo")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--only", choices=["readout", "gem"], help="one workload only")
+    parser.add_argument("--only", choices=["readout", "judge", "gem"], help="one workload only")
     parser.add_argument("--after-only", action="store_true", help="this tree's engine alone")
     parser.add_argument("--row-max", type=int, help="this tree's ROW_MAX (tokens of a row of several prompts)")
     args = parser.parse_args()
@@ -90,7 +116,7 @@ def main() -> None:
     model, tokenizer = lm.engine.model, lm.engine.tokenizer
     Old = old_engine_class(args.before)
     out = {}
-    workloads = {"readout": readout_requests, "gem": gem_requests}
+    workloads = {"readout": readout_requests, "judge": judge_requests, "gem": gem_requests}
     for name in [args.only] if args.only else list(workloads):
         requests = workloads[name](args.pipeline)
         row = {"requests": len(requests)}
