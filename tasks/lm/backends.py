@@ -83,6 +83,19 @@ def in_process_model(base_url: str | None) -> str | None:
     return name
 
 
+def served_options(model: str) -> tuple[str, str]:
+    """(model name, quantization) of an in-process server's model, "smollm2" or "smollm2?quantization=int8";
+    a one-line error for any other option."""
+    from urllib.parse import parse_qs
+
+    name, _, query = model.partition("?")
+    options = {key: values[-1] for key, values in parse_qs(query, keep_blank_values=True).items()}
+    quantization = options.pop("quantization", "none")
+    if options or quantization not in ("none", "int8", "nf4") or not name:
+        raise ValueError(f"{model!r}: a served model is a name, optionally with ?quantization=none|int8|nf4")
+    return name, quantization
+
+
 def resolve_base_url(base_url: str | None) -> str | None:
     """The URL a registered scheme resolves `base_url` to; None for an http(s) URL or none (used as is)."""
     if in_process_model(base_url) is None:

@@ -53,7 +53,7 @@ from tasks.core.config import LLMConfig
 from tasks.core.errors import AuthenticationError, FatalError, UnreachableError
 from tasks.lm.anthropic_api import BatchStore
 from tasks.lm.api_common import ChatAPI, batch_key, custom_ids, describe, retryable_api_error, unreachable
-from tasks.lm.backends import in_process_model
+from tasks.lm.backends import in_process_model, served_options
 from tasks.lm.types import (
     TOP_LOGPROBS,
     Backend,
@@ -377,12 +377,14 @@ def _position(content: Sequence[dict[str, Any]], prefill: str) -> int | None:
 
 def served_key(cfg: LLMConfig) -> str:
     """The scheme of a base URL "<scheme>:<local model>" and the resolved key (name, dtype,
-    quantization) of the local model served in this process (in dtype "auto"): "served:smollm2|float32|none"."""
+    quantization) of the local model served in this process (in dtype "auto"): "served:smollm2|float32|none",
+    "served:smollm2|float32|int8" for "served:smollm2?quantization=int8"."""
     from tasks.lm.loading import ModelSpec
 
     model = in_process_model(cfg.base_url)
     assert cfg.base_url is not None and model is not None, "served_key: not a base URL of an in-process server"
-    return cfg.base_url.removesuffix(model) + ModelSpec(model).resolved().key
+    name, quantization = served_options(model)
+    return cfg.base_url.removesuffix(model) + ModelSpec(name, quantization=quantization).resolved().key
 
 
 def is_transient(error: Exception) -> bool:

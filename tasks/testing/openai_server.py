@@ -321,12 +321,13 @@ def _send_error(handler: BaseHTTPRequestHandler, status: int, message: str, retr
 
 
 # ---- a local model behind the server (the offline demo's OpenAI-compatible candidate) ----------
-def local_model_batch_responder(model: str) -> BatchResponder:
+def local_model_batch_responder(model: str, quantization: str = "none") -> BatchResponder:
     """Answers from a local model (`tasks.lm.local_lm`, greedy), for each item's `max_tokens` tokens,
     a batch's items decoded together (`batch_size` rows at a time, as a vLLM server runs a batch file);
     an item the model refuses (too long) errors alone. A final assistant message with
     `continue_final_message` (the vLLM extension) is continued, and, as vLLM does, only the
-    continuation is returned, with the model's own token counts."""
+    continuation is returned, with the model's own token counts. `quantization`: the weights it decodes
+    with (`ModelSpec.quantization`; "int8" on a CPU, as the local candidates of the demo)."""
 
     def respond_all(bodies: list[dict[str, Any]]) -> list[str | Answer | Exception]:
         from tasks.lm import ChatRequest, ModelSpec, local_lm
@@ -335,16 +336,16 @@ def local_model_batch_responder(model: str) -> BatchResponder:
         requests = [ChatRequest(system, user, int(body.get("max_completion_tokens") or body.get("max_tokens") or 256),
                                 prefill=prefill) for body, (system, user, prefill) in zip(bodies, parts, strict=True)]
         with _GENERATING:   # one generation at a time: the model is shared with the rest of the process
-            results = local_lm(ModelSpec(name=model)).generate(requests)
+            results = local_lm(ModelSpec(name=model, quantization=quantization)).generate(requests)
         return [RuntimeError(r.error) if r.error else (r.text.removeprefix(prefill), r.input_tokens, r.output_tokens)
                 for r, (_, _, prefill) in zip(results, parts, strict=True)]
 
     return respond_all
 
 
-def local_model_responder(model: str) -> Responder:
+def local_model_responder(model: str, quantization: str = "none") -> Responder:
     """`local_model_batch_responder` for one request (the chat route): its answer, or its error raised."""
-    respond_all = local_model_batch_responder(model)
+    respond_all = local_model_batch_responder(model, quantization)
 
     def respond(body: dict[str, Any]) -> str | Answer:
         answer = respond_all([body])[0]
@@ -361,14 +362,18 @@ _SERVED: dict[str, OpenAIServer] = {}
 
 def serve_local_model(model: str) -> str:
     """The base URL of a process-wide OpenAI-compatible server answering with the local `model`
-    (chat and, for log-likelihoods, completions; started on first use, stopped with the process)."""
+    (chat and, for log-likelihoods, completions; started on first use, stopped with the process).
+    `model` may end in "?quantization=int8" (or nf4): the weights chat answers are decoded with; the
+    completions' log-likelihoods and the chat logprobs stay on the float model, as a local LM's do."""
+    from tasks.lm.backends import served_options
     from tasks.testing.completions import LocalChatLogprobs, LocalCompletions
 
+    name, quantization = served_options(model)
     with _GENERATING:
         if model not in _SERVED:
-            _SERVED[model] = OpenAIServer(local_model_responder(model), polls_before_end=0,
-                                          batch_responder=local_model_batch_responder(model),
-                                          completions=LocalCompletions(model),
-                                          chat_logprobs=LocalChatLogprobs(model)).__enter__()
+            _SERVED[model] = OpenAIServer(local_model_responder(name, quantization), polls_before_end=0,
+                                          batch_responder=local_model_batch_responder(name, quantization),
+                                          completions=LocalCompletions(name),
+                                          chat_logprobs=LocalChatLogprobs(name)).__enter__()
         return _SERVED[model].base_url
 

@@ -54,6 +54,9 @@ def test_auto_is_bfloat16_on_a_cpu_with_bf16_units_and_the_keys_say_so(monkeypat
     assert request_key(bf16.identity, request) != request_key(f32.identity, request)   # answers never mix
     assert served == "served:smollm2|bfloat16|none"
     assert served_key(LLMConfig(backend="openai", base_url="served:smollm2")) == "served:smollm2|float32|none"
+    # the demo's served candidate decodes in int8: its answers are keyed apart from the float model's
+    assert served_key(LLMConfig(backend="openai", base_url="served:smollm2?quantization=int8")) == \
+        "served:smollm2|float32|int8"
     with pytest.raises(ValueError):
         LLMConfig(dtype="int8")
 

@@ -79,7 +79,7 @@ def test_the_rows_are_the_split_with_the_fewest_tokens() -> None:
         units = [(p, (tuple(range(rng.randint(1, 20))),)) for p in prompts]
         row_max = rng.choice([60, 200, 4096])
 
-        def ok(row):
+        def ok(row, row_max=row_max):
             return len(row) == 1 or (row_shared(row) >= head + 32 and row_length(row, head) <= row_max)
         splits = [_split(units, cuts) for cuts in itertools.product([False, True], repeat=len(units) - 1)]
         best = min(sum(row_length(r, head) for r in split) for split in splits if all(ok(r) for r in split))

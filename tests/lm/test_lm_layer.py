@@ -136,6 +136,12 @@ def test_a_base_url_of_an_in_process_server_is_known_by_no_scheme_name(monkeypat
 
     assert in_process_model("https://api.openai.com/v1") is None and in_process_model(None) is None
     assert in_process_model("served:smollm2") == "smollm2" and in_process_model("sim:tiny") == "tiny"
+    from tasks.lm.backends import served_options
+    assert served_options("smollm2") == ("smollm2", "none")
+    assert served_options("smollm2?quantization=int8") == ("smollm2", "int8")
+    for bad in ("smollm2?quantization=int4", "smollm2?dtype=float16", "?quantization=int8"):
+        with pytest.raises(ValueError, match="a served model is a name"):
+            served_options(bad)
     assert served_key(LLMConfig(backend="openai", base_url="sim:smollm2")) == "sim:" + ModelSpec().resolved().key
     with pytest.raises(ConfigError, match="unknown scheme 'nowhere'"):
         resolve_base_url("nowhere:smollm2")
