@@ -38,6 +38,8 @@ warnings.filterwarnings("ignore", message=r'Field name "validate" in "\w+" shado
 
 from tasks.core.errors import ConfigError  # noqa: E402  (re-exported: every stage imports it from here)
 
+Quantization = Literal["none", "nf4", "int8"]   # how a local model's weights are held (tasks/lm/loading.py)
+
 
 class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)  # NaN / inf: never a setting
@@ -163,7 +165,7 @@ class LLMConfig(Frozen):
     load_in_4bit: bool = False            # local on CUDA: NF4 via bitsandbytes
     # local: "int8" (CPU only) is torch's dynamic int8 on every linear layer (reviews decode 2.8x float32's speed);
     # "nf4" is load_in_4bit; part of every cache key
-    quantization: Literal["none", "nf4", "int8"] = "none"
+    quantization: Quantization = "none"
     # local backend: "auto" is bfloat16 where the hardware computes it natively
     # (CUDA, a CPU with avx512_bf16 / amx_bf16), float32 elsewhere; part of every cache key
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"

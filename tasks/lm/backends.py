@@ -86,13 +86,17 @@ def in_process_model(base_url: str | None) -> str | None:
 def served_options(model: str) -> tuple[str, str]:
     """(model name, quantization) of an in-process server's model, "smollm2" or "smollm2?quantization=int8";
     a one-line error for any other option."""
+    from typing import get_args
     from urllib.parse import parse_qs
 
+    from tasks.core.config import Quantization
+
+    allowed = get_args(Quantization)
     name, _, query = model.partition("?")
     options = {key: values[-1] for key, values in parse_qs(query, keep_blank_values=True).items()}
     quantization = options.pop("quantization", "none")
-    if options or quantization not in ("none", "int8", "nf4") or not name:
-        raise ValueError(f"{model!r}: a served model is a name, optionally with ?quantization=none|int8|nf4")
+    if options or quantization not in allowed or not name:
+        raise ValueError(f"{model!r}: a served model is a name, optionally with ?quantization={'|'.join(allowed)}")
     return name, quantization
 
 

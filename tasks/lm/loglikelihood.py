@@ -178,10 +178,11 @@ def packed_rows(units: Sequence[Unit], head_len: int, row_max: int, shared_min: 
     best = [0] + [None] * n          # tokens of the best split of units[:j]
     cut = [0] * (n + 1)              # where its last row starts
     for j in range(1, n + 1):
-        total, shared = 0, len(units[j - 1][0]) - 1
+        total, shared = 0, len(units[j - 1][0]) - 1     # one unit alone: its body
         for i in range(j - 1, -1, -1):
             total += own[i]
-            shared = min(shared, len(units[i][0]) - 1, *(neighbours[i:i + 1] if i < j - 1 else ()))
+            if i < j - 1:
+                shared = min(shared, neighbours[i], len(units[i][0]) - 1)
             size = j - i
             if size > 1 and shared < head_len + shared_min:
                 break                    # shared only shrinks as the row grows to the left
