@@ -11,6 +11,7 @@ from tasks.stages.generate.steps import (
     judge_reviews_task,
     read_generate_inputs_task,
     review_papers_task,
+    submit_at_most,
     write_generate_outputs_task,
 )
 
@@ -18,7 +19,10 @@ from tasks.stages.generate.steps import (
 @flow(name="generate", log_prints=True)
 def generate_flow(cfg: Config, pipeline: str) -> StageSummary:
     papers, pdf_texts = read_generate_inputs_task(cfg, pipeline)
-    runs = [review_papers_task(papers, pdf_texts, candidate, cfg) for candidate in cfg.generate.candidates]
+    futures = submit_at_most(cfg.generate.candidates_at_once,
+                             lambda candidate: review_papers_task.submit(papers, pdf_texts, candidate, cfg),
+                             cfg.generate.candidates)
+    runs = [future.result() for future in futures]
     judged = judge_reviews_task(runs, cfg)
     summary = write_generate_outputs_task(cfg, pipeline, papers, runs, judged)
     print(f"generate {pipeline}: {summary.as_dict()}")

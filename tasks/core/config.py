@@ -237,6 +237,8 @@ class GenerateConfig(Frozen):
 
     chars_per_token: float = Field(3.5, gt=0)  # anthropic: context estimate (no local tokenizer)
     candidates: tuple[CandidateConfig, ...] = ()
+    # candidates reviewing at once (local ones split the cores between them: tasks/lm/local.py `sharing_cores`)
+    candidates_at_once: int = Field(2, ge=1)
     # `grebench submit` (tasks/stages/generate/submit.py): a submitted review longer than this is rejected (review_too_long)
     max_review_chars: int = Field(60000, ge=100)
     # The injection track: papers with a planted instruction to AI reviewers

@@ -12,10 +12,12 @@ opens with one of the prefixes, carries at least `MIN_CONTENT_TOKENS` tokens aft
 `ONE_SENTENCE`) ends at its first sentence end, so one judgment is one line. Requests
 are batched only with others that share the same prefixes.
 
-Threads: each generate() call runs on `generation_threads()`: the cores this process may run on
-(its CPU affinity), or `GREBENCH_LOCAL_THREADS` when set. No load-average guess: the 1-minute
-load average counts this process's own previous stage and so dropped generation to one thread
-right after scoring. The process-wide setting is restored afterwards.
+Threads: each generate() call and each log-likelihood call runs on `generation_threads()`: the
+cores this process may run on (its CPU affinity), or `GREBENCH_LOCAL_THREADS` when set, split evenly
+between the local-model jobs running at once (`sharing_cores`: the generate stage's candidates that
+decode beside each other). No load-average guess: the 1-minute load average counts this process's
+own previous stage and so dropped generation to one thread right after scoring. The calling
+thread's setting is restored afterwards.
 
 `loglikelihood` runs the prefix-sharing engine of tasks/lm/loglikelihood.py (built on first use,
 batches under `token_budget` padded tokens). `embed` is not offered: sentence vectors come from
@@ -126,7 +128,8 @@ class LocalLM(Backend):
             return self._engine
 
     def loglikelihood(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
-        return self.engine.score(requests)
+        with torch_threads(generation_threads()):
+            return self.engine.score(requests)
 
     def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None,
                  on_answers: OnAnswers | None = None) -> list[ChatResult]:
@@ -208,7 +211,7 @@ class LocalLM(Backend):
                 from tasks.lm.decode import GreedyDecoder
 
                 self._greedy = GreedyDecoder(model, draft_tokens=DRAFT_TOKENS if self.decoder == "fast" else 0)
-            with _threads(generation_threads()):
+            with torch_threads(generation_threads()):
                 rows = self._greedy.generate(prompts, limits, self._stops(), constraint, prefills,
                                              step_threads=decode_threads())
         else:
@@ -247,7 +250,7 @@ class LocalLM(Backend):
         processors = LogitsProcessorList()
         if constraint is not None:
             processors.append(constraint.processor(prefills or [""] * len(prompts), width))
-        with _threads(generation_threads()), torch.inference_mode():
+        with torch_threads(generation_threads()), torch.inference_mode():
             output = model.generate(
                 input_ids=input_ids.to(device),
                 attention_mask=mask.to(device),
@@ -264,12 +267,32 @@ class LocalLM(Backend):
 
 
 def generation_threads() -> int:
-    """Threads for one generate() call: GREBENCH_LOCAL_THREADS if set, else the cores available
-    to this process."""
+    """Threads for one local-model call: GREBENCH_LOCAL_THREADS if set, else the cores available
+    to this process; either split between the jobs inside `sharing_cores` now (at least one each)."""
     fixed = os.environ.get("GREBENCH_LOCAL_THREADS", "").strip()
-    if fixed:
-        return max(1, int(fixed))
-    return available_cores()
+    cores = max(1, int(fixed)) if fixed else available_cores()
+    return max(1, cores // max(1, _SHARING))
+
+
+_SHARING = 0                      # local-model jobs inside `sharing_cores` now
+_SHARING_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def sharing_cores() -> Iterator[None]:
+    """A local-model job that runs beside others in this process (one candidate of several generating at
+    once): while N such jobs are in, every local generate() and log-likelihood call, in any thread
+    (an in-process server's too), takes 1/N of the cores. A decoding step is small and gains little
+    from a second thread (a step of 8 rows: 32 ms on one thread, 26 ms on two), so two jobs on one
+    core each do more than one job on two."""
+    global _SHARING
+    with _SHARING_LOCK:
+        _SHARING += 1
+    try:
+        yield
+    finally:
+        with _SHARING_LOCK:
+            _SHARING -= 1
 
 
 def decode_threads() -> int | None:
@@ -292,7 +315,7 @@ def available_cores() -> int:
 
 
 @contextlib.contextmanager
-def _threads(count: int) -> Iterator[None]:
+def torch_threads(count: int) -> Iterator[None]:
     import torch
 
     before = torch.get_num_threads()

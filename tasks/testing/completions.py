@@ -37,6 +37,8 @@ import threading
 import time
 from typing import Any
 
+from tasks.lm.local import generation_threads, torch_threads
+
 MAX_LOGPROBS = 20   # vLLM's default --max-logprobs; also OpenAI's cap of Chat Completions' top_logprobs
 _SCORING = threading.Lock()
 
@@ -85,7 +87,7 @@ class LocalCompletions:
                 raise RequestError(400, f"This model's maximum context length is {context} tokens. However, you "
                                         f"requested {len(ids) + max_tokens} tokens ({len(ids)} in the messages, "
                                         f"{max_tokens} in the completion).")
-            with _SCORING:
+            with _SCORING, torch_threads(generation_threads()):
                 choice = self._choice(model, tokenizer, ids, max_tokens, echo, None if top is None else int(top))
             choices.append({"index": index, **choice})
             prompt_tokens += len(ids)
@@ -182,7 +184,7 @@ class LocalChatLogprobs:
             piece = tokenizer.decode([token])
             return {"token": piece, "logprob": value, "bytes": list(piece.encode("utf-8"))}
         content: list[dict[str, Any]] = []
-        with _SCORING, torch.inference_mode():
+        with _SCORING, torch_threads(generation_threads()), torch.inference_mode():
             cache, logits = self._prefill(model, ids)
             for _ in range(max_tokens):
                 row = logits.float().log_softmax(-1)

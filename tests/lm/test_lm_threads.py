@@ -52,3 +52,37 @@ def test_decoding_steps_may_run_on_their_own_thread_count(monkeypatch):
     assert decode_threads() == 1
     monkeypatch.setenv("GREBENCH_DECODE_THREADS", "0")
     assert decode_threads() == 1
+
+
+def test_jobs_sharing_the_cores_split_them_and_give_them_back(monkeypatch):
+    """Two candidates decoding at once get half the cores each, in their own threads, and the count
+    is whole again when they are done; the calling thread's torch setting is restored."""
+    import threading
+
+    import torch
+
+    from tasks.lm.local import sharing_cores, torch_threads
+
+    monkeypatch.setenv("GREBENCH_LOCAL_THREADS", "4")
+    before = torch.get_num_threads()
+    both_in, seen = threading.Barrier(2), []
+
+    def job() -> None:
+        with sharing_cores():
+            both_in.wait(timeout=10)
+            with torch_threads(generation_threads()):
+                seen.append((generation_threads(), torch.get_num_threads()))
+            both_in.wait(timeout=10)     # neither leaves before both have read their share
+
+    workers = [threading.Thread(target=job) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert seen == [(2, 2), (2, 2)]
+    assert generation_threads() == 4 and torch.get_num_threads() == before
+    with sharing_cores():
+        assert generation_threads() == 4                 # alone: every core
+    monkeypatch.setenv("GREBENCH_LOCAL_THREADS", "1")
+    with sharing_cores(), sharing_cores():
+        assert generation_threads() == 1                 # never below one thread

@@ -31,6 +31,7 @@ The stage's files (one row per generated review in each):
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from collections.abc import Callable, Sequence
@@ -60,6 +61,8 @@ from tasks.lm import (
     runs_locally,
 )
 from tasks.lm.ask import Asked, ask_with_retry, failure
+from tasks.lm.backends import in_process_model
+from tasks.lm.local import sharing_cores
 from tasks.metrics.review_quality.fields import answer_scores
 from tasks.stages.generate.contamination import guard
 from tasks.stages.generate.injection import InjectedRun, injected_run, planted_sets
@@ -354,10 +357,17 @@ def review_papers(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, candidat
     eligible, excluded = guard(papers, candidate.name, candidate.knowledge_cutoff)
     backend = make_lm(candidate, cache_dir(cfg, "llm"))
     planted = planted_sets(papers, eligible, pdf_texts, cfg.generate.injection)
-    output, *injected = generate_review_sets([ReviewSet(eligible, pdf_texts), *planted.values()], candidate, backend,
-                                             cfg.generate.chars_per_token, cfg.curate.common_scale)
+    with sharing_cores() if computes_here(candidate) else contextlib.nullcontext():
+        output, *injected = generate_review_sets([ReviewSet(eligible, pdf_texts), *planted.values()], candidate,
+                                                 backend, cfg.generate.chars_per_token, cfg.curate.common_scale)
     return CandidateRun(candidate.name, output, excluded,
                         injected_run(candidate, dict(zip(planted, injected, strict=True))) if planted else None)
+
+
+def computes_here(candidate: CandidateConfig) -> bool:
+    """Whether `candidate`'s model computes on this machine's CPU or GPU: local weights, or a server this
+    process started (`served:`); an API's model computes elsewhere and shares nothing here."""
+    return runs_locally(candidate) or in_process_model(candidate.base_url) is not None
 
 
 def as_reviews(candidates: pl.DataFrame) -> pl.DataFrame:

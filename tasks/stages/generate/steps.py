@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from prefect.futures import PrefectFuture, as_completed
 
 from tasks.core.retry import llm_task
 from tasks.stages.generate.reviews import (
@@ -17,3 +21,20 @@ read_generate_inputs_task = task(read_generate_inputs, name="read-generate-input
 review_papers_task = llm_task(review_papers, name="generate-reviews", task_run_name="generate-{candidate.name}")
 judge_reviews_task = llm_task(judge_reviews, name="judge-candidate-reviews")
 write_generate_outputs_task = task(write_generate_outputs, name="write-generate-outputs", cache_policy=NO_CACHE)
+
+
+Item = TypeVar("Item")
+
+
+def submit_at_most(limit: int, submit: Callable[[Item], PrefectFuture[Any]], items: Iterable[Item]
+                   ) -> list[PrefectFuture[Any]]:
+    """`submit(item)` for each item in order, with at most `limit` futures running at once; the futures
+    in item order (a sliding window: the next item starts as soon as any running one finishes)."""
+    futures: list[PrefectFuture[Any]] = []
+    running: list[PrefectFuture[Any]] = []
+    for item in items:
+        if len(running) >= limit:
+            running.remove(next(as_completed(running)))
+        futures.append(submit(item))
+        running.append(futures[-1])
+    return futures

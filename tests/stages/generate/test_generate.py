@@ -439,3 +439,40 @@ def test_the_rating_position_is_after_the_rating_tag_or_after_the_review():
     assert rating_position("<rating>\n8\n</rating>\n<summary>\nA.\n</summary>") == "<rating>\n"
     assert rating_position("<summary>\nA.\n</summary>\n<rating>\n8") == "<summary>\nA.\n</summary>\n<rating>\n"
     assert rating_position("<summary>\nA.\n</summary>\n") == "<summary>\nA.\n</summary>\n<rating>\n"
+
+
+@pytest.mark.slow
+def test_candidates_run_at_most_so_many_at_once_and_come_back_in_order(prefect_harness):
+    """`submit_at_most`: a sliding window of Prefect task runs (the next starts when any finishes)."""
+    import threading
+    import time
+
+    from prefect import flow, task
+
+    from tasks.stages.generate.steps import submit_at_most
+
+    lock, state = threading.Lock(), {"now": 0, "most": 0}
+
+    @task
+    def review(name: str, seconds: float) -> str:
+        with lock:
+            state["now"] += 1
+            state["most"] = max(state["most"], state["now"])
+        time.sleep(seconds)
+        with lock:
+            state["now"] -= 1
+        return name
+
+    @flow
+    def reviews(limit: int) -> tuple[list[str], float]:
+        started = time.perf_counter()
+        items = [("long", 0.6), ("short", 0.1), ("third", 0.1), ("fourth", 0.1)]
+        futures = submit_at_most(limit, lambda item: review.submit(*item), items)
+        return [f.result() for f in futures], time.perf_counter() - started
+
+    names, seconds = reviews(2)
+    assert names == ["long", "short", "third", "fourth"] and state["most"] == 2
+    assert seconds < 0.6 + 0.1 + 0.25       # the short ones ran beside the long one, not after it
+    state["most"] = 0
+    names, seconds = reviews(1)
+    assert names == ["long", "short", "third", "fourth"] and state["most"] == 1 and seconds >= 0.9
