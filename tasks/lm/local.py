@@ -91,8 +91,7 @@ class LocalLM(Backend):
         self.identity = f"local|{spec.resolved().key}|{DECODING}"
         self.generated_tokens = 0
         self.generate_seconds = 0.0
-        self._engine: LoglikelihoodEngine | None = None
-        self._engine_lock = threading.Lock()
+        self._engines = threading.local()   # one engine per thread: its prefix caches and counters are its own
         self._greedy: GreedyDecoder | None = None
 
     @classmethod
@@ -114,18 +113,20 @@ class LocalLM(Backend):
 
     @property
     def engine(self) -> LoglikelihoodEngine:
-        """The log-likelihood engine on this model (built once; it keeps its prefix caches)."""
-        with self._engine_lock:
-            if self._engine is None:
-                from tasks.lm.loglikelihood import LoglikelihoodEngine
+        """The log-likelihood engine on this model for the calling thread (built once per thread, keeping
+        its prefix caches; the weights are shared): two scoring tasks of one process, side by side,
+        never touch each other's caches."""
+        engine = getattr(self._engines, "engine", None)
+        if engine is None:
+            from tasks.lm.loglikelihood import LoglikelihoodEngine
 
-                # an int8 model decodes; its log-likelihoods come from the same weights in float
-                # (int8 quantizes each batch's activations with one scale, so a value would depend on
-                # the other requests of its batch: tasks/lm/loading.py `quantize_int8`)
-                spec = replace(self.spec, quantization="none") if self.spec.quantization == "int8" else self.spec
-                model, tokenizer = load_model(spec)
-                self._engine = LoglikelihoodEngine(model, tokenizer, token_budget=self.token_budget)
-            return self._engine
+            # an int8 model decodes; its log-likelihoods come from the same weights in float
+            # (int8 quantizes each batch's activations with one scale, so a value would depend on
+            # the other requests of its batch: tasks/lm/loading.py `quantize_int8`)
+            spec = replace(self.spec, quantization="none") if self.spec.quantization == "int8" else self.spec
+            model, tokenizer = load_model(spec)
+            engine = self._engines.engine = LoglikelihoodEngine(model, tokenizer, token_budget=self.token_budget)
+        return engine
 
     def loglikelihood(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
         with torch_threads(generation_threads()):

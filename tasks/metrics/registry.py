@@ -24,9 +24,11 @@ there, import the module in `tasks/metrics/__init__.py`, and add a test.
 
 from __future__ import annotations
 
+import contextvars
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -197,6 +199,12 @@ class PaperShards(Protocol):
     def __call__(self, metrics: Sequence[Metric], candidates: pl.DataFrame, references: pl.DataFrame,
                  synopses: pl.DataFrame, negatives: pl.DataFrame | None, resources: Resources) -> FamilyResult: ...
 
+    @property
+    def beside(self) -> bool:
+        """Whether the shards may run beside the other families (in a thread of their own), because the
+        evaluation LM takes more than one scoring task at once."""
+        ...
+
 
 # frames with a paper_id column that a family reads besides its inputs (review quality's ratings, decisions
 # and paper texts): a paper shard's name hashes its papers' rows of them
@@ -272,9 +280,19 @@ def score_with_tables(names: Sequence[str], candidates: pl.DataFrame, references
     for metric in metrics:
         if metric not in sharded:
             families.setdefault(id(metric.fn), []).append(metric)
-    parts = [group[0].fn(group, candidates, references, negatives, synopses, resources) for group in families.values()]
-    if sharded and resources.by_paper is not None:
-        parts.append(resources.by_paper(sharded, candidates, references, synopses, negatives, resources))
+    by_paper = resources.by_paper
+    with ThreadPoolExecutor(1, thread_name_prefix="paper-shards") as beside:
+        later = None
+        if sharded and by_paper is not None and by_paper.beside:
+            # in the run's context (its Prefect flow is the shards' parent), while the families score here
+            later = beside.submit(contextvars.copy_context().run, by_paper, sharded, candidates, references,
+                                  synopses, negatives, resources)
+        parts = [group[0].fn(group, candidates, references, negatives, synopses, resources)
+                 for group in families.values()]
+        if later is not None:
+            parts.append(later.result())
+        elif sharded and by_paper is not None:
+            parts.append(by_paper(sharded, candidates, references, synopses, negatives, resources))
     return merge_results(parts)
 
 

@@ -160,6 +160,12 @@ class MetricShards:
         self.runs: list[dict] = []
         self.shards = 0
 
+    @property
+    def beside(self) -> bool:
+        """Run beside the other families when `[score] gpu_concurrency` lets two scoring tasks hold the
+        evaluation LM at once (on a CPU they split its cores: tasks/scoring/fanout.py)."""
+        return self.cfg.score.gpu_concurrency > 1
+
     def __call__(self, metrics: Sequence[Metric], candidates: pl.DataFrame, references: pl.DataFrame,
                  synopses: pl.DataFrame, negatives: pl.DataFrame | None, resources: Resources) -> FamilyResult:
         names = tuple(dict.fromkeys(m.name for m in metrics))

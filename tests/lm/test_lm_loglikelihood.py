@@ -87,6 +87,26 @@ def test_same_results_unbatched_in_any_order_and_with_duplicates(lm, metric_requ
     assert shuffled[-1].logprob == batched[0].logprob
 
 
+def test_two_threads_score_on_engines_of_their_own_over_one_model(lm, metric_requests, batched) -> None:
+    """Two scoring tasks of one process side by side (the score stage's GEM and metric shards): each
+    thread gets its own engine (prefix caches, counters) on the shared weights, and the same values."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tasks.lm.local import sharing_cores
+
+    def score_in_a_task() -> tuple[int, list]:
+        with sharing_cores():
+            return id(lm.engine), lm.loglikelihood(metric_requests)
+
+    with ThreadPoolExecutor(2) as pool:
+        runs = [f.result() for f in [pool.submit(score_in_a_task) for _ in range(2)]]
+    engines = {engine for engine, _ in runs}
+    assert len(engines) == 2 and id(lm.engine) not in engines
+    for _, results in runs:
+        for mine, alone in zip(results, batched, strict=True):
+            assert mine.logprob == pytest.approx(alone.logprob, abs=1e-3) and mine.n_tokens == alone.n_tokens
+
+
 def test_tight_budget_packs_small_batches(embedded_lm, metric_requests, batched) -> None:
     subset = [2, 3, 6, 7]                           # gem and gem_s_assw: conditional and marginal
     small = LocalLM(ModelSpec(), token_budget=128)

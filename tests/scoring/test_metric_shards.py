@@ -110,6 +110,39 @@ def test_sharded_scores_equal_the_unsharded_ones_and_a_rerun_skips_every_shard(t
         assert one.details()["metric_shards_scored"] == 1 and first.is_file()
 
 
+def test_with_two_slots_the_shards_run_beside_the_other_families_with_the_same_scores(tmp_path, monkeypatch) -> None:
+    """`[score] gpu_concurrency = 2`: the paper shards run in a thread of their own while the families
+    (here BLEU) score in the caller's; the rows are those of one slot."""
+    import threading
+    from dataclasses import replace
+
+    import tasks.metrics.registry as registry
+    from tasks.scoring.metric_shards import MetricShards
+
+    with OpenAIServer(answer) as server:
+        one = load_config(_config(tmp_path / "one", server)).for_pipeline("t")
+        two = load_config(_config(tmp_path / "two", server, gpu_concurrency=2)).for_pipeline("t")
+        assert not metric_shards(one, "t", None).beside and metric_shards(two, "t", None).beside
+        where: dict[str, str] = {}
+        real_shards, real_bleu = MetricShards.__call__, registry.REGISTRY["bleu"].fn
+
+        def shards_noting_their_thread(self, *args, **kwargs):
+            where["shards"] = threading.current_thread().name
+            return real_shards(self, *args, **kwargs)
+
+        def bleu_noting_its_thread(*args, **kwargs):
+            where["bleu"] = threading.current_thread().name
+            return real_bleu(*args, **kwargs)
+
+        monkeypatch.setattr(MetricShards, "__call__", shards_noting_their_thread)
+        monkeypatch.setitem(registry.REGISTRY, "bleu", replace(registry.REGISTRY["bleu"], fn=bleu_noting_its_thread))
+        alone = _score(one, sharded=True)[0]
+        assert where == {"shards": threading.current_thread().name, "bleu": threading.current_thread().name}
+        beside = _score(two, sharded=True)[0]
+        assert where["shards"].startswith("paper-shards") and where["bleu"] == threading.current_thread().name
+        assert beside.equals(alone) and set(beside["metric"]) == {*METRICS, "bleu"}
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_score_flow_fans_metric_shards_out_on_threads_and_on_dask(tmp_path, prefect_harness, dask_cluster,
