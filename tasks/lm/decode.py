@@ -36,7 +36,8 @@ exact near-tie between two tokens. `bench/generate_speed.py` checks the answers 
 from __future__ import annotations
 
 import contextlib
-import os
+import functools
+import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
@@ -389,26 +390,45 @@ class GreedyDecoder:
 
 @contextlib.contextmanager
 def _kv_heads_in_sdpa(on: bool) -> Iterator[None]:
-    """Attention of several query tokens on the KV heads as they are (SDPA's `enable_gqa`), through
-    transformers' switch for it: without it a masked multi-token pass first copies every layer's
+    """Attention of several query tokens on the KV heads as they are (SDPA's `enable_gqa`), for this
+    thread's forward passes only: without it a masked multi-token pass first copies every layer's
     KV once per query head sharing it (`repeat_kv`), which made a step of 8 rows x 2 tokens 4x
     slower than 8 x 1 on the CPU. Same numbers to the bit for more than one query token (measured);
-    one-token steps keep transformers' own path (`pack_gqa`), which differs in the last bits."""
-    if not on:
+    one-token steps keep transformers' own path (`pack_gqa`), which differs in the last bits.
+
+    transformers decides this in `use_gqa_in_sdpa`, switched on for the whole process by an
+    environment variable; two decoders in two threads (candidates generating side by side) toggling
+    it left it on for every later pass, and one thread's one-token step took the other's path. So the
+    decision is wrapped once to read a per-thread flag (`_GQA`)."""
+    if not on or not _per_thread_gqa():
         yield
         return
-    before = os.environ.get(_FORCE_GQA)
-    os.environ[_FORCE_GQA] = "1"
+    before = getattr(_GQA, "on", False)
+    _GQA.on = True
     try:
         yield
     finally:
-        if before is None:
-            del os.environ[_FORCE_GQA]
-        else:
-            os.environ[_FORCE_GQA] = before
+        _GQA.on = before
 
 
-_FORCE_GQA = "TRANSFORMERS_SDPA_FORCE_GQA"
+_GQA = threading.local()
+
+
+@functools.cache
+def _per_thread_gqa() -> bool:
+    """Wrap transformers' `use_gqa_in_sdpa` so that it says yes where this thread's `_GQA.on` is set
+    (False where this transformers has no such function: the passes then copy the KV heads, slower)."""
+    from transformers.integrations import sdpa_attention
+
+    decide = getattr(sdpa_attention, "use_gqa_in_sdpa", None)
+    if decide is None:
+        return False
+
+    def per_thread(attention_mask, key, value, *args, **kwargs):
+        return bool(getattr(_GQA, "on", False)) or decide(attention_mask, key, value, *args, **kwargs)
+
+    sdpa_attention.use_gqa_in_sdpa = per_thread
+    return True
 
 
 def _squeeze(cache: Cache, mask: torch.Tensor) -> torch.Tensor:

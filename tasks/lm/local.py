@@ -14,8 +14,8 @@ are batched only with others that share the same prefixes.
 
 Threads: each generate() call and each log-likelihood call runs on `generation_threads()`: the
 cores this process may run on (its CPU affinity), or `GREBENCH_LOCAL_THREADS` when set, split evenly
-between the local-model jobs running at once (`sharing_cores`: the generate stage's candidates that
-decode beside each other). No load-average guess: the 1-minute load average counts this process's
+between the local-model jobs of a `sharing_cores` section (the generate stage's candidates that
+decode beside each other, GEM's shards beside the metric shards). No load-average guess: the 1-minute load average counts this process's
 own previous stage and so dropped generation to one thread right after scoring. The calling
 thread's setting is restored afterwards.
 
@@ -269,31 +269,35 @@ class LocalLM(Backend):
 
 def generation_threads() -> int:
     """Threads for one local-model call: GREBENCH_LOCAL_THREADS if set, else the cores available
-    to this process; either split between the jobs inside `sharing_cores` now (at least one each)."""
+    to this process; either split between the jobs of a `sharing_cores` section (at least one each)."""
     fixed = os.environ.get("GREBENCH_LOCAL_THREADS", "").strip()
     cores = max(1, int(fixed)) if fixed else available_cores()
-    return max(1, cores // max(1, _SHARING))
+    return max(1, cores // _WAYS)
 
 
-_SHARING = 0                      # local-model jobs inside `sharing_cores` now
-_SHARING_LOCK = threading.Lock()
+_WAYS = 1      # local-model jobs the cores are split between now (`sharing_cores`)
 
 
 @contextlib.contextmanager
-def sharing_cores() -> Iterator[None]:
-    """A local-model job that runs beside others in this process (one candidate of several generating at
-    once): while N such jobs are in, every local generate() and log-likelihood call, in any thread
-    (an in-process server's too), takes 1/N of the cores. A decoding step is small and gains little
-    from a second thread (a step of 8 rows: 32 ms on one thread, 26 ms on two), so two jobs on one
-    core each do more than one job on two."""
-    global _SHARING
-    with _SHARING_LOCK:
-        _SHARING += 1
+def sharing_cores(ways: int) -> Iterator[None]:
+    """A section of the calling thread in which `ways` local-model jobs run side by side (candidates
+    generating at once, GEM's shards beside the metric shards): every local generate() and
+    log-likelihood call inside it, in any thread (an in-process server's too), takes 1/`ways` of the
+    cores. The split is fixed by the configured concurrency, not by how many jobs happen to run at a
+    given moment, so a run's answers never depend on timing: greedy answers of a small model can
+    change with the thread count (a float sum split differently). A decoding step is small and gains
+    little from a second thread (8 rows: 32 ms on one, 26 ms on two), so two jobs on one core each
+    do more than one job on two. Torch's setting of the calling thread is set back on exit."""
+    import torch
+
+    global _WAYS
+    before_ways, before_threads = _WAYS, torch.get_num_threads()
+    _WAYS = max(1, ways)
     try:
         yield
     finally:
-        with _SHARING_LOCK:
-            _SHARING -= 1
+        _WAYS = before_ways
+        torch.set_num_threads(before_threads)   # also torch's process-wide count, which a worker thread moved
 
 
 def decode_threads() -> int | None:
@@ -322,7 +326,9 @@ def torch_threads(count: int) -> Iterator[None]:
     before = torch.get_num_threads()
     if count != before:
         log.info("local generation on %d torch threads (default %d)", count, before)
-        torch.set_num_threads(count)
+    # always set, also when this thread's count is already `count`: torch keeps a process-wide count
+    # too (its thread pool, new threads' start) that another thread may have left elsewhere
+    torch.set_num_threads(count)
     try:
         yield
     finally:

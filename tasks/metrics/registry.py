@@ -29,6 +29,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -281,9 +282,10 @@ def score_with_tables(names: Sequence[str], candidates: pl.DataFrame, references
         if metric not in sharded:
             families.setdefault(id(metric.fn), []).append(metric)
     by_paper = resources.by_paper
-    with ThreadPoolExecutor(1, thread_name_prefix="paper-shards") as beside:
+    together = bool(sharded) and by_paper is not None and by_paper.beside
+    with ThreadPoolExecutor(1, thread_name_prefix="paper-shards") as beside, _cores_split(together):
         later = None
-        if sharded and by_paper is not None and by_paper.beside:
+        if together:
             # in the run's context (its Prefect flow is the shards' parent), while the families score here
             later = beside.submit(contextvars.copy_context().run, by_paper, sharded, candidates, references,
                                   synopses, negatives, resources)
@@ -294,6 +296,15 @@ def score_with_tables(names: Sequence[str], candidates: pl.DataFrame, references
         elif sharded and by_paper is not None:
             parts.append(by_paper(sharded, candidates, references, synopses, negatives, resources))
     return merge_results(parts)
+
+
+def _cores_split(together: bool) -> AbstractContextManager[None]:
+    """The local models' cores split in two (tasks/lm/local.py `sharing_cores`) while the shards run beside."""
+    if not together:
+        return nullcontext()
+    from tasks.lm.local import sharing_cores
+
+    return sharing_cores(2)
 
 
 def score_metrics(names: Sequence[str], candidates: pl.DataFrame, references: pl.DataFrame, synopses: pl.DataFrame,

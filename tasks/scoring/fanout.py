@@ -23,19 +23,16 @@ from prefect.futures import wait
 from tasks.core.config import Config, ScoreConfig
 from tasks.core.slots import SlotLimit, holding_slot
 from tasks.lm import ModelSpec
-from tasks.lm.local import sharing_cores
 from tasks.scoring import metric_shards, shards
 from tasks.scoring.metric_shards import MetricShardRunner
 from tasks.scoring.shards import ShardRunner, make_task_runner
 
 
 def holding_a_slot(limit: SlotLimit | None, done: bool, work: Callable[[], dict]) -> dict:
-    """`work()`, inside one slot of the concurrency limit `limit` unless the shard is `done` (it only skips).
-    The holders in this process share its cores (`sharing_cores`): two shards side by side on a CPU
-    run one thread each, not two each on the same cores."""
+    """`work()`, inside one slot of the concurrency limit `limit` unless the shard is `done` (it only skips)."""
     if done or limit is None:
         return work()
-    with holding_slot(limit), sharing_cores():
+    with holding_slot(limit):
         return work()
 
 

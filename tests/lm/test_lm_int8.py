@@ -45,3 +45,30 @@ def test_an_int8_model_generates_and_its_log_likelihoods_come_from_the_float_mod
     assert lm.loglikelihood([request]) == float_lm.loglikelihood([request])
     with pytest.raises(NotImplementedError, match="int8"):
         LoglikelihoodEngine(model, tokenizer)
+
+
+@pytest.mark.slow
+def test_candidates_generating_side_by_side_leave_the_model_answering_as_before(monkeypatch) -> None:
+    """Two candidates on one int8 model, each in its own thread on half the cores, then the same model in
+    the main thread: its greedy answers are those it gave before the section (a worker thread once left
+    torch's process-wide count at one thread, and later stages answered as if on one core)."""
+    import threading
+
+    from tasks.lm.local import sharing_cores
+
+    monkeypatch.setenv("GREBENCH_LOCAL_THREADS", "2")
+    spec = ModelSpec(quantization="int8")
+    topics = ["graph neural networks for molecules", "sparse attention for long documents",
+              "a benchmark of tabular learners", "contrastive pretraining of speech models"]
+    reviews = [ChatRequest("You write a short peer review.", f"Review a paper on {t}: the method, the experiments, "
+                           "the baselines and what is missing.", 40) for t in topics]
+    probe = [ChatRequest("You list weaknesses, one per line.", f"A paper proposes {t} and tests it on two small "
+                         "datasets without ablations.", 32) for t in topics]
+    before = [r.text for r in LocalLM(spec).generate(probe)]
+    with sharing_cores(2):
+        pair = [threading.Thread(target=LocalLM(spec).generate, args=(reviews[i::2],)) for i in range(2)]
+        for worker in pair:
+            worker.start()
+        for worker in pair:
+            worker.join()
+    assert [r.text for r in LocalLM(spec).generate(probe)] == before

@@ -95,10 +95,9 @@ def test_two_threads_score_on_engines_of_their_own_over_one_model(lm, metric_req
     from tasks.lm.local import sharing_cores
 
     def score_in_a_task() -> tuple[int, list]:
-        with sharing_cores():
-            return id(lm.engine), lm.loglikelihood(metric_requests)
+        return id(lm.engine), lm.loglikelihood(metric_requests)
 
-    with ThreadPoolExecutor(2) as pool:
+    with sharing_cores(2), ThreadPoolExecutor(2) as pool:
         runs = [f.result() for f in [pool.submit(score_in_a_task) for _ in range(2)]]
     engines = {engine for engine, _ in runs}
     assert len(engines) == 2 and id(lm.engine) not in engines

@@ -54,9 +54,10 @@ def test_decoding_steps_may_run_on_their_own_thread_count(monkeypatch):
     assert decode_threads() == 1
 
 
-def test_jobs_sharing_the_cores_split_them_and_give_them_back(monkeypatch):
-    """Two candidates decoding at once get half the cores each, in their own threads, and the count
-    is whole again when they are done; the calling thread's torch setting is restored."""
+def test_a_section_of_jobs_side_by_side_splits_the_cores_for_every_thread_and_sets_torch_back(monkeypatch):
+    """Two candidates decoding at once get half the cores each, in their own threads, whenever they run
+    (the split is the configured one, never how many happen to run); after the section torch's count is
+    what it was, also where a worker thread moved torch's process-wide count."""
     import threading
 
     import torch
@@ -65,24 +66,28 @@ def test_jobs_sharing_the_cores_split_them_and_give_them_back(monkeypatch):
 
     monkeypatch.setenv("GREBENCH_LOCAL_THREADS", "4")
     before = torch.get_num_threads()
-    both_in, seen = threading.Barrier(2), []
+    seen = []
 
     def job() -> None:
-        with sharing_cores():
-            both_in.wait(timeout=10)
-            with torch_threads(generation_threads()):
-                seen.append((generation_threads(), torch.get_num_threads()))
-            both_in.wait(timeout=10)     # neither leaves before both have read their share
+        with torch_threads(generation_threads()):
+            seen.append((generation_threads(), torch.get_num_threads()))
 
-    workers = [threading.Thread(target=job) for _ in range(2)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    assert seen == [(2, 2), (2, 2)]
+    with sharing_cores(2):
+        first = threading.Thread(target=job)
+        first.start()
+        first.join()                         # alone for now: still half the cores
+        pair = [threading.Thread(target=job) for _ in range(2)]
+        for worker in pair:
+            worker.start()
+        for worker in pair:
+            worker.join()
+    assert seen == [(2, 2)] * 3
     assert generation_threads() == 4 and torch.get_num_threads() == before
-    with sharing_cores():
-        assert generation_threads() == 4                 # alone: every core
+    checked = []
+    later = threading.Thread(target=lambda: checked.append(torch.get_num_threads()))
+    later.start()
+    later.join()
+    assert checked == [before], "a thread started after the section inherits the count of before it"
     monkeypatch.setenv("GREBENCH_LOCAL_THREADS", "1")
-    with sharing_cores(), sharing_cores():
+    with sharing_cores(3):
         assert generation_threads() == 1                 # never below one thread

@@ -31,7 +31,6 @@ The stage's files (one row per generated review in each):
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import re
 from collections.abc import Callable, Sequence
@@ -62,7 +61,6 @@ from tasks.lm import (
 )
 from tasks.lm.ask import Asked, ask_with_retry, failure
 from tasks.lm.backends import in_process_model
-from tasks.lm.local import sharing_cores
 from tasks.metrics.review_quality.fields import answer_scores
 from tasks.stages.generate.contamination import guard
 from tasks.stages.generate.injection import InjectedRun, injected_run, planted_sets
@@ -357,11 +355,16 @@ def review_papers(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, candidat
     eligible, excluded = guard(papers, candidate.name, candidate.knowledge_cutoff)
     backend = make_lm(candidate, cache_dir(cfg, "llm"))
     planted = planted_sets(papers, eligible, pdf_texts, cfg.generate.injection)
-    with sharing_cores() if computes_here(candidate) else contextlib.nullcontext():
-        output, *injected = generate_review_sets([ReviewSet(eligible, pdf_texts), *planted.values()], candidate,
-                                                 backend, cfg.generate.chars_per_token, cfg.curate.common_scale)
+    output, *injected = generate_review_sets([ReviewSet(eligible, pdf_texts), *planted.values()], candidate, backend,
+                                             cfg.generate.chars_per_token, cfg.curate.common_scale)
     return CandidateRun(candidate.name, output, excluded,
                         injected_run(candidate, dict(zip(planted, injected, strict=True))) if planted else None)
+
+
+def local_jobs_at_once(cfg: Config) -> int:
+    """How many candidates computing on this machine review side by side: `[generate] candidates_at_once`,
+    at most the local ones (an API candidate shares no cores); the cores are split that many ways."""
+    return max(1, min(cfg.generate.candidates_at_once, sum(map(computes_here, cfg.generate.candidates))))
 
 
 def computes_here(candidate: CandidateConfig) -> bool:

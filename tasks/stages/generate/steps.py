@@ -12,6 +12,7 @@ from prefect.futures import PrefectFuture, as_completed
 from tasks.core.retry import llm_task
 from tasks.stages.generate.reviews import (
     judge_reviews,
+    local_jobs_at_once,
     read_generate_inputs,
     review_papers,
     write_generate_outputs,
@@ -21,6 +22,9 @@ read_generate_inputs_task = task(read_generate_inputs, name="read-generate-input
 review_papers_task = llm_task(review_papers, name="generate-reviews", task_run_name="generate-{candidate.name}")
 judge_reviews_task = llm_task(judge_reviews, name="judge-candidate-reviews")
 write_generate_outputs_task = task(write_generate_outputs, name="write-generate-outputs", cache_policy=NO_CACHE)
+
+__all__ = ["judge_reviews_task", "local_jobs_at_once", "read_generate_inputs_task", "review_papers_task",
+           "submit_at_most", "write_generate_outputs_task"]
 
 
 Item = TypeVar("Item")
