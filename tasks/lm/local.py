@@ -15,9 +15,9 @@ are batched only with others that share the same prefixes.
 Threads: each generate() call and each log-likelihood call runs on `generation_threads()`: the
 cores this process may run on (its CPU affinity), or `GREBENCH_LOCAL_THREADS` when set, split evenly
 between the local-model jobs of a `sharing_cores` section (the generate stage's candidates that
-decode beside each other, GEM's shards beside the metric shards). No load-average guess: the 1-minute load average counts this process's
-own previous stage and so dropped generation to one thread right after scoring. The calling
-thread's setting is restored afterwards.
+decode beside each other, GEM's shards beside the metric shards). No load-average guess: the
+1-minute load average counts this process's own previous stage and so dropped generation to one
+thread right after scoring. The calling thread's setting is restored afterwards.
 
 `loglikelihood` runs the prefix-sharing engine of tasks/lm/loglikelihood.py (built on first use,
 batches under `token_budget` padded tokens). `embed` is not offered: sentence vectors come from

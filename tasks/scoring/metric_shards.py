@@ -163,7 +163,8 @@ class MetricShards:
     @property
     def beside(self) -> bool:
         """Run beside the other families when `[score] gpu_concurrency` lets two scoring tasks hold the
-        evaluation LM at once (on a CPU they split its cores: tasks/scoring/fanout.py)."""
+        evaluation LM at once (tasks/metrics/registry.py `score_with_tables`; on a CPU the two sides split its
+        cores: tasks/lm/local.py `sharing_cores`)."""
         return self.cfg.score.gpu_concurrency > 1
 
     def __call__(self, metrics: Sequence[Metric], candidates: pl.DataFrame, references: pl.DataFrame,
