@@ -25,15 +25,24 @@ import polars as pl
 import torch
 
 
-def old_engine_class(revision: str):
-    source = subprocess.run(["git", "show", f"{revision}:tasks/lm/loglikelihood.py"], check=True,
-                            capture_output=True, text=True).stdout
-    path = Path(tempfile.mkdtemp()) / "old_loglikelihood.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location("old_loglikelihood", path)
+def _old_module(revision: str, path: str, name: str, replace: tuple[str, str] | None = None):
+    source = subprocess.run(["git", "show", f"{revision}:{path}"], check=True, capture_output=True, text=True).stdout
+    if replace:
+        source = source.replace(*replace)
+    file = Path(tempfile.mkdtemp()) / f"{name}.py"
+    file.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, file)
     module = importlib.util.module_from_spec(spec)
-    sys.modules["old_loglikelihood"] = module
+    sys.modules[name] = module
     spec.loader.exec_module(module)
+    return module
+
+
+def old_engine_class(revision: str):
+    """The engine of `revision`, with the attention rule of the same revision."""
+    _old_module(revision, "tasks/lm/flat_attention.py", "old_flat_attention")
+    module = _old_module(revision, "tasks/lm/loglikelihood.py", "old_loglikelihood",
+                         ("from tasks.lm.flat_attention import", "from old_flat_attention import"))
     return module.LoglikelihoodEngine
 
 
@@ -114,7 +123,7 @@ def main() -> None:
 
     lm = LocalLM(ModelSpec(), token_budget=4096)
     model, tokenizer = lm.engine.model, lm.engine.tokenizer
-    Old = old_engine_class(args.before)
+    Old = None if args.after_only else old_engine_class(args.before)
     out = {}
     workloads = {"readout": readout_requests, "judge": judge_requests, "gem": gem_requests}
     for name in [args.only] if args.only else list(workloads):

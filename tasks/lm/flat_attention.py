@@ -1,18 +1,20 @@
 """Block-sparse attention for the engine's flat batches: torch's flex attention on a GPU, query blocks on a CPU.
 
 A flat batch (tasks/lm/loglikelihood.py) is one sequence: the call's shared head, then every packed
-row one after the other, each row holding prompts and the continuations after them. Who may attend
-to whom is a rule over three tags per token (`may_attend`), not a dense matrix: with flex attention
-the GPU skips every 128 x 128 block the rule leaves empty, so attention costs what the rows need,
-no padding is computed between rows, and the head is computed once per batch instead of its KV
-being copied into every row.
+row one after the other, each row its prompts laid out as a prefix tree in depth-first order with
+every continuation after its prompt. Who may attend to whom is one rule over one tag per token
+(`may_attend`), not a dense matrix: a token sees every earlier token whose subtree it lies in, and a
+token's subtree is a stretch of the layout that ends where the tag says. With flex attention the GPU
+skips every 128 x 128 block the rule leaves empty, so attention costs what the rows need, no padding
+is computed between rows, and the head is computed once per batch instead of its KV being copied
+into every row.
 
 On a CPU (no flex attention without compiling) the same rule is applied block by block: the batch's
 dense mask carries a plan (`block_plan`) that lists, for each run of `QUERY_BLOCK` queries, the keys
 any of them may see, and attention runs once per run on those keys only. SDPA's CPU kernel computes
 every pair of a masked call, so without the plan a flat batch would pay for the whole square; with it
-attention costs what the rows need (the empty squares between rows, the continuations that never see
-each other and the causal upper half are skipped), at about the same price per pair in float32 and
+attention costs what the rows need (the empty squares between rows, the branches and continuations
+that never see each other and the causal upper half are skipped), at about the same price per pair in float32 and
 bfloat16.
 
 The decoder keeps SDPA for everything else (generation, any mask without a plan):
@@ -33,23 +35,21 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
 NAME = "grebench_flat"
-HEAD = -1        # the row tag of the call's head: every token may attend to it
 QUERY_BLOCK = 128   # queries per blockwise attention call on a CPU
 PLAN = "_grebench_blocks"   # the attribute of a dense mask that holds its block plan
 
 Block = tuple[int, int, "torch.Tensor | slice", "torch.Tensor | None"]   # queries [start, end), keys, mask
 
 
-def may_attend(row: torch.Tensor, prompt: torch.Tensor, cont: torch.Tensor,
-               q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
+def may_attend(end: torch.Tensor, q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
     """Whether query position q may attend to key position kv (broadcasting index tensors).
 
-    Tags per token: `row` (HEAD for the head), `prompt` (-1 for the part a row's prompts share, else
-    the prompt's index in its row), `cont` (-1 for prompt tokens, else the continuation's index in its
-    row). A token sees the head, the shared part of its row, its own prompt's suffix and its own
-    continuation, never a later token."""
-    visible = (prompt[kv] < 0) | ((prompt[kv] == prompt[q]) & ((cont[kv] < 0) | (cont[kv] == cont[q])))
-    return (kv <= q) & ((row[kv] == HEAD) | ((row[kv] == row[q]) & visible))
+    `end` per token: the position where the stretch of the layout that descends from it ends
+    (exclusive). In a depth-first layout of prompts as a prefix tree, a token's descendants are the
+    tokens laid out after it up to there: for a prompt token, the rest of every prompt sharing it and
+    their continuations; for a continuation token, the rest of its continuation; for the call's head,
+    everything; for padding, itself. So a token sees exactly its ancestors and itself."""
+    return (kv <= q) & (q < end[kv])
 
 
 def available() -> bool:
@@ -146,11 +146,11 @@ def compile_layers(model: PreTrainedModel, compiled: bool = True) -> None:
             layer._compiled_call_impl = None   # what nn.Module.compile sets: the eager call again
 
 
-def flat_mask(row: torch.Tensor, prompt: torch.Tensor, cont: torch.Tensor, sparsity: str | None, past: int = 0):
-    """The mask of a flat batch of len(row) tokens after `past` head tokens held in a KV cache (every
-    token sees them): a flex BlockMask ("flex"), a dense (1, 1, L, past + L) one carrying its block plan
-    ("blocks"), or a plain dense one (None)."""
-    length = row.shape[0]
+def flat_mask(end: torch.Tensor, sparsity: str | None, past: int = 0):
+    """The mask of a flat batch of len(end) tokens (`may_attend`'s tags) after `past` head tokens held
+    in a KV cache (every token sees them): a flex BlockMask ("flex"), a dense (1, 1, L, past + L) one
+    carrying its block plan ("blocks"), or a plain dense one (None)."""
+    length = end.shape[0]
     if sparsity == "flex":
         from torch.nn.attention.flex_attention import create_block_mask
 
@@ -158,12 +158,12 @@ def flat_mask(row: torch.Tensor, prompt: torch.Tensor, cont: torch.Tensor, spars
             raise ValueError("a flex mask holds its head in the sequence, not in a cache")
 
         def rule(b, h, q, kv):
-            return may_attend(row, prompt, cont, q, kv)
+            return may_attend(end, q, kv)
 
         # compiled: the rule is evaluated block by block, never as a dense L x L tensor
-        return create_block_mask(rule, None, None, length, length, device=row.device, _compile=True)
-    index = torch.arange(length, device=row.device)
-    allowed = may_attend(row, prompt, cont, index[:, None], index[None, :])
+        return create_block_mask(rule, None, None, length, length, device=end.device, _compile=True)
+    index = torch.arange(length, device=end.device)
+    allowed = may_attend(end, index[:, None], index[None, :])
     if past:
         allowed = torch.cat([allowed.new_ones((length, past)), allowed], dim=1)
     mask = allowed[None, None]

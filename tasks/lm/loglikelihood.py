@@ -49,7 +49,7 @@ import torch
 from tasks.core.progress import track
 from tasks.lm.batching import batches
 from tasks.lm.fitting import fit_request, request_window
-from tasks.lm.flat_attention import HEAD, compile_layers, flat_mask, may_attend, use_flat_attention
+from tasks.lm.flat_attention import compile_layers, flat_mask, may_attend, use_flat_attention
 from tasks.lm.loading import Tokens, chat_ids, common_prefix, end_of_turn
 from tasks.lm.types import LoglikelihoodRequest, LoglikelihoodResult
 
@@ -143,54 +143,53 @@ def split_shared_starts(groups: dict[Tokens, set[Tokens]], split_min: int = SPLI
 
 
 Unit = tuple[Tokens, tuple[Tokens, ...]]   # a prompt and (some of) its continuations
-Row = list[Unit]                            # prompts packed into one row (sorted; they share a prefix)
+Row = list[Unit]                            # prompts laid out together (sorted), as one prefix tree
 FLAT_QUANTUM = 128   # a flat batch is padded to a multiple of this (flex attention's block size)
-ROW_MAX = 2048   # tokens of a row holding several prompts: a judge's prompts quoting one paper's human
-                 # reviews (1.4k tokens each) share them only in a row this long; on the fp32 demo's calls
-                 # 2,048 against 1,024 took 21% less on the judge's, 4-10% less on GEM's and the oracle's
+ROW_MAX = 4096   # tokens of a row holding several prompts (within the token budget): a judge's prompts
+                 # quoting one paper's human reviews (1.4k tokens each) share them only in a long row
 
 
-def row_shared(row: Row) -> int:
-    """Tokens every prompt of the row shares (its prompts are sorted), leaving each prompt's last token."""
-    return min(common_prefix([row[0][0], row[-1][0]]), min(len(p) for p, _ in row) - 1)
+def body_shared(a: Tokens, b: Tokens) -> int:
+    """Tokens two prompts' bodies (all but the last token, which starts each continuation) share."""
+    return min(common_prefix([a, b]), len(a) - 1, len(b) - 1)
 
 
 def row_length(row: Row, head_len: int) -> int:
-    """Tokens of the row after the call's head: the shared part once, each prompt's rest, its continuations."""
-    shared = row_shared(row)
-    return shared - head_len + sum(len(p) - 1 - shared + sum(map(len, ts)) for p, ts in row)
+    """Tokens of the row after the call's head: its prompts' bodies as a prefix tree (a token that
+    several prompts share counted once), then every continuation."""
+    length = 0
+    for k, (prompt, targets) in enumerate(row):
+        start = head_len if k == 0 else max(head_len, body_shared(row[k - 1][0], prompt))
+        length += len(prompt) - 1 - start + sum(map(len, targets))
+    return length
 
 
-def packed_rows(units: Sequence[Unit], head_len: int, row_max: int, shared_min: int = SHARED_MIN) -> list[Row]:
-    """The units (in prompt order) split into consecutive rows so that the fewest tokens are computed: a
-    row of several units needs all their prompts to share at least `shared_min` tokens beyond the call's
-    head and stays within `row_max` tokens (one unit alone may be longer). A prompt that shares only a
-    little with its neighbours is better alone than in their row, where it would cut what they share.
+def packed_rows(units: Sequence[Unit], head_len: int, row_max: int) -> list[Row]:
+    """The units (in prompt order) split into consecutive rows so that the fewest tokens are computed,
+    each row within `row_max` tokens (one unit alone may be longer). Within a row every token that
+    neighbouring prompts share is computed once, however deep the sharing goes (a judge's prompts
+    that quote one paper's synopsis and then differ in one of its reviews share the synopsis with all
+    and each review with some), so a row costs its tokens less what its neighbours share, and a cut
+    between rows costs what the two sides share.
 
-    Dynamic programming over the split points. Prompts are sorted, so the prefix a run of them shares
-    is the least of its neighbours' shared prefixes, and a row's length is its units' own tokens less
-    the shared part counted once per unit after the first: each candidate row costs O(1)."""
+    Dynamic programming over the split points; prompts are sorted, so a row's length grows by a
+    unit's own tokens less what it shares with the next one as the row grows to the left: O(1)
+    per candidate row."""
     n = len(units)
     if n == 0:
         return []
-    neighbours = [common_prefix([units[k][0], units[k + 1][0]]) for k in range(n - 1)]
-    own = [len(prompt) - 1 + sum(map(len, targets)) for prompt, targets in units]
-    best = [0] + [None] * n          # tokens of the best split of units[:j]
-    cut = [0] * (n + 1)              # where its last row starts
+    shared = [max(head_len, body_shared(units[k][0], units[k + 1][0])) - head_len for k in range(n - 1)]
+    own = [len(prompt) - 1 - head_len + sum(map(len, targets)) for prompt, targets in units]
+    best: list[int | None] = [0] + [None] * n     # tokens of the best split of units[:j]
+    cut = [0] * (n + 1)                           # where its last row starts
     for j in range(1, n + 1):
-        total, shared = 0, len(units[j - 1][0]) - 1     # one unit alone: its body
+        length = 0
         for i in range(j - 1, -1, -1):
-            total += own[i]
-            if i < j - 1:
-                shared = min(shared, neighbours[i], len(units[i][0]) - 1)
-            size = j - i
-            if size > 1 and shared < head_len + shared_min:
-                break                    # shared only shrinks as the row grows to the left
-            length = total - (size - 1) * shared - head_len      # = row_length(units[i:j], head_len)
-            if size > 1 and length > row_max:
-                break                    # and its length only grows
-            if best[j] is None or best[i] + length < best[j]:
-                best[j], cut[j] = best[i] + length, i
+            length += own[i] - (shared[i] if i < j - 1 else 0)    # = row_length(units[i:j], head_len)
+            if i < j - 1 and length > row_max:
+                break                                             # it only grows to the left
+            if best[j] is None or best[i] + length < best[j]:     # type: ignore[operator]
+                best[j], cut[j] = best[i] + length, i             # type: ignore[operator]
     rows: list[Row] = []
     j = n
     while j:
@@ -205,38 +204,41 @@ class LaidOut:
 
     tokens: list[int]
     positions: list[int]
-    prompt: list[int]                     # per token: -1 in the shared part, else its prompt's index in the row
-    cont: list[int]                       # per token: -1 in a prompt, else its continuation's index in the row
+    end: list[int]                        # per token: where the stretch that descends from it ends (row index)
     spans: list[list[tuple[int, int]]]    # per prompt, per continuation: (start, length) of its scored positions
     pairs: int                            # (query, key) pairs the row attends to, the head included
 
 
 def lay_out(row: Row, head_len: int) -> LaidOut:
-    """The row's shared prefix once, then each prompt's suffix followed by its continuations (each
-    continuation starts with its prompt's last token, so its positions predict its own tokens)."""
-    shared = row_shared(row)
-    common = shared - head_len
-    out = LaidOut(list(row[0][0][head_len:shared]), list(range(head_len, shared)), [-1] * common, [-1] * common, [],
-                  common * head_len + common * (common + 1) // 2)
-    n_cont = 0
-    for p, (prompt, targets) in enumerate(row):
-        rest = len(prompt) - 1 - shared
-        out.tokens += prompt[shared:-1]
-        out.positions += range(shared, len(prompt) - 1)
-        out.prompt += [p] * rest
-        out.cont += [-1] * rest
-        out.pairs += rest * (head_len + common) + rest * (rest + 1) // 2
+    """The row's prompt bodies as a prefix tree in depth-first order: each prompt from where it parts
+    from the one before, then its continuations, each starting with the prompt's last token (so its
+    positions predict its own tokens). A prompt token's stretch ends where the last prompt sharing it
+    ends; a continuation token's where its continuation does (`may_attend`)."""
+    out = LaidOut([], [], [], [], 0)
+    open_tokens: list[tuple[int, int]] = []    # (depth, row index) of prompt tokens whose stretch is open
+    before: Tokens | None = None
+    for prompt, targets in row:
+        body = len(prompt) - 1
+        start = head_len if before is None else max(head_len, body_shared(before, prompt))
+        while open_tokens and open_tokens[-1][0] >= start:       # not shared with this prompt: closed
+            out.end[open_tokens.pop()[1]] = len(out.tokens)
+        for depth in range(start, body):
+            open_tokens.append((depth, len(out.tokens)))
+            out.tokens.append(prompt[depth])
+            out.positions.append(depth)
+            out.end.append(-1)
         own = []
         for target in targets:
-            length = len(target)
-            own.append((len(out.tokens), length))
+            first, length = len(out.tokens), len(target)
+            own.append((first, length))
             out.tokens += [prompt[-1], *target[:-1]]
-            out.positions += range(len(prompt) - 1, len(prompt) - 1 + length)
-            out.prompt += [p] * length
-            out.cont += [n_cont] * length
-            out.pairs += length * (head_len + common + rest) + length * (length + 1) // 2
-            n_cont += 1
+            out.positions += range(body, body + length)
+            out.end += [first + length] * length
         out.spans.append(own)
+        before = prompt
+    for _, index in open_tokens:
+        out.end[index] = len(out.tokens)
+    out.pairs = sum(out.positions) + len(out.positions)     # each token sees every position up to its own
     return out
 
 
@@ -332,10 +334,11 @@ class LoglikelihoodEngine:
 
     def _score_packed(self, groups: dict[Tokens, set[Tokens]], done: dict[tuple[Tokens, Tokens], torch.Tensor]) -> None:
         """Prompts in rows: a row holds one prompt's body and every continuation after it, or several
-        prompts that share a long prefix (`packed_rows`: an oracle's questions quoting one candidate),
-        that prefix once, then each prompt's own suffix and its continuations. Under a block mask each
-        continuation sees the call's head, its prompt's tokens and itself only, so nothing is computed
-        twice and no KV is copied per continuation; rows of similar length share a batch."""
+        prompts laid out as one prefix tree (`packed_rows`, `lay_out`: an oracle's questions quoting one
+        candidate, a judge's prompts quoting one paper's reviews), each token they share once, then each
+        prompt's own part and its continuations. Under the attention rule each token sees the call's
+        head and its ancestors only, so nothing is computed twice and no KV is copied per continuation;
+        rows of similar length share a batch."""
         prompts = list(groups)
         shortest = min(map(len, prompts))
         head_len = min(common_prefix(prompts), shortest - 1)
@@ -381,8 +384,9 @@ class LoglikelihoodEngine:
         for i, r in enumerate(laid):
             tokens[i, : len(r.tokens)] = torch.tensor(r.tokens, dtype=torch.long)
             pos_ids[i, : len(r.tokens)] = torch.tensor(r.positions, dtype=torch.long)
-            tags = [torch.tensor(t + [-1] * (width - len(t)), dtype=torch.long) for t in (r.prompt, r.cont)]
-            allowed[i, 0, :, head_len:] = may_attend(torch.zeros(width, dtype=torch.long), *tags, index[:, None], index[None, :])
+            # padding after the row: each token its own stretch (it sees the head and itself)
+            end = torch.tensor(r.end + list(range(len(r.tokens) + 1, width + 1)), dtype=torch.long)
+            allowed[i, 0, :, head_len:] = may_attend(end, index[:, None], index[None, :])
             self.stats.forward_tokens += len(r.tokens)
             self.stats.attention_pairs += r.pairs
         cache = None
@@ -406,34 +410,30 @@ class LoglikelihoodEngine:
         past = self._head(head) if self.sparsity == "blocks" else None
         lead = 0 if past is not None else head_len      # head tokens inside the sequence
         tokens, positions = list(head[:lead]), list(range(lead))
-        rows, prompts, conts = [HEAD] * lead, [-1] * lead, [-1] * lead
+        ends: list[int] = []          # each row's `end` tags, shifted to the sequence
         spans = []
-        for i, row in enumerate(chunk):
+        for row in chunk:
             r = lay_out(row, head_len)
             offset = len(tokens)
             tokens += r.tokens
             positions += r.positions
-            rows += [i] * len(r.tokens)
-            prompts += r.prompt
-            conts += r.cont
+            ends += [offset + e for e in r.end]
             spans.append([[(offset + start, length) for start, length in own] for own in r.spans])
             self.stats.attention_pairs += r.pairs
         self.stats.forward_tokens += len(tokens)
         # flex attention works in blocks of FLAT_QUANTUM; the CPU's blockwise loop takes any length
         width = -(-len(tokens) // FLAT_QUANTUM) * FLAT_QUANTUM if self.sparsity == "flex" else len(tokens)
-        pad = width - len(tokens)
-        # padding tokens: each its own row, so they attend to the head and themselves only
-        rows += range(len(chunk), len(chunk) + pad)
-        tokens, positions = tokens + [self.pad_id] * pad, positions + [0] * pad
-        prompts, conts = prompts + [-1] * pad, conts + [-1] * pad
-        laid = self._to_device(torch.tensor([rows, prompts, conts, tokens, positions], dtype=torch.long))
-        mask = flat_mask(*laid[:3], self.sparsity, past=head_len - lead)
+        # the head's stretch is the whole sequence; each padding token's is itself
+        ends = [width] * lead + ends + list(range(len(tokens) + 1, width + 1))
+        tokens, positions = tokens + [self.pad_id] * (width - len(tokens)), positions + [0] * (width - len(tokens))
+        laid = self._to_device(torch.tensor([ends, tokens, positions], dtype=torch.long))
+        mask = flat_mask(laid[0], self.sparsity, past=head_len - lead)
         cache = None
         if past is not None:
             from transformers import DynamicCache
 
             cache = DynamicCache(past)
-        out = self.decoder(input_ids=laid[3:4], attention_mask=mask, position_ids=laid[4:5],
+        out = self.decoder(input_ids=laid[1:2], attention_mask=mask, position_ids=laid[2:3],
                            past_key_values=cache, use_cache=cache is not None)
         self.stats.batches += 1
         self.stats.padded_tokens += width

@@ -26,40 +26,37 @@ def test_short_shared_parts_and_single_prompts_keep_one_cluster() -> None:
 
 
 def test_packed_rows_put_prompts_sharing_a_long_prefix_in_one_row_within_the_row_limit() -> None:
-    from tasks.lm.loglikelihood import packed_rows, row_length, row_shared
+    from tasks.lm.loglikelihood import packed_rows, row_length
 
     head = len(SYSTEM)
     questions = [SYSTEM + A + (7, 1), SYSTEM + A + (9, 9, 1), SYSTEM + B + (8, 1)]
     units = [(p, ((5, 6),)) for p in sorted(questions)]
-    rows = packed_rows(units, head, row_max=1000, shared_min=32)
+    rows = packed_rows(units, head, row_max=1000)
     assert rows == [units[:2], units[2:]]                              # A's questions together, B's alone
-    assert row_shared(rows[0]) == len(SYSTEM + A)                       # A is computed once for both
-    assert row_length(rows[0], head) == len(A) + (1 + 2) + (2 + 2)      # A, then each suffix and its target
-    assert row_shared(rows[1]) == len(questions[2]) - 1                 # one prompt: its body (all but last)
-    narrow = packed_rows(units, head, row_max=len(A) + 5, shared_min=32)
+    assert row_length(rows[0], head) == len(A) + (1 + 2) + (2 + 2)      # A once, then each suffix and its target
+    assert row_length(rows[1], head) == len(B) + 1 + 2                  # one prompt: its body (all but last)
+    narrow = packed_rows(units, head, row_max=len(A) + 5)
     assert narrow == [[u] for u in units]                               # a row never outgrows row_max
-    assert packed_rows(units, head, row_max=1000, shared_min=len(A) + 1) == [[u] for u in units]
 
 
-def test_a_prompt_that_would_cut_what_a_row_shares_starts_a_row_of_its_own() -> None:
-    """Two judge prompts quoting one paper's long human reviews share 600 tokens; a third shares only the
-    first 40 of them. Joined, the row would share 40 tokens and compute the 560 others twice: it is longer
-    than the row and the third prompt apart, so the third starts a row (the row limit would allow it)."""
-    from tasks.lm.loglikelihood import packed_rows, row_length
+def test_a_row_computes_what_its_prompts_share_once_however_deep_the_sharing_goes() -> None:
+    """A judge's prompts quoting one paper: all share its synopsis (40 tokens), two also share its first
+    human review (600 tokens) and differ after it. In one row the synopsis is computed once for the
+    three and the review once for the two: the row costs its distinct tokens, less than any split."""
+    from tasks.lm.loglikelihood import lay_out, packed_rows, row_length
 
     head = len(SYSTEM)
     reviews = tuple(range(1000, 1600))
     judged = [SYSTEM + reviews + (7, 1), SYSTEM + reviews + (8, 8, 1)]
     other = SYSTEM + reviews[:40] + (9, 1)
     units = [(p, ((5, 6),)) for p in sorted([*judged, other])]
-    rows = packed_rows(units, head, row_max=4096, shared_min=32)
-    assert sorted(len(r) for r in rows) == [1, 2]
-    together = [units[0], units[1], units[2]]
-    apart = row_length(rows[0], head) + row_length(rows[1], head)
-    assert row_length(together, head) > apart
-    # long prompts sharing most of themselves go together beyond the old 1,024-token rows
-    assert packed_rows([(p, ((5, 6),)) for p in sorted(judged)], head, row_max=2048, shared_min=32) == \
-        [[(p, ((5, 6),)) for p in sorted(judged)]]
+    rows = packed_rows(units, head, row_max=4096)
+    assert rows == [units]
+    distinct = 40 + 1 + 560 + 1 + 2 + 3 * 2        # the synopsis, 9, the review's rest, 7, (8, 8), targets
+    assert row_length(rows[0], head) == distinct == len(lay_out(rows[0], head).tokens)
+    apart = row_length(units[:1], head) + row_length(units[1:], head)
+    assert apart == distinct + 40
+    assert packed_rows(units, head, row_max=distinct - 1) == [units[:1], units[1:]]   # the cheapest cut
 
 
 def test_the_rows_are_the_split_with_the_fewest_tokens() -> None:
@@ -67,7 +64,7 @@ def test_the_rows_are_the_split_with_the_fewest_tokens() -> None:
     import itertools
     import random
 
-    from tasks.lm.loglikelihood import packed_rows, row_length, row_shared
+    from tasks.lm.loglikelihood import lay_out, packed_rows, row_length
 
     rng = random.Random(5)
     head = len(SYSTEM)
@@ -80,12 +77,13 @@ def test_the_rows_are_the_split_with_the_fewest_tokens() -> None:
         row_max = rng.choice([60, 200, 4096])
 
         def ok(row, row_max=row_max):
-            return len(row) == 1 or (row_shared(row) >= head + 32 and row_length(row, head) <= row_max)
+            return len(row) == 1 or row_length(row, head) <= row_max
         splits = [_split(units, cuts) for cuts in itertools.product([False, True], repeat=len(units) - 1)]
         best = min(sum(row_length(r, head) for r in split) for split in splits if all(ok(r) for r in split))
-        rows = packed_rows(units, head, row_max, shared_min=32)
+        rows = packed_rows(units, head, row_max)
         assert [u for r in rows for u in r] == units and all(ok(r) for r in rows)
         assert sum(row_length(r, head) for r in rows) == best
+        assert all(len(lay_out(r, head).tokens) == row_length(r, head) for r in rows)
         joined += sum(len(r) > 1 for r in rows)
     assert joined > 10        # the cases share prefixes: rows of several prompts are chosen
 

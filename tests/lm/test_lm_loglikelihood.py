@@ -10,7 +10,7 @@ import pytest
 from tasks.core.frames import human_candidates, judgments_text, synopses_wide
 from tasks.core.schema import REFERENCES
 from tasks.lm import LoglikelihoodRequest, ModelSpec
-from tasks.lm.loading import end_of_turn
+from tasks.lm.loading import common_prefix, end_of_turn
 from tasks.lm.local import LocalLM
 from tasks.lm.loglikelihood import LoglikelihoodEngine, encode_request, reference_score
 from tasks.metrics import get
@@ -166,10 +166,10 @@ def test_blockwise_attention_is_dense_attention_on_fewer_pairs() -> None:
 
     from tasks.lm.flat_attention import PLAN, _blockwise, block_plan, flat_mask
 
-    row = torch.tensor([0] * 6 + [1] * 9)
-    prompt = torch.tensor([0, 0, 0, 0, 0, 0, -1, -1, 0, 0, 0, 1, 1, 1, 1])
-    cont = torch.tensor([-1, -1, 0, 0, 1, 1, -1, -1, -1, 0, 1, -1, 2, 2, 2])
-    mask = flat_mask(row, prompt, cont, "blocks", past=5)
+    # row 0: a body (0, 1), continuations (2, 3) and (4, 5); row 1: a shared part (6, 7), one prompt's
+    # suffix (8) and its continuations (9), (10), the other's suffix (11) and its continuation (12-14)
+    end = torch.tensor([6, 6, 4, 4, 6, 6] + [15, 15, 11, 10, 11, 15, 15, 15, 15])
+    mask = flat_mask(end, "blocks", past=5)
     assert mask.shape == (1, 1, 15, 20) and bool(mask[0, 0, :, :5].all())
     assert [(start, end) for start, end, _, _ in getattr(mask, PLAN)] == [(0, 15)]   # one run of 128 queries
     plan = block_plan(mask[0, 0], size=4)
@@ -194,32 +194,68 @@ def test_a_request_scores_the_same_alone_and_inside_other_batches(embedded_lm, m
             assert inside.logprob == pytest.approx(alone.logprob, abs=1e-4), (flat, budget)
 
 
-def test_the_flat_rule_is_the_row_mask() -> None:
-    # may_attend over one row's tags gives the block mask the rows layout builds: shared part causal,
-    # each prompt's suffix sees the shared part and itself, each continuation its prompt and itself
+def test_the_flat_rule_is_the_prefix_tree() -> None:
+    # may_attend over one row's tags: three prompts after the head, the first two sharing (4, 5), all
+    # three sharing (4); each token sees the head and its ancestors in the tree, each continuation its
+    # prompt and itself
     import torch
 
-    from tasks.lm.flat_attention import HEAD, may_attend
+    from tasks.lm.flat_attention import may_attend
     from tasks.lm.loglikelihood import lay_out
 
     head = (1, 2, 3)
-    row = [(head + (4, 5, 6, 7), ((8, 9), (10,))), (head + (4, 5, 11, 12), ((13, 14, 15),))]
+    row = [(head + (4, 5, 6, 7), ((8, 9), (10,))), (head + (4, 5, 11, 12), ((13, 14, 15),)),
+           (head + (4, 16, 17), ((18,),))]
     laid = lay_out(row, len(head))
-    # shared (4, 5); prompt 0: its suffix (6), continuations (7, 8) and (7); prompt 1: (11), then (12, 13, 14)
-    assert laid.tokens == [4, 5, 6, 7, 8, 7, 11, 12, 13, 14]
-    assert laid.prompt == [-1, -1, 0, 0, 0, 0, 1, 1, 1, 1]
-    assert laid.cont == [-1, -1, -1, 0, 0, 1, -1, 2, 2, 2]
-    assert laid.spans == [[(3, 2), (5, 1)], [(7, 3)]]
-    tags = [torch.tensor([HEAD] * 3 + [0] * 10), torch.tensor([-1] * 3 + laid.prompt), torch.tensor([-1] * 3 + laid.cont)]
-    index = torch.arange(13)
-    allowed = may_attend(*tags, index[:, None], index[None, :])
-    sees = {q: [k for k in range(13) if allowed[q, k]] for q in range(13)}
+    # (4, 5, 6), prompt 0's continuations (7, 8) and (7); then 11 and (12, 13, 14); then 16 and (17)
+    assert laid.tokens == [4, 5, 6, 7, 8, 7, 11, 12, 13, 14, 16, 17]
+    assert laid.positions == [3, 4, 5, 6, 7, 6, 5, 6, 7, 8, 4, 5]
+    assert laid.end == [12, 10, 6, 5, 5, 6, 10, 10, 10, 10, 12, 12]
+    assert laid.spans == [[(3, 2), (5, 1)], [(7, 3)], [(11, 1)]]
+    end = torch.tensor([15] * 3 + [3 + e for e in laid.end])
+    index = torch.arange(15)
+    allowed = may_attend(end, index[:, None], index[None, :])
+    sees = {q: [k for k in range(15) if allowed[q, k]] for q in range(15)}
     assert sees[4] == [0, 1, 2, 3, 4]                      # shared part: the head and itself
-    assert sees[7] == [0, 1, 2, 3, 4, 5, 6, 7]             # prompt 0's first continuation
+    assert sees[6] == [0, 1, 2, 3, 4, 5, 6]                # prompt 0's first continuation
     assert sees[8] == [0, 1, 2, 3, 4, 5, 8]                # its second: not the first
-    assert sees[9] == [0, 1, 2, 3, 4, 9]                   # prompt 1's suffix: not prompt 0's
+    assert sees[9] == [0, 1, 2, 3, 4, 9]                   # prompt 1's own part: not prompt 0's
     assert sees[12] == [0, 1, 2, 3, 4, 9, 10, 11, 12]
+    assert sees[13] == [0, 1, 2, 3, 13]                    # prompt 2 shares only 4 with the others
+    assert sees[14] == [0, 1, 2, 3, 13, 14]
+    assert all(len(sees[3 + i]) == p + 1 for i, p in enumerate(laid.positions))   # ancestors = position
     assert laid.pairs == int(allowed[3:].sum())            # the FLOP count is the pairs the rule allows
+
+
+def test_judge_prompts_sharing_a_synopsis_and_some_reviews_compute_each_shared_token_once(embedded_lm) -> None:
+    # a judge's prompts quoting one paper: the synopsis in all, the first human review in two of them;
+    # the engine computes the prefix tree's tokens (fewer than each prompt's own part after what all
+    # share), and every answer matches the plain computation
+    from tasks.lm.loglikelihood import packed_rows, row_length
+
+    model, tokenizer = embedded_lm
+    synopsis = "Synopsis: the paper proposes a robust estimator for molecular property prediction. " * 3
+    reviews = ["Review 1: the ablations are thorough but the baselines are weak. " * 4,
+               "Review 2: novelty is limited; the writing in section 3 is dense. " * 4]
+    panels = [reviews[0] + "Candidate: clear and sound.", reviews[0] + "Candidate: weak evaluation.",
+              reviews[1] + "Candidate: clear and sound."]
+    requests = [LoglikelihoodRequest("You judge reviews.", synopsis + panel, f"Score: {n}") for panel in panels
+                for n in (3, 8)]
+    engine = LoglikelihoodEngine(model, tokenizer, token_budget=1024)
+    got = engine.score(requests)
+    groups: dict = {}
+    for r in requests:
+        prompt, target = engine.encode(r)
+        groups.setdefault(prompt, []).append(target)
+    head_len = min(common_prefix(list(groups)), min(map(len, groups)) - 1)
+    units = [(p, tuple(groups[p])) for p in sorted(groups)]
+    rows = packed_rows(units, head_len, 1024)
+    assert engine.stats.forward_tokens == head_len + sum(row_length(r, head_len) for r in rows)
+    shared_review = max(common_prefix([a, b]) for (a, _), (b, _) in zip(units, units[1:], strict=False)) - head_len
+    own = sum(len(p) - 1 - head_len + sum(map(len, ts)) for p, ts in units)
+    assert shared_review > 40 and engine.stats.forward_tokens == head_len + own - shared_review
+    for a, b in zip(got, reference_score(model, tokenizer, requests), strict=True):
+        assert max(abs(x - y) for x, y in zip(a.token_logprobs, b.token_logprobs, strict=True)) < 1e-4
 
 
 def test_a_start_every_continuation_shares_is_scored_once(embedded_lm, metric_requests) -> None:
