@@ -112,6 +112,7 @@ def main() -> None:
     parser.add_argument("--only", choices=["readout", "judge", "gem"], help="one workload only")
     parser.add_argument("--after-only", action="store_true", help="this tree's engine alone")
     parser.add_argument("--row-max", type=int, help="this tree's ROW_MAX (tokens of a row of several prompts)")
+    parser.add_argument("--token-budget", type=int, default=4096, help="tokens per forward batch (both engines)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     from tasks.lm import ModelSpec, loglikelihood
@@ -121,7 +122,7 @@ def main() -> None:
     if args.row_max:
         loglikelihood.ROW_MAX = args.row_max
 
-    lm = LocalLM(ModelSpec(), token_budget=4096)
+    lm = LocalLM(ModelSpec(), token_budget=args.token_budget)
     model, tokenizer = lm.engine.model, lm.engine.tokenizer
     Old = None if args.after_only else old_engine_class(args.before)
     out = {}
@@ -132,7 +133,7 @@ def main() -> None:
         results = {}
         engines = (("before", Old), ("after", LoglikelihoodEngine))
         for label, cls in engines[1:] if args.after_only else engines:
-            engine = cls(model, tokenizer, token_budget=4096)
+            engine = cls(model, tokenizer, token_budget=args.token_budget)
             started = time.process_time()
             results[label] = engine.score(requests)
             row[f"cpu_s_{label}"] = round(time.process_time() - started, 1)
