@@ -24,11 +24,10 @@ from tasks.stages.score.steps import (
     mark_flagged_task,
     metric_shards,
     read_inputs_task,
-    score_injection_task,
-    score_inputs_each_eval_lm,
+    score_all_task_runs,
     sharded_loglikelihoods,
     shards_details,
-    write_reference_flags_task,
+    write_injection_task,
     write_scores_task,
 )
 
@@ -39,11 +38,8 @@ def score_flow(cfg: Config, pipeline: str) -> StageSummary:
     slots = eval_lm_slots(cfg)
     shards = sharded_loglikelihoods(cfg, pipeline, run=fan_out(cfg.score, slots))   # one per evaluation LM
     by_paper = metric_shards(cfg, pipeline, cache_dir(cfg, "llm"), run=fan_out_metrics(cfg.score, slots))
-    # called in the flow itself: the shard fan-outs it triggers are subflows of this one
-    scored, log = score_inputs_each_eval_lm(cfg, pipeline, inputs, shards, llm_cache=cache_dir(cfg, "llm"),
-                                            by_paper=by_paper)
-    flags = write_reference_flags_task(cfg, pipeline, inputs.references)   # Binoculars per human reference
-    injection = score_injection_task(cfg, pipeline, inputs, shards, scored.scores, cache_dir(cfg, "llm"), log)
+    scored, log, flags, injected = score_all_task_runs(cfg, pipeline, inputs, shards, by_paper, cache_dir(cfg, "llm"))
+    injection = write_injection_task(cfg, pipeline, injected, scored.scores)
     details = {**shards_details(shards), **by_paper.details(), **flags, **injection}
     # an LLM's score of a submitted review flagged at submit says so in its note
     scored = replace(scored, scores=mark_flagged_task(cfg, pipeline, scored.scores))

@@ -17,6 +17,7 @@ this process, or fanned out as Prefect tasks behind a concurrency limit) is its 
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -112,6 +113,7 @@ class ShardedLoglikelihood:
             Path(folder), spec, token_budget, shard_size, run)
         self.runs: list[dict] = []
         self.requests = self.shards = self.reused = 0
+        self._counting = threading.Lock()    # two threads may call (the score stage's injection track)
 
     def __call__(self, requests: pl.DataFrame) -> pl.DataFrame:
         results = self.folder / "results"
@@ -119,9 +121,11 @@ class ShardedLoglikelihood:
         known = known_results(results, requests["key"].unique())
         todo = requests.filter(~pl.col("key").is_in(known["key"].implode()))
         names = write_request_shards(todo, self.folder / "requests", self.shard_size)
-        self.runs += self.run(self.folder / "requests", results, names, self.spec, self.token_budget)
-        self.requests, self.shards = self.requests + requests.height, self.shards + len(names)
-        self.reused += known.height
+        runs = self.run(self.folder / "requests", results, names, self.spec, self.token_budget)
+        with self._counting:
+            self.runs += runs
+            self.requests, self.shards = self.requests + requests.height, self.shards + len(names)
+            self.reused += known.height
         new = read_results(results, names).filter(pl.col("key").is_in(todo["key"].implode()))
         return pl.concat([known, new]).unique("key", keep="first", maintain_order=True)
 

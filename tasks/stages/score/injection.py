@@ -101,16 +101,16 @@ def shifts(injected: pl.DataFrame, clean: pl.DataFrame, injected_scores: pl.Data
     return pl.DataFrame(out, schema=INJECTION_SHIFTS).sort("model", "variant", "measure")
 
 
-def score_injection(cfg: Config, pipeline: str, inputs: Any, shards: Sequence[Any], scores: pl.DataFrame,
-                    llm_cache: Path | None = None, log: Any = None) -> dict[str, Any]:
-    """Score the injection track's reviews on the first metric (over the stage's first evaluation LM
-    `shards`; its LLM calls into `log`) and write their scores and shifts beside the stage's outputs;
-    figures for the stage summary (nothing without a track)."""
+def score_injected(cfg: Config, pipeline: str, inputs: Any, shards: Sequence[Any], llm_cache: Path | None = None,
+                   log: Any = None) -> pl.DataFrame | None:
+    """SCORES of the injection track's reviews on the first metric (over the stage's first evaluation LM
+    `shards`; its LLM calls into `log`); None without a track. Needs none of the clean reviews' scores,
+    so it may run while they are scored."""
     from tasks.metrics.resources import build_resources
 
     injected = generate_frame(cfg, pipeline, "injected_candidates", INJECTED)
     if injected.is_empty() or not cfg.score.metrics:
-        return {}
+        return None
     metric = cfg.score.metrics[0]
     judgments = candidate_judgments(cfg, pipeline) if get([metric])[0].reads != "raw" else None
     candidates = injected_candidates(injected, judgments)
@@ -121,7 +121,16 @@ def score_injection(cfg: Config, pipeline: str, inputs: Any, shards: Sequence[An
         negatives = draw_negatives(candidates, inputs.references, cfg.score.negatives, cfg.score.negatives_seed)
     resources = build_resources(cfg.score, loglikelihood=shards[0], spec=shards[0].spec, llm_cache=llm_cache, log=log)
     rows = score_metrics([metric], candidates, inputs.references, inputs.synopses, resources, negatives=negatives)
-    rows = rows.select(SCORES.names())
+    return rows.select(SCORES.names())
+
+
+def write_injection(cfg: Config, pipeline: str, rows: pl.DataFrame | None, scores: pl.DataFrame) -> dict[str, Any]:
+    """Write the injected reviews' scores (`score_injected`) and their shifts from the clean reviews'
+    `scores`; figures for the stage summary (nothing without a track)."""
+    if rows is None:
+        return {}
+    metric = cfg.score.metrics[0]
+    injected = generate_frame(cfg, pipeline, "injected_candidates", INJECTED)
     same = (pl.col("metric") == metric) & pl.col("eval_lm").is_in(rows["eval_lm"].unique().to_list())
     table = shifts(injected, generate_frame(cfg, pipeline, "candidates", CLEAN), candidate_scores(rows),
                    candidate_scores(scores.filter(same)), metric, cfg.curate.common_scale,

@@ -22,7 +22,7 @@ from tasks.core.summary import StageSummary
 from tasks.lm import ModelSpec, eval_specs
 from tasks.metrics import Resources, candidate_scores, get
 from tasks.metrics.llm_log import LLMLog, write_llm_log
-from tasks.metrics.registry import FamilyResult, score_with_tables
+from tasks.metrics.registry import FamilyResult, PaperShards, score_with_tables
 from tasks.metrics.resources import eval_spec, run_resources
 from tasks.scoring.eval_lms import score_each_eval_lm
 from tasks.scoring.metric_shards import MetricShardRunner, MetricShards, run_metric_shards_in_process
@@ -57,12 +57,13 @@ def metric_shards(cfg: Config, pipeline: str, llm_cache: Path | None,
 
 
 def score_inputs_each_eval_lm(cfg: Config, pipeline: str, inputs: ScoringInputs, shards: list[ShardedLoglikelihood],
-                              llm_cache: Path | None = None,
-                              by_paper: MetricShards | None = None) -> tuple[FamilyResult, LLMLog]:
+                              llm_cache: Path | None = None, by_paper: PaperShards | None = None,
+                              log: LLMLog | None = None) -> tuple[FamilyResult, LLMLog]:
     """SCORES rows and side tables of every configured metric, the evaluation-LM ones once per evaluation LM
-    (`shards`), and the log of the LLM calls the metrics made (oracle, judges; with an `llm_cache` folder).
-    With `by_paper`, the metrics behind an LLM are scored through its paper shards; the same rows as without."""
-    by_key, log = {s.spec: s for s in shards}, LLMLog()
+    (`shards`), and the log of the LLM calls the metrics made (oracle, judges; with an `llm_cache` folder;
+    into `log` when given). With `by_paper`, the metrics behind an LLM are scored through its paper
+    shards; the same rows as without."""
+    by_key, log = {s.spec: s for s in shards}, log if log is not None else LLMLog()
 
     def resources(spec: ModelSpec) -> Resources:
         return run_resources(cfg, pipeline, cfg.score.all_metrics, by_key[spec], spec, llm_cache, log, by_paper)
