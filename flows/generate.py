@@ -8,7 +8,6 @@ from prefect import flow
 from tasks.core.config import Config
 from tasks.core.summary import StageSummary
 from tasks.stages.generate.steps import (
-    judge_reviews_task,
     read_generate_inputs_task,
     review_all_task_runs,
     write_generate_outputs_task,
@@ -18,8 +17,7 @@ from tasks.stages.generate.steps import (
 @flow(name="generate", log_prints=True)
 def generate_flow(cfg: Config, pipeline: str) -> StageSummary:
     papers, pdf_texts = read_generate_inputs_task(cfg, pipeline)
-    runs = review_all_task_runs(papers, pdf_texts, cfg)   # candidates_at_once at a time
-    judged = judge_reviews_task(runs, cfg)
-    summary = write_generate_outputs_task(cfg, pipeline, papers, runs, judged)
+    runs = review_all_task_runs(papers, pdf_texts, cfg)   # candidates_at_once at a time, each judged as it ends
+    summary = write_generate_outputs_task(cfg, pipeline, papers, runs)
     print(f"generate {pipeline}: {summary.as_dict()}")
     return summary

@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
@@ -93,6 +94,58 @@ class SlotLayer(DynamicLayer):
         self.buffer_values[:, :, :width] = self.buffer_values.gather(2, index.to(self.device))
         self.used = width
         self._view()
+
+
+class FinishedSequences:
+    """The KV of the last sequences a decoder finished (prompt and answer), for later requests that start
+    with one of them: vLLM's automatic prefix caching keeps a finished sequence's blocks the same way, so
+    a question asked right after an answer (a served candidate's rating of the review it wrote) computes
+    only what follows it. At most `most_tokens` tokens are kept, the oldest sequence dropped first."""
+
+    def __init__(self, most_tokens: int) -> None:
+        self.most_tokens = most_tokens
+        self._kept: OrderedDict[Tokens, KV] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def add(self, ids: Sequence[int], kv: KV) -> None:
+        with self._lock:
+            self._kept[tuple(ids)] = kv
+            self._kept.move_to_end(tuple(ids))
+            while sum(map(len, self._kept)) > self.most_tokens and len(self._kept) > 1:
+                self._kept.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._kept.clear()
+
+    def longest(self, ids: Sequence[int]) -> tuple[int, KV]:
+        """(n, the KV of a kept sequence's first n tokens) for the kept sequence sharing the longest
+        prefix with `ids` (0 and no KV when none shares a token); the tensors are not to be written."""
+        with self._lock:
+            best, kv = 0, []
+            for kept, layers in self._kept.items():
+                n = common_prefix([kept, tuple(ids)])
+                if n > best:
+                    best, kv = n, layers
+            return best, [(k[:, :, :best], v[:, :, :best]) for k, v in kv]
+
+
+_FINISHED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def keep_finished(model: PreTrainedModel, most_tokens: int = 16384) -> FinishedSequences:
+    """From now on every `GreedyDecoder` on `model` keeps the KV of the sequences it finishes here."""
+    with _FINISHED_LOCK:
+        return _FINISHED.setdefault(model, FinishedSequences(most_tokens))
+
+
+def finished_sequences(model: PreTrainedModel) -> FinishedSequences | None:
+    """The finished sequences kept for `model` (`keep_finished`), or None when none are kept."""
+    with _FINISHED_LOCK:
+        return _FINISHED.get(model)
+
+
+_FINISHED_LOCK = threading.Lock()
 
 
 class PromptLookup:
@@ -184,6 +237,7 @@ class GreedyDecoder:
                 if token in stops or len(answers[i]) >= limits[i]:
                     finished.append(slot)
             if finished:
+                self._remember(finished, alive, prompts, answers, cache, mask)
                 keep = [slot for slot in range(len(alive)) if slot not in finished]
                 if not keep:
                     break
@@ -229,6 +283,7 @@ class GreedyDecoder:
                 lengths = lengths + torch.tensor(kept)
             fed = True
             if finished:
+                self._remember(finished, alive, prompts, answers, cache, mask)
                 keep = [slot for slot in range(len(alive)) if slot not in finished]
                 if not keep:
                     break
@@ -277,6 +332,20 @@ class GreedyDecoder:
             allowed[~allowed.any(dim=1)] = constraint.stops
             logits = logits.masked_fill(~allowed.to(logits.device), float("-inf"))
         return logits.argmax(dim=-1).tolist()
+
+    def _remember(self, finished: list[int], alive: list[int], prompts: Sequence[Tokens], answers: list[list[int]],
+                  cache: Cache, mask: torch.Tensor) -> None:
+        """Keep the KV of the finished rows (`keep_finished`): the cache holds each row's prompt and its
+        answer but the last token (picked, never fed), in the columns its mask marks."""
+        store = finished_sequences(self.model)
+        if store is None:
+            return
+        used = cache.layers[0].used
+        for slot in finished:
+            columns = mask[slot, :used].nonzero().flatten().to(self.device)
+            ids = [*prompts[alive[slot]], *answers[alive[slot]]][: columns.numel()]
+            store.add(ids, [(layer.keys[slot : slot + 1, :, columns], layer.values[slot : slot + 1, :, columns])
+                            for layer in cache.layers])
 
     def _keep_rows(self, keep: list[int], cache: Cache, mask: torch.Tensor, lengths: torch.Tensor,
                    ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -157,7 +157,9 @@ class LocalChatLogprobs:
     completion tokens) of a request body, decoded greedily on a KV cache, the output head on the last
     position only. Like vLLM's automatic prefix caching, the KV of the last sequence served is kept and
     a request starting with the same tokens computes only what follows them (a rating's second
-    request, "Score: 1" after "Score: ", and every question about one paper share their prompt)."""
+    request, "Score: 1" after "Score: ", and every question about one paper share their prompt); so
+    are the sequences the server's batches generated on the same weights (`keep_finished`,
+    tasks/lm/decode.py): a rating read after the review it rates computes only the rating's tokens."""
 
     def __init__(self, model: str = "smollm2") -> None:
         self.model_name = model
@@ -205,12 +207,19 @@ class LocalChatLogprobs:
         (at least the last token is computed: its logits are the answer's first)."""
         from transformers import DynamicCache
 
+        from tasks.lm.decode import finished_sequences
+
         reuse = 0
         if self._kept is not None:
             kept, cache = self._kept
             limit = min(len(kept), len(ids) - 1)
             while reuse < limit and kept[reuse] == ids[reuse]:
                 reuse += 1
+        generated = finished_sequences(model)
+        if generated is not None:
+            found, kv = generated.longest(ids[:-1])
+            if found > reuse:   # a sequence a batch generated: its KV, never written (an update concatenates)
+                reuse, cache = found, DynamicCache(kv)
         if reuse:
             extra = cache.get_seq_length() - reuse
             if extra:

@@ -321,16 +321,22 @@ def _send_error(handler: BaseHTTPRequestHandler, status: int, message: str, retr
 
 
 # ---- a local model behind the server (the offline demo's OpenAI-compatible candidate) ----------
-def local_model_batch_responder(model: str, quantization: str = "none") -> BatchResponder:
+def local_model_batch_responder(model: str, quantization: str = "none", keep: bool = False) -> BatchResponder:
     """Answers from a local model (`tasks.lm.local_lm`, greedy), for each item's `max_tokens` tokens,
     a batch's items decoded together (`batch_size` rows at a time, as a vLLM server runs a batch file);
     an item the model refuses (too long) errors alone. A final assistant message with
     `continue_final_message` (the vLLM extension) is continued, and, as vLLM does, only the
     continuation is returned, with the model's own token counts. `quantization`: the weights it decodes
-    with (`ModelSpec.quantization`; "int8" on a CPU, as the local candidates of the demo)."""
+    with (`ModelSpec.quantization`; "int8" on a CPU, as the local candidates of the demo). `keep`: the
+    generated sequences' KV stay for the chat logprobs that follow (`keep_finished`; float weights only,
+    which the logprobs are read from)."""
 
     def respond_all(bodies: list[dict[str, Any]]) -> list[str | Answer | Exception]:
-        from tasks.lm import ChatRequest, ModelSpec, local_lm
+        from tasks.lm import ChatRequest, ModelSpec, load_model, local_lm
+        from tasks.lm.decode import keep_finished
+
+        if keep and quantization == "none":
+            keep_finished(load_model(ModelSpec(name=model))[0])
 
         parts = [chat_parts(body) for body in bodies]
         requests = [ChatRequest(system, user, int(body.get("max_completion_tokens") or body.get("max_tokens") or 256),
@@ -343,9 +349,9 @@ def local_model_batch_responder(model: str, quantization: str = "none") -> Batch
     return respond_all
 
 
-def local_model_responder(model: str, quantization: str = "none") -> Responder:
+def local_model_responder(model: str, quantization: str = "none", keep: bool = False) -> Responder:
     """`local_model_batch_responder` for one request (the chat route): its answer, or its error raised."""
-    respond_all = local_model_batch_responder(model, quantization)
+    respond_all = local_model_batch_responder(model, quantization, keep)
 
     def respond(body: dict[str, Any]) -> str | Answer:
         answer = respond_all([body])[0]
@@ -371,8 +377,8 @@ def serve_local_model(model: str) -> str:
     name, quantization = served_options(model)
     with _GENERATING:
         if model not in _SERVED:
-            _SERVED[model] = OpenAIServer(local_model_responder(name, quantization), polls_before_end=0,
-                                          batch_responder=local_model_batch_responder(name, quantization),
+            _SERVED[model] = OpenAIServer(local_model_responder(name, quantization, keep=True), polls_before_end=0,
+                                          batch_responder=local_model_batch_responder(name, quantization, keep=True),
                                           completions=LocalCompletions(name),
                                           chat_logprobs=LocalChatLogprobs(name)).__enter__()
         return _SERVED[model].base_url

@@ -140,3 +140,40 @@ def test_the_local_server_keeps_the_last_prefix_and_reads_the_same_top_tokens(em
     tokenizer = embedded_lm[1]
     shared = common_prefix([chat_ids(tokenizer, SYSTEM, USER, "Score: 1"), chat_ids(tokenizer, SYSTEM, other, "Score: ")])
     assert kept.reused - reused == shared < first[2] - 10   # the template's head and the system prompt only
+
+
+@pytest.mark.slow
+def test_a_rating_read_after_the_review_it_rates_computes_only_the_rating_question(embedded_lm):
+    """The server's batch generates a review on the float weights and keeps its KV (as vLLM's prefix
+    caching keeps a finished sequence's blocks); the rating's logprobs request that follows reads the
+    prompt and the review from it and computes only what follows, and its top 20 is the one a server
+    without the generated sequence shows, to float32 noise."""
+    from tasks.lm import ModelSpec, load_model
+    from tasks.lm.decode import finished_sequences
+    from tasks.lm.loading import chat_ids
+    from tasks.testing.completions import LocalChatLogprobs
+    from tasks.testing.openai_server import local_model_batch_responder
+
+    asked = {"messages": [{"role": "system", "content": "Review the paper in two sentences."},
+                          {"role": "user", "content": "A paper proving that every planar graph is 4-colourable "
+                                                      "with a shorter computer check."}], "max_tokens": 40}
+    answer = local_model_batch_responder("smollm2")([asked])[0][0]
+
+    def rating(reader: LocalChatLogprobs) -> tuple:
+        return reader({"messages": [*asked["messages"], {"role": "assistant", "content": f"{answer}\n<rating>\n"}],
+                       "continue_final_message": True, "top_logprobs": 20, "max_tokens": 1})
+    model = load_model(ModelSpec(name="smollm2"))[0]
+    if (kept := finished_sequences(model)) is not None:
+        kept.clear()
+    fresh = LocalChatLogprobs("smollm2")
+    expected = rating(fresh)
+    assert fresh.reused == 0
+
+    assert local_model_batch_responder("smollm2", keep=True)([asked])[0][0] == answer
+    reader = LocalChatLogprobs("smollm2")
+    read = rating(reader)
+    prompt = len(chat_ids(embedded_lm[1], asked["messages"][0]["content"], asked["messages"][1]["content"]))
+    assert reader.reused > prompt + 20 and reader.computed < 12    # the review's tokens came with it
+    assert [t["token"] for t in read[1][0]["top_logprobs"]] == [t["token"] for t in expected[1][0]["top_logprobs"]]
+    assert max(abs(a["logprob"] - b["logprob"]) for a, b in zip(read[1][0]["top_logprobs"],
+                                                                expected[1][0]["top_logprobs"], strict=True)) < 1e-4

@@ -346,6 +346,7 @@ class CandidateRun:
     output: GenerateOutput
     excluded: pl.DataFrame
     injected: InjectedRun | None = None   # its reviews of the injection track's planted copies
+    judged: PreprocessOutput | None = None   # its reviews as judgments (`review_and_judge`)
 
 
 def review_papers(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, candidate: CandidateConfig,
@@ -379,6 +380,27 @@ def as_reviews(candidates: pl.DataFrame) -> pl.DataFrame:
                              pl.col("review").alias("review_text"))
 
 
+def review_and_judge(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, candidate: CandidateConfig,
+                     cfg: Config) -> CandidateRun:
+    """`review_papers`, then the candidate's reviews preprocessed into judgments (`judge_reviews`) while
+    the other candidates still review: the last candidate's judgments alone are left for the end."""
+    run = review_papers(papers, pdf_texts, candidate, cfg)
+    return replace(run, judged=judge_reviews([run], cfg))
+
+
+def joined_judgments(runs: Sequence[CandidateRun], cfg: Config) -> PreprocessOutput:
+    """The judgments of every candidate's reviews: each run's own (`review_and_judge`), else made now."""
+    parts = [r.judged if r.judged is not None else judge_reviews([r], cfg) for r in runs]
+    if not parts:
+        return judge_reviews([], cfg)
+    usage = pl.concat([p.usage for p in parts]).group_by("purpose", "backend", "model", maintain_order=True).sum()
+    return PreprocessOutput(pl.concat([p.judgments for p in parts], how="diagonal_relaxed"),
+                            pl.concat([p.rejects for p in parts], how="diagonal_relaxed"),
+                            usage.select(USAGE.names()).cast(dict(USAGE)),
+                            {k: sum(p.stats.get(k, 0) for p in parts) for k in dict.fromkeys(k for p in parts
+                                                                                            for k in p.stats)})
+
+
 def judge_reviews(runs: Sequence[CandidateRun], cfg: Config) -> PreprocessOutput:
     """The generated reviews preprocessed into judgments exactly like the human ones (the injection
     track's too when the metric it is measured on, the first of [score] metrics, reads judgments)."""
@@ -396,9 +418,10 @@ def injected_need_judgments(cfg: Config) -> bool:
     return bool(cfg.generate.injection.papers and cfg.score.metrics) and get(cfg.score.metrics[:1])[0].reads != "raw"
 
 
-def write_generate_outputs(cfg: Config, pipeline: str, papers: pl.DataFrame, runs: Sequence[CandidateRun],
-                           judged: PreprocessOutput) -> StageSummary:
+def write_generate_outputs(cfg: Config, pipeline: str, papers: pl.DataFrame, runs: Sequence[CandidateRun]
+                           ) -> StageSummary:
     """Each frame to generate/<name>.parquet, replaced atomically (a rerun overwrites); the summary."""
+    judged = joined_judgments(runs, cfg)
     candidates = pl.concat([pl.DataFrame(schema=GENERATED), *(r.output.candidates for r in runs)])
     exclusions = pl.concat([pl.DataFrame(schema=EXCLUSIONS), *(r.excluded for r in runs)])
     usage = pl.concat([*(r.output.usage for r in runs),

@@ -15,20 +15,18 @@ from tasks.core.retry import llm_task
 from tasks.lm.local import sharing_cores
 from tasks.stages.generate.reviews import (
     CandidateRun,
-    judge_reviews,
     local_jobs_at_once,
     read_generate_inputs,
-    review_papers,
+    review_and_judge,
     write_generate_outputs,
 )
 
 read_generate_inputs_task = task(read_generate_inputs, name="read-generate-inputs", cache_policy=NO_CACHE)
-review_papers_task = llm_task(review_papers, name="generate-reviews", task_run_name="generate-{candidate.name}")
-judge_reviews_task = llm_task(judge_reviews, name="judge-candidate-reviews")
+review_papers_task = llm_task(review_and_judge, name="generate-reviews", task_run_name="generate-{candidate.name}")
 write_generate_outputs_task = task(write_generate_outputs, name="write-generate-outputs", cache_policy=NO_CACHE)
 
-__all__ = ["judge_reviews_task", "read_generate_inputs_task", "review_all_task_runs", "review_papers_task",
-           "submit_at_most", "write_generate_outputs_task"]
+__all__ = ["read_generate_inputs_task", "review_all_task_runs", "review_papers_task", "submit_at_most",
+           "write_generate_outputs_task"]
 
 
 Item = TypeVar("Item")
