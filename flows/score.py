@@ -37,7 +37,7 @@ def score_flow(cfg: Config, pipeline: str) -> StageSummary:
     inputs = read_inputs_task(cfg, pipeline)
     slots = eval_lm_slots(cfg)
     shards = sharded_loglikelihoods(cfg, pipeline, run=fan_out(cfg.score, slots))   # one per evaluation LM
-    by_paper = metric_shards(cfg, pipeline, cache_dir(cfg, "llm"), run=fan_out_metrics(cfg.score, slots))
+    by_paper = metric_shards(cfg, pipeline, cache_dir(cfg, "llm"), run=fan_out_metrics(cfg.score, slots), limit=slots)
     scored, log, flags, injected = score_all_task_runs(cfg, pipeline, inputs, shards, by_paper, cache_dir(cfg, "llm"))
     injection = write_injection_task(cfg, pipeline, injected, scored.scores)
     details = {**shards_details(shards), **by_paper.details(), **flags, **injection}

@@ -17,6 +17,7 @@ import contextlib
 import fcntl
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -94,16 +95,54 @@ def wait_message(limit: SlotLimit) -> str:
             f"within {limit.wait_s:g} s; held by {held}. Wait for it, stop it, or raise [score] slot_wait_s")
 
 
-@contextmanager
-def holding_slot(limit: SlotLimit) -> Iterator[int]:
-    """Hold one slot of `limit` (its number) for the body; wait at most `limit.wait_s`, then SlotTimeout."""
+def _wait_for_slot(limit: SlotLimit) -> tuple[int, int]:
+    """(number, held descriptor) of a slot of `limit`; wait at most `limit.wait_s`, then SlotTimeout."""
     Path(limit.folder).mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + limit.wait_s
     while (taken := first_free(limit)) is None:
         if time.monotonic() >= deadline:
             raise SlotTimeout(wait_message(limit))
         time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
-    number, fd = taken
+    return taken
+
+
+# slots taken ahead (`take_ahead`) and not yet claimed, per limit: (number, descriptor)
+_AHEAD: dict[str, list[tuple[int, int]]] = {}
+_AHEAD_LOCK = threading.Lock()
+
+
+def _ahead_key(limit: SlotLimit) -> str:
+    return str(Path(limit.folder) / limit.name)
+
+
+def take_ahead(limit: SlotLimit) -> None:
+    """Take one slot of `limit` now (waiting as `holding_slot` does) for the next `holding_slot(limit,
+    ahead=True)` in this process, from any thread, which holds it from there on. A long job that starts a
+    moment later in another thread (a Prefect subflow) so gets its slot before short jobs started
+    meanwhile fill every slot, and waits for none of them. `let_go_ahead` frees one nobody claimed."""
+    taken = _wait_for_slot(limit)
+    with _AHEAD_LOCK:
+        _AHEAD.setdefault(_ahead_key(limit), []).append(taken)
+
+
+def let_go_ahead(limit: SlotLimit) -> None:
+    """Free the slots of `limit` taken ahead that no holder claimed (their job needed none: it was done)."""
+    with _AHEAD_LOCK:
+        unclaimed = _AHEAD.pop(_ahead_key(limit), [])
+    for _, fd in unclaimed:
+        os.close(fd)
+
+
+@contextmanager
+def holding_slot(limit: SlotLimit, ahead: bool = False) -> Iterator[int]:
+    """Hold one slot of `limit` (its number) for the body; wait at most `limit.wait_s`, then SlotTimeout.
+    `ahead`: the slot taken ahead for this job (`take_ahead`) when there is one."""
+    taken = None
+    if ahead:
+        with _AHEAD_LOCK:
+            waiting = _AHEAD.get(_ahead_key(limit))
+            taken = waiting.pop(0) if waiting else None
+    number, fd = taken if taken is not None else _wait_for_slot(limit)
     try:
         with contextlib.suppress(OSError):   # who holds it is for messages only (a full disk still works)
             os.ftruncate(fd, 0)

@@ -206,6 +206,11 @@ class PaperShards(Protocol):
         evaluation LM takes more than one scoring task at once."""
         ...
 
+    def take_ahead(self) -> None:
+        """Before they start beside the other families: hold a slot for the shards' first task, so the
+        families' own tasks cannot take every slot first (freed by the call if none needs it)."""
+        ...
+
 
 # frames with a paper_id column that a family reads besides its inputs (review quality's ratings, decisions
 # and paper texts): a paper shard's name hashes its papers' rows of them
@@ -286,6 +291,7 @@ def score_with_tables(names: Sequence[str], candidates: pl.DataFrame, references
     with ThreadPoolExecutor(1, thread_name_prefix="paper-shards") as beside, _cores_split(together):
         later = None
         if together:
+            by_paper.take_ahead()
             # in the run's context (its Prefect flow is the shards' parent), while the families score here
             later = beside.submit(contextvars.copy_context().run, by_paper, sharded, candidates, references,
                                   synopses, negatives, resources)

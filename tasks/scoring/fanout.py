@@ -28,11 +28,12 @@ from tasks.scoring.metric_shards import MetricShardRunner
 from tasks.scoring.shards import ShardRunner, make_task_runner
 
 
-def holding_a_slot(limit: SlotLimit | None, done: bool, work: Callable[[], dict]) -> dict:
-    """`work()`, inside one slot of the concurrency limit `limit` unless the shard is `done` (it only skips)."""
+def holding_a_slot(limit: SlotLimit | None, done: bool, work: Callable[[], dict], ahead: bool = False) -> dict:
+    """`work()`, inside one slot of the concurrency limit `limit` unless the shard is `done` (it only skips);
+    `ahead`: the slot taken ahead for it, if one was (tasks/core/slots.py `take_ahead`)."""
     if done or limit is None:
         return work()
-    with holding_slot(limit):
+    with holding_slot(limit, ahead):
         return work()
 
 
@@ -64,7 +65,8 @@ def metric_shard_task(folder: Path, shard: str, names: tuple[str, ...], cfg: Con
                       llm_cache: Path | None, limit: SlotLimit | None = None) -> dict:
     """`score_metric_shard` holding one slot of the concurrency limit while it scores."""
     return holding_a_slot(limit, (Path(folder) / shard / "scores.parquet").is_file(),
-                          lambda: metric_shards.score_metric_shard(folder, shard, names, cfg, pipeline, llm_cache))
+                          lambda: metric_shards.score_metric_shard(folder, shard, names, cfg, pipeline, llm_cache),
+                          ahead=True)
 
 
 @flow(name="metric-shards")

@@ -37,6 +37,7 @@ from tasks.core.config import Config
 from tasks.core.layout import write_parquet
 from tasks.core.locks import write_bytes_atomic
 from tasks.core.schema import SCORES
+from tasks.core.slots import SlotLimit, let_go_ahead, take_ahead
 from tasks.metrics.llm_log import LLM_ANSWERS, LLMLog, write_llm_log
 from tasks.metrics.registry import FamilyResult, Metric, Resources, get, merge_results
 
@@ -155,10 +156,18 @@ class MetricShards:
     calls are added to the log of the Resources a call is given."""
 
     def __init__(self, folder: Path, cfg: Config, pipeline: str, llm_cache: Path | None,
-                 run: MetricShardRunner = run_metric_shards_in_process) -> None:
+                 run: MetricShardRunner = run_metric_shards_in_process, limit: SlotLimit | None = None) -> None:
         self.folder, self.cfg, self.pipeline, self.llm_cache, self.run = Path(folder), cfg, pipeline, llm_cache, run
+        self.limit = limit     # the concurrency limit `run`'s tasks hold a slot of, if any
         self.runs: list[dict] = []
         self.shards = 0
+
+    def take_ahead(self) -> None:
+        """Take a slot for the first shard now (tasks/core/slots.py `take_ahead`), before the families
+        beside start theirs: the shards are one long job, and small log-likelihood shards started a moment
+        earlier would otherwise fill every slot first. The call that runs the shards frees it if unused."""
+        if self.limit is not None:
+            take_ahead(self.limit)
 
     @property
     def beside(self) -> bool:
@@ -174,7 +183,11 @@ class MetricShards:
         shards = write_metric_shards(self.folder, self.cfg, names, resources.eval_lm, candidates, references,
                                      synopses, negatives, self.cfg.score.metric_shard_papers,
                                      family_facts(metrics, resources))
-        self.runs += self.run(self.folder, shards, names, self.cfg, self.pipeline, self.llm_cache)
+        try:
+            self.runs += self.run(self.folder, shards, names, self.cfg, self.pipeline, self.llm_cache)
+        finally:
+            if self.limit is not None:
+                let_go_ahead(self.limit)   # one taken ahead that no shard needed (all were done)
         self.shards += len(shards)
         missing = [s for s in shards if not (self.folder / s / "scores.parquet").is_file()]
         if missing:

@@ -44,12 +44,26 @@ DASK_SETTINGS = {"distributed.worker.profile.enabled": False}
 ShardRunner = Callable[[Path, Path, list[str], ModelSpec, int], list[dict]]
 
 
-def write_request_shards(requests: pl.DataFrame, folder: Path, shard_size: int) -> list[str]:
-    """Write the requests as shards of `shard_size` (prompts kept together for prefix reuse); their names."""
+def write_request_shards(requests: pl.DataFrame, folder: Path, shard_size: int, pieces: int | None = None
+                         ) -> list[str]:
+    """Write the requests as shards of `shard_size` (prompts kept together for prefix reuse); their names.
+    With `pieces`: shards of about 1/`pieces` of the requests each (at most `shard_size`), cut only where
+    the prompt changes (a prompt is computed once per shard)."""
     ordered = requests.unique("key").sort("system", "user", "continuation", "key")
+    cuts = list(range(0, ordered.height, shard_size))
+    if pieces and ordered.height:
+        target = min(shard_size, -(-ordered.height // pieces))
+        starts = (pl.struct("system", "user") != pl.struct("system", "user").shift(1)).fill_null(True)
+        prompt_starts = ordered.select(starts.arg_true())[:, 0].to_list()
+        cuts = [0]
+        for at in prompt_starts[1:]:
+            if at - cuts[-1] >= target:
+                cuts.append(at)
+        cuts = [c for start, end in zip(cuts, [*cuts[1:], ordered.height], strict=True)
+                for c in range(start, end, shard_size)]   # no shard over shard_size, even a prompt's
     names = []
-    for offset in range(0, ordered.height, shard_size):
-        shard = ordered.slice(offset, shard_size)
+    for offset, end in zip(cuts, [*cuts[1:], ordered.height] if cuts else [], strict=True):
+        shard = ordered.slice(offset, end - offset)
         name = "shard-" + hashlib.sha256("\n".join(shard["key"]).encode()).hexdigest()[:16]
         path = folder / f"{name}.parquet"
         if not path.is_file():
@@ -108,25 +122,45 @@ class ShardedLoglikelihood:
     what the calls asked for (for the stage summary)."""
 
     def __init__(self, folder: Path, spec: ModelSpec, token_budget: int, shard_size: int,
-                 run: ShardRunner = run_in_process) -> None:
-        self.folder, self.spec, self.token_budget, self.shard_size, self.run = (
-            Path(folder), spec, token_budget, shard_size, run)
+                 run: ShardRunner = run_in_process, pieces: int | None = None) -> None:
+        self.folder, self.spec, self.token_budget, self.shard_size, self.run, self.pieces = (
+            Path(folder), spec, token_budget, shard_size, run, pieces)
         self.runs: list[dict] = []
         self.requests = self.shards = self.reused = 0
         self._counting = threading.Lock()    # two threads may call (the score stage's injection track)
+        # key -> (its shards, set when they are done) for the calls scoring now: a key another thread is
+        # scoring is waited for, not scored twice (the marginals of references two calls share)
+        self._flight: dict[str, tuple[tuple[str, ...], threading.Event]] = {}
 
-    def __call__(self, requests: pl.DataFrame) -> pl.DataFrame:
+    def __call__(self, requests: pl.DataFrame, pieces: int | None = None) -> pl.DataFrame:
+        """The results of `requests`; with `pieces` (or the object's), the new ones cut into about that
+        many shards between prompts (each at most `shard_size`), so that several slots share a job."""
+        pieces = pieces or self.pieces
         results = self.folder / "results"
         results.mkdir(parents=True, exist_ok=True)
-        known = known_results(results, requests["key"].unique())
-        todo = requests.filter(~pl.col("key").is_in(known["key"].implode()))
-        names = write_request_shards(todo, self.folder / "requests", self.shard_size)
-        runs = self.run(self.folder / "requests", results, names, self.spec, self.token_budget)
+        with self._counting:
+            known = known_results(results, requests["key"].unique())
+            todo = requests.filter(~pl.col("key").is_in(known["key"].implode()))
+            elsewhere = {self._flight[k] for k in todo["key"].unique().to_list() if k in self._flight}
+            mine = todo.filter(~pl.col("key").is_in(list(self._flight)))
+            names = write_request_shards(mine, self.folder / "requests", self.shard_size, pieces)
+            done = threading.Event()
+            self._flight.update(dict.fromkeys(mine["key"].unique().to_list(), (tuple(names), done)))
+        try:
+            runs = self.run(self.folder / "requests", results, names, self.spec, self.token_budget)
+        finally:
+            with self._counting:
+                for key in mine["key"].unique().to_list():
+                    self._flight.pop(key, None)
+            done.set()
+        for _, finished in elsewhere:
+            finished.wait()
         with self._counting:
             self.runs += runs
             self.requests, self.shards = self.requests + requests.height, self.shards + len(names)
             self.reused += known.height
-        new = read_results(results, names).filter(pl.col("key").is_in(todo["key"].implode()))
+        shards = [*names, *(name for theirs, _ in elsewhere for name in theirs)]
+        new = read_results(results, list(dict.fromkeys(shards))).filter(pl.col("key").is_in(todo["key"].implode()))
         return pl.concat([known, new]).unique("key", keep="first", maintain_order=True)
 
 

@@ -65,3 +65,34 @@ def test_n_slots_admit_n_holders_and_free_on_exit(tmp_path):
             pass
     with holding_slot(limit) as again:
         assert again == 0
+
+
+
+def test_a_slot_taken_ahead_goes_to_the_job_it_was_taken_for_and_is_let_go_unclaimed(tmp_path):
+    """A long job started in another thread a moment later gets the slot taken ahead for it, whatever
+    short jobs started meanwhile; a plain holder cannot take it, and one nobody claimed comes free."""
+    import threading
+
+    from tasks.core.slots import let_go_ahead, take_ahead
+
+    limit = SlotLimit(tmp_path, "lm", 2, 0.3)
+    take_ahead(limit)
+    with holding_slot(limit) as short:
+        with pytest.raises(SlotTimeout), holding_slot(limit):   # the other slot is kept for the long job
+            pass
+        seen: dict[str, float] = {}
+
+        def long_job() -> None:
+            started = time.monotonic()
+            with holding_slot(limit, ahead=True) as number:
+                seen["slot"], seen["waited"] = number, time.monotonic() - started
+        worker = threading.Thread(target=long_job)
+        worker.start()
+        worker.join(timeout=5)
+        assert seen["slot"] == 1 - short and seen["waited"] < 0.1
+    with holding_slot(limit), holding_slot(limit):   # the job let its slot go when it ended
+        pass
+    take_ahead(limit)
+    let_go_ahead(limit)                              # nobody claimed it
+    with holding_slot(limit), holding_slot(limit):
+        pass

@@ -105,7 +105,11 @@ def score_injected(cfg: Config, pipeline: str, inputs: Any, shards: Sequence[Any
                    log: Any = None) -> pl.DataFrame | None:
     """SCORES of the injection track's reviews on the first metric (over the stage's first evaluation LM
     `shards`; its LLM calls into `log`); None without a track. Needs none of the clean reviews' scores,
-    so it may run while they are scored."""
+    so it may run while they are scored. Its log-likelihoods go in about three shards per slot of `[score]
+    gpu_concurrency`, cut between prompts: a slot that comes free takes the next while another still
+    scores a long shard, and the last ones end close together."""
+    from functools import partial
+
     from tasks.metrics.resources import build_resources
 
     injected = generate_frame(cfg, pipeline, "injected_candidates", INJECTED)
@@ -119,7 +123,8 @@ def score_injected(cfg: Config, pipeline: str, inputs: Any, shards: Sequence[Any
         from tasks.metrics.negatives import draw_negatives
 
         negatives = draw_negatives(candidates, inputs.references, cfg.score.negatives, cfg.score.negatives_seed)
-    resources = build_resources(cfg.score, loglikelihood=shards[0], spec=shards[0].spec, llm_cache=llm_cache, log=log)
+    resources = build_resources(cfg.score, loglikelihood=partial(shards[0], pieces=3 * cfg.score.gpu_concurrency),
+                                spec=shards[0].spec, llm_cache=llm_cache, log=log)
     rows = score_metrics([metric], candidates, inputs.references, inputs.synopses, resources, negatives=negatives)
     return rows.select(SCORES.names())
 

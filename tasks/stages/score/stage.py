@@ -18,6 +18,7 @@ import polars as pl
 
 from tasks.core.config import Config
 from tasks.core.layout import stage_dir, write_parquet
+from tasks.core.slots import SlotLimit
 from tasks.core.summary import StageSummary
 from tasks.lm import ModelSpec, eval_specs
 from tasks.metrics import Resources, candidate_scores, get
@@ -51,9 +52,11 @@ def sharded_loglikelihoods(cfg: Config, pipeline: str, run: ShardRunner = run_in
 
 
 def metric_shards(cfg: Config, pipeline: str, llm_cache: Path | None,
-                  run: MetricShardRunner = run_metric_shards_in_process) -> MetricShards:
-    """The metrics behind an LLM as resumable paper shards under the score stage's folder."""
-    return MetricShards(stage_dir(cfg, pipeline, "score") / "metric_shards", cfg, pipeline, llm_cache, run)
+                  run: MetricShardRunner = run_metric_shards_in_process, limit: SlotLimit | None = None
+                  ) -> MetricShards:
+    """The metrics behind an LLM as resumable paper shards under the score stage's folder (`run`'s tasks
+    each holding a slot of `limit`, when given)."""
+    return MetricShards(stage_dir(cfg, pipeline, "score") / "metric_shards", cfg, pipeline, llm_cache, run, limit)
 
 
 def score_inputs_each_eval_lm(cfg: Config, pipeline: str, inputs: ScoringInputs, shards: list[ShardedLoglikelihood],

@@ -60,6 +60,9 @@ class ShardsThen:
     def beside(self) -> bool:
         return self._shards.beside
 
+    def take_ahead(self) -> None:
+        self._shards.take_ahead()
+
     def __call__(self, metrics: Sequence[Metric], candidates: pl.DataFrame, references: pl.DataFrame,
                  synopses: pl.DataFrame, negatives: pl.DataFrame | None, resources: Resources) -> FamilyResult:
         scored = self._shards(metrics, candidates, references, synopses, negatives, resources)
@@ -81,17 +84,21 @@ def score_all_task_runs(cfg: Config, pipeline: str, inputs: Any, shards: list[Sh
     LLM log, the flags' figures, the injected reviews' scores).
 
     Where the paper shards run beside GEM's shards (`[score] gpu_concurrency` >= 2), they end first on
-    the demo's CPU (90 s against 105): the flags (about 8 s) follow them in their thread, on their
-    core, while GEM's shards go on, instead of after both with one core idle in between. Inside that
-    section every local-model job runs on its share of the cores (tasks/lm/local.py `sharing_cores`),
-    so no value depends on timing. The injection track comes last, on all cores: on one it would
-    outlast GEM's shards (about 25 core-seconds)."""
+    the demo's CPU (90 s against 105): the flags (about 8 s) and then the injection track follow them
+    in their thread while GEM's shards go on, instead of after both with one core idle in between. The
+    track's log-likelihoods come in small shards, so the slot GEM's shards free takes the rest of them.
+    Inside that section every local-model job runs on its share of the cores (tasks/lm/local.py
+    `sharing_cores`), so no value depends on timing."""
     log = LLMLog()
-    then = ShardsThen(by_paper, lambda: write_reference_flags_task(cfg, pipeline, inputs.references))
+
+    def side_jobs() -> tuple[dict[str, Any], pl.DataFrame | None]:
+        flags = write_reference_flags_task(cfg, pipeline, inputs.references)
+        return flags, score_injected_task(cfg, pipeline, inputs, shards, llm_cache, log)
+    then = ShardsThen(by_paper, side_jobs)
     # in the flow itself: the shard fan-outs it triggers are subflows of the stage's flow
     scored, log = score_inputs_each_eval_lm(cfg, pipeline, inputs, shards, llm_cache, then, log)
-    flags = then.after()     # already done beside the shards, else now
-    return scored, log, flags, score_injected_task(cfg, pipeline, inputs, shards, llm_cache, log)
+    flags, injected = then.after()     # already done beside the shards, else now
+    return scored, log, flags, injected
 
 
 __all__ = ["CONCURRENCY_LIMIT", "ModelSpec", "ShardRunner", "eval_lm_slots", "fan_out", "fan_out_metrics",

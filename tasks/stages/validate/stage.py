@@ -126,6 +126,7 @@ def validate_pipeline(cfg: Config, pipeline: str, fan_out: bool = False) -> Vali
     (validate/metric_shards/). The judges' / oracle's calls go to validate/usage.parquet."""
     run: ShardRunner = run_in_process
     run_metrics: MetricShardRunner = run_metric_shards_in_process
+    slots = None
     if fan_out:
         from tasks.scoring.fanout import fan_out as fanned
         from tasks.scoring.fanout import fan_out_metrics
@@ -137,7 +138,7 @@ def validate_pipeline(cfg: Config, pipeline: str, fan_out: bool = False) -> Vali
     log = LLMLog()
     llm_cache = cache_dir(cfg, "llm")
     by_paper = MetricShards(stage_dir(cfg, pipeline, "validate") / "metric_shards", cfg, pipeline, llm_cache,
-                            run_metrics)
+                            run_metrics, slots)
 
     def resources(spec: ModelSpec) -> Resources:
         used.append(validation_loglikelihood(cfg, pipeline, spec, run))

@@ -211,3 +211,55 @@ def test_score_flow_on_a_two_worker_dask_cluster(tmp_path, prefect_harness, embe
     assert scores.height == 2 * 2 * 1 * 2 and scores["score"].is_nan().sum() == 0
     means = pl.read_parquet(_score_dir(config) / "candidate_scores.parquet")
     assert means.height == 2 * 2 * 2 and set(means["n_references"]) == {1}
+
+
+def test_pieces_cut_the_requests_between_prompts(tmp_path) -> None:
+    """A small job cut for several slots (the injection track): about 1/pieces of the requests a shard,
+    never a prompt split between two shards, never over shard_size."""
+    config = write_pipeline(tmp_path, n_papers=2, n_reviews=3, metrics=["gem"], shard_size=7)
+    _, requests = _plan(config)
+    folder = tmp_path / "requests"
+    names = write_request_shards(requests, folder, 100, pieces=3)
+    frames = [pl.read_parquet(folder / f"{n}.parquet") for n in names]
+    prompts = [set(f.select("system", "user").iter_rows()) for f in frames]
+    assert 2 <= len(names) <= 4 and sum(f.height for f in frames) == requests.unique("key").height
+    assert sum(map(len, prompts)) == len(set().union(*prompts))          # each prompt in one shard
+    capped = write_request_shards(requests, tmp_path / "capped", 2, pieces=3)
+    assert max(pl.read_parquet(tmp_path / "capped" / f"{n}.parquet").height for n in capped) <= 2
+
+
+def test_a_key_another_thread_is_scoring_is_waited_for_not_scored_twice(tmp_path) -> None:
+    """The injection track and GEM's shards share the references' marginals: the call that comes second
+    while the first is still scoring sends only its own keys and reads the others' results when done."""
+    config = write_pipeline(tmp_path, n_papers=2, n_reviews=3, metrics=["gem"], shard_size=100)
+    _, requests = _plan(config)
+    first, second = requests.head(requests.height * 2 // 3), requests.tail(requests.height * 2 // 3)
+    shared = set(first["key"]) & set(second["key"])
+    assert shared
+    sent: dict[str, set[str]] = {}
+    second_sent = threading.Event()
+
+    def run(requests_dir, results_dir, names, spec, token_budget):
+        keys = set().union(*(pl.read_parquet(requests_dir / f"{n}.parquet")["key"] for n in names)) if names else set()
+        who = threading.current_thread().name
+        sent[who] = keys
+        if who == "first":
+            assert second_sent.wait(10)          # still scoring when the second call comes
+        else:
+            second_sent.set()
+        return [_fake_shard(requests_dir, results_dir, n, spec, token_budget) for n in names]
+
+    shards = ShardedLoglikelihood(tmp_path / "score", eval_spec(ScoreConfig()), 4096, 100, run=run)
+    out: dict[str, pl.DataFrame] = {}
+    one = threading.Thread(target=lambda: out.update(first=shards(first)), name="first")
+    one.start()
+    while "first" not in sent:
+        time.sleep(0.01)
+    two = threading.Thread(target=lambda: out.update(second=shards(second)), name="second")
+    two.start()
+    one.join(10)
+    two.join(10)
+    assert sent["first"] == set(first["key"]) and not sent["second"] & shared
+    assert set(out["second"]["key"]) == set(second["key"]) and set(out["first"]["key"]) == set(first["key"])
+    expected = dict(second.select("key", pl.col("user").str.len_chars().cast(pl.Float64) / -100).iter_rows())
+    assert dict(out["second"].select("key", "logprob").iter_rows()) == expected
