@@ -7,9 +7,8 @@ from prefect import flow
 from tasks.core.config import Config
 from tasks.core.summary import StageSummary
 from tasks.stages.preprocess.steps import (
-    make_synopses_task,
+    judgments_and_synopses,
     preprocess_lm,
-    preprocess_reviews_task,
     read_inputs_task,
     write_outputs_task,
 )
@@ -19,8 +18,7 @@ from tasks.stages.preprocess.steps import (
 def preprocess_flow(cfg: Config, pipeline: str) -> StageSummary:
     reviews, papers, pdf_texts = read_inputs_task(cfg, pipeline)
     backend = preprocess_lm(cfg)
-    judged = preprocess_reviews_task(reviews, backend, cfg.preprocess)
-    synopses = make_synopses_task(papers, pdf_texts, backend, cfg.preprocess)
+    judged, synopses = judgments_and_synopses(reviews, papers, pdf_texts, backend, cfg.preprocess)
     summary = write_outputs_task(cfg, pipeline, judged, synopses)
     print(f"preprocess {pipeline}: {summary.as_dict()}")
     return summary

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import polars as pl
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from tasks.core.config import PreprocessConfig
 from tasks.core.frames import read_curated
 from tasks.core.retry import llm_task
-from tasks.judgments.extract import make_synopses, preprocess_reviews
+from tasks.judgments.extract import PreprocessOutput, Synopses, make_synopses, preprocess_reviews
+from tasks.lm import runs_locally
+from tasks.lm.local import sharing_cores
 from tasks.stages.preprocess.stage import preprocess_lm, write_outputs
 
 read_inputs_task = task(read_curated, name="read-preprocess-inputs", cache_policy=NO_CACHE)
@@ -15,4 +21,16 @@ preprocess_reviews_task = llm_task(preprocess_reviews, name="preprocess-reviews"
 make_synopses_task = llm_task(make_synopses, name="make-synopses")
 write_outputs_task = task(write_outputs, name="write-preprocess-outputs", cache_policy=NO_CACHE)
 
-__all__ = ["make_synopses_task", "preprocess_lm", "preprocess_reviews_task", "read_inputs_task", "write_outputs_task"]
+__all__ = ["judgments_and_synopses", "make_synopses_task", "preprocess_lm", "preprocess_reviews_task",
+           "read_inputs_task", "write_outputs_task"]
+
+
+def judgments_and_synopses(reviews: pl.DataFrame, papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, backend: Any,
+                           cfg: PreprocessConfig) -> tuple[PreprocessOutput, Synopses]:
+    """The reviews' judgments and the papers' synopses, side by side (neither reads the other); a local
+    model's cores split between the two (tasks/lm/local.py `sharing_cores`), a fixed split so no answer
+    depends on which ends first."""
+    with sharing_cores(2 if runs_locally(cfg) else 1):
+        judged = preprocess_reviews_task.submit(reviews, backend, cfg)
+        synopses = make_synopses_task.submit(papers, pdf_texts, backend, cfg)
+        return judged.result(), synopses.result()
