@@ -133,8 +133,9 @@ class FinishedSequences:
 _FINISHED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def keep_finished(model: PreTrainedModel, most_tokens: int = 16384) -> FinishedSequences:
-    """From now on every `GreedyDecoder` on `model` keeps the KV of the sequences it finishes here."""
+def keep_finished(model: PreTrainedModel, most_tokens: int = 8192) -> FinishedSequences:
+    """From now on every `GreedyDecoder` on `model` keeps the KV of the sequences it finishes here, at
+    most `most_tokens` tokens of them (SmolLM2-135M in float32: 46 KB a token, 375 MB in all)."""
     with _FINISHED_LOCK:
         return _FINISHED.setdefault(model, FinishedSequences(most_tokens))
 
