@@ -131,6 +131,7 @@ class FinishedSequences:
 
 
 _FINISHED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_FINISHED_LOCK = threading.Lock()
 
 
 def keep_finished(model: PreTrainedModel, most_tokens: int = 8192) -> FinishedSequences:
@@ -144,9 +145,6 @@ def finished_sequences(model: PreTrainedModel) -> FinishedSequences | None:
     """The finished sequences kept for `model` (`keep_finished`), or None when none are kept."""
     with _FINISHED_LOCK:
         return _FINISHED.get(model)
-
-
-_FINISHED_LOCK = threading.Lock()
 
 
 class PromptLookup:

@@ -122,9 +122,9 @@ class ShardedLoglikelihood:
     what the calls asked for (for the stage summary)."""
 
     def __init__(self, folder: Path, spec: ModelSpec, token_budget: int, shard_size: int,
-                 run: ShardRunner = run_in_process, pieces: int | None = None) -> None:
-        self.folder, self.spec, self.token_budget, self.shard_size, self.run, self.pieces = (
-            Path(folder), spec, token_budget, shard_size, run, pieces)
+                 run: ShardRunner = run_in_process) -> None:
+        self.folder, self.spec, self.token_budget, self.shard_size, self.run = (
+            Path(folder), spec, token_budget, shard_size, run)
         self.runs: list[dict] = []
         self.requests = self.shards = self.reused = 0
         self._counting = threading.Lock()    # two threads may call (the score stage's injection track)
@@ -133,9 +133,8 @@ class ShardedLoglikelihood:
         self._flight: dict[str, tuple[tuple[str, ...], threading.Event]] = {}
 
     def __call__(self, requests: pl.DataFrame, pieces: int | None = None) -> pl.DataFrame:
-        """The results of `requests`; with `pieces` (or the object's), the new ones cut into about that
-        many shards between prompts (each at most `shard_size`), so that several slots share a job."""
-        pieces = pieces or self.pieces
+        """The results of `requests`; with `pieces`, the new ones cut into about that many shards between
+        prompts (each at most `shard_size`), so that several slots share a job."""
         results = self.folder / "results"
         results.mkdir(parents=True, exist_ok=True)
         with self._counting:
@@ -144,13 +143,13 @@ class ShardedLoglikelihood:
             elsewhere = {self._flight[k] for k in todo["key"].unique().to_list() if k in self._flight}
             mine = todo.filter(~pl.col("key").is_in(list(self._flight)))
             names = write_request_shards(mine, self.folder / "requests", self.shard_size, pieces)
-            done = threading.Event()
-            self._flight.update(dict.fromkeys(mine["key"].unique().to_list(), (tuple(names), done)))
+            flying, done = mine["key"].unique().to_list(), threading.Event()
+            self._flight.update(dict.fromkeys(flying, (tuple(names), done)))
         try:
             runs = self.run(self.folder / "requests", results, names, self.spec, self.token_budget)
         finally:
             with self._counting:
-                for key in mine["key"].unique().to_list():
+                for key in flying:
                     self._flight.pop(key, None)
             done.set()
         for _, finished in elsewhere:

@@ -394,11 +394,13 @@ def joined_judgments(runs: Sequence[CandidateRun], cfg: Config) -> PreprocessOut
     if not parts:
         return judge_reviews([], cfg)
     usage = pl.concat([p.usage for p in parts]).group_by("purpose", "backend", "model", maintain_order=True).sum()
+    stats: dict[str, int] = {}
+    for part in parts:
+        for name, value in part.stats.items():
+            stats[name] = stats.get(name, 0) + value
     return PreprocessOutput(pl.concat([p.judgments for p in parts], how="diagonal_relaxed"),
                             pl.concat([p.rejects for p in parts], how="diagonal_relaxed"),
-                            usage.select(USAGE.names()).cast(dict(USAGE)),
-                            {k: sum(p.stats.get(k, 0) for p in parts) for k in dict.fromkeys(k for p in parts
-                                                                                            for k in p.stats)})
+                            usage.select(USAGE.names()).cast(dict(USAGE)), stats)
 
 
 def judge_reviews(runs: Sequence[CandidateRun], cfg: Config) -> PreprocessOutput:
