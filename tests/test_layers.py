@@ -4,6 +4,8 @@ folders (subfolders counted apart).
     core -> lm -> judgments -> metrics -> scoring -> stages (each stage its own folder) -> checks -> report
     -> testing -> flows -> flows/cli
 
+The package root (tasks/__init__.py) counts as core: it runs before any folder is imported.
+
 Test doubles (tasks/testing) rank above every production folder: the flows register the demo's
 servers with the layers below (tasks/testing/demo.py), and no production module imports them.
 
@@ -27,6 +29,8 @@ PRODUCTION = ("tasks/core", "tasks/lm", "tasks/judgments", "tasks/metrics", "tas
 def unit(module: str) -> str:
     """The folder a dotted module belongs to: tasks.stages.<stage>, tasks.core, flows.cli, ..."""
     parts = module.split(".")
+    if parts == ["tasks"]:           # the package root runs before every folder: it counts as core
+        return "tasks/core"
     if parts[:2] == ["tasks", "stages"] and len(parts) > 2:
         return "/".join(parts[:3])
     if parts[:2] == ["flows", "cli"]:
