@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Mapping
+import threading
+from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from pathlib import Path
 
 import polars as pl
@@ -14,10 +16,31 @@ import polars as pl
 from tasks.core.config import CONFIGURED_STAGES, Config
 from tasks.core.layout import slug
 from tasks.core.summary import StageSummary
+from tasks.lm import local_spec, runs_locally
+from tasks.lm.loading import load_model
 
 # Stages that write per venue; the others write data/<pipeline>/<stage>/ (tasks/core/layout.py).
 PER_VENUE = ("ingest", "curate")
 OUTPUT_STAGES = CONFIGURED_STAGES   # the stages that write Parquet outputs (materialize writes the database)
+
+
+def preload_first_local_model(cfg: Config, stages: Sequence[str]) -> threading.Thread | None:
+    """The preprocess stage's local model (weights and tokenizer) loading in a daemon thread from now,
+    where the run has that stage and it runs locally. `load_model` keeps it for the process and makes
+    a second caller wait for the first load, so the stage finds it loaded or loading. `grebench run`
+    starts it while Prefect's server starts (idle time for this process). A load that fails here
+    fails again, with its one-line error, when the stage loads the model."""
+    if "preprocess" not in stages or not runs_locally(cfg.preprocess):
+        return None
+    spec = local_spec(cfg.preprocess)
+
+    def load() -> None:
+        with suppress(Exception):
+            load_model(spec)
+
+    thread = threading.Thread(target=load, name="preload-model", daemon=True)
+    thread.start()
+    return thread
 
 
 def latest_run(cfg: Config, pipeline: str) -> pl.DataFrame:

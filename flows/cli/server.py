@@ -13,6 +13,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from types import SimpleNamespace
 from typing import Any
 
@@ -66,3 +69,28 @@ def prepare_flows() -> None:
 
     guard_ephemeral_server()
     quiet_known_failures()
+
+
+@contextmanager
+def ephemeral_server_starting() -> Iterator[None]:
+    """Prefect's ephemeral server starting in a thread while the body runs. Prefect would start it at
+    the first flow call and wait for it idle (3 s here, 7 s on a first run that creates its database);
+    the body can load what the run needs meanwhile. Nothing where PREFECT_API_URL names a server or
+    ephemeral mode is off. A server that fails to start fails at the first flow call, as before."""
+    from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED
+
+    if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
+        yield
+        return
+    from prefect.server.api.server import SubprocessASGIServer
+
+    def start() -> None:
+        with suppress(Exception):   # told by the first flow call, which starts it again
+            SubprocessASGIServer().start()
+
+    starting = threading.Thread(target=start, name="prefect-server-start", daemon=True)
+    starting.start()
+    try:
+        yield
+    finally:
+        starting.join()

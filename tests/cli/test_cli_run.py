@@ -3,10 +3,12 @@
 with stand-ins for the stage flows."""
 
 import json
+from contextlib import nullcontext
 
 import pytest
 from typer.testing import CliRunner
 
+import flows.cli.server
 import flows.pipeline
 from flows.cli.main import app
 from flows.cli.run import stage_table
@@ -31,6 +33,7 @@ def stand_in_stages(monkeypatch):
 
     monkeypatch.setattr(flows.pipeline, "stage_flow", stage_flow)
     monkeypatch.setattr(flows.pipeline, "pipeline_flow", flows.pipeline.pipeline_flow.fn)
+    monkeypatch.setattr(flows.cli.server, "ephemeral_server_starting", nullcontext)
 
 
 def test_run_prints_a_table_per_stage_the_outputs_and_next_commands(project_config, stand_in_stages):
@@ -67,3 +70,50 @@ def test_run_json_prints_only_the_stage_summaries(project_config, stand_in_stage
 def test_stage_table_without_a_run_record_shows_no_time():
     text = stage_table({"ingest": StageSummary(5, 4)}, __import__("polars").DataFrame())
     assert text.splitlines()[2].split() == ["ingest", "5", "4", "-", "0", "0/0", "0.0000"]
+
+
+PREPROCESSING = PIPELINES.replace('"curate", "generate"', '"curate", "preprocess", "generate"')
+
+
+def resolved(project_config, text: str):
+    from tasks.checks import load_checked_config
+
+    return load_checked_config(project_config(text)).for_pipeline("demo")
+
+
+def test_no_model_is_preloaded_for_a_run_without_preprocess_or_with_an_api_model(project_config):
+    from flows.cli.run import preload_first_local_model
+
+    assert preload_first_local_model(resolved(project_config, PIPELINES), ["ingest", "curate", "generate"]) is None
+    api = resolved(project_config, PREPROCESSING + "\n[pipelines.demo.preprocess]\nbackend = 'anthropic'\n"
+                   "model = 'claude-haiku-4-5'\n")
+    assert preload_first_local_model(api, ["ingest", "preprocess"]) is None
+
+
+@pytest.mark.slow
+def test_the_preprocess_model_preloaded_is_the_one_the_stage_gets(project_config):
+    from flows.cli.run import preload_first_local_model
+    from tasks.lm import local_spec
+    from tasks.lm import loading
+
+    cfg = resolved(project_config, PREPROCESSING)
+    thread = preload_first_local_model(cfg, ["ingest", "preprocess"])
+    assert thread is not None
+    thread.join(timeout=300)
+    before = loading._load.cache_info()
+    loading.load_model(local_spec(cfg.preprocess))   # the stage's call finds the model loaded
+    after = loading._load.cache_info()
+    assert (after.hits, after.misses) == (before.hits + 1, before.misses)
+
+
+def test_the_server_is_not_started_where_prefect_api_url_names_one(monkeypatch):
+    import threading
+
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from flows.cli.server import ephemeral_server_starting
+
+    before = set(threading.enumerate())
+    with temporary_settings({PREFECT_API_URL: "http://127.0.0.1:9/api"}), ephemeral_server_starting():
+        started = {t.name for t in set(threading.enumerate()) - before}
+    assert "prefect-server-start" not in started
