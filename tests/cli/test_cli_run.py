@@ -93,8 +93,7 @@ def test_no_model_is_preloaded_for_a_run_without_preprocess_or_with_an_api_model
 @pytest.mark.slow
 def test_the_preprocess_model_preloaded_is_the_one_the_stage_gets(project_config):
     from flows.cli.run import preload_first_local_model
-    from tasks.lm import local_spec
-    from tasks.lm import loading
+    from tasks.lm import loading, local_spec
 
     cfg = resolved(project_config, PREPROCESSING)
     thread = preload_first_local_model(cfg, ["ingest", "preprocess"])
