@@ -82,7 +82,10 @@ def ephemeral_server_starting() -> Iterator[None]:
     if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
         yield
         return
+    from prefect.logging.configuration import ensure_logging_setup
     from prefect.server.api.server import SubprocessASGIServer
+
+    ensure_logging_setup()   # so its "Starting temporary server on ..." line is shown, as at a flow call
 
     def start() -> None:
         with suppress(Exception):   # told by the first flow call, which starts it again
