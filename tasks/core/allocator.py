@@ -14,12 +14,14 @@ mmap, and freed memory kept up to 2 GiB above what is in use. Peak memory grows 
 largest batch frees; a run's numbers are unchanged (only where the bytes come from changes).
 
 It does nothing where the C library is not glibc, where the environment already sets glibc's
-malloc tunables or MALLOC_* variables (the user's choice wins), or with GREBENCH_MALLOC=system.
+malloc tunables or MALLOC_* variables or preloads another allocator (LD_PRELOAD): the user's choice
+wins; and with GREBENCH_MALLOC=system.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import sys
 
@@ -30,8 +32,6 @@ M_ARENA_MAX = -8         # arenas the threads share
 KEEP_BYTES = 2**31 - 1           # mallopt takes an int: 2 GiB kept
 MMAP_ABOVE_BYTES = 1 << 30       # only blocks of a GiB or more are mmap'd
 
-_kept: bool | None = None
-
 
 def user_chose_allocator() -> bool:
     """Whether the environment already says how glibc's malloc should behave."""
@@ -39,16 +39,13 @@ def user_chose_allocator() -> bool:
         return True
     if "glibc.malloc" in os.environ.get("GLIBC_TUNABLES", ""):
         return True
-    return any(name.startswith("MALLOC_") and name.endswith("_") for name in os.environ) or \
-        "LD_PRELOAD" in os.environ
+    preloaded = "LD_PRELOAD" in os.environ   # jemalloc, tcmalloc, ...
+    return preloaded or any(name.startswith("MALLOC_") and name.endswith("_") for name in os.environ)
 
 
+@functools.cache
 def keep_freed_memory() -> bool:
     """Set glibc's malloc to keep freed memory (once per process); whether it is set."""
-    global _kept
-    if _kept is not None:
-        return _kept
-    _kept = False
     if not sys.platform.startswith("linux") or user_chose_allocator():
         return False
     try:
@@ -59,6 +56,5 @@ def keep_freed_memory() -> bool:
     if not hasattr(libc, "gnu_get_libc_version"):   # not glibc: musl's mallopt does nothing
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
-    _kept = all(mallopt(param, value) == 1 for param, value in (
+    return all(mallopt(param, value) == 1 for param, value in (
         (M_ARENA_MAX, 1), (M_MMAP_THRESHOLD, MMAP_ABOVE_BYTES), (M_TRIM_THRESHOLD, KEEP_BYTES)))
-    return _kept
