@@ -1,4 +1,4 @@
-"""Block-sparse attention for the engine's flat batches: torch's flex attention on a GPU, query blocks on a CPU.
+"""Block-sparse attention for the engine's flat batches: torch's flex attention on a GPU, segments by path on a CPU.
 
 A flat batch (tasks/lm/loglikelihood.py) is one sequence: the call's shared head, then every packed
 row one after the other, each row its prompts laid out as a prefix tree in depth-first order with
@@ -9,17 +9,20 @@ skips every 128 x 128 block the rule leaves empty, so attention costs what the r
 is computed between rows, and the head is computed once per batch instead of its KV being copied
 into every row.
 
-On a CPU (no flex attention without compiling) the same rule is applied block by block: the batch's
-dense mask carries a plan (`block_plan`) that lists, for each run of `QUERY_BLOCK` queries, the keys
-any of them may see, and attention runs once per run on those keys only. SDPA's CPU kernel computes
-every pair of a masked call, so without the plan a flat batch would pay for the whole square; with it
-attention costs what the rows need (the empty squares between rows, the branches and continuations
-that never see each other and the causal upper half are skipped), at about the same price per pair in float32 and
-bfloat16.
+On a CPU (no flex attention without compiling) the same rule is applied segment by segment: a
+segment is a stretch of tokens where each sees the one before it, so all of its tokens share one path
+(the head, then every ancestor). The batch's dense mask carries a plan (`path_plan`) that gathers each
+segment's path keys, in path order, and attention runs on exactly those keys (plus fewer than
+`KEY_STEP` masked ones per query), pieces of one padded shape together in one SDPA call. The shape of
+a query's call depends only on how many keys that query sees, and SDPA's CPU kernel computes a row
+the same way in calls of the same shape, so a token's attention is the same to the bit whatever else
+is in the batch. The linear layers' products do not depend on the other rows either: a request scores
+the same alone and inside any batch, in bfloat16 as in float32 (in bfloat16, float32 sums added in
+another order used to flip a rounding and move a request's value by up to half a nat).
 
 The decoder keeps SDPA for everything else (generation, any mask without a plan):
 `use_flat_attention(model)` registers an attention function that sends a flex `BlockMask` to flex
-attention, a mask with a plan to the blockwise loop and any other mask to transformers' SDPA
+attention, a mask with a plan to the segment loop and any other mask to transformers' SDPA
 function, and the mask function SDPA uses, under one name.
 Only torch and transformers are imported, so the engine still runs on a bare GPU machine.
 """
@@ -27,6 +30,7 @@ Only torch and transformers are imported, so the engine still runs on a bare GPU
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -35,10 +39,9 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
 NAME = "grebench_flat"
-QUERY_BLOCK = 128   # queries per blockwise attention call on a CPU
-PLAN = "_grebench_blocks"   # the attribute of a dense mask that holds its block plan
-
-Block = tuple[int, int, "torch.Tensor | slice", "torch.Tensor | None"]   # queries [start, end), keys, mask
+KEY_STEP = 64        # a call's keys are padded to a multiple of this (see `path_plan`)
+QUERY_QUANTUM = 4     # SDPA's CPU kernel multiplies a last query block of 1 to 3 rows by another kernel
+PLAN = "_grebench_paths"   # the attribute of a dense mask that holds its plan
 
 
 def may_attend(end: torch.Tensor, q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
@@ -75,7 +78,7 @@ def _attention(module, query, key, value, attention_mask, scaling=None, dropout=
 
     plan = getattr(attention_mask, PLAN, None)
     if plan is not None:
-        return _blockwise(query, key, value, plan, scaling), None
+        return _by_path(query, key, value, plan, scaling), None
     if not isinstance(attention_mask, BlockMask):
         return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
     from torch.nn.attention.flex_attention import flex_attention
@@ -86,41 +89,93 @@ def _attention(module, query, key, value, attention_mask, scaling=None, dropout=
     return out.transpose(1, 2).contiguous(), None
 
 
-def _blockwise(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, plan: list[Block],
-               scaling: float | None) -> torch.Tensor:
-    """Attention of a flat batch (batch 1, heads first) one run of queries at a time, each on the keys
-    its plan names; in transformers' layout (batch, length, heads, dim)."""
-    from torch.nn.functional import scaled_dot_product_attention
+@dataclass(frozen=True)
+class Group:
+    """Segments of one padded shape, attended to in one SDPA call (one batch element each).
 
-    out = torch.empty_like(query)
-    gqa = query.shape[1] != key.shape[1]
-    for start, end, keys, mask in plan:
-        out[:, :, start:end] = scaled_dot_product_attention(
-            query[:, :, start:end], key[:, :, keys], value[:, :, keys], attn_mask=mask, scale=scaling, enable_gqa=gqa)
-    return out.transpose(1, 2).contiguous()
+    `queries` (G * n) and `keys` (G * width): positions in the sequence and in [past | sequence], each
+    segment's queries padded by repeating its last one, its keys padded with key 0 under a False mask;
+    `mask` (G, 1, n, width); `rows`: where the real queries sit among the G * n, `targets`: their
+    positions in the sequence."""
+
+    queries: torch.Tensor
+    keys: torch.Tensor
+    mask: torch.Tensor
+    rows: torch.Tensor
+    targets: torch.Tensor
 
 
-def block_plan(allowed: torch.Tensor, size: int = QUERY_BLOCK) -> list[Block]:
-    """For each run of `size` queries of a dense (L, L) mask: (start, end, the keys any of them may see,
-    the mask over those keys). Keys in one stretch are a slice (no gather)."""
-    plan: list[Block] = []
-    for start in range(0, allowed.shape[0], size):
-        rows = allowed[start : start + size]
-        cols = rows.any(0).nonzero().squeeze(1)
-        first, last = int(cols[0]), int(cols[-1])
-        keys = slice(first, last + 1) if last - first + 1 == cols.numel() else cols
-        plan.append((start, start + rows.shape[0], keys, rows[:, keys]))
+def _ceil(n: int, quantum: int) -> int:
+    return -(-n // quantum) * quantum
+
+
+def path_plan(allowed: torch.Tensor, past: int) -> list[Group]:
+    """The plan of a dense (L, past + L) mask: its segments (stretches of tokens where each sees the one
+    before it, so they share every other key), cut into pieces whose queries see the same number of
+    keys once rounded up to a multiple of `KEY_STEP`, the pieces grouped by padded shape.
+
+    SDPA's CPU kernel walks the keys in blocks of 512 and treats the last, partial block with other
+    code (a scalar tail, other packing), so a query's result depends on how many keys its call has,
+    not only on the keys it sees. Here that number is a function of the query's own key count alone
+    (rounded up to the step), whatever the batch; a query pays for fewer than `KEY_STEP` masked keys."""
+    length = allowed.shape[0]
+    own = allowed[:, past:]
+    breaks = (~own.diagonal(-1)).nonzero().squeeze(1) + 1
+    starts = [0, *breaks.tolist()]
+    shapes: dict[tuple[int, int], list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]] = {}
+    for start, end in zip(starts, [*starts[1:], length], strict=True):
+        path = allowed[end - 1].nonzero().squeeze(1)    # the last token sees the path and the whole segment
+        ancestors = len(path) - (end - start)
+        first = start
+        while first < end:
+            width = _ceil(ancestors + first - start + 1, KEY_STEP)     # the first query's keys, rounded up
+            last = min(end, start + width - ancestors)                  # the queries whose keys round to as many
+            n = _ceil(last - first, QUERY_QUANTUM)
+            queries = torch.arange(first, first + n).clamp(max=last - 1)
+            keys = path[: ancestors + last - start]
+            mask = allowed.new_zeros((n, width))
+            mask[:, : len(keys)] = allowed[queries][:, keys]
+            keys = torch.cat([keys, keys.new_zeros(width - len(keys))])
+            shapes.setdefault((n, width), []).append((queries, keys, mask, torch.arange(first, last)))
+            first = last
+    plan = []
+    for (n, _), members in shapes.items():
+        queries, keys, masks, targets = zip(*members, strict=True)
+        rows = torch.cat([torch.arange(i * n, i * n + len(t)) for i, t in enumerate(targets)])
+        plan.append(Group(torch.cat(queries), torch.cat(keys), torch.stack(masks)[:, None], rows, torch.cat(targets)))
     return plan
 
 
+def _gather(states: torch.Tensor, index: torch.Tensor, count: int) -> torch.Tensor:
+    """(1, heads, L, dim) states at `index` (count * n positions) as (count, heads, n, dim)."""
+    return states[0].index_select(1, index).unflatten(1, (count, -1)).transpose(0, 1)
+
+
+def _by_path(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, plan: list[Group],
+             scaling: float | None) -> torch.Tensor:
+    """Attention of a flat batch (batch 1, heads first) one group of segments at a time, each segment on
+    its path's keys in path order; in transformers' layout (batch, length, heads, dim)."""
+    from torch.nn.functional import scaled_dot_product_attention
+
+    out = torch.empty_like(query[0])
+    gqa = query.shape[1] != key.shape[1]
+    for group in plan:
+        count = group.mask.shape[0]
+        got = scaled_dot_product_attention(
+            _gather(query, group.queries, count), _gather(key, group.keys, count), _gather(value, group.keys, count),
+            attn_mask=group.mask, scale=scaling, enable_gqa=gqa)
+        out.index_copy_(1, group.targets, got.transpose(0, 1).flatten(1, 2).index_select(1, group.rows))
+    return out.transpose(0, 1)[None].contiguous()
+
+
 def use_flat_attention(model: PreTrainedModel) -> str | None:
-    """Switch an SDPA model to the dispatching attention: "flex" on a GPU with flex attention, "blocks" on a
+    """Switch an SDPA model to the dispatching attention: "flex" on a GPU with flex attention, "paths" on a
     CPU; None where it cannot be (another attention implementation, a GPU without flex attention): the
     engine then packs rows instead."""
     current = getattr(model.config, "_attn_implementation", None)
     if current not in ("sdpa", NAME) or not available():
         return None
-    kind = "flex" if model.device.type == "cuda" else "blocks" if model.device.type == "cpu" else None
+    kind = "flex" if model.device.type == "cuda" else "paths" if model.device.type == "cpu" else None
     if kind is None:
         return None
     if current != NAME:
@@ -137,7 +192,7 @@ def compile_layers(model: PreTrainedModel, compiled: bool = True) -> None:
     """Compile each decoder layer in place (one graph for all of them, any sequence length), or undo it:
     the norms, rotary embedding and gated activation fuse into a few kernels around the matmuls and
     flex attention (64% of an H200's bf16 peak against 55% eager, docs/engines.md). Only where flex
-    attention runs: the CPU's blockwise plan is Python data, and inductor's CPU flex kernel does not
+    attention runs: the CPU's plan by path is Python data, and inductor's CPU flex kernel does not
     build with torch 2.13."""
     for layer in model.base_model.layers:
         if compiled:
@@ -149,7 +204,7 @@ def compile_layers(model: PreTrainedModel, compiled: bool = True) -> None:
 def flat_mask(end: torch.Tensor, sparsity: str | None, past: int = 0):
     """The mask of a flat batch of len(end) tokens (`may_attend`'s tags) after `past` head tokens held
     in a KV cache (every token sees them): a flex BlockMask ("flex"), a dense (1, 1, L, past + L) one
-    carrying its block plan ("blocks"), or a plain dense one (None)."""
+    carrying its plan by path ("paths"), or a plain dense one (None)."""
     length = end.shape[0]
     if sparsity == "flex":
         from torch.nn.attention.flex_attention import create_block_mask
@@ -167,6 +222,6 @@ def flat_mask(end: torch.Tensor, sparsity: str | None, past: int = 0):
     if past:
         allowed = torch.cat([allowed.new_ones((length, past)), allowed], dim=1)
     mask = allowed[None, None]
-    if sparsity == "blocks":
-        setattr(mask, PLAN, block_plan(allowed))
+    if sparsity == "paths":
+        setattr(mask, PLAN, path_plan(allowed, past))
     return mask

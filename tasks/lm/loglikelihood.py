@@ -249,7 +249,7 @@ class LoglikelihoodEngine:
                  head_rows: int = 1024, packed: bool = True, flat: bool | None = None, compiled: bool | None = None):
         _check_model(model)
         self.packed = packed
-        # flat batches under a block-sparse rule ("flex" on a GPU, "blocks" on a CPU), padded rows where
+        # flat batches under a block-sparse rule ("flex" on a GPU, "paths" on a CPU), padded rows where
         # neither runs; `flat=False` keeps the padded rows (tests compare both layouts)
         self.sparsity = use_flat_attention(model) if packed else None
         self.flat = packed and (self.sparsity is not None if flat is None else flat)
@@ -407,7 +407,7 @@ class LoglikelihoodEngine:
         part of the sequence (one kernel launch per layer for it all); on a CPU its KV is computed once
         per call and attended to as the past of every batch."""
         head_len = len(head)
-        past = self._head(head) if self.sparsity == "blocks" else None
+        past = self._head(head) if self.sparsity == "paths" else None
         lead = 0 if past is not None else head_len      # head tokens inside the sequence
         tokens, positions = list(head[:lead]), list(range(lead))
         ends: list[int] = []          # each row's `end` tags, shifted to the sequence
@@ -421,7 +421,7 @@ class LoglikelihoodEngine:
             spans.append([[(offset + start, length) for start, length in own] for own in r.spans])
             self.stats.attention_pairs += r.pairs
         self.stats.forward_tokens += len(tokens)
-        # flex attention works in blocks of FLAT_QUANTUM; the CPU's blockwise loop takes any length
+        # flex attention works in blocks of FLAT_QUANTUM; the CPU's segments take any length
         width = -(-len(tokens) // FLAT_QUANTUM) * FLAT_QUANTUM if self.sparsity == "flex" else len(tokens)
         # the head's stretch is the whole sequence; each padding token's is itself
         ends = [width] * lead + ends + list(range(len(tokens) + 1, width + 1))
@@ -502,7 +502,19 @@ class LoglikelihoodEngine:
         if head in self._heads:
             self._heads.move_to_end(head)
             return self._heads[head]
-        _, _, cache = self._forward([head], None, None, torch.zeros(1, dtype=torch.long))
+        if self.sparsity == "paths":
+            # the head as a one-segment flat batch: its tokens get the values they would get inside any row
+            length = len(head)
+            laid = torch.tensor([head, range(length)], dtype=torch.long)
+            mask = flat_mask(torch.full((length,), length), self.sparsity)
+            cache = self.decoder(input_ids=laid[0:1], attention_mask=mask, position_ids=laid[1:2],
+                                 use_cache=True).past_key_values
+            self.stats.batches += 1
+            self.stats.forward_tokens += length
+            self.stats.padded_tokens += length
+            self.stats.attention_pairs += length * (length + 1) // 2
+        else:
+            _, _, cache = self._forward([head], None, None, torch.zeros(1, dtype=torch.long))
         kv = [(layer.keys, layer.values) for layer in cache.layers]
         self._heads[head] = kv
         while len(self._heads) > 4:

@@ -6,11 +6,12 @@ import random
 
 import polars as pl
 import pytest
+import torch
 
 from tasks.core.frames import human_candidates, judgments_text, synopses_wide
 from tasks.core.schema import REFERENCES
 from tasks.lm import LoglikelihoodRequest, ModelSpec
-from tasks.lm.loading import common_prefix, end_of_turn
+from tasks.lm.loading import _cpuinfo, common_prefix, cpu_has_bf16, end_of_turn
 from tasks.lm.local import LocalLM
 from tasks.lm.loglikelihood import LoglikelihoodEngine, encode_request, reference_score
 from tasks.metrics import get
@@ -150,48 +151,98 @@ def test_flat_batches_agree_with_padded_rows(embedded_lm, metric_requests, batch
     # block by block on the keys each run of queries may see) against padded rows over a copied head KV
     model, tokenizer = embedded_lm
     engine = LoglikelihoodEngine(model, tokenizer, token_budget=1024, flat=False)
-    assert not engine.flat and engine.sparsity == "blocks"   # no GPU here: the blockwise CPU rule
+    assert not engine.flat and engine.sparsity == "paths"   # no GPU here: the CPU rule, by path
     rows = engine.score(metric_requests)
     for a, b in zip(batched, rows, strict=True):
         assert a.n_tokens == b.n_tokens
         assert max(abs(x - y) for x, y in zip(a.token_logprobs, b.token_logprobs, strict=True)) < 1e-4
 
 
-def test_blockwise_attention_is_dense_attention_on_fewer_pairs() -> None:
+def test_attention_by_path_is_dense_attention_on_each_segments_path() -> None:
     # a flat batch's rule after a 5-token head: two rows, the second with a shared part, two prompts and
-    # three continuations; the blockwise loop (runs of 4 queries) equals one dense masked call, and the
-    # keys it computes are fewer than the dense square
+    # three continuations; attention segment by segment (each on its path's keys) equals one dense
+    # masked call, and the keys it attends to are the pairs the rule allows plus padding
     import torch
     from torch.nn.functional import scaled_dot_product_attention
 
-    from tasks.lm.flat_attention import PLAN, _blockwise, block_plan, flat_mask
+    from tasks.lm.flat_attention import KEY_STEP, PLAN, QUERY_QUANTUM, _by_path, flat_mask
 
     # row 0: a body (0, 1), continuations (2, 3) and (4, 5); row 1: a shared part (6, 7), one prompt's
     # suffix (8) and its continuations (9), (10), the other's suffix (11) and its continuation (12-14)
     end = torch.tensor([6, 6, 4, 4, 6, 6] + [15, 15, 11, 10, 11, 15, 15, 15, 15])
-    mask = flat_mask(end, "blocks", past=5)
+    mask = flat_mask(end, "paths", past=5)
     assert mask.shape == (1, 1, 15, 20) and bool(mask[0, 0, :, :5].all())
-    assert [(start, end) for start, end, _, _ in getattr(mask, PLAN)] == [(0, 15)]   # one run of 128 queries
-    plan = block_plan(mask[0, 0], size=4)
+    plan = getattr(mask, PLAN)
+    starts = sorted(int(start) for group in plan for start in group.targets[group.rows % group.mask.shape[2] == 0])
+    # segments, each a stretch where every token sees the one before it: the body and its first
+    # continuation, the second continuation, the shared part with the first suffix and its first
+    # continuation, its second continuation, the other suffix with its continuation
+    assert starts == [0, 4, 6, 10, 11]
+    assert sorted(int(t) for group in plan for t in group.targets) == list(range(15))
+    assert all(group.mask.shape[2] % QUERY_QUANTUM == 0 for group in plan)
+    assert all(group.mask.shape[3] % KEY_STEP == 0 for group in plan)
     torch.manual_seed(0)
     query, key, value = torch.randn(1, 6, 15, 8), torch.randn(1, 2, 20, 8), torch.randn(1, 2, 20, 8)
     dense = scaled_dot_product_attention(query, key, value, attn_mask=mask, enable_gqa=True).transpose(1, 2)
-    assert torch.allclose(_blockwise(query, key, value, plan, None), dense, atol=1e-6)
-    computed = sum((end - start) * (keys.stop - keys.start if isinstance(keys, slice) else len(keys))
-                   for start, end, keys, _ in plan)
-    assert int(mask.sum()) <= computed < 15 * 20
+    assert torch.allclose(_by_path(query, key, value, plan, None), dense, atol=1e-6)
+    # every real query row sees exactly the keys the rule gives it
+    seen = sum(int(group.mask.flatten(0, 2)[group.rows].sum()) for group in plan)
+    assert seen == int(mask.sum())
 
 
-def test_a_request_scores_the_same_alone_and_inside_other_batches(embedded_lm, metric_requests) -> None:
-    # a request's value must not depend on what else is in its batch, in either layout
-    model, tokenizer = embedded_lm
-    target = metric_requests[3]
-    for flat in (False, True):
-        (alone,) = LoglikelihoodEngine(model, tokenizer, token_budget=1024, flat=flat).score([target])
+BF16_UNITS = pytest.mark.skipif(not cpu_has_bf16(_cpuinfo()), reason="bfloat16 runs natively only on a CPU with bf16 units")
+
+
+@pytest.mark.parametrize("dtype", ["float32", pytest.param("bfloat16", marks=BF16_UNITS)])
+def test_a_token_attends_bit_for_bit_the_same_whatever_else_is_in_its_batch(dtype) -> None:
+    # one prompt (600 tokens) and its continuation (100) after a 5-token head, laid out alone, and inside
+    # a batch: after another row, its first 400 tokens shared with a second prompt (so its segments are
+    # cut elsewhere), before a third row. The same query, key and value vectors at their places give
+    # the same attention output to the bit
+    from tasks.lm.flat_attention import PLAN, _by_path, flat_mask
+
+    dtype = getattr(torch, dtype)
+    torch.manual_seed(1)
+    mine = torch.randn(3, 15, 700, 64).to(dtype)        # per token: 9 query, 3 key and 3 value heads
+    head = torch.randn(2, 3, 5, 64).to(dtype)
+
+    def attend(parts: list[tuple[torch.Tensor | int, int]]) -> torch.Tensor:
+        """Parts in layout order: (states or a count of random tokens, where their stretch ends)."""
+        ends, states = [], []
+        for part, end in parts:
+            part = torch.randn(3, 15, part, 64).to(dtype) if isinstance(part, int) else part
+            ends += [end] * part.shape[2]
+            states.append(part)
+        states = torch.cat(states, dim=2)
+        mask = flat_mask(torch.tensor(ends), "paths", past=5)
+        key = torch.cat([head[0], states[1, 9:12]], dim=1)[None]
+        value = torch.cat([head[1], states[2, 12:15]], dim=1)[None]
+        return _by_path(states[0, :9][None], key, value, getattr(mask, PLAN), 0.125)[0]
+
+    prompt, continuation = mine[:, :, :600], mine[:, :, 600:]
+    alone = attend([(prompt, 700), (continuation, 700)])
+    # row (300) | shared (400) | my prompt's rest (200) + continuation (100) | other prompt (150) + its
+    # continuation (50) | row (200)
+    inside = attend([(300, 300), (prompt[:, :, :400], 1200), (prompt[:, :, 400:], 1000), (continuation, 1000),
+                     (150, 1200), (50, 1200), (200, 1400)])
+    assert torch.equal(alone, inside[300:1000])
+
+
+@pytest.mark.slow
+@BF16_UNITS
+def test_in_bfloat16_a_request_scores_the_same_alone_and_inside_other_batches(metric_requests) -> None:
+    # the same check in bfloat16 on the CPU's flat layout, for every request: each token is computed
+    # from its path's keys, in path order, in kernel shapes that do not depend on its neighbours
+    # (tasks/lm/flat_attention.py), so no bf16 rounding flips with the batch
+    from tasks.lm import load_model
+
+    model, tokenizer = load_model(ModelSpec(dtype="bfloat16"))
+    assert model.dtype == torch.bfloat16
+    for target in metric_requests:
+        (alone,) = LoglikelihoodEngine(model, tokenizer, token_budget=1024).score([target])
         for budget, others in ((1024, metric_requests), (256, metric_requests[::-1]), (4096, metric_requests[4:])):
-            engine = LoglikelihoodEngine(model, tokenizer, token_budget=budget, flat=flat)
-            inside = engine.score([*others, target])[-1]
-            assert inside.logprob == pytest.approx(alone.logprob, abs=1e-4), (flat, budget)
+            inside = LoglikelihoodEngine(model, tokenizer, token_budget=budget).score([*others, target])[-1]
+            assert inside.logprob == pytest.approx(alone.logprob, abs=1e-4), budget
 
 
 def test_the_flat_rule_is_the_prefix_tree() -> None:
@@ -283,7 +334,7 @@ def test_layers_are_compiled_only_where_flex_attention_runs_and_can_be_undone(em
     model, tokenizer = embedded_lm
     layers = model.base_model.layers
     engine = LoglikelihoodEngine(model, tokenizer)
-    assert engine.sparsity == "blocks"                         # a CPU: the blockwise plan, eager layers
+    assert engine.sparsity == "paths"                          # a CPU: attention by path, eager layers
     assert all(layer._compiled_call_impl is None for layer in layers)
     compile_layers(model)                                      # what a GPU engine does (nothing runs here)
     assert all(layer._compiled_call_impl is not None for layer in layers)
