@@ -40,10 +40,25 @@ def _old_module(revision: str, path: str, name: str, replace: tuple[str, str] | 
 
 def old_engine_class(revision: str):
     """The engine of `revision`, with the attention rule of the same revision."""
-    _old_module(revision, "tasks/lm/flat_attention.py", "old_flat_attention")
+    flat = _old_module(revision, "tasks/lm/flat_attention.py", "old_flat_attention")
     module = _old_module(revision, "tasks/lm/loglikelihood.py", "old_loglikelihood",
                          ("from tasks.lm.flat_attention import", "from old_flat_attention import"))
-    return module.LoglikelihoodEngine
+    return _own_attention(module.LoglikelihoodEngine, flat)
+
+
+def _own_attention(engine_class, flat):
+    """`engine_class`, registering its revision's attention function before each engine is made: two
+    revisions in one process share transformers' registry under one name, and the first would serve both
+    (a mask whose plan the other revision does not know would fall back to dense attention)."""
+
+    def make(*args, **kwargs):
+        from transformers import AttentionInterface
+
+        if hasattr(flat, "_attention"):
+            AttentionInterface.register(flat.NAME, flat._attention)
+        return engine_class(*args, **kwargs)
+
+    return make
 
 
 def readout_requests(pipeline: str):
@@ -115,9 +130,10 @@ def main() -> None:
     parser.add_argument("--token-budget", type=int, default=4096, help="tokens per forward batch (both engines)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    from tasks.lm import ModelSpec, loglikelihood
+    from tasks.lm import ModelSpec, flat_attention, loglikelihood
     from tasks.lm.local import LocalLM
-    from tasks.lm.loglikelihood import LoglikelihoodEngine
+
+    LoglikelihoodEngine = _own_attention(loglikelihood.LoglikelihoodEngine, flat_attention)
 
     if args.row_max:
         loglikelihood.ROW_MAX = args.row_max
