@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 
 NAME = "grebench_flat"
 KEY_STEP = 64        # a call's keys are padded to a multiple of this (see `path_plan`)
-QUERY_QUANTUM = 4     # SDPA's CPU kernel multiplies a last query block of 1 to 3 rows by another kernel
+QUERY_SPLIT = 32      # SDPA's CPU kernel splits a call's query rows in blocks of a multiple of this,
+                      # and multiplies a last block of 1 to 3 rows by another product
 PLAN = "_grebench_paths"   # the attribute of a dense mask that holds its plan
 
 
@@ -109,7 +110,15 @@ def _ceil(n: int, quantum: int) -> int:
     return -(-n // quantum) * quantum
 
 
-def path_plan(allowed: torch.Tensor, past: int) -> list[Group]:
+def query_rows(n: int, fold: int) -> int:
+    """The queries of a piece of `n`, padded so that its `fold` query heads per KV head, stacked as one
+    head's rows, leave no last block of 1 to 3 rows."""
+    while fold * n < 4 or fold * n % QUERY_SPLIT in (1, 2, 3):
+        n += 1
+    return n
+
+
+def path_plan(allowed: torch.Tensor, past: int, fold: int = 1) -> list[Group]:
     """The plan of a dense (L, past + L) mask: its segments (stretches of tokens where each sees the one
     before it, so they share every other key), cut into pieces whose queries see the same number of
     keys once rounded up to a multiple of `KEY_STEP`, the pieces grouped by padded shape.
@@ -117,7 +126,8 @@ def path_plan(allowed: torch.Tensor, past: int) -> list[Group]:
     SDPA's CPU kernel walks the keys in blocks of 512 and treats the last, partial block with other
     code (a scalar tail, other packing), so a query's result depends on how many keys its call has,
     not only on the keys it sees. Here that number is a function of the query's own key count alone
-    (rounded up to the step), whatever the batch; a query pays for fewer than `KEY_STEP` masked keys."""
+    (rounded up to the step), whatever the batch; a query pays for fewer than `KEY_STEP` masked keys.
+    `fold`: query heads per KV head, which `_by_path` stacks as rows of their KV head's call."""
     length = allowed.shape[0]
     own = allowed[:, past:]
     breaks = (~own.diagonal(-1)).nonzero().squeeze(1) + 1
@@ -130,7 +140,7 @@ def path_plan(allowed: torch.Tensor, past: int) -> list[Group]:
         while first < end:
             width = _ceil(ancestors + first - start + 1, KEY_STEP)     # the first query's keys, rounded up
             last = min(end, start + width - ancestors)                  # the queries whose keys round to as many
-            n = _ceil(last - first, QUERY_QUANTUM)
+            n = query_rows(last - first, fold)
             queries = torch.arange(first, first + n).clamp(max=last - 1)
             keys = path[: ancestors + last - start]
             mask = allowed.new_zeros((n, width))
@@ -153,17 +163,21 @@ def _gather(states: torch.Tensor, index: torch.Tensor, count: int) -> torch.Tens
 
 def _by_path(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, plan: list[Group],
              scaling: float | None) -> torch.Tensor:
-    """Attention of a flat batch (batch 1, heads first) one group of segments at a time, each segment on
-    its path's keys in path order; in transformers' layout (batch, length, heads, dim)."""
+    """Attention of a flat batch (batch 1, heads first) one group of pieces at a time, each on its path's
+    keys in path order, the query heads that share a KV head stacked as rows of one head (fewer, fuller
+    query blocks, and no copy of the KV per query head); in transformers' layout (batch, length, heads, dim)."""
     from torch.nn.functional import scaled_dot_product_attention
 
     out = torch.empty_like(query[0])
-    gqa = query.shape[1] != key.shape[1]
+    heads, kv_heads = query.shape[1], key.shape[1]
     for group in plan:
-        count = group.mask.shape[0]
+        count, n = group.mask.shape[0], group.mask.shape[2]
+        fold = heads // kv_heads
+        queries = _gather(query, group.queries, count).unflatten(1, (kv_heads, fold)).flatten(2, 3)
         got = scaled_dot_product_attention(
-            _gather(query, group.queries, count), _gather(key, group.keys, count), _gather(value, group.keys, count),
-            attn_mask=group.mask, scale=scaling, enable_gqa=gqa)
+            queries, _gather(key, group.keys, count), _gather(value, group.keys, count),
+            attn_mask=group.mask.repeat(1, 1, fold, 1), scale=scaling)
+        got = got.unflatten(2, (fold, n)).flatten(1, 2)          # (count, heads, n, dim)
         out.index_copy_(1, group.targets, got.transpose(0, 1).flatten(1, 2).index_select(1, group.rows))
     return out.transpose(0, 1)[None].contiguous()
 
@@ -201,10 +215,11 @@ def compile_layers(model: PreTrainedModel, compiled: bool = True) -> None:
             layer._compiled_call_impl = None   # what nn.Module.compile sets: the eager call again
 
 
-def flat_mask(end: torch.Tensor, sparsity: str | None, past: int = 0):
+def flat_mask(end: torch.Tensor, sparsity: str | None, past: int = 0, fold: int = 1):
     """The mask of a flat batch of len(end) tokens (`may_attend`'s tags) after `past` head tokens held
     in a KV cache (every token sees them): a flex BlockMask ("flex"), a dense (1, 1, L, past + L) one
-    carrying its plan by path ("paths"), or a plain dense one (None)."""
+    carrying its plan by path ("paths"), or a plain dense one (None). `fold`: the model's query heads per
+    KV head (the plan pads each piece's queries for it)."""
     length = end.shape[0]
     if sparsity == "flex":
         from torch.nn.attention.flex_attention import create_block_mask
@@ -223,5 +238,5 @@ def flat_mask(end: torch.Tensor, sparsity: str | None, past: int = 0):
         allowed = torch.cat([allowed.new_ones((length, past)), allowed], dim=1)
     mask = allowed[None, None]
     if sparsity == "paths":
-        setattr(mask, PLAN, path_plan(allowed, past))
+        setattr(mask, PLAN, path_plan(allowed, past, fold))
     return mask

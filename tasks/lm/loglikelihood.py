@@ -260,6 +260,8 @@ class LoglikelihoodEngine:
         self.model, self.tokenizer = model, tokenizer
         self.token_budget, self.head_rows = token_budget, head_rows
         self.decoder = model.base_model
+        heads = model.config.num_attention_heads
+        self.fold = heads // (getattr(model.config, "num_key_value_heads", None) or heads)   # query heads per KV head
         self.lm_head = model.get_output_embeddings()
         self.device = model.device
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -427,7 +429,7 @@ class LoglikelihoodEngine:
         ends = [width] * lead + ends + list(range(len(tokens) + 1, width + 1))
         tokens, positions = tokens + [self.pad_id] * (width - len(tokens)), positions + [0] * (width - len(tokens))
         laid = self._to_device(torch.tensor([ends, tokens, positions], dtype=torch.long))
-        mask = flat_mask(laid[0], self.sparsity, past=head_len - lead)
+        mask = flat_mask(laid[0], self.sparsity, past=head_len - lead, fold=self.fold)
         cache = None
         if past is not None:
             from transformers import DynamicCache
@@ -506,7 +508,7 @@ class LoglikelihoodEngine:
             # the head as a one-segment flat batch: its tokens get the values they would get inside any row
             length = len(head)
             laid = torch.tensor([head, range(length)], dtype=torch.long)
-            mask = flat_mask(torch.full((length,), length), self.sparsity)
+            mask = flat_mask(torch.full((length,), length), self.sparsity, fold=self.fold)
             cache = self.decoder(input_ids=laid[0:1], attention_mask=mask, position_ids=laid[1:2],
                                  use_cache=True).past_key_values
             self.stats.batches += 1

@@ -165,12 +165,12 @@ def test_attention_by_path_is_dense_attention_on_each_segments_path() -> None:
     import torch
     from torch.nn.functional import scaled_dot_product_attention
 
-    from tasks.lm.flat_attention import KEY_STEP, PLAN, QUERY_QUANTUM, _by_path, flat_mask
+    from tasks.lm.flat_attention import KEY_STEP, PLAN, _by_path, flat_mask, query_rows
 
     # row 0: a body (0, 1), continuations (2, 3) and (4, 5); row 1: a shared part (6, 7), one prompt's
     # suffix (8) and its continuations (9), (10), the other's suffix (11) and its continuation (12-14)
     end = torch.tensor([6, 6, 4, 4, 6, 6] + [15, 15, 11, 10, 11, 15, 15, 15, 15])
-    mask = flat_mask(end, "paths", past=5)
+    mask = flat_mask(end, "paths", past=5, fold=3)
     assert mask.shape == (1, 1, 15, 20) and bool(mask[0, 0, :, :5].all())
     plan = getattr(mask, PLAN)
     starts = sorted(int(start) for group in plan for start in group.targets[group.rows % group.mask.shape[2] == 0])
@@ -179,7 +179,7 @@ def test_attention_by_path_is_dense_attention_on_each_segments_path() -> None:
     # continuation, its second continuation, the other suffix with its continuation
     assert starts == [0, 4, 6, 10, 11]
     assert sorted(int(t) for group in plan for t in group.targets) == list(range(15))
-    assert all(group.mask.shape[2] % QUERY_QUANTUM == 0 for group in plan)
+    assert all(query_rows(group.mask.shape[2], 3) == group.mask.shape[2] for group in plan)
     assert all(group.mask.shape[3] % KEY_STEP == 0 for group in plan)
     torch.manual_seed(0)
     query, key, value = torch.randn(1, 6, 15, 8), torch.randn(1, 2, 20, 8), torch.randn(1, 2, 20, 8)
@@ -214,7 +214,7 @@ def test_a_token_attends_bit_for_bit_the_same_whatever_else_is_in_its_batch(dtyp
             ends += [end] * part.shape[2]
             states.append(part)
         states = torch.cat(states, dim=2)
-        mask = flat_mask(torch.tensor(ends), "paths", past=5)
+        mask = flat_mask(torch.tensor(ends), "paths", past=5, fold=3)
         key = torch.cat([head[0], states[1, 9:12]], dim=1)[None]
         value = torch.cat([head[1], states[2, 12:15]], dim=1)[None]
         return _by_path(states[0, :9][None], key, value, getattr(mask, PLAN), 0.125)[0]
@@ -226,6 +226,18 @@ def test_a_token_attends_bit_for_bit_the_same_whatever_else_is_in_its_batch(dtyp
     inside = attend([(300, 300), (prompt[:, :, :400], 1200), (prompt[:, :, 400:], 1000), (continuation, 1000),
                      (150, 1200), (50, 1200), (200, 1400)])
     assert torch.equal(alone, inside[300:1000])
+
+
+def test_a_request_scores_the_same_alone_and_inside_other_batches(embedded_lm, metric_requests) -> None:
+    # a request's value must not depend on what else is in its batch, in either layout
+    model, tokenizer = embedded_lm
+    target = metric_requests[3]
+    for flat in (False, True):
+        (alone,) = LoglikelihoodEngine(model, tokenizer, token_budget=1024, flat=flat).score([target])
+        for budget, others in ((1024, metric_requests), (256, metric_requests[::-1]), (4096, metric_requests[4:])):
+            engine = LoglikelihoodEngine(model, tokenizer, token_budget=budget, flat=flat)
+            inside = engine.score([*others, target])[-1]
+            assert inside.logprob == pytest.approx(alone.logprob, abs=1e-4), (flat, budget)
 
 
 @pytest.mark.slow
