@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from tasks.lm import cpu_attention
+
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
@@ -97,13 +99,15 @@ class Group:
     `queries` (G * n) and `keys` (G * width): positions in the sequence and in [past | sequence], each
     segment's queries padded by repeating its last one, its keys padded with key 0 under a False mask;
     `mask` (G, 1, n, width); `rows`: where the real queries sit among the G * n, `targets`: their
-    positions in the sequence."""
+    positions in the sequence; `seen` (G, n): how many keys each query sees, always a prefix of its
+    segment's keys (its path up to itself), what the bf16 kernel takes instead of the mask."""
 
     queries: torch.Tensor
     keys: torch.Tensor
     mask: torch.Tensor
     rows: torch.Tensor
     targets: torch.Tensor
+    seen: torch.Tensor
 
 
 def _ceil(n: int, quantum: int) -> int:
@@ -152,7 +156,9 @@ def path_plan(allowed: torch.Tensor, past: int, fold: int = 1) -> list[Group]:
     for (n, _), members in shapes.items():
         queries, keys, masks, targets = zip(*members, strict=True)
         rows = torch.cat([torch.arange(i * n, i * n + len(t)) for i, t in enumerate(targets)])
-        plan.append(Group(torch.cat(queries), torch.cat(keys), torch.stack(masks)[:, None], rows, torch.cat(targets)))
+        mask = torch.stack(masks)
+        plan.append(Group(torch.cat(queries), torch.cat(keys), mask[:, None], rows, torch.cat(targets),
+                          mask.sum(-1, dtype=torch.int32)))
     return plan
 
 
@@ -169,14 +175,18 @@ def _by_path(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, plan: 
     from torch.nn.functional import scaled_dot_product_attention
 
     out = torch.empty_like(query[0])
-    heads, kv_heads = query.shape[1], key.shape[1]
+    heads, kv_heads, dim = query.shape[1], key.shape[1], query.shape[3]
+    fold = heads // kv_heads
+    attend = cpu_attention.kernel() if query.dtype == torch.bfloat16 and dim % 64 == 0 else None
     for group in plan:
         count, n = group.mask.shape[0], group.mask.shape[2]
-        fold = heads // kv_heads
         queries = _gather(query, group.queries, count).unflatten(1, (kv_heads, fold)).flatten(2, 3)
-        got = scaled_dot_product_attention(
-            queries, _gather(key, group.keys, count), _gather(value, group.keys, count),
-            attn_mask=group.mask.repeat(1, 1, fold, 1), scale=scaling)
+        keys, values = _gather(key, group.keys, count), _gather(value, group.keys, count)
+        if attend is not None:
+            got = attend(queries, keys, values, group.seen.repeat(1, fold), dim ** -0.5 if scaling is None else scaling)
+        else:
+            got = scaled_dot_product_attention(queries, keys, values, attn_mask=group.mask.repeat(1, 1, fold, 1),
+                                               scale=scaling)
         got = got.unflatten(2, (fold, n)).flatten(1, 2)          # (count, heads, n, dim)
         out.index_copy_(1, group.targets, got.transpose(0, 1).flatten(1, 2).index_select(1, group.rows))
     return out.transpose(0, 1)[None].contiguous()
