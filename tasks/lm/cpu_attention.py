@@ -78,13 +78,17 @@ def _library():
     path = build()
     if path is None:
         return None
-    library = ctypes.CDLL(str(path))
-    function = library.grebench_attention_bf16
-    pointer, number = ctypes.c_void_p, ctypes.c_int
-    function.argtypes = [pointer, pointer, pointer, pointer, pointer, number, number, number, number, number,
-                         ctypes.c_float, number]
+    function = ctypes.CDLL(str(path)).grebench_attention_paths
+    pointer, number, long = ctypes.c_void_p, ctypes.c_int, ctypes.c_long
+    function.argtypes = [pointer, long, long, pointer, long, long, pointer, long, long, pointer, long, long,
+                         number, number, number, number, pointer, pointer, number, ctypes.c_float, number]
     function.restype = number
     return function
+
+
+def takes(dim: int) -> bool:
+    """Whether the kernel takes heads of size `dim`."""
+    return dim % 64 == 0 and dim <= 256
 
 
 def kernel():
@@ -92,19 +96,25 @@ def kernel():
     return attend if _library() is not None else None
 
 
-def attend(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, count: torch.Tensor,
+def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, segments: torch.Tensor, keys: torch.Tensor,
            scale: float) -> torch.Tensor:
-    """Attention of bf16 `queries` (pieces, kv_heads, rows, dim) on `keys` and `values` (pieces,
-    kv_heads, width, dim), each row on the first `count[piece, row]` keys of its piece; (pieces,
-    kv_heads, rows, dim) in bf16. dim and width multiples of 64, every count in 1 .. width."""
+    """Attention of a flat batch, bf16 `query` (1, heads, L, dim) on `key` and `value` (1, kv_heads, past + L,
+    dim), segment by segment: `segments` (S, 4) int32 rows of (start, length, offset, count), each the
+    queries start .. start + length - 1 on the path keys[offset : offset + count] (int32 rows of the keys,
+    in path order, ending with the segment itself). In transformers' layout (1, L, heads, dim), bf16.
+    dim a multiple of 64 up to 256."""
     function = _library()
-    queries, keys, values = (t.contiguous() for t in (queries, keys, values))
-    count = count.to(torch.int32).contiguous()
-    pieces, kv_heads, rows, dim = queries.shape
-    width = keys.shape[2]
-    out = torch.empty_like(queries)
-    code = function(queries.data_ptr(), keys.data_ptr(), values.data_ptr(), count.data_ptr(), out.data_ptr(),
-                    pieces, kv_heads, rows, width, dim, scale, torch.get_num_threads())
+    if not len(segments):
+        raise KernelError("a flat batch without segments")
+    query, key, value = (t if t.stride(-1) == 1 else t.contiguous() for t in (query, key, value))
+    _, heads, length, dim = query.shape
+    out = torch.empty((1, length, heads, dim), dtype=query.dtype)
+    longest = int(segments[:, 3].max()) if len(segments) else 0
+    code = function(query.data_ptr(), query.stride(1), query.stride(2), key.data_ptr(), key.stride(1), key.stride(2),
+                    value.data_ptr(), value.stride(1), value.stride(2), out.data_ptr(), out.stride(2), out.stride(1),
+                    heads, key.shape[1], dim, len(segments), segments.data_ptr(), keys.data_ptr(), longest, scale,
+                    torch.get_num_threads())
     if code != 0:
-        raise KernelError(f"the bf16 attention kernel refused {tuple(queries.shape)} on width {width} (code {code})")
+        raise KernelError(f"the bf16 attention kernel refused query {tuple(query.shape)}, key {tuple(key.shape)} "
+                          f"(code {code})")
     return out

@@ -30,6 +30,7 @@ Only torch and transformers are imported, so the engine still runs on a bare GPU
 from __future__ import annotations
 
 import functools
+import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -99,15 +100,13 @@ class Group:
     `queries` (G * n) and `keys` (G * width): positions in the sequence and in [past | sequence], each
     segment's queries padded by repeating its last one, its keys padded with key 0 under a False mask;
     `mask` (G, 1, n, width); `rows`: where the real queries sit among the G * n, `targets`: their
-    positions in the sequence; `seen` (G, n): how many keys each query sees, always a prefix of its
-    segment's keys (its path up to itself), what the bf16 kernel takes instead of the mask."""
+    positions in the sequence."""
 
     queries: torch.Tensor
     keys: torch.Tensor
     mask: torch.Tensor
     rows: torch.Tensor
     targets: torch.Tensor
-    seen: torch.Tensor
 
 
 def _ceil(n: int, quantum: int) -> int:
@@ -122,23 +121,58 @@ def query_rows(n: int, fold: int) -> int:
     return n
 
 
-def path_plan(allowed: torch.Tensor, past: int, fold: int = 1) -> list[Group]:
-    """The plan of a dense (L, past + L) mask: its segments (stretches of tokens where each sees the one
-    before it, so they share every other key), cut into pieces whose queries see the same number of
-    keys once rounded up to a multiple of `KEY_STEP`, the pieces grouped by padded shape.
+def segments(allowed: torch.Tensor, past: int) -> list[tuple[int, int, torch.Tensor]]:
+    """The segments of a dense (L, past + L) mask, stretches of tokens where each sees the one before it (so
+    they share every other key): (start, end, path), the path being every key its last token sees, in
+    order: the head, the ancestors, then the segment itself."""
+    own = allowed[:, past:]
+    breaks = (~own.diagonal(-1)).nonzero().squeeze(1) + 1
+    starts = [0, *breaks.tolist()]
+    ends = [*starts[1:], allowed.shape[0]]
+    return [(start, end, allowed[end - 1].nonzero().squeeze(1)) for start, end in zip(starts, ends, strict=True)]
+
+
+@dataclass
+class Paths:
+    """The plan of a flat batch's dense mask: its segments, laid out for the bf16 kernel
+    (tasks/lm/cpu_attention.py) or cut into SDPA's groups (`path_plan`), whichever runs."""
+
+    allowed: torch.Tensor
+    past: int
+    fold: int
+
+    @functools.cached_property
+    def segments(self) -> list[tuple[int, int, torch.Tensor]]:
+        return segments(self.allowed, self.past)
+
+    @functools.cached_property
+    def groups(self) -> list[Group]:
+        return path_plan(self.allowed, self.past, self.fold, self.segments)
+
+    @functools.cached_property
+    def table(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(S, 4) int32 rows of (start, length, offset, count) and the paths' keys one after the other."""
+        counts = [len(path) for _, _, path in self.segments]
+        offsets = [0, *itertools.accumulate(counts)][:-1]
+        rows = [(start, end - start, offset, count)
+                for (start, end, _), offset, count in zip(self.segments, offsets, counts, strict=True)]
+        keys = torch.cat([path for _, _, path in self.segments]).to(torch.int32)
+        return torch.tensor(rows, dtype=torch.int32).reshape(-1, 4), keys
+
+
+def path_plan(allowed: torch.Tensor, past: int, fold: int = 1,
+              cut: list[tuple[int, int, torch.Tensor]] | None = None) -> list[Group]:
+    """SDPA's plan of a dense (L, past + L) mask: its segments (`segments`, or `cut` where already known),
+    cut into pieces whose queries see the same number of keys once rounded up to a multiple of `KEY_STEP`,
+    the pieces grouped by padded shape.
 
     SDPA's CPU kernel walks the keys in blocks of 512 and treats the last, partial block with other
     code (a scalar tail, other packing), so a query's result depends on how many keys its call has,
     not only on the keys it sees. Here that number is a function of the query's own key count alone
     (rounded up to the step), whatever the batch; a query pays for fewer than `KEY_STEP` masked keys.
     `fold`: query heads per KV head, which `_by_path` stacks as rows of their KV head's call."""
-    length = allowed.shape[0]
-    own = allowed[:, past:]
-    breaks = (~own.diagonal(-1)).nonzero().squeeze(1) + 1
-    starts = [0, *breaks.tolist()]
     shapes: dict[tuple[int, int], list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]] = {}
-    for start, end in zip(starts, [*starts[1:], length], strict=True):
-        path = allowed[end - 1].nonzero().squeeze(1)    # the last token sees the path and the whole segment
+    for start, end, path in segments(allowed, past) if cut is None else cut:
         ancestors = len(path) - (end - start)
         first = start
         while first < end:
@@ -156,9 +190,7 @@ def path_plan(allowed: torch.Tensor, past: int, fold: int = 1) -> list[Group]:
     for (n, _), members in shapes.items():
         queries, keys, masks, targets = zip(*members, strict=True)
         rows = torch.cat([torch.arange(i * n, i * n + len(t)) for i, t in enumerate(targets)])
-        mask = torch.stack(masks)
-        plan.append(Group(torch.cat(queries), torch.cat(keys), mask[:, None], rows, torch.cat(targets),
-                          mask.sum(-1, dtype=torch.int32)))
+        plan.append(Group(torch.cat(queries), torch.cat(keys), torch.stack(masks)[:, None], rows, torch.cat(targets)))
     return plan
 
 
@@ -167,26 +199,28 @@ def _gather(states: torch.Tensor, index: torch.Tensor, count: int) -> torch.Tens
     return states[0].index_select(1, index).unflatten(1, (count, -1)).transpose(0, 1)
 
 
-def _by_path(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, plan: list[Group],
+def _by_path(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, plan: Paths,
              scaling: float | None) -> torch.Tensor:
-    """Attention of a flat batch (batch 1, heads first) one group of pieces at a time, each on its path's
-    keys in path order, the query heads that share a KV head stacked as rows of one head (fewer, fuller
-    query blocks, and no copy of the KV per query head); in transformers' layout (batch, length, heads, dim)."""
+    """Attention of a flat batch (batch 1, heads first), each segment on its path's keys in path order; in
+    transformers' layout (batch, length, heads, dim). In bfloat16 on a CPU with bf16 units, the kernel of
+    tasks/lm/cpu_attention.py (one call for the batch); anywhere else SDPA one group of pieces at a time,
+    the query heads that share a KV head stacked as rows of one head (fewer, fuller query blocks, and no
+    copy of the KV per query head)."""
     from torch.nn.functional import scaled_dot_product_attention
 
-    out = torch.empty_like(query[0])
     heads, kv_heads, dim = query.shape[1], key.shape[1], query.shape[3]
+    scale = dim ** -0.5 if scaling is None else scaling
+    attend = cpu_attention.kernel() if query.dtype == torch.bfloat16 and cpu_attention.takes(dim) else None
+    if attend is not None:
+        return attend(query, key, value, *plan.table, scale)
+    out = torch.empty_like(query[0])
     fold = heads // kv_heads
-    attend = cpu_attention.kernel() if query.dtype == torch.bfloat16 and dim % 64 == 0 else None
-    for group in plan:
+    for group in plan.groups:
         count, n = group.mask.shape[0], group.mask.shape[2]
         queries = _gather(query, group.queries, count).unflatten(1, (kv_heads, fold)).flatten(2, 3)
-        keys, values = _gather(key, group.keys, count), _gather(value, group.keys, count)
-        if attend is not None:
-            got = attend(queries, keys, values, group.seen.repeat(1, fold), dim ** -0.5 if scaling is None else scaling)
-        else:
-            got = scaled_dot_product_attention(queries, keys, values, attn_mask=group.mask.repeat(1, 1, fold, 1),
-                                               scale=scaling)
+        got = scaled_dot_product_attention(
+            queries, _gather(key, group.keys, count), _gather(value, group.keys, count),
+            attn_mask=group.mask.repeat(1, 1, fold, 1), scale=scale)
         got = got.unflatten(2, (fold, n)).flatten(1, 2)          # (count, heads, n, dim)
         out.index_copy_(1, group.targets, got.transpose(0, 1).flatten(1, 2).index_select(1, group.rows))
     return out.transpose(0, 1)[None].contiguous()
@@ -248,5 +282,5 @@ def flat_mask(end: torch.Tensor, sparsity: str | None, past: int = 0, fold: int 
         allowed = torch.cat([allowed.new_ones((length, past)), allowed], dim=1)
     mask = allowed[None, None]
     if sparsity == "paths":
-        setattr(mask, PLAN, path_plan(allowed, past, fold))
+        setattr(mask, PLAN, Paths(allowed, past, fold))
     return mask

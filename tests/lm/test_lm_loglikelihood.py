@@ -172,7 +172,7 @@ def test_attention_by_path_is_dense_attention_on_each_segments_path() -> None:
     end = torch.tensor([6, 6, 4, 4, 6, 6] + [15, 15, 11, 10, 11, 15, 15, 15, 15])
     mask = flat_mask(end, "paths", past=5, fold=3)
     assert mask.shape == (1, 1, 15, 20) and bool(mask[0, 0, :, :5].all())
-    plan = getattr(mask, PLAN)
+    plan = getattr(mask, PLAN).groups
     starts = sorted(int(start) for group in plan for start in group.targets[group.rows % group.mask.shape[2] == 0])
     # segments, each a stretch where every token sees the one before it: the body and its first
     # continuation, the second continuation, the shared part with the first suffix and its first
@@ -184,7 +184,7 @@ def test_attention_by_path_is_dense_attention_on_each_segments_path() -> None:
     torch.manual_seed(0)
     query, key, value = torch.randn(1, 6, 15, 8), torch.randn(1, 2, 20, 8), torch.randn(1, 2, 20, 8)
     dense = scaled_dot_product_attention(query, key, value, attn_mask=mask, enable_gqa=True).transpose(1, 2)
-    assert torch.allclose(_by_path(query, key, value, plan, None), dense, atol=1e-6)
+    assert torch.allclose(_by_path(query, key, value, getattr(mask, PLAN), None), dense, atol=1e-6)
     # every real query row sees exactly the keys the rule gives it
     seen = sum(int(group.mask.flatten(0, 2)[group.rows].sum()) for group in plan)
     assert seen == int(mask.sum())

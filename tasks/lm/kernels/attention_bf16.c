@@ -1,8 +1,11 @@
 /* Attention of the engine's pieces in bfloat16 on a CPU with AVX-512 BF16 units.
  *
- * Built and loaded by tasks/lm/cpu_attention.py; called by tasks/lm/flat_attention.py for one group
- * of pieces at a time. Each query row sees a prefix of its piece's keys (its path up to itself), given
- * as a count: nothing past a row's count is read into its result, and no mask tensor exists.
+ * Built and loaded by tasks/lm/cpu_attention.py; called by tasks/lm/flat_attention.py once per layer
+ * for a whole flat batch. A segment is a stretch of the batch where each token sees the one before it;
+ * its keys are its path (the head, every ancestor, then itself), read in path order straight from the
+ * layer's key and value tensors, and each query sees a prefix of them, up to itself. No mask, no copy
+ * of the queries, keys or values: each kv head's path keys are packed once per segment for the
+ * multiply instructions, and every query head sharing that kv head reads them.
  *
  * Numbers as torch's own bfloat16 attention keeps them: the scores are exact bf16 products summed in
  * float32 (vdpbf16ps), the softmax runs in float32, the probabilities are rounded to bf16 for the
@@ -49,27 +52,37 @@ static inline __mmask16 before(int first, int count) {
     return left >= LANES ? 0xFFFF : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
 }
 
-/* One item's keys (width x dim) as pairs of dimensions: for each block of 16 keys and each pair p, the
- * 16 keys' (2p, 2p + 1) side by side, the operand vdpbf16ps multiplies a query's pair against. */
-static void pack_keys(const bf16 *keys, bf16 *packed, int width, int dim) {
-    const uint32_t *from = (const uint32_t *)keys;
-    uint32_t *to = (uint32_t *)packed;
-    int pairs = dim / 2;
-    for (int block = 0; block < width / LANES; block++)
-        for (int p = 0; p < pairs; p++)
-            for (int j = 0; j < LANES; j++)
-                to[(block * pairs + p) * LANES + j] = from[(block * LANES + j) * pairs + p];
+/* Keys first .. first + 15 of a path (rows `index` of `keys`, `step` bf16 apart; past `length`,
+ * zeros) as pairs of dimensions: for each pair p, the 16 keys' (2p, 2p + 1) side by side, the operand
+ * vdpbf16ps multiplies a query's pair against. */
+static void pack_keys(const bf16 *keys, long step, const int32_t *index, int length, int first, int dim,
+                      bf16 *packed) {
+    __mmask16 real = before(first, length);
+    __m512i rows = _mm512_maskz_loadu_epi32(real, index + first);
+    __m512i words = _mm512_mullo_epi32(rows, _mm512_set1_epi32((int)(step / 2)));
+    for (int p = 0; p < dim / 2; p++) {
+        __m512i pairs = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), real, words,
+                                                    (const int32_t *)keys + p, 4);
+        _mm512_storeu_si512(packed + (size_t)p * 2 * LANES, pairs);
+    }
 }
 
-/* One item's values (width x dim) as pairs of keys: for each pair of keys and each dimension, the two
- * keys' values side by side, the operand a pair of probabilities multiplies. */
-static void pack_values(const bf16 *values, bf16 *packed, int width, int dim) {
-    for (int pair = 0; pair < width / 2; pair++) {
-        const bf16 *a = values + (size_t)(2 * pair) * dim, *b = a + dim;
-        bf16 *to = packed + (size_t)pair * dim * 2;
-        for (int d = 0; d < dim; d++) {
-            to[2 * d] = a[d];
-            to[2 * d + 1] = b[d];
+/* Values of path keys first .. first + 15 as pairs of keys: for each pair of keys and each
+ * dimension, the two keys' values side by side, the operand a pair of probabilities multiplies. */
+static void pack_values(const bf16 *values, long step, const int32_t *index, int length, int first, int dim,
+                        bf16 *packed) {
+    static const bf16 none[256];
+    __m512i low = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8,
+                                   39, 7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+    __m512i high = _mm512_add_epi16(low, _mm512_set1_epi16(16));
+    for (int key = first; key < first + LANES; key += 2) {
+        const bf16 *a = key < length ? values + index[key] * step : none;
+        const bf16 *b = key + 1 < length ? values + index[key + 1] * step : none;
+        bf16 *to = packed + (size_t)(key - first) * dim;
+        for (int d = 0; d < dim; d += 32) {
+            __m512i x = _mm512_loadu_si512(a + d), y = _mm512_loadu_si512(b + d);
+            _mm512_storeu_si512(to + 2 * d, _mm512_permutex2var_epi16(x, low, y));
+            _mm512_storeu_si512(to + 2 * d + 32, _mm512_permutex2var_epi16(x, high, y));
         }
     }
 }
@@ -78,13 +91,18 @@ static inline __m512bh pair_of(const bf16 *at) {
     return (__m512bh)_mm512_set1_epi32(*(const int32_t *)at);
 }
 
-/* Rows first .. first + TILE - 1 of one item (rows past the last repeat it and are not written). */
-static void attend_tile(const bf16 *query, const int32_t *count, int rows, int first, const bf16 *keys,
-                        const bf16 *values, bf16 *out, int dim, float scale, float *score, bf16 *prob) {
-    int row[TILE], seen[TILE], most = 0;
+/* Queries first .. first + TILE - 1 of a segment (query i at `query + i * step`, its output at
+ * `out + i * out_step`), query i seeing the first `ancestors + i + 1` packed keys; queries past
+ * `length` repeat the last and are not written. */
+static void attend_tile(const bf16 *query, long step, int first, int length, int ancestors, const bf16 *keys,
+                        const bf16 *values, bf16 *out, long out_step, int dim, float scale, float *score,
+                        bf16 *prob) {
+    const bf16 *row[TILE];
+    int seen[TILE], most = 0;
     for (int i = 0; i < TILE; i++) {
-        row[i] = first + i < rows ? first + i : rows - 1;
-        seen[i] = count[row[i]];
+        int at = first + i < length ? first + i : length - 1;
+        row[i] = query + at * step;
+        seen[i] = ancestors + at + 1;
         most = seen[i] > most ? seen[i] : most;
     }
     int span = (most + SPAN - 1) / SPAN * SPAN, pairs = dim / 2;
@@ -101,7 +119,7 @@ static void attend_tile(const bf16 *query, const int32_t *count, int rows, int f
             for (int u = 0; u < 4; u++)
                 key[u] = (__m512bh)_mm512_loadu_si512(k + ((size_t)u * pairs + p) * 2 * LANES);
             for (int i = 0; i < TILE; i++) {
-                __m512bh q = pair_of(query + (size_t)row[i] * dim + 2 * p);
+                __m512bh q = pair_of(row[i] + 2 * p);
                 for (int u = 0; u < 4; u++) acc[i][u] = _mm512_dpbf16_ps(acc[i][u], q, key[u]);
             }
         }
@@ -140,51 +158,70 @@ static void attend_tile(const bf16 *query, const int32_t *count, int rows, int f
                 for (int u = 0; u < 4; u++) acc[i][u] = _mm512_dpbf16_ps(acc[i][u], p, value[u]);
             }
         }
-        for (int i = 0; i < TILE && first + i < rows; i++) {
+        for (int i = 0; i < TILE && first + i < length; i++) {
             __m512 inverse = _mm512_set1_ps(total[i] > 0.0f ? 1.0f / total[i] : 0.0f);
             for (int u = 0; u < 4; u++)
-                _mm256_storeu_si256((__m256i *)(out + (size_t)row[i] * dim + chunk + u * LANES),
+                _mm256_storeu_si256((__m256i *)(out + (first + i) * out_step + chunk + u * LANES),
                                     (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(acc[i][u], inverse)));
         }
     }
 }
 
-/* queries and out: (pieces, kv_heads, rows, dim); keys and values: (pieces, kv_heads, width, dim);
- * count: (pieces, rows), the keys each row sees, a prefix of its piece's keys (the same for every KV
- * head). dim and width multiples of 64. Returns 0, or -1 for shapes it does not take. */
-int grebench_attention_bf16(const bf16 *queries, const bf16 *keys, const bf16 *values, const int32_t *count,
-                            bf16 *out, int pieces, int kv_heads, int rows, int width, int dim, float scale,
-                            int threads) {
-    if (dim % 64 || width % SPAN || rows < 1 || threads < 1) return -1;
-    long items = (long)pieces * kv_heads, tiles = (rows + TILE - 1) / TILE;
-    size_t size = (size_t)width * dim;
-    bf16 *packed_keys = aligned_alloc(64, items * size * sizeof(bf16));
-    bf16 *packed_values = aligned_alloc(64, items * size * sizeof(bf16));
-    if (!packed_keys || !packed_values) {
-        free(packed_keys);
-        free(packed_values);
-        return -2;
-    }
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (long item = 0; item < items; item++) {
-        pack_keys(keys + item * size, packed_keys + item * size, width, dim);
-        pack_values(values + item * size, packed_values + item * size, width, dim);
-    }
-#pragma omp parallel num_threads(threads)
+/* Attention of a flat batch segment by segment. query (heads, L, dim) and out: element (h, t, d) at
+ * h * *_head + t * *_pos + d; key and value (kv_heads, past + L, dim) likewise. segment: S rows of
+ * (start, length, offset, count): the segment's queries are sequence positions start .. start +
+ * length - 1, its path the `count` key rows keys[offset ..], in path order, ending with the segment
+ * itself, so its query i sees the first count - length + i + 1 of them. `longest`: the largest count.
+ * Returns 0, or -1 for shapes it does not take, -2 without memory. */
+int grebench_attention_paths(const bf16 *query, long query_head, long query_pos, const bf16 *key, long key_head,
+                             long key_pos, const bf16 *value, long value_head, long value_pos, bf16 *out,
+                             long out_head, long out_pos, int heads, int kv_heads, int dim, int segments,
+                             const int32_t *segment, const int32_t *keys, int longest, float scale,
+                             int threads) {
+    if (dim % 64 || dim > 256 || kv_heads < 1 || heads % kv_heads || threads < 1 || key_pos % 2) return -1;
+    int fold = heads / kv_heads, failed = 0;
+    size_t width = (size_t)(longest + SPAN - 1) / SPAN * SPAN;
+    bf16 *packed_keys = aligned_alloc(64, width * dim * sizeof(bf16));
+    bf16 *packed_values = aligned_alloc(64, width * dim * sizeof(bf16));
+    if (!packed_keys || !packed_values) failed = 1;
+#pragma omp parallel num_threads(threads) if (!failed)
     {
-        float *score = aligned_alloc(64, (size_t)TILE * width * sizeof(float));
-        bf16 *prob = aligned_alloc(64, (size_t)TILE * width * sizeof(bf16));
-#pragma omp for schedule(dynamic, 2)
-        for (long job = 0; job < items * tiles; job++) {
-            long item = job / tiles;
-            attend_tile(queries + item * rows * dim, count + (item / kv_heads) * rows, rows, (int)(job % tiles) * TILE,
-                        packed_keys + item * size, packed_values + item * size, out + item * rows * dim, dim, scale,
-                        score, prob);
+        float *score = aligned_alloc(64, TILE * width * sizeof(float));
+        bf16 *prob = aligned_alloc(64, TILE * width * sizeof(bf16));
+        if (!score || !prob) {
+#pragma omp atomic write
+            failed = 1;
+        }
+#pragma omp barrier
+        int stop;
+#pragma omp atomic read
+        stop = failed;
+        for (int s = 0; s < segments && !stop; s++) {
+            const int32_t *at = segment + 4 * s;
+            int start = at[0], length = at[1], count = at[3];
+            const int32_t *index = keys + at[2];
+            int blocks = (count + SPAN - 1) / SPAN * SPAN / LANES, tiles = (length + TILE - 1) / TILE;
+            for (int h = 0; h < kv_heads; h++) {
+#pragma omp for schedule(static)
+                for (int block = 0; block < blocks; block++) {
+                    pack_keys(key + h * key_head, key_pos, index, count, block * LANES, dim,
+                              packed_keys + (size_t)block * LANES * dim);
+                    pack_values(value + h * value_head, value_pos, index, count, block * LANES, dim,
+                                packed_values + (size_t)block * LANES * dim);
+                }
+#pragma omp for schedule(dynamic, 1)
+                for (int job = 0; job < fold * tiles; job++) {
+                    int head = h * fold + job / tiles;
+                    attend_tile(query + head * query_head + start * query_pos, query_pos, job % tiles * TILE, length,
+                                count - length, packed_keys, packed_values, out + head * out_head + start * out_pos,
+                                out_pos, dim, scale, score, prob);
+                }
+            }
         }
         free(score);
         free(prob);
     }
     free(packed_keys);
     free(packed_values);
-    return 0;
+    return failed ? -2 : 0;
 }
