@@ -99,9 +99,9 @@ def kernel():
 def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, segments: torch.Tensor, keys: torch.Tensor,
            scale: float) -> torch.Tensor:
     """Attention of a flat batch, bf16 `query` (1, heads, L, dim) on `key` and `value` (1, kv_heads, past + L,
-    dim), segment by segment: `segments` (S, 4) int32 rows of (start, length, offset, count), each the
-    queries start .. start + length - 1 on the path keys[offset : offset + count] (int32 rows of the keys,
-    in path order, ending with the segment itself). In transformers' layout (1, L, heads, dim), bf16.
+    dim), segment by segment: `segments` (S, 5) int32 rows of (start, length, offset, count, shared), each
+    the queries start .. start + length - 1 on the path keys[offset : offset + count] (int32 rows of the
+    keys, in path order, ending with the segment itself), its first `shared` keys the previous segment's. In transformers' layout (1, L, heads, dim), bf16.
     dim a multiple of 64 up to 256."""
     function = _library()
     if not len(segments):

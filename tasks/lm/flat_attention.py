@@ -30,7 +30,6 @@ Only torch and transformers are imported, so the engine still runs on a bare GPU
 from __future__ import annotations
 
 import functools
-import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -151,13 +150,26 @@ class Paths:
 
     @functools.cached_property
     def table(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(S, 4) int32 rows of (start, length, offset, count) and the paths' keys one after the other."""
-        counts = [len(path) for _, _, path in self.segments]
-        offsets = [0, *itertools.accumulate(counts)][:-1]
-        rows = [(start, end - start, offset, count)
-                for (start, end, _), offset, count in zip(self.segments, offsets, counts, strict=True)]
+        """(S, 5) int32 rows of (start, length, offset, count, shared) and the paths' keys one after the
+        other; `shared`: how many leading keys the path has in common with the previous segment's (the
+        kernel keeps their packed blocks: a continuation after its prompt, or after a sibling, packs
+        only its own keys)."""
+        rows, before = [], None
+        offset = 0
+        for start, end, path in self.segments:
+            shared = 0 if before is None else _common(before, path)
+            rows.append((start, end - start, offset, len(path), shared))
+            offset += len(path)
+            before = path
         keys = torch.cat([path for _, _, path in self.segments]).to(torch.int32)
-        return torch.tensor(rows, dtype=torch.int32).reshape(-1, 4), keys
+        return torch.tensor(rows, dtype=torch.int32).reshape(-1, 5), keys
+
+
+def _common(a: torch.Tensor, b: torch.Tensor) -> int:
+    """How many leading entries `a` and `b` share."""
+    n = min(len(a), len(b))
+    differ = (a[:n] != b[:n]).nonzero()
+    return int(differ[0, 0]) if len(differ) else n
 
 
 def path_plan(allowed: torch.Tensor, past: int, fold: int = 1,

@@ -91,20 +91,12 @@ static inline __m512bh pair_of(const bf16 *at) {
     return (__m512bh)_mm512_set1_epi32(*(const int32_t *)at);
 }
 
-/* Queries first .. first + TILE - 1 of a segment (query i at `query + i * step`, its output at
- * `out + i * out_step`), query i seeing the first `ancestors + i + 1` packed keys; queries past
- * `length` repeat the last and are not written. */
-static void attend_tile(const bf16 *query, long step, int first, int length, int ancestors, const bf16 *keys,
-                        const bf16 *values, bf16 *out, long out_step, int dim, float scale, float *score,
-                        bf16 *prob) {
-    const bf16 *row[TILE];
-    int seen[TILE], most = 0;
-    for (int i = 0; i < TILE; i++) {
-        int at = first + i < length ? first + i : length - 1;
-        row[i] = query + at * step;
-        seen[i] = ancestors + at + 1;
-        most = seen[i] > most ? seen[i] : most;
-    }
+/* TILE query rows (`real` of them written: `row[i]` seeing the first `seen[i]` packed keys, its
+ * output to `dest[i]`; rows past `real` repeat one of them). */
+static void attend_tile(const bf16 *const row[TILE], bf16 *const dest[TILE], const int seen[TILE], int real,
+                        const bf16 *keys, const bf16 *values, int dim, float scale, float *score, bf16 *prob) {
+    int most = 0;
+    for (int i = 0; i < TILE; i++) most = seen[i] > most ? seen[i] : most;
     int span = (most + SPAN - 1) / SPAN * SPAN, pairs = dim / 2;
     float total[TILE];
 
@@ -158,10 +150,10 @@ static void attend_tile(const bf16 *query, long step, int first, int length, int
                 for (int u = 0; u < 4; u++) acc[i][u] = _mm512_dpbf16_ps(acc[i][u], p, value[u]);
             }
         }
-        for (int i = 0; i < TILE && first + i < length; i++) {
+        for (int i = 0; i < real; i++) {
             __m512 inverse = _mm512_set1_ps(total[i] > 0.0f ? 1.0f / total[i] : 0.0f);
             for (int u = 0; u < 4; u++)
-                _mm256_storeu_si256((__m256i *)(out + (first + i) * out_step + chunk + u * LANES),
+                _mm256_storeu_si256((__m256i *)(dest[i] + chunk + u * LANES),
                                     (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(acc[i][u], inverse)));
         }
     }
@@ -169,9 +161,10 @@ static void attend_tile(const bf16 *query, long step, int first, int length, int
 
 /* Attention of a flat batch segment by segment. query (heads, L, dim) and out: element (h, t, d) at
  * h * *_head + t * *_pos + d; key and value (kv_heads, past + L, dim) likewise. segment: S rows of
- * (start, length, offset, count): the segment's queries are sequence positions start .. start +
- * length - 1, its path the `count` key rows keys[offset ..], in path order, ending with the segment
- * itself, so its query i sees the first count - length + i + 1 of them. `longest`: the largest count.
+ * (start, length, offset, count, shared): the segment's queries are sequence positions start .. start
+ * + length - 1, its path the `count` key rows keys[offset ..], in path order, ending with the segment
+ * itself, so its query i sees the first count - length + i + 1 of them; the first `shared` of them are
+ * the previous segment's (whose packed blocks are kept). `longest`: the largest count.
  * Returns 0, or -1 for shapes it does not take, -2 without memory. */
 int grebench_attention_paths(const bf16 *query, long query_head, long query_pos, const bf16 *key, long key_head,
                              long key_pos, const bf16 *value, long value_head, long value_pos, bf16 *out,
@@ -180,9 +173,10 @@ int grebench_attention_paths(const bf16 *query, long query_head, long query_pos,
                              int threads) {
     if (dim % 64 || dim > 256 || kv_heads < 1 || heads % kv_heads || threads < 1 || key_pos % 2) return -1;
     int fold = heads / kv_heads, failed = 0;
-    size_t width = (size_t)(longest + SPAN - 1) / SPAN * SPAN;
-    bf16 *packed_keys = aligned_alloc(64, width * dim * sizeof(bf16));
-    bf16 *packed_values = aligned_alloc(64, width * dim * sizeof(bf16));
+    size_t width = (size_t)(longest + SPAN - 1) / SPAN * SPAN, size = width * dim;
+    /* one packed path per kv head, kept from segment to segment */
+    bf16 *packed_keys = aligned_alloc(64, kv_heads * size * sizeof(bf16));
+    bf16 *packed_values = aligned_alloc(64, kv_heads * size * sizeof(bf16));
     if (!packed_keys || !packed_values) failed = 1;
 #pragma omp parallel num_threads(threads) if (!failed)
     {
@@ -197,25 +191,33 @@ int grebench_attention_paths(const bf16 *query, long query_head, long query_pos,
 #pragma omp atomic read
         stop = failed;
         for (int s = 0; s < segments && !stop; s++) {
-            const int32_t *at = segment + 4 * s;
-            int start = at[0], length = at[1], count = at[3];
+            const int32_t *at = segment + 5 * s;
+            int start = at[0], length = at[1], count = at[3], kept = at[4] / LANES;
             const int32_t *index = keys + at[2];
-            int blocks = (count + SPAN - 1) / SPAN * SPAN / LANES, tiles = (length + TILE - 1) / TILE;
-            for (int h = 0; h < kv_heads; h++) {
+            int blocks = (count + SPAN - 1) / SPAN * SPAN / LANES - kept, rows = fold * length;
+            int tiles = (rows + TILE - 1) / TILE;
 #pragma omp for schedule(static)
-                for (int block = 0; block < blocks; block++) {
-                    pack_keys(key + h * key_head, key_pos, index, count, block * LANES, dim,
-                              packed_keys + (size_t)block * LANES * dim);
-                    pack_values(value + h * value_head, value_pos, index, count, block * LANES, dim,
-                                packed_values + (size_t)block * LANES * dim);
-                }
+            for (int job = 0; job < kv_heads * blocks; job++) {
+                int h = job / blocks, block = kept + job % blocks;
+                size_t place = h * size + (size_t)block * LANES * dim;
+                pack_keys(key + h * key_head, key_pos, index, count, block * LANES, dim, packed_keys + place);
+                pack_values(value + h * value_head, value_pos, index, count, block * LANES, dim, packed_values + place);
+            }
+            /* rows in order (query, head): the heads of one query see the same keys */
 #pragma omp for schedule(dynamic, 1)
-                for (int job = 0; job < fold * tiles; job++) {
-                    int head = h * fold + job / tiles;
-                    attend_tile(query + head * query_head + start * query_pos, query_pos, job % tiles * TILE, length,
-                                count - length, packed_keys, packed_values, out + head * out_head + start * out_pos,
-                                out_pos, dim, scale, score, prob);
+            for (int job = 0; job < kv_heads * tiles; job++) {
+                int h = job / tiles, first = job % tiles * TILE, real = rows - first < TILE ? rows - first : TILE;
+                const bf16 *row[TILE];
+                bf16 *dest[TILE];
+                int seen[TILE];
+                for (int i = 0; i < TILE; i++) {
+                    int r = first + (i < real ? i : real - 1), q = r / fold, head = h * fold + r % fold;
+                    row[i] = query + head * query_head + (long)(start + q) * query_pos;
+                    dest[i] = out + head * out_head + (long)(start + q) * out_pos;
+                    seen[i] = count - length + q + 1;
                 }
+                attend_tile(row, dest, seen, real, packed_keys + h * size, packed_values + h * size, dim, scale,
+                            score, prob);
             }
         }
         free(score);
