@@ -20,7 +20,8 @@ is the reference both engines are compared with, so the bfloat16 engine's larges
 what bfloat16 costs in nats; the naive method also runs in bfloat16 (untimed), and its largest
 difference from the same reference is what bfloat16 costs without the engine.
 `--unpacked` also times the engine without packing (prompt bodies first, continuations on their
-copied KV: the engine before packing). The last line is JSON.
+copied KV: the engine before packing). The engine's token budget is the scoring stage's (pipelines.toml)
+unless `--token-budget` says otherwise. The last line is JSON.
 
 On a GPU (`--device cuda`) the same comparison runs in bfloat16 (`--dtype bfloat16`) or NF4 (`--nf4`, through
 bitsandbytes), with peak GPU memory per method and the fraction of the measured bf16 matmul peak.
@@ -28,7 +29,7 @@ bitsandbytes), with peak GPU memory per method and the fraction of the measured 
 random weights (no hub is reachable; shapes are what matter for speed, the values mean nothing), fed
 SmolLM2's token ids; exact comparisons use the embedded SmolLM2 (the default `--shape`).
 
-    .venv/bin/python bench/score.py [--papers 2] [--threads N] [--token-budget 1024] [--unpacked]
+    .venv/bin/python bench/score.py [--papers 2] [--threads N] [--token-budget 4096] [--unpacked]
         [--dtype auto|float32|bfloat16|both]
     .venv/bin/python bench/score.py --device cuda [--dtype bfloat16] [--nf4] [--shape llama-3.1-8b]
     .venv/bin/python bench/score.py --memory 1000 --token-budget 4096   # peak RSS only (bench/score_memory.py)
@@ -43,6 +44,7 @@ import random
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -152,13 +154,21 @@ def memory_in_fresh_process(data: Path, requests: int, token_budget: int, seed: 
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def scoring_budget() -> int:
+    """The token budget the scoring stage runs its engine with (pipelines.toml [score])."""
+    with open(Path(__file__).resolve().parents[1] / "pipelines.toml", "rb") as config:
+        return tomllib.load(config)["score"]["token_budget"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--papers", type=int, default=2, help="papers in the benchmark (5 candidates each)")
     parser.add_argument("--seed", type=int, default=2025)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-    parser.add_argument("--token-budget", type=int, default=1024, help="engine batch budget (padded tokens)")
+    parser.add_argument("--token-budget", type=int, default=scoring_budget(),
+                        help="engine batch budget (padded tokens); default: the scoring stage's, pipelines.toml "
+                             "[score] token_budget")
     parser.add_argument("--unpacked", action="store_true", help="also time the engine without packing")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "both"), default="auto",

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from tasks.lm import cpu_attention
+from tasks.lm import cpu_kernels
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -134,7 +134,7 @@ def segments(allowed: torch.Tensor, past: int) -> list[tuple[int, int, torch.Ten
 @dataclass
 class Paths:
     """The plan of a flat batch's dense mask: its segments, laid out for the bf16 kernel
-    (tasks/lm/cpu_attention.py) or cut into SDPA's groups (`path_plan`), whichever runs."""
+    (tasks/lm/cpu_kernels.py) or cut into SDPA's groups (`path_plan`), whichever runs."""
 
     allowed: torch.Tensor
     past: int
@@ -215,14 +215,14 @@ def _by_path(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, plan: 
              scaling: float | None) -> torch.Tensor:
     """Attention of a flat batch (batch 1, heads first), each segment on its path's keys in path order; in
     transformers' layout (batch, length, heads, dim). In bfloat16 on a CPU with bf16 units, the kernel of
-    tasks/lm/cpu_attention.py (one call for the batch); anywhere else SDPA one group of pieces at a time,
+    tasks/lm/cpu_kernels.py (one call for the batch); anywhere else SDPA one group of pieces at a time,
     the query heads that share a KV head stacked as rows of one head (fewer, fuller query blocks, and no
     copy of the KV per query head)."""
     from torch.nn.functional import scaled_dot_product_attention
 
     heads, kv_heads, dim = query.shape[1], key.shape[1], query.shape[3]
     scale = dim ** -0.5 if scaling is None else scaling
-    attend = cpu_attention.kernel() if query.dtype == torch.bfloat16 and cpu_attention.takes(dim) else None
+    attend = cpu_kernels.kernel() if query.dtype == torch.bfloat16 and cpu_kernels.takes(dim) else None
     if attend is not None:
         return attend(query, key, value, *plan.table, scale)
     out = torch.empty_like(query[0])

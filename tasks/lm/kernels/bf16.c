@@ -1,6 +1,7 @@
-/* Attention of the engine's pieces in bfloat16 on a CPU with AVX-512 BF16 units.
+/* The bfloat16 kernels of a CPU with AVX-512 BF16 units: attention of a flat batch by path, and the
+ * decoder's RMS norm and gated SiLU, each one pass over memory instead of torch's five to eight.
  *
- * Built and loaded by tasks/lm/cpu_attention.py; called by tasks/lm/flat_attention.py once per layer
+ * Attention: built and loaded by tasks/lm/cpu_kernels.py; called by tasks/lm/flat_attention.py once per layer
  * for a whole flat batch. A segment is a stretch of the batch where each token sees the one before it;
  * its keys are its path (the head, every ancestor, then itself), read in path order straight from the
  * layer's key and value tensors, and each query sees a prefix of them, up to itself. No mask, no copy
@@ -28,10 +29,11 @@ enum { TILE = 4,     /* query rows computed together */
        LANES = 16,   /* floats in a vector */
        SPAN = 64 };  /* keys are taken in multiples of this: four vectors of scores per row */
 
-/* e^x for x <= 0: 2^(x log2 e) split into an integer power (scalef) and 2^f for |f| <= 1/2, the
- * latter as its Taylor series to degree 6 (relative error about 1e-7). */
-static inline __m512 exp_nonpositive(__m512 x) {
-    x = _mm512_max_ps(x, _mm512_set1_ps(-100.0f));
+/* e^x: 2^(x log2 e) split into an integer power (scalef) and 2^f for |f| <= 1/2, the latter as its
+ * Taylor series to degree 6 (relative error about 1e-7); x clamped to [-100, 88] (0 and float32's
+ * largest powers come out). */
+static inline __m512 exp_ps(__m512 x) {
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-100.0f)), _mm512_set1_ps(88.0f));
     __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(1.4426950408889634f));
     __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 f = _mm512_sub_ps(t, n);
@@ -129,7 +131,7 @@ static void attend_tile(const bf16 *const row[TILE], bf16 *const dest[TILE], con
             top = _mm512_mask_max_ps(top, before(j, seen[i]), top, _mm512_loadu_ps(s + j));
         __m512 peak = _mm512_set1_ps(_mm512_reduce_max_ps(top)), sum = _mm512_setzero_ps();
         for (int j = 0; j < span; j += LANES) {
-            __m512 e = _mm512_maskz_mov_ps(before(j, seen[i]), exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(s + j), peak)));
+            __m512 e = _mm512_maskz_mov_ps(before(j, seen[i]), exp_ps(_mm512_sub_ps(_mm512_loadu_ps(s + j), peak)));
             sum = _mm512_add_ps(sum, e);
             _mm256_storeu_si256((__m256i *)(prob + (size_t)i * span + j), (__m256i)_mm512_cvtneps_pbh(e));
         }
@@ -226,4 +228,47 @@ int grebench_attention_paths(const bf16 *query, long query_head, long query_pos,
     free(packed_keys);
     free(packed_values);
     return failed ? -2 : 0;
+}
+
+/* bf16 <-> float32, sixteen at a time (rounding to nearest even, as torch does). */
+static inline __m512 widen(const bf16 *at) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)at)), 16));
+}
+
+static inline void narrow(bf16 *at, __m512 x) {
+    _mm256_storeu_si256((__m256i *)at, (__m256i)_mm512_cvtneps_pbh(x));
+}
+
+static inline __m512 rounded(__m512 x) {   /* x as bf16 would hold it */
+    return _mm512_cvtpbh_ps(_mm512_cvtneps_pbh(x));
+}
+
+/* The RMS norm of `rows` rows of `dim` (a multiple of 16): each row in float32 times the reciprocal
+ * square root of its mean square plus `eps`, rounded to bf16, times `weight`, rounded again: the
+ * steps and roundings of transformers' LlamaRMSNorm on bf16 weights, in one pass over the row. */
+void grebench_rms_norm_bf16(const bf16 *x, const bf16 *weight, bf16 *out, long rows, int dim, float eps,
+                            int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (long r = 0; r < rows; r++) {
+        const bf16 *row = x + r * dim;
+        __m512 squares = _mm512_setzero_ps();
+        for (int d = 0; d < dim; d += LANES) {
+            __m512 v = widen(row + d);
+            squares = _mm512_fmadd_ps(v, v, squares);
+        }
+        __m512 scale = _mm512_set1_ps(1.0f / __builtin_sqrtf(_mm512_reduce_add_ps(squares) / dim + eps));
+        for (int d = 0; d < dim; d += LANES)
+            narrow(out + r * dim + d, _mm512_mul_ps(widen(weight + d), rounded(_mm512_mul_ps(widen(row + d), scale))));
+    }
+}
+
+/* silu(gate) * up over `count` values (a multiple of 16): silu in float32 rounded to bf16, the product
+ * rounded again, as torch's two bf16 operations round them. */
+void grebench_silu_mul_bf16(const bf16 *gate, const bf16 *up, bf16 *out, long count, int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (long i = 0; i < count; i += LANES) {
+        __m512 g = widen(gate + i);
+        __m512 silu = _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), g))));
+        narrow(out + i, _mm512_mul_ps(rounded(silu), widen(up + i)));
+    }
 }
