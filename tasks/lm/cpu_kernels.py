@@ -173,3 +173,11 @@ def fuse(model: torch.nn.Module) -> int:
             module.forward = functools.partial(gated_mlp, module)
             fused += 1
     return fused
+
+
+def unfuse(model: torch.nn.Module) -> None:
+    """Undo `fuse`: every module's own forward again (the plain computation benches compare with)."""
+    for module in model.modules():
+        forward = vars(module).get("forward")
+        if isinstance(forward, functools.partial) and forward.func in (rms_norm, gated_mlp):
+            del module.forward
