@@ -24,6 +24,8 @@ from pathlib import Path
 
 import torch
 
+from tasks.lm.loading import cpu_flags
+
 SOURCE = Path(__file__).with_name("kernels") / "bf16.c"
 FLAGS = ["-O3", "-std=c11", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mfma", "-fopenmp",
          "-shared", "-fPIC"]
@@ -32,17 +34,6 @@ UNITS = "avx512_bf16"     # the /proc/cpuinfo flag the kernel needs
 
 class KernelError(RuntimeError):
     """The kernel refused a call (shapes it does not take, memory)."""
-
-
-def _cpu_flags() -> set[str]:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return set()
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            return set(line.split(":", 1)[1].split())
-    return set()
 
 
 def _places() -> list[Path]:
@@ -74,7 +65,7 @@ def build() -> Path | None:
 
 @functools.cache
 def _library():
-    if os.environ.get("GREBENCH_CPU_KERNEL", "1") == "0" or UNITS not in _cpu_flags():
+    if os.environ.get("GREBENCH_CPU_KERNEL", "1") == "0" or UNITS not in cpu_flags():
         return None
     path = build()
     if path is None:

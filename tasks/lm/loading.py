@@ -175,9 +175,13 @@ def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
             return told == "1"
         if told:
             raise ValueError(f"{CPU_BF16_ENV} must be 0 or 1, not {told!r}")
-        cpuinfo = _cpuinfo()
-    flags = {word for line in cpuinfo.splitlines() if line.startswith("flags") for word in line.split()}
-    return any(flag in flags for flag in CPU_BF16_FLAGS)
+    return any(flag in cpu_flags(cpuinfo) for flag in CPU_BF16_FLAGS)
+
+
+def cpu_flags(cpuinfo: str | None = None) -> set[str]:
+    """The instruction-set flags of this CPU (/proc/cpuinfo's, or those in `cpuinfo` when given)."""
+    text = _cpuinfo() if cpuinfo is None else cpuinfo
+    return {word for line in text.splitlines() if line.startswith("flags") for word in line.split()}
 
 
 @functools.cache
