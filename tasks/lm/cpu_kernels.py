@@ -147,7 +147,8 @@ def _is_silu(activation) -> bool:
 
 def fuse(model: torch.nn.Module) -> int:
     """Give a bf16 CPU model's RMS norms and gated SiLU MLPs the one-pass kernels (their own forward is
-    kept for anything else); how many modules now use them (0 where the kernels do not run here)."""
+    kept for anything else); how many modules now use them (0 where the kernels do not run here).
+    `load_model` does it on load, so that generation and scoring compute the same way whatever ran first."""
     weight = next(model.parameters(), None)
     if _library() is None or weight is None or weight.dtype != torch.bfloat16 or weight.device.type != "cpu":
         return 0

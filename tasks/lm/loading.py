@@ -345,6 +345,10 @@ def _load(spec: ModelSpec) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     model.eval()
     if spec.quantization == "int8":
         quantize_int8(model)
+    # bf16 on a CPU with bf16 units: RMS norms and gated MLPs in one pass each, for every use of the model
+    from tasks.lm.cpu_kernels import fuse
+
+    fuse(model)
     return model, load_tokenizer(spec.name)
 
 

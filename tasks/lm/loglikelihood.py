@@ -47,7 +47,6 @@ from typing import TYPE_CHECKING
 import torch
 
 from tasks.core.progress import track
-from tasks.lm import cpu_kernels
 from tasks.lm.batching import batches
 from tasks.lm.fitting import fit_request, request_window
 from tasks.lm.flat_attention import compile_layers, flat_mask, may_attend, use_flat_attention
@@ -258,8 +257,6 @@ class LoglikelihoodEngine:
         # model is the engine's); `compiled=False` and the padded rows run them eagerly
         if self.sparsity == "flex":
             compile_layers(model, self.flat and compiled is not False)
-        # in bf16 on a CPU with bf16 units, the RMS norms and gated MLPs in one pass each (in place too)
-        cpu_kernels.fuse(model)
         self.model, self.tokenizer = model, tokenizer
         self.token_budget, self.head_rows = token_budget, head_rows
         self.decoder = model.base_model
