@@ -3,11 +3,12 @@ ctypes, called on torch tensors. Attention of a flat batch by path (`kernel`), a
 and gated SiLU (`fuse`), where torch takes five to eight passes over memory for what is one.
 
 Only where they are the fastest: a CPU with AVX-512 BF16 units, bfloat16 tensors, head sizes that are a
-multiple of 64. Anywhere else, or without a C compiler, `kernel()` is None, `fuse` changes nothing, and the
-engine keeps torch's SDPA and modules (docs/engines.md). `GREBENCH_CPU_KERNEL=0` turns it off (for side-by-side benches). The library is
-built into the environment's share/grebench/kernels (`.ci/install` does it once) or, where that is not
-writable, the user's cache, named by a hash of the source and the flags so that an edit rebuilds it.
-Only the standard library and torch are imported (the engine runs on a bare GPU machine).
+multiple of 64. Anywhere else, or without a C compiler, `kernel()` is None, `fuse` changes nothing, and
+the engine keeps torch's SDPA and modules (docs/engines.md). `GREBENCH_CPU_KERNEL=0` turns them off (for
+side-by-side benches). The library is built into the environment's share/grebench/kernels (`.ci/install`
+does it once) or, where that is not writable, the user's cache, named by a hash of the source and the
+flags so that an edit rebuilds it. Only the standard library, torch and tasks.lm.loading are imported
+(the engine runs on a bare GPU machine).
 """
 
 from __future__ import annotations
@@ -98,15 +99,15 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, segments
     """Attention of a flat batch, bf16 `query` (1, heads, L, dim) on `key` and `value` (1, kv_heads, past + L,
     dim), segment by segment: `segments` (S, 5) int32 rows of (start, length, offset, count, shared), each
     the queries start .. start + length - 1 on the path keys[offset : offset + count] (int32 rows of the
-    keys, in path order, ending with the segment itself), its first `shared` keys the previous segment's. In transformers' layout (1, L, heads, dim), bf16.
-    dim a multiple of 64 up to 256."""
+    keys, in path order, ending with the segment itself), its first `shared` keys the previous segment's.
+    In transformers' layout (1, L, heads, dim), bf16; dim a multiple of 64 up to 256."""
     function = _library().grebench_attention_paths
     if not len(segments):
         raise KernelError("a flat batch without segments")
     query, key, value = (t if t.stride(-1) == 1 else t.contiguous() for t in (query, key, value))
     _, heads, length, dim = query.shape
     out = torch.empty((1, length, heads, dim), dtype=query.dtype)
-    longest = int(segments[:, 3].max()) if len(segments) else 0
+    longest = int(segments[:, 3].max())
     code = function(query.data_ptr(), query.stride(1), query.stride(2), key.data_ptr(), key.stride(1), key.stride(2),
                     value.data_ptr(), value.stride(1), value.stride(2), out.data_ptr(), out.stride(2), out.stride(1),
                     heads, key.shape[1], dim, len(segments), segments.data_ptr(), keys.data_ptr(), longest, scale,
