@@ -8,6 +8,7 @@ from tasks.core.config import Config
 from tasks.core.summary import StageSummary
 from tasks.stages.preprocess.steps import (
     judgments_and_synopses,
+    needs_assw,
     preprocess_lm,
     read_inputs_task,
     write_outputs_task,
@@ -18,7 +19,8 @@ from tasks.stages.preprocess.steps import (
 def preprocess_flow(cfg: Config, pipeline: str) -> StageSummary:
     reviews, papers, pdf_texts = read_inputs_task(cfg, pipeline)
     backend = preprocess_lm(cfg)
-    judged, synopses = judgments_and_synopses(reviews, papers, pdf_texts, backend, cfg.preprocess)
+    judged, synopses = judgments_and_synopses(reviews, papers, pdf_texts, backend, cfg.preprocess,
+                                               assw=needs_assw(cfg, pipeline))
     summary = write_outputs_task(cfg, pipeline, judged, synopses)
     print(f"preprocess {pipeline}: {summary.as_dict()}")
     return summary

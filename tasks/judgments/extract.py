@@ -153,17 +153,24 @@ def preprocess_reviews(reviews: pl.DataFrame, backend: LanguageModel, cfg: Prepr
     judgments = pl.DataFrame(rows, schema=JUDGMENTS)
     stats["reviews_with_judgments"] = judgments["review_id"].n_unique()
     stats["reviews_rejected"] = stats["reviews_in"] - stats["reviews_with_judgments"]
-    if jobs and judgments.is_empty() and not cfg.allow_empty:
-        first = next(r for r in rejects if r["entity"] == "review" and r["rule"] != "empty_review")
-        raise EmptyOutputError(f"preprocess: all {len(jobs)} reviews failed, no judgments (first: {first['rule']}: "
+    out = PreprocessOutput(judgments, _rejects(rejects), usage_frame("judgments", asked.every, backend, cfg), stats)
+    return require_judgments(out, cfg)
+
+
+def require_judgments(out: PreprocessOutput, cfg: PreprocessConfig) -> PreprocessOutput:
+    """`out`, unless every review with text failed and `allow_empty` is off: then one line naming the first failure."""
+    failed = out.rejects.filter((pl.col("entity") == "review") & (pl.col("rule") != "empty_review"))
+    if out.judgments.is_empty() and failed.height and not cfg.allow_empty:
+        first = failed.row(0, named=True)
+        raise EmptyOutputError(f"preprocess: all {failed.height} reviews failed, no judgments (first: {first['rule']}: "
                                f"{first['detail'][:200]}); set preprocess.allow_empty = true to accept that")
-    return PreprocessOutput(judgments, _rejects(rejects), usage_frame("judgments", asked.every, backend, cfg), stats)
+    return out
 
 
 def make_synopses(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, backend: LanguageModel,
-                  cfg: PreprocessConfig) -> Synopses:
-    """Synopses, rejects and usage: per paper its abstract, and the ASSW summary from the PDF text
-    (the abstract when there is no text; `source` says which)."""
+                  cfg: PreprocessConfig, assw: bool = True) -> Synopses:
+    """Synopses, rejects and usage: per paper its abstract, and with `assw` the ASSW summary from the PDF
+    text (the abstract when there is no text; `source` says which). Without `assw` no LLM is asked."""
     texts: dict[str, str] = {}
     if pdf_texts is not None and pdf_texts.height:
         texts = {pid: t for pid, t in pdf_texts.select("paper_id", "text").iter_rows() if t and t.strip()}
@@ -178,6 +185,8 @@ def make_synopses(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, backend:
         else:
             rejects.append({"entity": "synopsis", "entity_id": f"{pid}/abstract", "rule": "missing_abstract",
                             "detail": "the paper has no abstract", **where})
+        if not assw:
+            continue
         text, source = texts.get(pid, ""), "pdf_text"
         if len(text) > cfg.max_paper_chars:
             text, source = text[: cfg.max_paper_chars], "pdf_text_truncated"
@@ -200,6 +209,20 @@ def make_synopses(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, backend:
         rows.append({"paper_id": job.paper_id, "kind": "assw", "text": parsed.render(), "source": job.source,
                      "model": result.model or backend.model})
     return Synopses(pl.DataFrame(rows, schema=SYNOPSES), _rejects(rejects), usage_frame("synopses", asked.every, backend, cfg))
+
+
+def merged(parts: Sequence[PreprocessOutput]) -> PreprocessOutput:
+    """One output of the judgments of disjoint sets of reviews (preprocessed side by side): frames
+    concatenated, usage and counters added up."""
+    usage = pl.concat([p.usage for p in parts])
+    counts = [c for c, t in usage.schema.items() if t.is_numeric()]
+    usage = usage.group_by("purpose", "backend", "model", maintain_order=True).agg(pl.col(counts).sum())
+    stats: dict[str, int] = {}
+    for part in parts:
+        for key, value in part.stats.items():
+            stats[key] = stats.get(key, 0) + value
+    return PreprocessOutput(pl.concat([p.judgments for p in parts]), pl.concat([p.rejects for p in parts]),
+                            usage.select(parts[0].usage.columns), stats)
 
 
 def usage_frame(purpose: str, results: Sequence[ChatResult], backend: LanguageModel, cfg: PreprocessConfig) -> pl.DataFrame:
