@@ -1,4 +1,4 @@
-"""What issue 37's additions cost on a pipeline that has run: Binoculars over every human reference
+"""What the trust checks cost on a pipeline that has run: Binoculars over every human reference
 (the score stage's reference flags) and the injection track's reviews for one candidate.
 
     PYTHONPATH=. .venv/bin/python bench/trust_cost.py --config pipelines.toml --pipeline demo
@@ -21,7 +21,7 @@ from pathlib import Path
 from tasks.core.config import InjectionConfig, load_config
 from tasks.core.frames import curated_reviews, read_curated
 from tasks.lm import load_model, make_lm
-from tasks.stages.generate.injection import injected_reviews
+from tasks.stages.generate.reviews import injected_reviews
 from tasks.stages.score.reference_flags import flag_specs, reference_flags
 
 

@@ -37,9 +37,10 @@ from tasks.core.config import (
     ValidateConfig,  # noqa: E402
 )
 from tasks.lm import ModelSpec, make_lm
+from tasks.lm.lazy import LazyLM
 from tasks.metrics import Resources, get
 from tasks.metrics.readout_panel import engine_answers, engine_readout
-from tasks.metrics.resources import EMBED_MODEL, LazyLM, engine_loglikelihood, memoized, token_embeddings
+from tasks.metrics.resources import EMBED_MODEL, engine_loglikelihood, memoized, token_embeddings
 from tasks.stages.validate.strategies import DETERMINISTIC
 from tasks.stages.validate.workflow import run_validation
 

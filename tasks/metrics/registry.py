@@ -43,7 +43,6 @@ from tasks.metrics.llm_log import LLMLog
 if TYPE_CHECKING:
     from tasks.core.config import LLMConfig
     from tasks.lm.types import Accept, ChatRequest, ChatResult
-    from tasks.metrics.bartscore import Seq2SeqScorer
     from tasks.metrics.review_quality.work import QualityWork
 
 Reads = Literal["raw", "judgments", "statements"]        # the review text, its judgment lines, atomic statements
@@ -68,6 +67,15 @@ class ChatLM(Protocol):
     cfg: LLMConfig
 
     def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None) -> list[ChatResult]: ...
+
+
+class Seq2Seq(Protocol):
+    """A seq2seq model as BARTScore uses it (`Seq2SeqScorer` in tasks/metrics/bartscore.py): s(x -> y),
+    the mean log-probability per target token, for many pairs at once."""
+
+    name: str
+
+    def score(self, sources: Sequence[str], targets: Sequence[str]) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -101,7 +109,7 @@ class Resources:
     quality: QualityWork | None = field(default=None, compare=False, repr=False)
     judge_method: Literal["auto", "generate"] = "auto"   # the judges' rating: readout where possible, or parse
     judge_context_tokens: int = 8192            # the judges' context, for the paper text lm_examiner reads
-    seq2seq: Seq2SeqScorer | None = field(default=None, compare=False, repr=False)   # BARTScore's model
+    seq2seq: Seq2Seq | None = field(default=None, compare=False, repr=False)   # BARTScore's model
     # where the metrics that run in paper shards go (`Metric.by_paper`): tasks/scoring/metric_shards.py
     # MetricShards in the score and validate stages; None: in this process
     by_paper: PaperShards | None = field(default=None, compare=False, repr=False)

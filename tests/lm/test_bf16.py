@@ -10,7 +10,8 @@ import torch
 
 from tasks.core.config import LLMConfig, PreprocessConfig, ScoreConfig
 from tasks.lm import ChatRequest, ModelSpec, chat_spec, eval_spec, request_key
-from tasks.lm.loading import cpu_has_bf16, cuda_available
+from tasks.lm.cpu import cpu_has_bf16
+from tasks.lm.loading import cuda_available
 from tests.lm.test_lm_drafts import PIECES, prompts
 
 CPU_ONLY = pytest.mark.skipif(cuda_available(), reason="checks the CPU policy")
