@@ -1,4 +1,4 @@
-"""The LLM judge's two ways of reading a rating, side by side on the same questions (issue 25).
+"""The LLM judge's two ways of reading a rating, side by side on the same questions.
 
 `llm_judge` questions (synopsis, the paper's other human reviews, the candidate review) built from the
 synthetic venue the demo serves, answered by the embedded SmolLM2 judge:

@@ -9,7 +9,7 @@ A refresh of `--venues` venues of `--submissions` submissions each is projected 
                 later stages read ([ingest] pdf_scope, the benchmark sample by default) one PDF
                 history and one PDF each. Hours are the requests of each endpoint over its rate, in
                 the order ingest makes them; `pdfs_all_hours` is what fetching every submission's
-                PDF would take (the order before issue 32)
+                PDF would take (the order before PDFs were fetched for the sample only)
     papers      submissions x `--keep` (the share of papers curation keeps; default 16,000 of 46,199,
                 Beyond Rating's figure for the same rules on NeurIPS 2022-25 and ICLR 2024-26)
     preprocess  one chat request per human and per candidate review (judgment lines) and one per paper (ASSW)

@@ -1,4 +1,4 @@
-"""Atomic points and human-vs-human point matching on real ICLR 2023 reviews (issue 13).
+"""Atomic points and human-vs-human point matching on real ICLR 2023 reviews (Beyond Rating's metrics).
 
 Reads ../shared/data/iclr2023_dev.parquet (never copied into the repository): three reviews per
 paper, whose "Strength And Weaknesses" section is one merged field, so the point extractor splits

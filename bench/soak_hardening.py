@@ -1,4 +1,4 @@
-"""Soak of issue 29's list (and issue 35's: slots, options, submitted rows, raw caches, completions servers, flaky servers, submits): every way a user could lose results or hang, tried again and again.
+"""Soak of the hardening list and of the leftovers a crash or a bad server must not turn into a blocked run (slots, options, submitted rows, raw caches, completions servers, flaky servers, submits): every way a user could lose results or hang, tried again and again.
 
     .venv/bin/python bench/soak_hardening.py [--rounds 3] [--only NAME ...] [--skip-slow]
 
@@ -396,7 +396,7 @@ with holding_slot(SlotLimit(Path(sys.argv[1]), "grebench-eval-lm", 1, 5.0)):
 
 
 def killed_slot_holder(root: Path) -> None:
-    """Issue 35: a process killed while it holds the evaluation-LM slot frees it; a wait is bounded
+    """A process killed while it holds the evaluation-LM slot frees it; a wait is bounded
     and names a live holder's pid in one line."""
     from tasks.core.slots import SlotLimit, SlotTimeout, holding_slot
 
@@ -420,7 +420,7 @@ def killed_slot_holder(root: Path) -> None:
 
 
 def option_edges(root: Path) -> None:
-    """Issue 35: options far outside what they can mean are one line, exit 2."""
+    """Options far outside what they can mean are one line, exit 2."""
     path = small_db(root)
     for args, needle in ((["query", "select 1", "--timeout", "inf"], "--timeout"),
                          (["query", "select 1", "--timeout", "1e308"], "--timeout"),
@@ -436,7 +436,7 @@ def option_edges(root: Path) -> None:
 
 
 def submitted_rows(root: Path) -> None:
-    """Issue 35: rows no parser should choke on are rejects of their own, in JSON Lines and CSV."""
+    """Rows no parser should choke on are rejects of their own, in JSON Lines and CSV."""
     from tasks.stages.generate.submitted_file import read_rows
 
     jsonl = root / "r.jsonl"
@@ -450,7 +450,7 @@ def submitted_rows(root: Path) -> None:
 
 
 def raw_cache_of_another_source(root: Path) -> None:
-    """Issue 35: pages one server (or synthetic settings) wrote are never read for another source."""
+    """Pages one server (or synthetic settings) wrote are never read for another source."""
     from tasks.core.config import Config, IngestConfig
     from tasks.stages.ingest.fetch import ingest_venue
     from tasks.testing.openreview_server import serve_venues
@@ -476,7 +476,7 @@ def _completions(url: str, **settings):
 
 
 def silent_completions_server(root: Path) -> None:
-    """Issue 35: a completions server that accepts and never answers stops the stage within its bound."""
+    """A completions server that accepts and never answers stops the stage within its bound."""
     from tasks.core.errors import UnreachableError
     from tasks.lm.types import LoglikelihoodRequest
     from tasks.testing.local_http import silent_server
@@ -517,17 +517,17 @@ def _bad_answers(faults: tuple[str, ...]) -> None:
 
 
 def impossible_logprobs(root: Path) -> None:
-    """Issue 35: NaN, -inf, positive log-probabilities and one value too many are one CompletionsError line."""
+    """NaN, -inf, positive log-probabilities and one value too many are one CompletionsError line."""
     _bad_answers(("nan", "neg_inf", "positive", "extra_value"))
 
 
 def completions_html_json(root: Path) -> None:
-    """Issue 35: a 200 that is an HTML page or invalid JSON is one CompletionsError line naming the server."""
+    """A 200 that is an HTML page or invalid JSON is one CompletionsError line naming the server."""
     _bad_answers(("html", "bad_json"))
 
 
 def flaky_chat_server(root: Path) -> None:
-    """Issue 35: a server failing every other request stops the stage after `retry_total_seconds` in all."""
+    """A server failing every other request stops the stage after `retry_total_seconds` in all."""
     from tasks.core.config import LLMConfig
     from tasks.core.errors import UnreachableError
     from tasks.lm.openai_api import OpenAILM
@@ -569,7 +569,7 @@ def _submit_project(root: Path) -> Path:
 
 
 def concurrent_submits(root: Path) -> None:
-    """Issue 35: two submits of one new name at once: one wins, the other says so in one line."""
+    """Two submits of one new name at once: one wins, the other says so in one line."""
     from tasks.testing.anthropic_server import AnthropicServer, heuristic_responder
 
     def slow(params: dict) -> str:
@@ -596,7 +596,7 @@ def concurrent_submits(root: Path) -> None:
 
 
 def killed_submit(root: Path) -> None:
-    """Issue 35: kill -9 of `grebench submit` inside its flows takes its Prefect server along; a
+    """Kill -9 of `grebench submit` inside its flows takes its Prefect server along; a
     resubmission then finishes."""
     from tasks.testing.anthropic_server import AnthropicServer
 

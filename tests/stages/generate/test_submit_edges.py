@@ -1,4 +1,4 @@
-"""`grebench submit` at its edges (issue 35): two submits of one name at once, a swap a kill cannot lose,
+"""`grebench submit` at its edges: two submits of one name at once, a swap a kill cannot lose,
 names too long, rows no parser should choke on, a full disk or read-only cache, and the server guard
 of every command that starts flows."""
 

@@ -1,5 +1,5 @@
 """The raw download cache is keyed by what produced the pages (tasks/stages/ingest/sources.py): no
-pipeline reads pages another source wrote (issue 35: a synthetic pipeline with other settings, or
+pipeline reads pages another source wrote (once a synthetic pipeline with other settings, or
 the stock pipeline after a run against the local server, read the first one's pages)."""
 
 from __future__ import annotations

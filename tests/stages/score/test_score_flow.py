@@ -89,7 +89,7 @@ def test_stage_scores_through_resumable_shards_and_writes_a_summary(tmp_path, mo
 
 
 def test_adding_requests_leaves_earlier_results_bit_for_bit(tmp_path, monkeypatch) -> None:
-    """Issue 35: a model added to a scored pipeline moved earlier models' scores, because its requests
+    """Once, a model added to a scored pipeline moved earlier models' scores, because its requests
     re-cut the shards and an old request's result depends on its batch company (padding; bfloat16 by up
     to 0.12 nats on SmolLM2). Old results are reused; only the new requests are scored."""
     config = write_pipeline(tmp_path, n_papers=3, n_reviews=3, metrics=["gem"], shard_size=4)
