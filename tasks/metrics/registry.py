@@ -18,8 +18,9 @@ gets a NaN score and a `reason`; a metric whose resource is missing fails loudly
 since a column of NaN would pass for a result.
 
 Scoring, validation, the leaderboard and the config checks read only this registry. To add a
-metric: write (or reuse) a family function in a module of this package, `register(Metric(...))`
-there, import the module in `tasks/metrics/__init__.py`, and add a test.
+metric: write (or reuse) a family function in a module of this package, register its metrics there
+(`register_family(fn, need, (name, reads, conditioned_on, description), ...)`, or `register(Metric(...))`
+for one that differs in more), import the module in `tasks/metrics/__init__.py`, and add a test.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 import polars as pl
@@ -264,6 +265,16 @@ def register(*metrics: Metric) -> None:
         if metric.name in REGISTRY:
             raise ValueError(f"metric {metric.name!r} is registered twice")
         REGISTRY[metric.name] = metric
+
+
+Entry = tuple[str, Reads, Conditioning, str]   # a metric of a family: name, reads, conditioned_on, description
+
+
+def register_family(fn: FamilyFn, needs: Need, *entries: Entry, higher_is_better: bool = True, **shared: Any) -> None:
+    """Register the metrics one family function scores: what they share (the function, the need, the
+    direction, any other `Metric` field such as `negatives`) given once, then one entry per metric."""
+    register(*(Metric(name, reads, conditioned_on, needs, higher_is_better, description, fn, **shared)
+               for name, reads, conditioned_on, description in entries))
 
 
 def check_names(names: Sequence[str]) -> tuple[str, ...]:
