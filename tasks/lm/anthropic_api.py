@@ -82,25 +82,14 @@ class AnthropicLM(ChatAPI, Backend):
     max_batch_bytes = MAX_BATCH_BYTES
     scrub = staticmethod(scrub)
 
-    def __init__(
-        self,
-        cfg: LLMConfig,
-        base_url: str | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        backoff_seconds: float = 1.0,
-        batch_store: BatchStore | None = None,
-    ) -> None:
+    def __init__(self, cfg: LLMConfig, base_url: str | None = None, sleep: Callable[[float], None] = time.sleep,
+                 backoff_seconds: float = 1.0, batch_store: BatchStore | None = None) -> None:
         if cfg.model == "smollm2":
             raise ValueError("model: name an Anthropic model (e.g. claude-sonnet-4-5) when backend = 'anthropic'")
         key = os.environ.get(KEY_ENV)
         if not key:
             raise RuntimeError(f"backend 'anthropic' needs the {KEY_ENV} environment variable")
-        self.cfg = cfg
-        self.model = cfg.model
-        self.identity = f"anthropic|{cfg.model}"
-        self.sleep = sleep
-        self.backoff_seconds = backoff_seconds
-        self.batch_store = batch_store
+        self._hold(cfg, f"anthropic|{cfg.model}", sleep, backoff_seconds, batch_store)
         self._unreachable: str | None = None
         self.client = anthropic.Anthropic(api_key=key, base_url=base_url, max_retries=0, timeout=cfg.timeout_seconds)
 

@@ -117,6 +117,17 @@ class ChatAPI:
     max_batch_requests: int
     max_batch_bytes: int
 
+    def _hold(self, cfg: Any, identity: str, sleep: Callable[[float], None], backoff_seconds: float,
+              batch_store: Any) -> None:
+        """What every API backend keeps from its construction: its settings, the model, the identity
+        that keys its cached answers, how it waits and where its batches are kept."""
+        self.cfg = cfg
+        self.model = cfg.model
+        self.identity = identity
+        self.sleep = sleep
+        self.backoff_seconds = backoff_seconds
+        self.batch_store = batch_store
+
     @classmethod
     def from_config(cls, cfg: Any, base_url: str | None = None, batch_store: Any = None) -> ChatAPI:
         """The backend of `cfg` at `base_url` (None: the configured one), its batches kept in `batch_store`

@@ -95,14 +95,8 @@ class OpenAILM(ChatAPI, Backend):
     max_batch_requests = MAX_BATCH_REQUESTS
     max_batch_bytes = MAX_BATCH_BYTES
 
-    def __init__(
-        self,
-        cfg: LLMConfig,
-        base_url: str | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        backoff_seconds: float = 1.0,
-        batch_store: BatchStore | None = None,
-    ) -> None:
+    def __init__(self, cfg: LLMConfig, base_url: str | None = None, sleep: Callable[[float], None] = time.sleep,
+                 backoff_seconds: float = 1.0, batch_store: BatchStore | None = None) -> None:
         served = in_process_model(cfg.base_url) is not None   # "<scheme>:<local model>", started in this process
         if cfg.model == "smollm2" and not served:
             raise ValueError("model: name the served model (e.g. gpt-5, deepseek-chat) when backend = 'openai'")
@@ -112,17 +106,12 @@ class OpenAILM(ChatAPI, Backend):
         if not key:
             raise RuntimeError(f"backend 'openai' needs the {cfg.api_key_env} environment variable "
                                "(api_key_env names it; \"\" for a server without auth)")
-        self.cfg = cfg
-        self.model = cfg.model
         self.base_url = base_url or cfg.base_url
         # where the model is served, without the port (a local server on a new port serves the same model)
         # (a served local model also by its resolved dtype: float32 and bfloat16 answers never mix)
         where = served_key(cfg) if served else urlsplit(self.base_url or "https://api.openai.com").hostname
-        self.identity = f"openai|{where}|{cfg.model}|temperature={cfg.temperature}" + (
-            "|continue_final_message" if cfg.continue_final_message else "")
-        self.sleep = sleep
-        self.backoff_seconds = backoff_seconds
-        self.batch_store = batch_store
+        self._hold(cfg, f"openai|{where}|{cfg.model}|temperature={cfg.temperature}"
+                   + ("|continue_final_message" if cfg.continue_final_message else ""), sleep, backoff_seconds, batch_store)
         self._key = key
         self._refused: FatalError | None = None   # a refused key (401 / 403) or an address nobody answers at
         self._no_logprobs: str | None = None      # why the model gives no top_logprobs, once it said so
