@@ -1,7 +1,7 @@
 """What the paired comparisons and rank intervals cost next to the leaderboard they annotate, and how
 often they find a built-in difference, on synthetic candidate scores.
 
-    PYTHONPATH=. python bench/compare.py [--models 12] [--papers 100] [--metrics 8] [--resamples 2000]
+    PYTHONPATH=. python bench/cost/compare.py [--models 12] [--papers 100] [--metrics 8] [--resamples 2000]
 
 Each model's score on a paper is the paper's difficulty plus the model's skill plus noise; models
 come in pairs, the second of a pair `gap` better than the first on average. Printed: the seconds the

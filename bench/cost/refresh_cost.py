@@ -39,8 +39,8 @@ engine; the JSON also gives the rate per CPU second of this process and the hour
 of `pipelines.toml` ([preprocess] for preprocessing, `--candidate-*-price` for the candidates, [score.oracle]
 for the judges); `--gpu-hour-usd` prices the evaluation LM's hours. The last line is JSON.
 
-    .venv/bin/python bench/refresh_cost.py --submissions 15700 --candidates 10
-    .venv/bin/python bench/refresh_cost.py --submissions 15700 --candidates 10 --eval-tokens-per-s 40000 --gpu-hour-usd 2.5
+    .venv/bin/python bench/cost/refresh_cost.py --submissions 15700 --candidates 10
+    .venv/bin/python bench/cost/refresh_cost.py --submissions 15700 --candidates 10 --eval-tokens-per-s 40000 --gpu-hour-usd 2.5
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import polars as pl  # noqa: E402
 
@@ -65,7 +65,7 @@ from tasks.lm import LoglikelihoodRequest, ModelSpec, local_lm  # noqa: E402
 from tasks.lm.loading import chat_ids, load_tokenizer  # noqa: E402
 from tasks.metrics.gem import system_prompt  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parents[0] / "shared" / "data" / "iclr2023_dev.parquet"
 KEEP = 16_000 / 46_199
 GEM_SYNOPSIS = {"gem_raw": None, "gem": None, "gem_s_abstract": "abstract", "gem_s_assw": "assw"}

@@ -1,7 +1,7 @@
 """What the trust checks cost on a pipeline that has run: Binoculars over every human reference
 (the score stage's reference flags) and the injection track's reviews for one candidate.
 
-    PYTHONPATH=. .venv/bin/python bench/trust_cost.py --config pipelines.toml --pipeline demo
+    PYTHONPATH=. .venv/bin/python bench/cost/trust_cost.py --config pipelines.toml --pipeline demo
 
 Reads the pipeline's curated reviews and benchmark papers (run `grebench run demo` first), scores
 the references as the score stage does (`tasks/stages/score/reference_flags.py`, the configured

@@ -1,6 +1,6 @@
 """Speed of the curate stage (12,000 papers / 48,000 reviews) and of PDF text extraction.
 
-    .venv/bin/python bench/curate_pdf.py [--papers 12000] [--pdfs 200] [--pdf-pages 12]
+    .venv/bin/python bench/ingest/curate_pdf.py [--papers 12000] [--pdfs 200] [--pdf-pages 12]
 
 Curation runs on generated ingest frames (realistic review lengths, every rule firing); PDF
 extraction on PDFs written with pymupdf, in-process and with the process pool. Prints the
@@ -22,7 +22,7 @@ from pathlib import Path
 import polars as pl
 import pymupdf
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tasks.core.config import Config, CurateConfig, VenueConfig  # noqa: E402
 from tasks.core.schema import PAPERS, REVIEWS, conform  # noqa: E402

@@ -1,6 +1,6 @@
 """Ingest (then curate) a synthetic venue of 12,000 papers / 48,000 reviews from the local server.
 
-    .venv/bin/python bench/ingest.py [--papers 12000] [--reviews 4] [--api 2] [--no-profile] [--versions]
+    .venv/bin/python bench/ingest/ingest.py [--papers 12000] [--reviews 4] [--api 2] [--no-profile] [--versions]
 
 The server runs in a child process (generating the venue there), so the figures are those of the
 ingesting process alone: wall time, peak resident memory (getrusage), and a cProfile breakdown of
@@ -24,12 +24,12 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tasks.core.config import Config, IngestConfig, VenueConfig, load_config  # noqa: E402
 from tasks.stages.ingest.fetch import ingest_venue  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 VENUES = {1: "ICLR.cc/2023/Conference", 2: "GREBench.cc/2025/Demo"}
 STEPS = (   # (label, (file suffix, function)) measured by cumulative profiled time
     ("our parsing: normalise notes into rows (ingest/forms)", ("tasks/stages/ingest/forms.py", "normalise_submission")),

@@ -1,6 +1,6 @@
 """Ingest one v2 venue three ways, side by side in one run, against the local server:
 
-    .venv/bin/python bench/ingest_today.py [--papers 200] [--reviews 4]
+    .venv/bin/python bench/ingest/ingest_today.py [--papers 200] [--reviews 4]
 
 1. `lenient`: the server as it answered before 2026 (`Policy()`), a guest, every history asked;
 2. `today-probe`: the server as OpenReview answers today (`Policy.today()`: login required, v2 edit
@@ -23,12 +23,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tasks.core.config import Config, IngestConfig, VenueConfig, load_config  # noqa: E402
 
 VENUE = "ICLR.cc/2025/Conference"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """Soak: kill -9 a synthetic-venue pipeline run (ingest -> curate -> materialize) at random moments.
 
-    .venv/bin/python bench/soak.py [--kills 20] [--papers 40] [--seed 0] [--keep DIR]
+    .venv/bin/python bench/soak/soak.py [--kills 20] [--papers 40] [--seed 0] [--keep DIR]
 
 A clean run in its own folder gives the reference: the rows of every table in the results
 database. Then, in one project folder (so whatever a killed run leaves behind stays there), each
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import duckdb
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tasks.core.locks import locked, recover_database, wal_path  # noqa: E402

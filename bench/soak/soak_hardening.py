@@ -1,11 +1,11 @@
 """Soak of the hardening list and of the leftovers a crash or a bad server must not turn into a blocked run (slots, options, submitted rows, raw caches, completions servers, flaky servers, submits): every way a user could lose results or hang, tried again and again.
 
-    .venv/bin/python bench/soak_hardening.py [--rounds 3] [--only NAME ...] [--skip-slow]
+    .venv/bin/python bench/soak/soak_hardening.py [--rounds 3] [--only NAME ...] [--skip-slow]
 
 Each scenario is tried `--rounds` times (attempts) through the real command line or the real
 module, in a fresh temporary project each time; an attempt "held" when the command behaved as
 docs/reliability.md says (exit code, one error line, time bound, nothing left behind) and is
-"broken" otherwise, with the reason printed. The kill -9 soak of the database is bench/soak.py.
+"broken" otherwise, with the reason printed. The kill -9 soak of the database is bench/soak/soak.py.
 The last line printed is JSON: attempts, held, broken, per scenario.
 """
 
@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 VENUE = "Test.cc/2025/Conference"

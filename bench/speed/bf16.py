@@ -2,7 +2,7 @@
 
 Two parts, each optional:
 
-* **scores and verdicts** (`--papers N`): the metric validation of bench/validate.py (one seeded
+* **scores and verdicts** (`--papers N`): the metric validation of bench/validity/validate.py (one seeded
   review per paper is the candidate, the others its references, the file's GPT-4o judgments as
   judgment lines, every deterministic strategy) run twice, the evaluation LM in float32 then in
   bfloat16. Printed: GEM of every (candidate version, paper) pair (the
@@ -22,7 +22,7 @@ a CPU with bf16 units (or CUDA) and emulated elsewhere: on a CPU without them to
 matmul is 24x slower than float32 (docs/bfloat16.md), too slow for this bench. Everything else
 (norms, attention, activations, the log-softmax in float32) runs as it does in the pipeline.
 
-    PYTHONPATH=. .venv/bin/python bench/bf16.py --papers 20 [--generate 6] [--matmul auto|native|emulated]
+    PYTHONPATH=. .venv/bin/python bench/speed/bf16.py --papers 20 [--generate 6] [--matmul auto|native|emulated]
 
 The last line is JSON.
 """
@@ -46,7 +46,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import polars as pl  # noqa: E402
 import torch  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data" / "iclr2023_dev.parquet"
 PAIR = ["paper_id", "candidate", "source", "metric"]
 

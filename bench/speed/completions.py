@@ -14,7 +14,7 @@ and the HTTP requests sent. The server here runs the naive computation on this m
 its throughput says what the HTTP path and the echoed-log-probability parsing cost, not what vLLM on
 a GPU does (docs/engines.md). The last line is JSON.
 
-    .venv/bin/python bench/completions.py [--pairs 24] [--batch-size 8] [--in-flight 2]
+    .venv/bin/python bench/speed/completions.py [--pairs 24] [--batch-size 8] [--in-flight 2]
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
@@ -42,7 +42,7 @@ from tasks.metrics.gem import system_prompt  # noqa: E402
 from tasks.testing.completions import LocalCompletions  # noqa: E402
 from tasks.testing.openai_server import OpenAIServer  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "iclr2023_dev.parquet"
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "iclr2023_dev.parquet"
 
 
 def gem_requests(path: Path, n: int) -> list[LoglikelihoodRequest]:

@@ -3,7 +3,7 @@ on the demo's own score-stage requests (GEM shards, the tv_fvar_statement readou
 llm_judge's questions with their 0-10 answers),
 the engine of a given git revision against this tree's, alternating, in one process.
 
-    PYTHONPATH=. python bench/demo_engine.py --before 2212908     # after `grebench run demo`
+    PYTHONPATH=. python bench/speed/demo_engine.py --before 2212908     # after `grebench run demo`
 
 Prints per workload: requests, forward and padded tokens, CPU seconds of each engine, the ratio and
 the largest difference of a request's log-probability; last line JSON.

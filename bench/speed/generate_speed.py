@@ -16,10 +16,10 @@ CPU seconds, tokens/s, forward passes and drafted / kept tokens; each decoder's 
 first (wall and CPU time) and whether every answer is byte-identical to it (the mismatching request
 ids otherwise). Model loading and the constraint's construction are not timed. The last line is JSON.
 
-    .venv/bin/python bench/generate_speed.py --reviews 8 --papers 0 --batch-size 8
-    .venv/bin/python bench/generate_speed.py --reviews 0 --papers 4 --batch-size 4 --decoders generate,fast,stepwise
-    .venv/bin/python bench/generate_speed.py --thread-probe   # 1 thread vs every core, prompt and step
-    .venv/bin/python bench/generate_speed.py --reviews 8 --papers 4 --batch-size 8 --decoders fast:float32,fast:bfloat16,fast:int8
+    .venv/bin/python bench/speed/generate_speed.py --reviews 8 --papers 0 --batch-size 8
+    .venv/bin/python bench/speed/generate_speed.py --reviews 0 --papers 4 --batch-size 4 --decoders generate,fast,stepwise
+    .venv/bin/python bench/speed/generate_speed.py --thread-probe   # 1 thread vs every core, prompt and step
+    .venv/bin/python bench/speed/generate_speed.py --reviews 8 --papers 4 --batch-size 8 --decoders fast:float32,fast:bfloat16,fast:int8
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -60,8 +60,22 @@ def judgment_requests(n: int, max_tokens: int, seed: int) -> list[ChatRequest]:
                         line_prefixes=LINE_PREFIXES["review"]) for i, text in enumerate(texts)]
 
 
+def synthetic_papers(n: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """`n` papers of a synthetic venue (paper_id, venue_id, title, abstract) and their PDF texts."""
+    from tasks.stages.ingest.pdf import extract_text
+    from tasks.testing.synthetic import make_venue
+
+    venue = make_venue("GREBench.cc/2025/Demo", n_papers=n, bad_cases=False)
+    rows, texts = [], []
+    for paper in venue.papers:
+        rows.append({"paper_id": paper.paper_id, "venue_id": venue.venue_id, "title": paper.title,
+                     "abstract": paper.abstract})
+        if paper.pdf:
+            texts.append({"paper_id": paper.paper_id, "text": extract_text(paper.pdf).text})
+    return pl.DataFrame(rows), pl.DataFrame(texts)
+
+
 def review_requests(n: int, seed: int) -> list[ChatRequest]:
-    from bench.generate import synthetic_papers
     from tasks.core.config import load_config
     from tasks.stages.generate.reviews import LOCAL_PREFILL, fit_paper, make_meter, paper_text, render_user
 

@@ -2,11 +2,11 @@
 
 Two steps, on two machines:
 
-    .venv/bin/python bench/gpu_engine.py --export bench/out/gpu   # here: GEM requests + tokenizer
-    python3 bench/gpu_engine.py --requests bench/out/gpu          # on the GPU box (device tool)
+    .venv/bin/python bench/speed/gpu_engine.py --export bench/out/gpu   # here: GEM requests + tokenizer
+    python3 bench/speed/gpu_engine.py --requests bench/out/gpu          # on the GPU box (device tool)
 
 `--export` writes `requests.json` (the unique GEM requests of `--papers` papers of the ICLR 2023 dev
-file, built exactly as bench/score.py builds them: 5 candidates per paper against the paper's other
+file, built exactly as bench/speed/score.py builds them: 5 candidates per paper against the paper's other
 reviews) and SmolLM2's tokenizer (`tokenizer/`, with its chat template). Nothing from the dev file is
 committed: `bench/out/` is ignored.
 
@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent), str(HERE)]
+sys.path[:0] = [str(HERE.parents[1]), str(HERE.parent)]
 
 import torch  # noqa: E402
 from engine_shapes import LLAMA_8B, flops, matmul_peak, sync  # noqa: E402
@@ -279,7 +279,7 @@ def main() -> None:
     parser.add_argument("--export", type=Path, help="write requests.json and the tokenizer here (needs the dev file)")
     parser.add_argument("--papers", type=int, default=20)
     parser.add_argument("--seed", type=int, default=2025)
-    parser.add_argument("--requests", type=Path, default=HERE / "out" / "gpu", help="a folder --export wrote")
+    parser.add_argument("--requests", type=Path, default=HERE.parent / "out" / "gpu", help="a folder --export wrote")
     parser.add_argument("--budgets", default="16384,32768", help="engine token budgets, comma-separated")
     parser.add_argument("--naive", type=int, default=64, help="requests for the naive method and the float32 reference")
     parser.add_argument("--no-nf4", action="store_true")

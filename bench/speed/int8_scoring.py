@@ -15,7 +15,7 @@ in one process on this CPU's threads:
 
 Nothing of it is used by the pipeline: the figures (docs/engines.md) are why. The last line is JSON.
 
-    .venv/bin/python bench/int8_scoring.py [--papers 4] [--threads 2]
+    .venv/bin/python bench/speed/int8_scoring.py [--papers 4] [--threads 2]
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import polars as pl  # noqa: E402
 import torch  # noqa: E402
@@ -37,7 +37,7 @@ import torch  # noqa: E402
 from tasks.lm import LoglikelihoodRequest, ModelSpec, load_model  # noqa: E402
 from tasks.lm.loglikelihood import LoglikelihoodEngine  # noqa: E402
 
-DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "iclr2023_dev.parquet"
+DEV = Path(__file__).resolve().parents[3] / "shared" / "data" / "iclr2023_dev.parquet"
 SHAPES = ((4096, 576, 1536), (4096, 1536, 576), (4096, 576, 576))
 
 

@@ -1,6 +1,6 @@
 """Peak memory and time of scoring one very long review against a normal one (the fitting rule).
 
-    .venv/bin/python bench/long_inputs.py [--megabytes 5] [--normal-words 400]
+    .venv/bin/python bench/speed/long_inputs.py [--megabytes 5] [--normal-words 400]
 
 In one process and in this order: a normal review (conditional and marginal request under the
 embedded SmolLM2), then a review of `--megabytes` MB. Each step prints its time, the growth of
@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tasks.lm import LoglikelihoodRequest, ModelSpec, local_lm  # noqa: E402
 

@@ -29,10 +29,10 @@ bitsandbytes), with peak GPU memory per method and the fraction of the measured 
 random weights (no hub is reachable; shapes are what matter for speed, the values mean nothing), fed
 SmolLM2's token ids; exact comparisons use the embedded SmolLM2 (the default `--shape`).
 
-    .venv/bin/python bench/score.py [--papers 2] [--threads N] [--token-budget 4096] [--unpacked]
+    .venv/bin/python bench/speed/score.py [--papers 2] [--threads N] [--token-budget 4096] [--unpacked]
         [--dtype auto|float32|bfloat16|both]
-    .venv/bin/python bench/score.py --device cuda [--dtype bfloat16] [--nf4] [--shape llama-3.1-8b]
-    .venv/bin/python bench/score.py --memory 1000 --token-budget 4096   # peak RSS only (bench/score_memory.py)
+    .venv/bin/python bench/speed/score.py --device cuda [--dtype bfloat16] [--nf4] [--shape llama-3.1-8b]
+    .venv/bin/python bench/speed/score.py --memory 1000 --token-budget 4096   # peak RSS only (bench/speed/score_memory.py)
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import polars as pl  # noqa: E402
 import torch  # noqa: E402
@@ -64,7 +64,7 @@ from tasks.lm.loglikelihood import LoglikelihoodEngine, reference_score  # noqa:
 from tasks.metrics import get  # noqa: E402
 from tasks.metrics.gem import build_requests  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "iclr2023_dev.parquet"
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "iclr2023_dev.parquet"
 
 
 def lines(text: str) -> list[str]:
@@ -146,7 +146,7 @@ def time_engine(model, tokenizer, by_key: dict, keys: list[str], token_budget: i
 
 def memory_in_fresh_process(data: Path, requests: int, token_budget: int, seed: int,
                             threads: int | None = None) -> dict:
-    """Run bench/score_memory.py in a fresh process (the peak belongs to scoring alone); its figures."""
+    """Run bench/speed/score_memory.py in a fresh process (the peak belongs to scoring alone); its figures."""
     extra = ["--threads", str(threads)] if threads else []
     out = subprocess.run([sys.executable, str(Path(__file__).with_name("score_memory.py")), "--data", str(data),
                           "--requests", str(requests), "--token-budget", str(token_budget), "--seed", str(seed),
@@ -156,7 +156,7 @@ def memory_in_fresh_process(data: Path, requests: int, token_budget: int, seed: 
 
 def scoring_budget() -> int:
     """The token budget the scoring stage runs its engine with (pipelines.toml [score])."""
-    with open(Path(__file__).resolve().parents[1] / "pipelines.toml", "rb") as config:
+    with open(Path(__file__).resolve().parents[2] / "pipelines.toml", "rb") as config:
         return tomllib.load(config)["score"]["token_budget"]
 
 

@@ -1,13 +1,13 @@
 """Peak resident memory of scoring N log-likelihood requests on CPU with the embedded SmolLM2.
 
-Run by `bench/score.py --memory N` in a fresh process (`memory_in_fresh_process` there) (so the peak belongs to scoring alone). The
+Run by `bench/speed/score.py --memory N` in a fresh process (`memory_in_fresh_process` there) (so the peak belongs to scoring alone). The
 requests have the score stage's shape: for each ICLR 2023 dev paper (in a seeded order) the five
-candidate variants of bench/score.py and the marginal prompt, each followed by every judgment line
+candidate variants of bench/speed/score.py and the marginal prompt, each followed by every judgment line
 of the paper's other reviews as its own continuation (one line each keeps the run short on CPU;
 memory is bounded by the batch budget, not by the number of requests), until N unique requests.
 Prints the resident set before loading, after loading and at the peak (Linux ru_maxrss).
 
-    .venv/bin/python bench/score_memory.py --requests 1000 [--token-budget 4096] [--threads N]
+    .venv/bin/python bench/speed/score_memory.py --requests 1000 [--token-budget 4096] [--threads N]
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def _peak_mib() -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=HERE.parents[1] / "shared" / "data" / "iclr2023_dev.parquet")
+    parser.add_argument("--data", type=Path, default=HERE.parents[2] / "shared" / "data" / "iclr2023_dev.parquet")
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--token-budget", type=int, default=4096, help="the score stage's default")
     parser.add_argument("--seed", type=int, default=2025)
@@ -49,7 +49,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    sys.path[:0] = [str(HERE.parent), str(HERE)]
+    sys.path[:0] = [str(HERE.parents[1]), str(HERE.parent)]
 
     import polars as pl
     from score import lines, variants

@@ -1,6 +1,6 @@
 """Compare two runs' Parquet outputs (e.g. data/demo before and after a refactor), column by column.
 
-    python bench/compare_outputs.py OLD_DIR NEW_DIR     # e.g. /tmp/before/demo data/demo
+    python bench/tools/compare_outputs.py OLD_DIR NEW_DIR     # e.g. /tmp/before/demo data/demo
 
 Prints one line per output file (rows, the largest absolute difference over float columns, the
 non-float columns that differ), rows compared in one order (sorted by their non-float columns);

@@ -1,6 +1,6 @@
 """The token-level f-MI cells and tv_fvar_statement on real reviews, side by side, with wall times.
 
-    PYTHONPATH=. python bench/fmi_cells.py --papers 6 [--data ../shared/data/iclr2023_dev.parquet]
+    PYTHONPATH=. python bench/validity/fmi_cells.py --papers 6 [--data ../shared/data/iclr2023_dev.parquet]
 
 Each human review is a candidate scored leave-one-out against its paper's other reviews (judgment
 lines of the GEM release), with K negative references of other papers; the evaluation LM is the

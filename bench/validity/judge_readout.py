@@ -9,7 +9,7 @@ synthetic venue the demo serves, answered by the embedded SmolLM2 judge:
 Prints the seconds of each (interleaved, after one warm-up call each), how many questions each
 answered with a number, and the ratio; the last line is JSON.
 
-    PYTHONPATH=. .venv/bin/python bench/judge_readout.py [--papers 3] [--repeats 1]
+    PYTHONPATH=. .venv/bin/python bench/validity/judge_readout.py [--papers 3] [--repeats 1]
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ ANTHROPIC_API_KEY is set) and compares with the `judgments_reference` column:
   decodes under the line-prefix constraint, so every answer line opens with a stance; `threads`
   is the torch thread count it chose for the machine's load at the start).
 
-    .venv/bin/python bench/preprocess.py --reviews 8 --max-tokens 160
+    .venv/bin/python bench/validity/preprocess.py --reviews 8 --max-tokens 160
 
 The last line printed is JSON.
 """
@@ -32,7 +32,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

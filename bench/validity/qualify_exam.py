@@ -1,10 +1,10 @@
 """The qualification exam (tasks/stages/qualify) of a judge, a point matcher or a readout oracle panel on
 real ICLR 2023 reviews.
 
-    python bench/qualify_exam.py                       # the embedded SmolLM2 as judge, logit readout
-    python bench/qualify_exam.py --backend anthropic --model claude-haiku-4-5   # an API model, stated confidence
-    python bench/qualify_exam.py --roles matcher       # SmolLM2 as the point matcher (point-match-v1)
-    python bench/qualify_exam.py --roles panel --readouts smollm2 smollm2:bfloat16   # each panel member as oracle
+    python bench/validity/qualify_exam.py                       # the embedded SmolLM2 as judge, logit readout
+    python bench/validity/qualify_exam.py --backend anthropic --model claude-haiku-4-5   # an API model, stated confidence
+    python bench/validity/qualify_exam.py --roles matcher       # SmolLM2 as the point matcher (point-match-v1)
+    python bench/validity/qualify_exam.py --roles panel --readouts smollm2 smollm2:bfloat16   # each panel member as oracle
 
 Reads ../shared/data/iclr2023_dev.parquet (three reviews per paper, no abstracts). The exam's
 reviews are reviewers 1 and 2; the synopsis shown is the "Summary Of The Paper" section of
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import polars as pl
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tasks.core.config import LLMConfig, QualifyConfig, ScoreConfig  # noqa: E402

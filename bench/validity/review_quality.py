@@ -11,7 +11,7 @@ it into strength and weakness points itself (`split_from`). For the first --pape
   per field (MiniLM pre-filter, --top-k human points judged per candidate point);
 - wall time of extraction and of matching.
 
-    PYTHONPATH=. python bench/review_quality.py --papers 3 --max-tokens 160
+    PYTHONPATH=. python bench/validity/review_quality.py --papers 3 --max-tokens 160
 
 The backend is the embedded SmolLM2 unless --backend anthropic (ANTHROPIC_API_KEY) is given. The
 last line printed is JSON.
@@ -29,7 +29,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

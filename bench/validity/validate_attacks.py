@@ -5,7 +5,7 @@ own sample). The file's `judgments_reference` column is the judgments of each re
 metrics run at the judgment level. Prints the validation table, the length-confound table, the
 adversary's largest inflation per metric and wall times; the last line is JSON.
 
-    .venv/bin/python bench/validate_attacks.py [--papers 60] [--metrics bleu,rouge_l] [--adversary-steps 4]
+    .venv/bin/python bench/validity/validate_attacks.py [--papers 60] [--metrics bleu,rouge_l] [--adversary-steps 4]
         [--level judgments|raw] [--max-tokens 160] [--cache data/cache/llm]
 
 `--level raw` perturbs the raw review and preprocesses the result with the embedded SmolLM2 (the

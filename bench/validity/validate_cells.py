@@ -1,7 +1,7 @@
 """The validation table of the f-MI cells, an LLM judge and the classic baselines, side by side, on the
 shared ICLR 2023 dev file, with each metric's wall time and language-model requests per 100 pairs.
 
-    PYTHONPATH=. .venv/bin/python bench/validate_cells.py --papers 60
+    PYTHONPATH=. .venv/bin/python bench/validity/validate_cells.py --papers 60
         [--metrics gem,tvd_mi,tv_fvar_statement,llm_judge,bleu,rouge_l,bertscore] [--negatives 4]
         [--strategies sentence_deletion,...] [--level judgments|raw] [--cache data/cache/llm]
 

@@ -1,5 +1,5 @@
 """The scoring engine runs where only torch and transformers are installed (a bare GPU machine):
-`tasks.lm.loglikelihood` imports nothing of the data stack, and `bench/gpu_engine.py` starts."""
+`tasks.lm.loglikelihood` imports nothing of the data stack, and `bench/speed/gpu_engine.py` starts."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def test_the_engine_scores_without_the_data_stack_as_the_naive_method_does(token
 
 
 def test_the_gpu_bench_starts_on_a_bare_machine_and_says_when_there_is_no_gpu(tmp_path):
-    bench = str(ROOT / "bench" / "gpu_engine.py")
+    bench = str(ROOT / "bench" / "speed" / "gpu_engine.py")
     out = bare(f"import runpy; sys.argv = ['gpu_engine.py', '--requests', {str(tmp_path)!r}]; "
                f"runpy.run_path({bench!r}, run_name='__main__')")
     assert out.returncode == 0, out.stderr[-2000:]
