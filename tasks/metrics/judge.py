@@ -39,8 +39,7 @@ import polars as pl
 
 from tasks.core.frames import reference_sets, usable
 from tasks.core.prompts import load_prompt
-from tasks.core.schema import SCORES
-from tasks.metrics.registry import LLM_JUDGE, FamilyResult, Metric, Resources, register_family
+from tasks.metrics.registry import LLM_JUDGE, FamilyResult, Metric, Resources, register_family, scores_frame
 
 PROMPT_VERSIONS = {"llm_judge": "judge-reference-v1", "llm_judge_noref": "judge-free-v1",
                    "lm_examiner": "judge-examiner-v1"}
@@ -140,8 +139,7 @@ def judge_family(metrics: Sequence[Metric], candidates: pl.DataFrame, references
                 row["score"] = ratings[key]
                 row["reason"] = "judge_unanswered" if math.isnan(ratings[key]) else None
             rows.append(row)
-    frame = pl.DataFrame(rows, schema={**SCORES}) if rows else pl.DataFrame(schema=SCORES)
-    return FamilyResult(frame.select(SCORES.names()).sort("metric", "paper_id", "candidate", "reference"))
+    return FamilyResult(scores_frame(rows))
 
 
 _HOW = ("the rating is the expectation over 0-10 at the answer position where the judge's backend gives token "

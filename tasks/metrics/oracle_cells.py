@@ -36,11 +36,10 @@ import polars as pl
 
 from tasks.core.frames import reference_sets, usable
 from tasks.core.prompts import load_prompt
-from tasks.core.schema import SCORES
 from tasks.metrics import fmi
 from tasks.metrics.oracle import ORACLE_VERSION, question, statements
 from tasks.metrics.predictors import Kind, ask, oracle_key
-from tasks.metrics.registry import LLM_ORACLE, FamilyResult, Metric, Resources, register_family
+from tasks.metrics.registry import LLM_ORACLE, FamilyResult, Metric, Resources, register_family, scores_frame
 
 SAME_PAPER_VERSION = "oracle-same-paper-v1"     # report-level critic
 SUPPORT_BINS_VERSION = "oracle-support-bins-v1"  # likelihood-style, both levels
@@ -157,8 +156,7 @@ def oracle_family(metrics: Sequence[Metric], candidates: pl.DataFrame, reference
                 except OverflowError:
                     row["reason"] = "ratio_overflow"
         rows.append(row)
-    frame = pl.DataFrame(rows, schema={**SCORES}) if rows else pl.DataFrame(schema=SCORES)
-    return FamilyResult(frame.select(SCORES.names()).sort("metric", "paper_id", "candidate", "reference"))
+    return FamilyResult(scores_frame(rows))
 
 
 _NAMES = {  # (F, E, R) -> name; the paper's named ones: tvd_mi (TVD-MI), gppm_judgment (GPPM-J), tv_fvar_statement

@@ -182,6 +182,13 @@ class FamilyResult:
     counts: Mapping[str, int] = field(default_factory=dict)
 
 
+def scores_frame(rows: Sequence[Mapping[str, object]]) -> pl.DataFrame:
+    """A family's SCORES rows as one frame in the one order (metric, paper, candidate, reference); the
+    empty frame when there are none."""
+    frame = pl.DataFrame(rows, schema={**SCORES}) if rows else pl.DataFrame(schema=SCORES)
+    return frame.select(SCORES.names()).sort("metric", "paper_id", "candidate", "reference")
+
+
 def merge_results(parts: Sequence[FamilyResult]) -> FamilyResult:
     """One result of several (families, evaluation LMs, paper shards): scores concatenated, each side table's
     rows concatenated and kept once (two calls that read the same review leave its points twice), counts summed."""
