@@ -17,11 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 
 import polars as pl
+from dev_file import add_options, load_reviews, raw_level
 
-from tasks.core.config import ValidateConfig  # noqa: E402
+from tasks.core.config import ValidateConfig
 from tasks.metrics import Resources
 from tasks.stages.validate.strategies import DETERMINISTIC
 from tasks.stages.validate.workflow import run_validation
@@ -29,21 +29,12 @@ from tasks.stages.validate.workflow import run_validation
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--papers", type=int, default=60)
-    parser.add_argument("--data", type=Path, default=Path("../shared/data/iclr2023_dev.parquet"))
+    add_options(parser)
     parser.add_argument("--metrics", default="bleu,rouge_l")
     parser.add_argument("--adversary-steps", type=int, default=4)
-    parser.add_argument("--min-pairs", type=int, default=10)
-    parser.add_argument("--token-budget", type=int, default=4096)
-    parser.add_argument("--level", choices=("judgments", "raw"), default="judgments")
-    parser.add_argument("--max-tokens", type=int, default=160)   # preprocessing answer length (raw level)
-    parser.add_argument("--cache", type=Path, default=Path("data/cache/llm"))
     args = parser.parse_args()
 
-    raw = pl.read_parquet(args.data)
-    reviews = raw.select("paper_id", (pl.col("paper_id") + "/" + pl.col("reviewer").cast(pl.String)).alias("review_id"),
-                         pl.col("review").alias("review_text"), pl.col("judgments_reference").alias("judgments"),
-                         group=pl.lit("iclr2023"))
+    reviews = load_reviews(args.data)
     metrics = [m for m in args.metrics.split(",") if m]
     from tasks.metrics import get
     from tasks.metrics.resources import EMBED_MODEL, engine_loglikelihood, token_embeddings
@@ -57,16 +48,8 @@ def main() -> None:
                               EMBED_MODEL)
     strategies = [*DETERMINISTIC, *(["adversary"] if args.adversary_steps else [])]
     preprocess = None
-    if args.level == "raw":   # the embedded preprocessor, as the pipeline's default [preprocess] table
-        from tasks.core.config import PreprocessConfig
-        from tasks.lm import make_lm
-        from tasks.stages.validate.stage import llm_preprocessor
-
-        # every review (originals and references too) gets the same preprocessor's judgments
-        reviews = reviews.with_columns(judgments=pl.lit(None, pl.String))
-        pcfg = PreprocessConfig(max_tokens=args.max_tokens)
-        args.cache.mkdir(parents=True, exist_ok=True)
-        preprocess = llm_preprocessor(make_lm(pcfg, args.cache), pcfg)
+    if args.level == "raw":
+        reviews, preprocess = raw_level(reviews, args.max_tokens, args.cache)
     t0 = time.perf_counter()
     result = run_validation(reviews, ValidateConfig(strategies=strategies, metrics=metrics, max_papers=args.papers, min_pairs=args.min_pairs, adversary_steps=args.adversary_steps, level=(args.level,)), resources=resources, preprocess=preprocess)
     wall = time.perf_counter() - t0

@@ -30,13 +30,13 @@ from collections import Counter
 from pathlib import Path
 
 import polars as pl
+from dev_file import add_options, load_reviews, raw_level
 
 from tasks.core.config import (
     LLMConfig,
-    PreprocessConfig,
     ValidateConfig,  # noqa: E402
 )
-from tasks.lm import ModelSpec, make_lm
+from tasks.lm import ModelSpec
 from tasks.lm.lazy import LazyLM
 from tasks.metrics import Resources, get
 from tasks.metrics.readout_panel import engine_answers, engine_readout
@@ -85,25 +85,12 @@ class Counted:
                          read_answers=read_answers, oracle="readout")
 
 
-def load_reviews(path: Path) -> pl.DataFrame:
-    raw = pl.read_parquet(path)
-    return raw.select("paper_id", (pl.col("paper_id") + "/" + pl.col("reviewer").cast(pl.String)).alias("review_id"),
-                      pl.col("review").alias("review_text"), pl.col("judgments_reference").alias("judgments"),
-                      group=pl.lit("iclr2023"))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--papers", type=int, default=60)
-    parser.add_argument("--data", type=Path, default=Path("../shared/data/iclr2023_dev.parquet"))
+    add_options(parser)
     parser.add_argument("--metrics", default=DEFAULT_METRICS)
     parser.add_argument("--strategies", default=",".join(DETERMINISTIC))
     parser.add_argument("--negatives", type=int, default=4)
-    parser.add_argument("--min-pairs", type=int, default=10)
-    parser.add_argument("--token-budget", type=int, default=4096)
-    parser.add_argument("--level", choices=("judgments", "raw"), default="judgments")
-    parser.add_argument("--max-tokens", type=int, default=160)   # preprocessing answer length (raw level)
-    parser.add_argument("--cache", type=Path, default=Path("data/cache/llm"))
     args = parser.parse_args()
 
     reviews = load_reviews(args.data)
@@ -113,12 +100,8 @@ def main() -> None:
         parser.error("the f-variational cells draw negatives from other papers: --papers must be 2 or more")
     args.cache.mkdir(parents=True, exist_ok=True)
     preprocess = None
-    if args.level == "raw":   # every review (originals and references too) gets the embedded preprocessor's judgments
-        from tasks.stages.validate.stage import llm_preprocessor
-
-        reviews = reviews.with_columns(judgments=pl.lit(None, pl.String))
-        pcfg = PreprocessConfig(max_tokens=args.max_tokens)
-        preprocess = llm_preprocessor(make_lm(pcfg, args.cache), pcfg)
+    if args.level == "raw":
+        reviews, preprocess = raw_level(reviews, args.max_tokens, args.cache)
     counted = Counted(ModelSpec(), args.token_budget, LLMConfig(backend="local", model="smollm2"), args.cache)
 
     tables, costs = [], []
