@@ -72,6 +72,7 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+@pytest.mark.slow
 def test_the_drafted_decoder_in_bfloat16_answers_like_transformers_generate(one_thread) -> None:
     """Greedy answers of the fast decoder (one token a step, and with drafts) against transformers'
     own bfloat16 `generate` on a left-padded batch, token for token, for three random tiny models."""

@@ -50,6 +50,7 @@ def cli(args: list[str], **env: str) -> subprocess.Popen[str]:
                             env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.slow
 def test_two_submits_of_one_new_name_at_once_one_wins_the_other_says_so(cfg, tmp_path):
     config = str(cfg.root / "pipelines.toml")
     with AnthropicServer(slow_responder) as server:

@@ -44,6 +44,7 @@ def test_synthetic_pipelines_with_other_settings_do_not_read_each_others_pages(t
     assert len(raw) == 2 and all(name.startswith("synthetic-") for name in raw)
 
 
+@pytest.mark.slow
 def test_a_pipeline_at_one_server_does_not_read_pages_another_server_served(tmp_path):
     cfg = config(tmp_path)
     with serve_venues([make_venue(VENUE, n_papers=6)], page_limit=5) as first:
