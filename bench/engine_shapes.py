@@ -1,5 +1,5 @@
 """Torch-only helpers the engine benches share: the matmul peak, FLOP counts, GPU memory and sync,
-and Llama-3.1-8B's shapes. Nothing here imports polars, DuckDB or Prefect, so `bench/gpu_engine.py`
+and Llama-3.1-8B's shapes. Nothing here imports polars, DuckDB or Prefect, so `bench/speed/gpu_engine.py`
 runs on a GPU machine that has only torch and transformers."""
 
 from __future__ import annotations

@@ -125,7 +125,7 @@ def pdf_plan(cfg: Config, venues: int) -> str:
     if not ingest.pdf:
         return "PDFs: none ([ingest] pdf = false)"
     if ingest.pdf_scope != "sample":
-        return f"PDFs: every {ingest.pdf_scope} paper ([ingest] pdf_scope = {ingest.pdf_scope!r}); see bench/refresh_cost.py"
+        return f"PDFs: every {ingest.pdf_scope} paper ([ingest] pdf_scope = {ingest.pdf_scope!r}); see bench/cost/refresh_cost.py"
     rate = ingest.logged_in_pdfs_per_hour
     eta = f", about {count / rate:.1f} h at {rate:g} an hour" if rate else ""
     return f"PDFs: at most {count} ({cfg.curate.sample_size} sampled papers x {venues} venues){eta}"

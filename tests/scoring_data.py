@@ -90,3 +90,22 @@ def _toml(value: object) -> str:
     if isinstance(value, list | tuple):
         return "[" + ", ".join(_toml(v) for v in value) + "]"
     return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def note_shard_workers(root: Path, monkeypatch) -> Path:
+    """Have every scored shard note the dask worker that scored it, in root/workers/<shard> (the task
+    travels to the workers pickled by value, so the note is a file, not a variable); that folder."""
+    from distributed import get_worker
+
+    import tasks.scoring.shards as shards_module
+
+    seen = root / "workers"
+    seen.mkdir()
+    real = shards_module.score_shard
+
+    def recording(requests_dir, results_dir, shard, spec, token_budget):
+        (seen / shard).write_text(get_worker().address)
+        return real(requests_dir, results_dir, shard, spec, token_budget)
+
+    monkeypatch.setattr(shards_module, "score_shard", recording)
+    return seen

@@ -15,7 +15,8 @@ VENUE = "Test.cc/2024/Conference"
 PUBLIC = [datetime(2024, 2, 1, tzinfo=UTC), datetime(2024, 4, 1, tzinfo=UTC), datetime(2024, 4, 2, tzinfo=UTC),
           datetime(2024, 4, 3, tzinfo=UTC)]
 TOPICS = ["sparse attention", "graph pooling", "causal probing", "tabular transformers"]
-CONFIG = """
+# the paths and the judgment LLM (the local Anthropic-compatible server) of every test pipeline here
+JUDGE_CONFIG = """
 [paths]
 data_dir = "data"
 database = "data/test.duckdb"
@@ -26,7 +27,8 @@ model = "claude-judge"
 use_batches = false
 max_retries = 0
 max_tokens = 400
-
+"""
+CONFIG = JUDGE_CONFIG + """
 [score]
 metrics = {metrics}
 baselines = []

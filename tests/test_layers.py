@@ -1,5 +1,5 @@
 """The layout's one rule: folders import only folders below them, and no circle between any two
-folders (subfolders counted apart).
+folders (subfolders counted apart) nor between any two files.
 
     core -> lm -> judgments -> metrics -> scoring -> stages (each stage its own folder) -> checks -> report
     -> testing -> flows -> flows/cli
@@ -159,3 +159,77 @@ def test_scoring_and_validation_reach_the_metrics_through_the_one_door():
               for name in imports(path) for family in families - door
               if name == family or name.startswith(family + ".")]
     assert strays == [], "\n".join(strays)
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Every module of tasks/ and flows/ -> the modules of tasks/ and flows/ it imports, anywhere in the
+    file. `from a.b import c` imports the module a.b.c where there is one, else a name of a.b (a package's
+    __init__ is a module too); the parents Python runs first are not counted."""
+    files = {module_of(p): p for p in [*ROOT.glob("tasks/**/*.py"), *ROOT.glob("flows/**/*.py")]}
+    graph: dict[str, set[str]] = {}
+    for module, path in files.items():
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names if alias.name in files)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:
+                    name = f"{node.module}.{alias.name}"
+                    targets.update({name} if name in files else {node.module} & files.keys())
+        graph[module] = targets - {module}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan's algorithm, without recursion)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            step = next(successors, None)
+            if step is not None:
+                if step not in index:
+                    index[step] = low[step] = len(index)
+                    stack.append(step)
+                    on_stack.add(step)
+                    work.append((step, iter(sorted(graph.get(step, ())))))
+                elif step in on_stack:
+                    low[node] = min(low[node], index[step])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_circles_finds_a_circle_of_two_and_of_three():
+    graph = {"a": {"b"}, "b": {"a", "c"}, "c": set(), "d": {"e"}, "e": {"f"}, "f": {"d", "c"}}
+    assert sorted(circles(graph)) == [["a", "b"], ["d", "e", "f"]]
+    assert circles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_no_circle_between_files():
+    """A circle of files (each reaching the other through imports, those inside functions and under
+    TYPE_CHECKING counted) means none of them can be read, tested or moved alone."""
+    found = circles(module_graph())
+    assert found == [], "files that import each other:\n" + "\n".join(" <-> ".join(c) for c in found)

@@ -5,7 +5,7 @@ over. glibc's defaults hand each one back to the kernel when it is freed: anythi
 threshold (at most 32 MiB) is a fresh mmap and munmap, and a thread other than the main one gets an
 arena of its own, whose heaps hold at most 64 MiB, so everything larger than that is mmap'd whatever
 the threshold. Each time, the kernel then faults and zeroes every page again. On the demo's engine
-that was 7.6 s of system time in 67 s (`bench/demo_engine.py --only gem`); on a 2-core machine it is
+that was 7.6 s of system time in 67 s (`bench/speed/demo_engine.py --only gem`); on a 2-core machine it is
 time the matmuls do not get.
 
 `keep_freed_memory()` sets, once, before any thread allocates (tasks/__init__.py calls it on the

@@ -8,7 +8,7 @@
 
 Modules: types (requests, results, the protocol, usage and cost), loading (ModelSpec, its one
 device / dtype / quantization policy, the loader, the chat-template encoder), batching (the one
-batching helper), local (transformers: generate + loglikelihood), loglikelihood (the prefix-sharing
+batching helper), cpu (the CPU's flags: bfloat16 units or not), local (transformers: generate + loglikelihood), loglikelihood (the prefix-sharing
 engine), line_prefixes (constrained decoding), encoder (MiniLM: embed), anthropic_api and openai_api (generate), completions (log-likelihoods from a completions server),
 cache (SQLite answer cache and `CachedLM`, which wraps any backend), backends (the registry of backends
 by name, and base URLs of a server started in this process). Backends and torch are
@@ -33,11 +33,11 @@ from tasks.lm.backends import (
 )
 from tasks.lm.batching import batches, map_batches
 from tasks.lm.cache import CachedLM, LLMCache, request_key
+from tasks.lm.cpu import cpu_has_bf16
 from tasks.lm.loading import (
     ModelSpec,
     chat_ids,
     chat_spec,
-    cpu_has_bf16,
     cuda_available,
     eval_spec,
     eval_specs,

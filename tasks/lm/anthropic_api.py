@@ -16,7 +16,6 @@ log-likelihoods of a given text nor embeddings: those raise `Unsupported`.
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -37,7 +36,6 @@ from tasks.lm.types import (
     OnAnswers,
 )
 
-log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 KEY_ENV = "ANTHROPIC_API_KEY"
@@ -82,25 +80,14 @@ class AnthropicLM(ChatAPI, Backend):
     max_batch_bytes = MAX_BATCH_BYTES
     scrub = staticmethod(scrub)
 
-    def __init__(
-        self,
-        cfg: LLMConfig,
-        base_url: str | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        backoff_seconds: float = 1.0,
-        batch_store: BatchStore | None = None,
-    ) -> None:
+    def __init__(self, cfg: LLMConfig, base_url: str | None = None, sleep: Callable[[float], None] = time.sleep,
+                 backoff_seconds: float = 1.0, batch_store: BatchStore | None = None) -> None:
         if cfg.model == "smollm2":
             raise ValueError("model: name an Anthropic model (e.g. claude-sonnet-4-5) when backend = 'anthropic'")
         key = os.environ.get(KEY_ENV)
         if not key:
             raise RuntimeError(f"backend 'anthropic' needs the {KEY_ENV} environment variable")
-        self.cfg = cfg
-        self.model = cfg.model
-        self.identity = f"anthropic|{cfg.model}"
-        self.sleep = sleep
-        self.backoff_seconds = backoff_seconds
-        self.batch_store = batch_store
+        self._hold(cfg, f"anthropic|{cfg.model}", sleep, backoff_seconds, batch_store)
         self._unreachable: str | None = None
         self.client = anthropic.Anthropic(api_key=key, base_url=base_url, max_retries=0, timeout=cfg.timeout_seconds)
 
@@ -116,32 +103,28 @@ class AnthropicLM(ChatAPI, Backend):
         }
 
     def _with_retries(self, call: Callable[[], T]) -> T:
-        """`call()` retried on transient failures; the last transient error is re-raised."""
-        for attempt in range(self.cfg.max_retries + 1):
-            if self._unreachable is not None:
-                raise UnreachableError(self._unreachable)
-            started = time.monotonic()
-            try:
-                answer = call()
-            except (anthropic.APIStatusError, anthropic.APIConnectionError) as error:
-                why = unreachable(error) if isinstance(error, anthropic.APIConnectionError) else None
-                if why and attempt == self.cfg.max_retries:
-                    self._unreachable = (f"anthropic: cannot reach {self.client.base_url} ({why}, {attempt + 1} "
-                                         "attempt(s)): is the server running and ANTHROPIC_BASE_URL right?")
-                    raise UnreachableError(self._unreachable) from None
-                if not _transient(error):
-                    raise
-                over = self._over_budget(error, self.client.base_url, time.monotonic() - started)
-                if over:
-                    self._unreachable = over
-                    raise UnreachableError(over) from None
-                if attempt == self.cfg.max_retries:
-                    raise
-                self._wait(attempt, error)
-            else:
-                self._answered()
-                return answer
-        raise AssertionError("unreachable")
+        """`call()` retried on transient failures; the last transient error is re-raised. A server found
+        unreachable is remembered, so no later request of this backend is sent."""
+        return self._tries(call, (anthropic.APIStatusError, anthropic.APIConnectionError), self._stopped, self._triage)
+
+    def _stopped(self) -> None:
+        if self._unreachable is not None:
+            raise UnreachableError(self._unreachable)
+
+    def _triage(self, error: Exception, attempt: int, seconds: float) -> None:
+        """Raise what retrying cannot fix: a server that refuses or does not resolve through the last try,
+        an error that is not transient, a retry budget spent."""
+        why = unreachable(error) if isinstance(error, anthropic.APIConnectionError) else None
+        if why and attempt == self.cfg.max_retries:
+            self._unreachable = (f"anthropic: cannot reach {self.client.base_url} ({why}, {attempt + 1} "
+                                 "attempt(s)): is the server running and ANTHROPIC_BASE_URL right?")
+            raise UnreachableError(self._unreachable) from None
+        if not _transient(error):
+            raise error
+        over = self._over_budget(error, self.client.base_url, seconds)
+        if over:
+            self._unreachable = over
+            raise UnreachableError(over) from None
 
     def _result(self, message: Message, batch: bool = False) -> ChatResult:
         text = _text_of(message)
@@ -186,21 +169,10 @@ class AnthropicLM(ChatAPI, Backend):
         body = [{"custom_id": cid, "params": self._params(requests[i])} for cid, i in ids.items()]
         key = batch_key(self.identity, body)
         try:
-            batch_id = self.batch_store.batch_id(key) if self.batch_store is not None else None
-            if batch_id is None:
-                batch = self._with_retries(lambda: self.client.messages.batches.create(requests=body))
-                batch_id = batch.id
-                if self.batch_store is not None:
-                    self.batch_store.remember_batch(key, batch_id)
-                log.info("anthropic batch %s: %d requests submitted", batch_id, len(ids))
-            else:
-                log.info("anthropic batch %s: %d requests submitted by an earlier run; collecting", batch_id,
-                         len(ids))
-            while True:
-                batch = self._with_retries(lambda: self.client.messages.batches.retrieve(batch_id))
-                if batch.processing_status == "ended":
-                    break
-                self.sleep(self.cfg.poll_seconds)
+            batch_id = self._batch_id(key, len(ids), lambda: self._with_retries(
+                lambda: self.client.messages.batches.create(requests=body)).id)
+            self._ended(lambda: self.client.messages.batches.retrieve(batch_id),
+                        lambda batch: batch.processing_status == "ended")
             lines = self._with_retries(lambda: list(self.client.messages.batches.results(batch_id)))
         except (anthropic.AuthenticationError, anthropic.PermissionDeniedError) as error:
             raise AuthenticationError(f"anthropic refused the API key: {scrub(describe(error))}") from None

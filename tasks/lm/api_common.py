@@ -12,11 +12,12 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from tasks.lm.types import Accept, ChatRequest, ChatResult, OnAnswers
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def describe(error: Exception) -> str:
@@ -117,6 +118,38 @@ class ChatAPI:
     max_batch_requests: int
     max_batch_bytes: int
 
+    def _hold(self, cfg: Any, identity: str, sleep: Callable[[float], None], backoff_seconds: float,
+              batch_store: Any) -> None:
+        """What every API backend keeps from its construction: its settings, the model, the identity
+        that keys its cached answers, how it waits and where its batches are kept."""
+        self.cfg = cfg
+        self.model = cfg.model
+        self.identity = identity
+        self.sleep = sleep
+        self.backoff_seconds = backoff_seconds
+        self.batch_store = batch_store
+
+    def _batch_id(self, key: str, n: int, submit: Callable[[], str]) -> str:
+        """The batch of these requests (`key`): the one an earlier run submitted (kept in `batch_store`),
+        else the new one `submit` starts (retrying its own calls), which the store remembers."""
+        batch_id = self.batch_store.batch_id(key) if self.batch_store is not None else None
+        if batch_id is not None:
+            log.info("%s batch %s: %d requests submitted by an earlier run; collecting", self.name, batch_id, n)
+            return batch_id
+        batch_id = submit()
+        if self.batch_store is not None:
+            self.batch_store.remember_batch(key, batch_id)
+        log.info("%s batch %s: %d requests submitted", self.name, batch_id, n)
+        return batch_id
+
+    def _ended(self, retrieve: Callable[[], Any], ended: Callable[[Any], bool]) -> Any:
+        """Poll the batch (`retrieve`, retried) every `poll_seconds` until `ended`; its last state."""
+        while True:
+            batch = self._with_retries(retrieve)
+            if ended(batch):
+                return batch
+            self.sleep(self.cfg.poll_seconds)
+
     @classmethod
     def from_config(cls, cfg: Any, base_url: str | None = None, batch_store: Any = None) -> ChatAPI:
         """The backend of `cfg` at `base_url` (None: the configured one), its batches kept in `batch_store`
@@ -151,6 +184,27 @@ class ChatAPI:
         """One batch of `indices`: submitted (or found in flight under its content key), polled to its end,
         its answers handed to `on_answers`, and only then its id forgotten."""
         raise NotImplementedError
+
+    def _tries(self, call: Callable[[], T], errors: tuple[type[Exception], ...], stopped: Callable[[], None],
+               triage: Callable[[Exception, int, float], None]) -> T:
+        """`call()` tried up to `max_retries` + 1 times. Before each try `stopped()` raises when an earlier
+        failure stopped the backend; an error of the client's `errors` goes to `triage(error, attempt,
+        seconds it took)`, which raises what must not be retried; the rest waits (`_wait`) and goes
+        again, and the last try's error is re-raised."""
+        for attempt in range(self.cfg.max_retries + 1):
+            stopped()
+            started = time.monotonic()
+            try:
+                answer = call()
+            except errors as error:
+                triage(error, attempt, time.monotonic() - started)
+                if attempt == self.cfg.max_retries:
+                    raise
+                self._wait(attempt, error)
+            else:
+                self._answered()
+                return answer
+        raise AssertionError("unreachable")
 
     def _answered(self) -> None:
         """A request was answered: the run of failures (`retry_budget_seconds`) starts again; the

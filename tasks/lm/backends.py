@@ -35,7 +35,7 @@ BACKENDS: dict[str, str] = {
     "openai": "tasks.lm.openai_api:OpenAILM",
     "completions": "tasks.lm.completions:CompletionsLM",   # backend "openai", api "completions"
 }
-# The config's `backend` values (tasks/core/config.py BackendName) are the registry's names, the
+# The config's `backend` values (tasks/core/config_base.py BackendName) are the registry's names, the
 # completions API being `api` of "openai": tests/lm/test_lm_layer.py holds the two together. Not checked
 # here, so the LM layer imports no config (pydantic) on a bare GPU machine.
 

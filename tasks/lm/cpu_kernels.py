@@ -7,7 +7,7 @@ multiple of 64. Anywhere else, or without a C compiler, `kernel()` is None, `fus
 the engine keeps torch's SDPA and modules (docs/engines.md). `GREBENCH_CPU_KERNEL=0` turns them off (for
 side-by-side benches). The library is built into the environment's share/grebench/kernels (`.ci/install`
 does it once) or, where that is not writable, the user's cache, named by a hash of the source and the
-flags so that an edit rebuilds it. Only the standard library, torch and tasks.lm.loading are imported
+flags so that an edit rebuilds it. Only the standard library, torch and tasks.lm.cpu are imported
 (the engine runs on a bare GPU machine).
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from tasks.lm.loading import cpu_flags
+from tasks.lm.cpu import cpu_flags
 
 SOURCE = Path(__file__).with_name("kernels") / "bf16.c"
 FLAGS = ["-O3", "-std=c11", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-mfma", "-fopenmp",

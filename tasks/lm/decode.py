@@ -29,7 +29,7 @@ less work:
 
 Greedy decoding is deterministic; the only difference from `generate` is the order of float
 additions inside the matmuls (a prompt computed alone vs in a padded batch), which can flip an
-exact near-tie between two tokens. `bench/generate_speed.py` checks the answers against the
+exact near-tie between two tokens. `bench/speed/generate_speed.py` checks the answers against the
 `generate` path byte for byte.
 """
 
@@ -236,11 +236,9 @@ class GreedyDecoder:
                 if token in stops or len(answers[i]) >= limits[i]:
                     finished.append(slot)
             if finished:
-                self._remember(finished, alive, prompts, answers, cache, mask)
-                keep = [slot for slot in range(len(alive)) if slot not in finished]
+                keep, mask, lengths = self._retire(finished, alive, prompts, answers, cache, mask, lengths)
                 if not keep:
                     break
-                mask, lengths = self._keep_rows(keep, cache, mask, lengths)
                 token_ids = [token_ids[slot] for slot in keep]
                 alive = [alive[slot] for slot in keep]
             logits = self._step(token_ids, cache, mask, lengths)
@@ -282,11 +280,9 @@ class GreedyDecoder:
                 lengths = lengths + torch.tensor(kept)
             fed = True
             if finished:
-                self._remember(finished, alive, prompts, answers, cache, mask)
-                keep = [slot for slot in range(len(alive)) if slot not in finished]
+                keep, mask, lengths = self._retire(finished, alive, prompts, answers, cache, mask, lengths)
                 if not keep:
                     break
-                mask, lengths = self._keep_rows(keep, cache, mask, lengths)
                 alive = [alive[slot] for slot in keep]
             most = min(self.draft_tokens, self.draft_budget // len(alive) - 1)
             drafts = [lookups[i].draft(min(most, limits[i] - len(answers[i]) - 1)) for i in alive]
@@ -331,6 +327,17 @@ class GreedyDecoder:
             allowed[~allowed.any(dim=1)] = constraint.stops
             logits = logits.masked_fill(~allowed.to(logits.device), float("-inf"))
         return logits.argmax(dim=-1).tolist()
+
+    def _retire(self, finished: list[int], alive: list[int], prompts: Sequence[Tokens], answers: list[list[int]],
+                cache: Cache, mask: torch.Tensor, lengths: torch.Tensor,
+                ) -> tuple[list[int], torch.Tensor, torch.Tensor]:
+        """Remember the `finished` rows and drop them from the batch: the slots that stay (none when every
+        row is done; the cache is then left as it is), and their rows of `mask` and `lengths`."""
+        self._remember(finished, alive, prompts, answers, cache, mask)
+        keep = [slot for slot in range(len(alive)) if slot not in finished]
+        if keep:
+            mask, lengths = self._keep_rows(keep, cache, mask, lengths)
+        return keep, mask, lengths
 
     def _remember(self, finished: list[int], alive: list[int], prompts: Sequence[Tokens], answers: list[list[int]],
                   cache: Cache, mask: torch.Tensor) -> None:

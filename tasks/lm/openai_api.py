@@ -37,7 +37,6 @@ callers fall back to generating and parsing without asking again.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import threading
 import time
@@ -64,7 +63,6 @@ from tasks.lm.types import (
     Unsupported,
 )
 
-log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504}
@@ -95,14 +93,8 @@ class OpenAILM(ChatAPI, Backend):
     max_batch_requests = MAX_BATCH_REQUESTS
     max_batch_bytes = MAX_BATCH_BYTES
 
-    def __init__(
-        self,
-        cfg: LLMConfig,
-        base_url: str | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        backoff_seconds: float = 1.0,
-        batch_store: BatchStore | None = None,
-    ) -> None:
+    def __init__(self, cfg: LLMConfig, base_url: str | None = None, sleep: Callable[[float], None] = time.sleep,
+                 backoff_seconds: float = 1.0, batch_store: BatchStore | None = None) -> None:
         served = in_process_model(cfg.base_url) is not None   # "<scheme>:<local model>", started in this process
         if cfg.model == "smollm2" and not served:
             raise ValueError("model: name the served model (e.g. gpt-5, deepseek-chat) when backend = 'openai'")
@@ -112,17 +104,12 @@ class OpenAILM(ChatAPI, Backend):
         if not key:
             raise RuntimeError(f"backend 'openai' needs the {cfg.api_key_env} environment variable "
                                "(api_key_env names it; \"\" for a server without auth)")
-        self.cfg = cfg
-        self.model = cfg.model
         self.base_url = base_url or cfg.base_url
         # where the model is served, without the port (a local server on a new port serves the same model)
         # (a served local model also by its resolved dtype: float32 and bfloat16 answers never mix)
         where = served_key(cfg) if served else urlsplit(self.base_url or "https://api.openai.com").hostname
-        self.identity = f"openai|{where}|{cfg.model}|temperature={cfg.temperature}" + (
-            "|continue_final_message" if cfg.continue_final_message else "")
-        self.sleep = sleep
-        self.backoff_seconds = backoff_seconds
-        self.batch_store = batch_store
+        self._hold(cfg, f"openai|{where}|{cfg.model}|temperature={cfg.temperature}"
+                   + ("|continue_final_message" if cfg.continue_final_message else ""), sleep, backoff_seconds, batch_store)
         self._key = key
         self._refused: FatalError | None = None   # a refused key (401 / 403) or an address nobody answers at
         self._no_logprobs: str | None = None      # why the model gives no top_logprobs, once it said so
@@ -178,32 +165,27 @@ class OpenAILM(ChatAPI, Backend):
     def _with_retries(self, call: Callable[[], T]) -> T:
         """`call()` retried on transient failures; the last error is re-raised. A refusal (401 / 403)
         raises `AuthenticationError` and is remembered, so no later request of this backend is sent."""
-        for attempt in range(self.cfg.max_retries + 1):
-            if self._refused is not None:
-                raise type(self._refused)(str(self._refused))
-            started = time.monotonic()
-            try:
-                answer = call()
-            except (openai.APIStatusError, openai.APIConnectionError) as error:
-                if isinstance(error, openai.APIStatusError) and error.status_code in AUTH_STATUSES:
-                    self._stop(AuthenticationError(f"openai refused the API key in {self.cfg.api_key_env or '(none)'}: "
-                                                   f"{self.scrub(describe(error))}"))
-                why = unreachable(error) if isinstance(error, openai.APIConnectionError) else None
-                if why and attempt == self.cfg.max_retries:
-                    self._stop(UnreachableError(f"openai: cannot reach {self.client.base_url} ({why}, "
-                                                f"{attempt + 1} attempt(s)): is the server running and base_url right?"))
-                if not is_transient(error):
-                    raise
-                over = self._over_budget(error, self.client.base_url, time.monotonic() - started)
-                if over:
-                    self._stop(UnreachableError(over))
-                if attempt == self.cfg.max_retries:
-                    raise
-                self._wait(attempt, error)
-            else:
-                self._answered()
-                return answer
-        raise AssertionError("unreachable")
+        return self._tries(call, (openai.APIStatusError, openai.APIConnectionError), self._stopped, self._triage)
+
+    def _stopped(self) -> None:
+        if self._refused is not None:
+            raise type(self._refused)(str(self._refused))
+
+    def _triage(self, error: Exception, attempt: int, seconds: float) -> None:
+        """Raise what retrying cannot fix: a refused key, a server that refuses or does not resolve through
+        the last try, an error that is not transient, a retry budget spent."""
+        if isinstance(error, openai.APIStatusError) and error.status_code in AUTH_STATUSES:
+            self._stop(AuthenticationError(f"openai refused the API key in {self.cfg.api_key_env or '(none)'}: "
+                                           f"{self.scrub(describe(error))}"))
+        why = unreachable(error) if isinstance(error, openai.APIConnectionError) else None
+        if why and attempt == self.cfg.max_retries:
+            self._stop(UnreachableError(f"openai: cannot reach {self.client.base_url} ({why}, "
+                                        f"{attempt + 1} attempt(s)): is the server running and base_url right?"))
+        if not is_transient(error):
+            raise error
+        over = self._over_budget(error, self.client.base_url, seconds)
+        if over:
+            self._stop(UnreachableError(over))
 
     def _stop(self, error: FatalError) -> None:
         """Remember a fatal failure (the first one wins) and raise it: no other request is sent."""
@@ -294,6 +276,13 @@ class OpenAILM(ChatAPI, Backend):
         return self._with_prefill(self._result(body), request)
 
     # ---- Batch API ----------------------------------------------------------------------------
+    def _submit(self, payload: bytes) -> str:
+        """Upload the batch's requests file and start the batch (each call retried); its id."""
+        upload = self._with_retries(lambda: self.client.files.create(
+            file=("requests.jsonl", payload, "application/jsonl"), purpose="batch"))
+        return self._with_retries(lambda: self.client.batches.create(
+            input_file_id=upload.id, endpoint=ENDPOINT, completion_window="24h")).id
+
     def _run_batch(self, indices: list[int], requests: Sequence[ChatRequest],
                    on_answers: OnAnswers) -> dict[int, ChatResult]:
         ids = custom_ids(indices)
@@ -302,24 +291,8 @@ class OpenAILM(ChatAPI, Backend):
         payload = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode()
         key = batch_key(self.identity, lines)
         try:
-            batch_id = self.batch_store.batch_id(key) if self.batch_store is not None else None
-            if batch_id is None:
-                upload = self._with_retries(lambda: self.client.files.create(
-                    file=("requests.jsonl", payload, "application/jsonl"), purpose="batch"))
-                batch = self._with_retries(lambda: self.client.batches.create(
-                    input_file_id=upload.id, endpoint=ENDPOINT, completion_window="24h"))
-                batch_id = batch.id
-                if self.batch_store is not None:
-                    self.batch_store.remember_batch(key, batch_id)
-                log.info("openai batch %s: %d requests submitted", batch_id, len(ids))
-            else:
-                log.info("openai batch %s: %d requests submitted by an earlier run; collecting", batch_id,
-                         len(ids))
-            while True:
-                batch = self._with_retries(lambda: self.client.batches.retrieve(batch_id))
-                if batch.status in ENDED:
-                    break
-                self.sleep(self.cfg.poll_seconds)
+            batch_id = self._batch_id(key, len(ids), lambda: self._submit(payload))
+            batch = self._ended(lambda: self.client.batches.retrieve(batch_id), lambda batch: batch.status in ENDED)
             answers = [*self._download(batch.output_file_id), *self._download(batch.error_file_id)]
         except Exception as error:
             failed = self._failed(error, batch=True)

@@ -31,9 +31,17 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from tasks.core.schema import SCORES
 from tasks.metrics.classic import raw_pairs
-from tasks.metrics.registry import LM_LOGPROBS, SEQ2SEQ, FamilyResult, Metric, Resources, register, usable
+from tasks.metrics.registry import (
+    LM_LOGPROBS,
+    SEQ2SEQ,
+    FamilyResult,
+    Metric,
+    Resources,
+    register_family,
+    scores_frame,
+    usable,
+)
 
 BATCH_SIZE = 8
 
@@ -120,20 +128,19 @@ def bartscore_family(metrics: Sequence[Metric], candidates: pl.DataFrame, refere
     rows = [{**{k: v for k, v in b.items() if k not in ("x", "y")}, "metric": m.name,
              "score": float(values[i, COLUMN[m.name]]), "eval_lm": scorer.name}
             for m in metrics for i, b in enumerate(base)]
-    frame = pl.DataFrame(rows, schema={**SCORES}) if rows else pl.DataFrame(schema=SCORES)
-    return FamilyResult(frame.select(SCORES.names()).sort("metric", "paper_id", "candidate", "reference"))
+    return FamilyResult(scores_frame(rows))
 
 
-register(
-    Metric("bartscore_seq2seq_precision", "raw", "none", SEQ2SEQ, True,
-           "BARTScore precision: mean log-probability per token of the candidate's raw review given a human "
-           "reference, under the seq2seq model [score] bartscore_model", bartscore_family),
-    Metric("bartscore_seq2seq_recall", "raw", "none", SEQ2SEQ, True,
-           "BARTScore recall: mean log-probability per token of the reference given the candidate "
-           "([score] bartscore_model)", bartscore_family),
-    Metric("bartscore_seq2seq_f1", "raw", "none", SEQ2SEQ, True,
-           "BARTScore F1: the mean of bartscore_seq2seq_precision and bartscore_seq2seq_recall ([score] bartscore_model)",
-           bartscore_family),
+register_family(
+    bartscore_family, SEQ2SEQ,
+    ("bartscore_seq2seq_precision", "raw", "none",
+     "BARTScore precision: mean log-probability per token of the candidate's raw review given a human "
+     "reference, under the seq2seq model [score] bartscore_model"),
+    ("bartscore_seq2seq_recall", "raw", "none",
+     "BARTScore recall: mean log-probability per token of the reference given the candidate "
+     "([score] bartscore_model)"),
+    ("bartscore_seq2seq_f1", "raw", "none",
+     "BARTScore F1: the mean of bartscore_seq2seq_precision and bartscore_seq2seq_recall ([score] bartscore_model)"),
 )
 
 
@@ -184,18 +191,16 @@ def bartscore_lm_family(metrics: Sequence[Metric], candidates: pl.DataFrame, ref
         for m in metrics:
             rows.append({**head, "metric": m.name, "score": values[LM_COLUMN[m.name]], "n_tokens": tokens,
                          "eval_lm": eval_lm, "reason": TRUNCATED_REASON if cut else b["reason"]})
-    out = pl.DataFrame(rows, schema={**SCORES}) if rows else pl.DataFrame(schema=SCORES)
-    return FamilyResult(out.select(SCORES.names()).sort("metric", "paper_id", "candidate", "reference"))
+    return FamilyResult(scores_frame(rows))
 
 
-register(
-    Metric("bartscore_precision", "raw", "none", LM_LOGPROBS, True,
-           "BARTScore precision on the evaluation LM (as GEM computes it): mean log-probability per token of "
-           "the candidate's raw review as the answer to a prompt quoting a human reference", bartscore_lm_family),
-    Metric("bartscore_recall", "raw", "none", LM_LOGPROBS, True,
-           "BARTScore recall on the evaluation LM: mean log-probability per token of the reference given the "
-           "candidate", bartscore_lm_family),
-    Metric("bartscore_f1", "raw", "none", LM_LOGPROBS, True,
-           "BARTScore F1 on the evaluation LM: the mean of bartscore_precision and bartscore_recall",
-           bartscore_lm_family),
+register_family(
+    bartscore_lm_family, LM_LOGPROBS,
+    ("bartscore_precision", "raw", "none",
+     "BARTScore precision on the evaluation LM (as GEM computes it): mean log-probability per token of "
+     "the candidate's raw review as the answer to a prompt quoting a human reference"),
+    ("bartscore_recall", "raw", "none",
+     "BARTScore recall on the evaluation LM: mean log-probability per token of the reference given the "
+     "candidate"),
+    ("bartscore_f1", "raw", "none", "BARTScore F1 on the evaluation LM: the mean of bartscore_precision and bartscore_recall"),
 )

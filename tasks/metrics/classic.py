@@ -25,18 +25,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from tasks.core.frames import reference_sets, usable
 from tasks.core.schema import SCORES
-from tasks.metrics.registry import (
-    EMBEDDING,
-    NOTHING,
-    Embed,
-    FamilyResult,
-    Metric,
-    Resources,
-    reference_sets,
-    register,
-    usable,
-)
+from tasks.metrics.registry import EMBEDDING, NOTHING, Embed, FamilyResult, Metric, Resources, register_family
 
 Texts = Sequence[str | None]
 LIBRARIES = {"bleu": "sacrebleu", "rouge_l": "rouge-score"}   # written where a GEM row names its evaluation LM
@@ -169,17 +160,19 @@ def classic_family(metrics: Sequence[Metric], candidates: pl.DataFrame, referenc
     return FamilyResult(pl.concat(frames) if frames else pl.DataFrame(schema=SCORES))
 
 
-register(
-    Metric("bleu", "raw", "none", NOTHING, True, "sentence BLEU of the raw review texts (sacrebleu)",
-           classic_family),
-    Metric("rouge_l", "raw", "none", NOTHING, True, "ROUGE-L F1 of the raw review texts (rouge-score)",
-           classic_family),
-    Metric("bertscore_minilm", "raw", "none", EMBEDDING, True,
-           "BERTScore as GEM ran it: F1 of greedy cosine matching between the raw reviews' sentences, each "
-           "embedded on its own by all-MiniLM-L6-v2 (GEM used stella_en_400M_v5); no idf", classic_family),
-    Metric("bertscore_tokens_minilm", "raw", "none", EMBEDDING, True,
-           "BERTScore's token matching: F1 of greedy cosine matching between the raw reviews' all-MiniLM-L6-v2 "
-           "token vectors (BERTScore used roberta-large); no idf, no rescaling", classic_family),
+register_family(
+    classic_family, NOTHING,
+    ("bleu", "raw", "none", "sentence BLEU of the raw review texts (sacrebleu)"),
+    ("rouge_l", "raw", "none", "ROUGE-L F1 of the raw review texts (rouge-score)"),
+)
+register_family(
+    classic_family, EMBEDDING,
+    ("bertscore_minilm", "raw", "none",
+     "BERTScore as GEM ran it: F1 of greedy cosine matching between the raw reviews' sentences, each "
+     "embedded on its own by all-MiniLM-L6-v2 (GEM used stella_en_400M_v5); no idf"),
+    ("bertscore_tokens_minilm", "raw", "none",
+     "BERTScore's token matching: F1 of greedy cosine matching between the raw reviews' all-MiniLM-L6-v2 "
+     "token vectors (BERTScore used roberta-large); no idf, no rescaling"),
 )
 
 

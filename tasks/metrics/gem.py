@@ -17,17 +17,10 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from tasks.core.frames import reference_sets, usable
 from tasks.core.schema import LOGLIK_REQUESTS, LOGLIK_RESULTS, SCORES, TRUNCATED_REASON, with_truncated
 from tasks.metrics.prompts import PROMPT_VERSION, render_synopsis, system_prompt, user_prompt
-from tasks.metrics.registry import (
-    LM_LOGPROBS,
-    FamilyResult,
-    Metric,
-    Resources,
-    reference_sets,
-    register,
-    usable,
-)
+from tasks.metrics.registry import LM_LOGPROBS, FamilyResult, Metric, Resources, register_family
 
 # One row per (candidate, reference, metric) with the keys of its two requests (null with a reason).
 PAIRS = pl.Schema({"paper_id": pl.String, "candidate": pl.String, "source": pl.String, "reference": pl.String,
@@ -149,11 +142,11 @@ def gem_family(metrics: Sequence[Metric], candidates: pl.DataFrame, references: 
     return FamilyResult(assemble_scores(pairs, results, resources.eval_lm))
 
 
-register(
-    Metric("gem_raw", "raw", "none", LM_LOGPROBS, True, "PMI of the raw review texts", gem_family),
-    Metric("gem", "judgments", "none", LM_LOGPROBS, True, "PMI of the preprocessed judgments", gem_family),
-    Metric("gem_s_abstract", "judgments", "abstract", LM_LOGPROBS, True,
-           "PMI of the judgments given the abstract", gem_family),
-    Metric("gem_s_assw", "judgments", "abstract+assw", LM_LOGPROBS, True,
-           "PMI of the judgments given the abstract and the author-stated strengths and weaknesses", gem_family),
+register_family(
+    gem_family, LM_LOGPROBS,
+    ("gem_raw", "raw", "none", "PMI of the raw review texts"),
+    ("gem", "judgments", "none", "PMI of the preprocessed judgments"),
+    ("gem_s_abstract", "judgments", "abstract", "PMI of the judgments given the abstract"),
+    ("gem_s_assw", "judgments", "abstract+assw",
+     "PMI of the judgments given the abstract and the author-stated strengths and weaknesses"),
 )

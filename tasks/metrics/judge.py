@@ -37,17 +37,9 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from tasks.core.frames import reference_sets, usable
 from tasks.core.prompts import load_prompt
-from tasks.core.schema import SCORES
-from tasks.metrics.registry import (
-    LLM_JUDGE,
-    FamilyResult,
-    Metric,
-    Resources,
-    reference_sets,
-    register,
-    usable,
-)
+from tasks.metrics.registry import LLM_JUDGE, FamilyResult, Metric, Resources, register_family, scores_frame
 
 PROMPT_VERSIONS = {"llm_judge": "judge-reference-v1", "llm_judge_noref": "judge-free-v1",
                    "lm_examiner": "judge-examiner-v1"}
@@ -147,22 +139,21 @@ def judge_family(metrics: Sequence[Metric], candidates: pl.DataFrame, references
                 row["score"] = ratings[key]
                 row["reason"] = "judge_unanswered" if math.isnan(ratings[key]) else None
             rows.append(row)
-    frame = pl.DataFrame(rows, schema={**SCORES}) if rows else pl.DataFrame(schema=SCORES)
-    return FamilyResult(frame.select(SCORES.names()).sort("metric", "paper_id", "candidate", "reference"))
+    return FamilyResult(scores_frame(rows))
 
 
 _HOW = ("the rating is the expectation over 0-10 at the answer position where the judge's backend gives token "
         "probabilities, else the parsed 'Score: N'")
-register(
-    Metric("llm_judge", "raw", "abstract", LLM_JUDGE, True,
-           "LLM-as-a-judge with references: reads the synopsis (abstract, and ASSW when made), the paper's human "
-           f"reviews (the candidate left out) and the candidate's raw review, answers a 0-10 score alone; {_HOW}",
-           judge_family),
-    Metric("llm_judge_noref", "raw", "abstract", LLM_JUDGE, True,
-           "LLM-as-a-judge without references: reads the synopsis and the candidate's raw review, answers a 0-10 "
-           f"score alone; {_HOW}", judge_family),
-    Metric("lm_examiner", "judgments", "paper", LLM_JUDGE, True,
-           "GEM's LM-examiner (appendix D.3), reference-free: reads the paper's PDF text cut to the judge's "
-           "context at section boundaries and the candidate's judgment lines, analyses understanding, coverage, "
-           f"substantiation and constructiveness, then scores 0-10; {_HOW} after the analysis", judge_family),
+register_family(
+    judge_family, LLM_JUDGE,
+    ("llm_judge", "raw", "abstract",
+     "LLM-as-a-judge with references: reads the synopsis (abstract, and ASSW when made), the paper's human "
+     f"reviews (the candidate left out) and the candidate's raw review, answers a 0-10 score alone; {_HOW}"),
+    ("llm_judge_noref", "raw", "abstract",
+     "LLM-as-a-judge without references: reads the synopsis and the candidate's raw review, answers a 0-10 "
+     f"score alone; {_HOW}"),
+    ("lm_examiner", "judgments", "paper",
+     "GEM's LM-examiner (appendix D.3), reference-free: reads the paper's PDF text cut to the judge's "
+     "context at section boundaries and the candidate's judgment lines, analyses understanding, coverage, "
+     f"substantiation and constructiveness, then scores 0-10; {_HOW} after the analysis"),
 )

@@ -34,20 +34,12 @@ from typing import Literal
 
 import polars as pl
 
+from tasks.core.frames import reference_sets, usable
 from tasks.core.prompts import load_prompt
-from tasks.core.schema import SCORES
 from tasks.metrics import fmi
 from tasks.metrics.oracle import ORACLE_VERSION, question, statements
 from tasks.metrics.predictors import Kind, ask, oracle_key
-from tasks.metrics.registry import (
-    LLM_ORACLE,
-    FamilyResult,
-    Metric,
-    Resources,
-    reference_sets,
-    register,
-    usable,
-)
+from tasks.metrics.registry import LLM_ORACLE, FamilyResult, Metric, Resources, register_family, scores_frame
 
 SAME_PAPER_VERSION = "oracle-same-paper-v1"     # report-level critic
 SUPPORT_BINS_VERSION = "oracle-support-bins-v1"  # likelihood-style, both levels
@@ -164,8 +156,7 @@ def oracle_family(metrics: Sequence[Metric], candidates: pl.DataFrame, reference
                 except OverflowError:
                     row["reason"] = "ratio_overflow"
         rows.append(row)
-    frame = pl.DataFrame(rows, schema={**SCORES}) if rows else pl.DataFrame(schema=SCORES)
-    return FamilyResult(frame.select(SCORES.names()).sort("metric", "paper_id", "candidate", "reference"))
+    return FamilyResult(scores_frame(rows))
 
 
 _NAMES = {  # (F, E, R) -> name; the paper's named ones: tvd_mi (TVD-MI), gppm_judgment (GPPM-J), tv_fvar_statement
@@ -184,6 +175,7 @@ _LEVEL = {"report": "report-level (candidate vs the whole reference)",
 
 for (_f, _e, _r), _name in _NAMES.items():
     CELLS[_name] = Cell(_f, _e, _r)  # type: ignore[arg-type]
-    register(Metric(_name, "judgments", "none", LLM_ORACLE, True,
-                    f"{_f}, {'f-variational' if _e == 'fvar' else 'direct'}, {_LEVEL[_r]}, LLM oracle "
-                    f"([score] oracle_predictor): {_WHAT[(_f, _e)]}", oracle_family, negatives=_e == "fvar"))
+    register_family(oracle_family, LLM_ORACLE,
+                    (_name, "judgments", "none", f"{_f}, {'f-variational' if _e == 'fvar' else 'direct'}, "
+                     f"{_LEVEL[_r]}, LLM oracle ([score] oracle_predictor): {_WHAT[(_f, _e)]}"),
+                    negatives=_e == "fvar")

@@ -1,4 +1,4 @@
-"""Beyond Rating's review-quality metrics and the rating outcomes (issue 13), one family.
+"""Beyond Rating's review-quality metrics and the rating outcomes, one family.
 
 Every metric is one row per (candidate, paper) with no reference (like `llm_judge_noref`): the
 references enter inside the metric (Max-Recall over the paper's reviewers, the mean human rating),
@@ -35,6 +35,7 @@ from tasks.core.config import Config
 from tasks.core.frames import read_curated
 from tasks.core.schema import REJECTS, SCORES, conform
 from tasks.core.submitted import submission_folders
+from tasks.lm.lazy import LazyLM
 from tasks.metrics.registry import REVIEW_QUALITY, FamilyResult, Metric, Resources, register
 from tasks.metrics.review_quality.matching import MATCH_METRICS
 from tasks.metrics.review_quality.work import (
@@ -163,8 +164,6 @@ def load_facts(cfg: Config, pipeline: str) -> ReviewFacts:
 
 def quality_work(cfg: Config, pipeline: str, llm_cache: Path | None) -> QualityWork:
     """The run's QualityWork (its LLM built on first use)."""
-    from tasks.metrics.resources import LazyLM
-
     llm_cfg = cfg.score.review_quality.llm or cfg.preprocess
     llm = LazyLM(llm_cfg, llm_cache) if llm_cache is not None else None
     matchers = cfg.score.review_quality.matchers   # the first listed matches (qualify drops failed ones)

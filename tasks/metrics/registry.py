@@ -18,8 +18,9 @@ gets a NaN score and a `reason`; a metric whose resource is missing fails loudly
 since a column of NaN would pass for a result.
 
 Scoring, validation, the leaderboard and the config checks read only this registry. To add a
-metric: write (or reuse) a family function in a module of this package, `register(Metric(...))`
-there, import the module in `tasks/metrics/__init__.py`, and add a test.
+metric: write (or reuse) a family function in a module of this package, register its metrics there
+(`register_family(fn, need, (name, reads, conditioned_on, description), ...)`, or `register(Metric(...))`
+for one that differs in more), import the module in `tasks/metrics/__init__.py`, and add a test.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 import polars as pl
@@ -43,7 +44,6 @@ from tasks.metrics.llm_log import LLMLog
 if TYPE_CHECKING:
     from tasks.core.config import LLMConfig
     from tasks.lm.types import Accept, ChatRequest, ChatResult
-    from tasks.metrics.bartscore import Seq2SeqScorer
     from tasks.metrics.review_quality.work import QualityWork
 
 Reads = Literal["raw", "judgments", "statements"]        # the review text, its judgment lines, atomic statements
@@ -68,6 +68,15 @@ class ChatLM(Protocol):
     cfg: LLMConfig
 
     def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None) -> list[ChatResult]: ...
+
+
+class Seq2Seq(Protocol):
+    """A seq2seq model as BARTScore uses it (`Seq2SeqScorer` in tasks/metrics/bartscore.py): s(x -> y),
+    the mean log-probability per target token, for many pairs at once."""
+
+    name: str
+
+    def score(self, sources: Sequence[str], targets: Sequence[str]) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -101,7 +110,7 @@ class Resources:
     quality: QualityWork | None = field(default=None, compare=False, repr=False)
     judge_method: Literal["auto", "generate"] = "auto"   # the judges' rating: readout where possible, or parse
     judge_context_tokens: int = 8192            # the judges' context, for the paper text lm_examiner reads
-    seq2seq: Seq2SeqScorer | None = field(default=None, compare=False, repr=False)   # BARTScore's model
+    seq2seq: Seq2Seq | None = field(default=None, compare=False, repr=False)   # BARTScore's model
     # where the metrics that run in paper shards go (`Metric.by_paper`): tasks/scoring/metric_shards.py
     # MetricShards in the score and validate stages; None: in this process
     by_paper: PaperShards | None = field(default=None, compare=False, repr=False)
@@ -171,6 +180,13 @@ class FamilyResult:
     scores: pl.DataFrame
     tables: Mapping[str, pl.DataFrame] = field(default_factory=dict)
     counts: Mapping[str, int] = field(default_factory=dict)
+
+
+def scores_frame(rows: Sequence[Mapping[str, object]]) -> pl.DataFrame:
+    """A family's SCORES rows as one frame in the one order (metric, paper, candidate, reference); the
+    empty frame when there are none."""
+    frame = pl.DataFrame(rows, schema={**SCORES}) if rows else pl.DataFrame(schema=SCORES)
+    return frame.select(SCORES.names()).sort("metric", "paper_id", "candidate", "reference")
 
 
 def merge_results(parts: Sequence[FamilyResult]) -> FamilyResult:
@@ -256,6 +272,16 @@ def register(*metrics: Metric) -> None:
         if metric.name in REGISTRY:
             raise ValueError(f"metric {metric.name!r} is registered twice")
         REGISTRY[metric.name] = metric
+
+
+Entry = tuple[str, Reads, Conditioning, str]   # a metric of a family: name, reads, conditioned_on, description
+
+
+def register_family(fn: FamilyFn, needs: Need, *entries: Entry, higher_is_better: bool = True, **shared: Any) -> None:
+    """Register the metrics one family function scores: what they share (the function, the need, the
+    direction, any other `Metric` field such as `negatives`) given once, then one entry per metric."""
+    register(*(Metric(name, reads, conditioned_on, needs, higher_is_better, description, fn, **shared)
+               for name, reads, conditioned_on, description in entries))
 
 
 def check_names(names: Sequence[str]) -> tuple[str, ...]:

@@ -22,7 +22,6 @@ Both load their model on first use, so building Resources costs nothing.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -31,10 +30,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
-from tasks.core.config import Config, LLMConfig, ScoreConfig
+from tasks.core.config import Config, ScoreConfig
 from tasks.core.schema import LOGLIK_RESULTS, with_truncated
-from tasks.lm import CachedLM, LoglikelihoodRequest, ModelSpec, embedder, eval_model, eval_spec
-from tasks.lm.types import Accept, ChatRequest, ChatResult, LoglikelihoodResult, TopLogprobs
+from tasks.lm import LoglikelihoodRequest, ModelSpec, embedder, eval_model, eval_spec
+from tasks.lm.lazy import LazyLM
 from tasks.metrics.llm_log import LLMLog
 from tasks.metrics.readout_panel import engine_answers, engine_readout, readout_members
 from tasks.metrics.registry import REVIEW_QUALITY, Loglikelihood, PaperShards, Resources, get
@@ -55,38 +54,6 @@ def engine_loglikelihood(spec: ModelSpec, token_budget: int = 4096, cache_dir: P
                              "n_tokens": [r.n_tokens for r in results],
                              "truncated": [r.truncated for r in results]}, schema=LOGLIK_RESULTS)
     return score
-
-
-class LazyLM:
-    """`make_lm(cfg, cache_dir)`, built on the first `generate` (an API backend checks its key then)."""
-
-    def __init__(self, cfg: LLMConfig, cache_dir: Path) -> None:
-        self.cfg = cfg
-        self.cache_dir = Path(cache_dir)
-        self.name = cfg.backend
-        self.model = cfg.model
-        self._lm: CachedLM | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def lm(self) -> CachedLM:
-        with self._lock:
-            if self._lm is None:
-                from tasks.lm import make_lm
-
-                self._lm = make_lm(self.cfg, self.cache_dir)
-            return self._lm
-
-    def generate(self, requests: Sequence[ChatRequest], accept: Accept | None = None) -> list[ChatResult]:
-        return self.lm.generate(requests, accept)
-
-    def loglikelihood(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
-        """The backend's log-likelihoods (the judges' rating readout); `Unsupported` where it has none."""
-        return self.lm.loglikelihood(requests)
-
-    def top_logprobs(self, requests: Sequence[ChatRequest]) -> list[TopLogprobs]:
-        """The next tokens' top list after each prefill (a chat API's readout); `Unsupported` where it has none."""
-        return self.lm.top_logprobs(requests)
 
 
 def memoized(loglikelihood: Loglikelihood) -> Loglikelihood:

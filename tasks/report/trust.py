@@ -1,4 +1,4 @@
-"""What the report and the site say about trusting the scores (issue 37): what each model's reviews
+"""What the report and the site say about trusting the scores: what each model's reviews
 cost beside their quality, the references flagged as likely AI-written, and the injection track.
 
 A cost nobody knows (a submitted system reports none) stays unknown: it is written "unknown" and

@@ -7,7 +7,7 @@ A shard's name hashes the keys it holds, so the same requests always give the sa
 whose key already has a result (in any shard of `results/`) is never sent again: its result is reused
 bit for bit, so adding a model to a scored pipeline scores only the new requests and leaves the old
 ones out of the new batches (a result depends on its batch company: padding, and bfloat16 rounding by
-up to a tenth of a nat; issue 35). Files
+up to a tenth of a nat: a new model once moved the old ones' scores). Files
 are written atomically (a temporary file renamed into place): a results file exists only when the
 shard is complete, and a shard with results is skipped, so a crashed run resumes where it stopped.
 `ShardedLoglikelihood` is the `loglikelihood` resource the metrics call; how its shards run (in

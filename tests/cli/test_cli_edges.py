@@ -1,4 +1,4 @@
-"""Options at the edge of what they can mean (issue 35): each is one line, exit 2, no traceback, and
+"""Options at the edge of what they can mean: each is one line, exit 2, no traceback, and
 nothing is started: `query --timeout inf / 1e308`, `--max-rows -1`, `schedule --on` far from today,
 `export --out` at a file, under a file or in /proc."""
 

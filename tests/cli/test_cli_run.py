@@ -36,6 +36,7 @@ def stand_in_stages(monkeypatch):
     monkeypatch.setattr(flows.cli.server, "ephemeral_server_starting", nullcontext)
 
 
+@pytest.mark.slow
 def test_run_prints_a_table_per_stage_the_outputs_and_next_commands(project_config, stand_in_stages):
     config = project_config(PIPELINES)
     result = CliRunner().invoke(app, ["run", "demo", "-c", str(config)])

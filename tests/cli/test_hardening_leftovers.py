@@ -133,6 +133,7 @@ def test_an_unreachable_llm_fails_fast_with_one_line_naming_its_url():
         lm.generate([ChatRequest("s", "again", 8)])
 
 
+@pytest.mark.slow
 def test_validate_with_an_unreachable_llm_exits_non_zero_with_one_line(tmp_path):
     from tests.cli.test_cli_validate import review_file
 

@@ -1,4 +1,4 @@
-"""The demo's corners of the design space (issue 11): gem, tv_fvar_statement and an LLM judge are named in
+"""The demo's corners of the design space (Scoring Rules' f-MI metrics, oracles and judges): gem, tv_fvar_statement and an LLM judge are named in
 the demo pipeline's [score] and [validate] tables, and (slow) scored, validated and materialized end to
 end on a demo-like synthetic pipeline with the embedded SmolLM2 as evaluation LM, oracle and judge: they
 reach the leaderboard with the model behind each column, the validation table, the per-metric failure

@@ -50,6 +50,7 @@ def test_schedule_dry_run_on_2026_06_01_pulls_the_cycles_public_then_and_the_nex
                                "since 2026-11-15), NeurIPS.cc/2026/Conference") for line in lines)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("faketime") is None, reason="faketime is not installed (apt-get install faketime)")
 def test_schedule_dry_run_under_faketime_reads_the_clock():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

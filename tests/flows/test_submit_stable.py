@@ -1,4 +1,4 @@
-"""Issue 35: a model submitted to a scored pipeline leaves every earlier leaderboard row as it was, to
+"""A model submitted to a scored pipeline leaves every earlier leaderboard row as it was, to
 the last digit, under the same release id; so does a rescore. The rank columns (rank, rank_low,
 rank_high, tied_with) are the one exception by construction: they place each model among the others.
 

@@ -10,7 +10,8 @@ import torch
 
 from tasks.core.config import LLMConfig, PreprocessConfig, ScoreConfig
 from tasks.lm import ChatRequest, ModelSpec, chat_spec, eval_spec, request_key
-from tasks.lm.loading import cpu_has_bf16, cuda_available
+from tasks.lm.cpu import cpu_has_bf16
+from tasks.lm.loading import cuda_available
 from tests.lm.test_lm_drafts import PIECES, prompts
 
 CPU_ONLY = pytest.mark.skipif(cuda_available(), reason="checks the CPU policy")
@@ -71,6 +72,7 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+@pytest.mark.slow
 def test_the_drafted_decoder_in_bfloat16_answers_like_transformers_generate(one_thread) -> None:
     """Greedy answers of the fast decoder (one token a step, and with drafts) against transformers'
     own bfloat16 `generate` on a left-padded batch, token for token, for three random tiny models."""

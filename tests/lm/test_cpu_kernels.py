@@ -11,8 +11,8 @@ import torch
 from torch.nn.functional import scaled_dot_product_attention
 
 from tasks.lm import cpu_kernels
+from tasks.lm.cpu import cpu_flags
 from tasks.lm.flat_attention import PLAN, _by_path, flat_mask
-from tasks.lm.loading import cpu_flags
 
 COMPILER = pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="no C compiler")
 UNITS = pytest.mark.skipif(cpu_kernels.UNITS not in cpu_flags() or cpu_kernels.kernel() is None,

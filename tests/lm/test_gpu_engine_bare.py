@@ -1,5 +1,5 @@
 """The scoring engine runs where only torch and transformers are installed (a bare GPU machine):
-`tasks.lm.loglikelihood` imports nothing of the data stack, and `bench/gpu_engine.py` starts."""
+`tasks.lm.loglikelihood` imports nothing of the data stack, and `bench/speed/gpu_engine.py` starts."""
 
 from __future__ import annotations
 
@@ -56,6 +56,7 @@ def bare(script: str, *args: str) -> subprocess.CompletedProcess:
                           timeout=300, cwd=ROOT)
 
 
+@pytest.mark.slow
 def test_the_engine_scores_without_the_data_stack_as_the_naive_method_does(tokenizer_folder):
     out = bare(ENGINE, str(tokenizer_folder))
     assert out.returncode == 0, out.stderr[-2000:]
@@ -63,8 +64,9 @@ def test_the_engine_scores_without_the_data_stack_as_the_naive_method_does(token
     assert found["n"] == 6 and found["loaded"] == [] and found["gap"] < 1e-3
 
 
+@pytest.mark.slow
 def test_the_gpu_bench_starts_on_a_bare_machine_and_says_when_there_is_no_gpu(tmp_path):
-    bench = str(ROOT / "bench" / "gpu_engine.py")
+    bench = str(ROOT / "bench" / "speed" / "gpu_engine.py")
     out = bare(f"import runpy; sys.argv = ['gpu_engine.py', '--requests', {str(tmp_path)!r}]; "
                f"runpy.run_path({bench!r}, run_name='__main__')")
     assert out.returncode == 0, out.stderr[-2000:]

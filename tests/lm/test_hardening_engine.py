@@ -44,6 +44,7 @@ def short_context_lm(tmp_path_factory):
     return LoglikelihoodEngine(model, tokenizer, token_budget=128)
 
 
+@pytest.mark.slow
 def test_a_5_mb_review_is_cut_scored_and_flagged_within_one_window(short_context_lm):
     engine = short_context_lm
     words = WORDS[13:]

@@ -86,6 +86,7 @@ def long_lines() -> LinePrefixConstraint:
     return LinePrefixConstraint(tokenizer, PREFIXES, [vocab["<eos>"]], min_content=12)
 
 
+@pytest.mark.slow
 def test_drafted_decoding_equals_the_one_token_loop_under_the_constraint(tiny, monkeypatch):
     constraint = long_lines()
     limits = [30, 45, 20, 50]
@@ -101,6 +102,7 @@ def test_drafted_decoding_equals_the_one_token_loop_under_the_constraint(tiny, m
         assert all(line.startswith(PREFIXES) for line in text.split("\n")[:-1])
 
 
+@pytest.mark.slow
 def test_a_full_buffer_is_squeezed_without_changing_the_answer(tiny):
     """Long answers with many rejected columns: the buffer is squeezed (holes dropped) mid-answer."""
     limits = [120, 90, 110, 70]

@@ -11,7 +11,8 @@ import torch
 from tasks.core.frames import human_candidates, judgments_text, synopses_wide
 from tasks.core.schema import REFERENCES
 from tasks.lm import LoglikelihoodRequest, ModelSpec
-from tasks.lm.loading import _cpuinfo, common_prefix, cpu_has_bf16, end_of_turn
+from tasks.lm.cpu import _cpuinfo, cpu_has_bf16
+from tasks.lm.loading import common_prefix, end_of_turn
 from tasks.lm.local import LocalLM
 from tasks.lm.loglikelihood import LoglikelihoodEngine, encode_request, reference_score
 from tasks.metrics import get

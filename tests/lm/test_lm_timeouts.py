@@ -1,4 +1,4 @@
-"""Every LLM client is bounded (issue 35): a request that gets no answer fails after `timeout_seconds`
+"""Every LLM client is bounded: a request that gets no answer fails after `timeout_seconds`
 through the transient path with one line naming the server, and a backend that goes on retrying with
 no request answered stops the stage after `retry_budget_seconds`, and one whose failed requests took
 `retry_total_seconds` of the stage in all, answered ones between, stops too (tasks/lm/api_common.py)."""

@@ -16,10 +16,10 @@ import pytest
 
 from tasks.core.config import LLMConfig
 from tasks.core.schema import REFERENCES, SCORING_CANDIDATES, SYNOPSES_WIDE
+from tasks.lm.lazy import LazyLM
 from tasks.lm.readout import expected_ratings, rating_masses
 from tasks.metrics.judge import judge_family, load_prompt
 from tasks.metrics.registry import REGISTRY, Resources
-from tasks.metrics.resources import LazyLM
 from tests.tiny_models import tiny_llama
 
 SCORES_0_10 = [str(n) for n in range(11)]

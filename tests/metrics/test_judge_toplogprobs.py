@@ -12,10 +12,10 @@ import pytest
 
 from tasks.core.config import LLMConfig
 from tasks.core.schema import REFERENCES, SCORING_CANDIDATES, SYNOPSES_WIDE
+from tasks.lm.lazy import LazyLM
 from tasks.metrics.judge import judge_family
 from tasks.metrics.rating import rate_member
 from tasks.metrics.registry import REGISTRY, Resources
-from tasks.metrics.resources import LazyLM
 from tasks.testing.openai_server import OpenAIServer
 from tests.chat_api_data import OPENAI_ENV as ENV
 from tests.chat_api_data import OPENAI_KEY as KEY

@@ -12,9 +12,9 @@ import polars as pl
 
 from tasks.core.config import LLMConfig
 from tasks.core.schema import REFERENCES, SCORING_CANDIDATES, SYNOPSES_WIDE
+from tasks.lm.lazy import LazyLM
 from tasks.metrics.judge import judge_family
 from tasks.metrics.registry import REGISTRY, Resources
-from tasks.metrics.resources import LazyLM
 from tasks.testing.anthropic_server import AnthropicServer, system_text, user_text
 
 INTRO = "1 Introduction\n" + "We study sparse attention for long documents. " * 20

@@ -179,7 +179,8 @@ def test_generation_oracle_and_judges_through_the_anthropic_server(tmp_path, mon
 
 
 def test_config_chooses_the_oracle() -> None:
-    from tasks.metrics.resources import LazyLM, build_resources
+    from tasks.lm.lazy import LazyLM
+    from tasks.metrics.resources import build_resources
 
     default = build_resources(ScoreConfig())
     assert default.oracle == "readout" and default.llm is None and default.provides(NEEDS["llm_oracle"])

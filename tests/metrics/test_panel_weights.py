@@ -1,4 +1,4 @@
-"""Auto-PRE's weighted panels (issue 36): a panel's value weighs each member by its fusion weight,
+"""Auto-PRE's weighted panels: a panel's value weighs each member by its fusion weight,
 the mean of its qualification-exam scores (paper 001: consistency, pertinence, self-confidence)."""
 
 from __future__ import annotations

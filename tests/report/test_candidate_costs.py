@@ -1,4 +1,4 @@
-"""Cost beside quality (issue 37, part 5): tokens and dollars per review per candidate model; an
+"""Cost beside quality: tokens and dollars per review per candidate model; an
 unknown cost stays unknown (NULL in `candidate_costs`, "unknown" on the site), never 0."""
 
 from __future__ import annotations

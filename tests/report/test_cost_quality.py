@@ -1,4 +1,4 @@
-"""Cost beside quality (issue 37): tokens and dollars per review in the report, an unknown cost shown
+"""Cost beside quality: tokens and dollars per review in the report, an unknown cost shown
 as unknown (never 0) and kept out of the cost-quality figure, in the report (PNG) and on the site (SVG)."""
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ def browser():
         browser.close()
 
 
+@pytest.mark.slow
 def test_site_in_chromium_shows_payloads_as_text_and_raises_no_dialog(tmp_path, browser):
     data = tmp_path / "data"
     data.mkdir()

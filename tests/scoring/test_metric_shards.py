@@ -110,6 +110,7 @@ def test_sharded_scores_equal_the_unsharded_ones_and_a_rerun_skips_every_shard(t
         assert one.details()["metric_shards_scored"] == 1 and first.is_file()
 
 
+@pytest.mark.slow
 def test_with_two_slots_the_shards_run_beside_the_other_families_with_the_same_scores(tmp_path, monkeypatch) -> None:
     """`[score] gpu_concurrency = 2`: the paper shards run in a thread of their own while the families
     (here BLEU) score in the caller's; the rows are those of one slot."""

@@ -1,4 +1,4 @@
-"""Beyond Rating's text-centric review metrics and the rating outcomes (issue 13).
+"""Beyond Rating's text-centric review metrics and the rating outcomes.
 
 * `fields`: a review's summary / strengths / weaknesses / questions and a candidate's rating and
   confidence, read from the markdown sections every review is rendered in;

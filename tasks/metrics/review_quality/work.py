@@ -42,7 +42,7 @@ PAPER_FACTS = pl.Schema({"paper_id": pl.String, "decision": pl.String, "text": p
 
 @dataclass(frozen=True)
 class QualitySettings:
-    """The `[score.review_quality]` keys the work reads (tasks/core/config.py ReviewQualityConfig)."""
+    """The `[score.review_quality]` keys the work reads (tasks/core/config_score.py ReviewQualityConfig)."""
 
     match_top_k: int = 3
     kl_alpha: float = 1.0

@@ -34,13 +34,13 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import polars as pl
 
 from tasks.core import schema
-from tasks.core.config import CandidateConfig, Config, ConfigError
+from tasks.core.config import CandidateConfig, Config, ConfigError, InjectionConfig
 from tasks.core.frames import read_curated
 from tasks.core.layout import cache_dir, write_stage_frames
 from tasks.core.paper_fit import Counter, Fit, estimate_counter, fit_text
@@ -65,6 +65,7 @@ from tasks.metrics.review_quality.fields import answer_scores
 from tasks.stages.generate.contamination import guard
 from tasks.stages.generate.injection import InjectedRun, injected_run, planted_sets
 from tasks.stages.generate.ratings import Answered, rate_answers
+from tasks.stages.generate.review_sets import GenerateOutput, ReviewSet, paper_text
 
 log = logging.getLogger(__name__)
 
@@ -172,16 +173,6 @@ class Job:
         return render_user(self.fit.text, strict, note)
 
 
-def paper_text(row: dict[str, Any], pdf_text: str | None) -> tuple[str, str]:
-    """(text, source): the PDF text, else the title and abstract, else ("", "none")."""
-    if pdf_text and pdf_text.strip():
-        return pdf_text.strip(), "pdf_text"
-    title, abstract = (row.get("title") or "").strip(), (row.get("abstract") or "").strip()
-    if abstract:
-        return f"{title}\n\nAbstract\n{abstract}".strip(), "abstract"
-    return "", "none"
-
-
 def fit_paper(text: str, system: str, prefill: str, candidate: CandidateConfig, meter: Meter) -> Fit | None:
     """The paper cut so that the whole prompt (strict form, cut note included) plus the answer
     fits the context; None when nothing fits. Checked against the real prompt count."""
@@ -201,25 +192,6 @@ def fit_paper(text: str, system: str, prefill: str, candidate: CandidateConfig, 
 
 
 # ---- generation ---------------------------------------------------------------------------------
-@dataclass
-class GenerateOutput:
-    candidates: pl.DataFrame
-    rejects: pl.DataFrame
-    usage: pl.DataFrame
-    stats: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class ReviewSet:
-    """Papers to review and the texts they are read from (`pdf_texts`: paper_id, text; None: the
-    abstracts): the benchmark papers, or the injection track's planted copies of some of them, whose
-    candidate ids carry `suffix` so that the sets' reviews stay apart."""
-
-    papers: pl.DataFrame
-    pdf_texts: pl.DataFrame | None
-    suffix: str = ""
-
-
 def generate_reviews(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, candidate: CandidateConfig,
                      backend: LanguageModel, chars_per_token: float = 3.5,
                      scale: Sequence[float] = (1, 3, 5, 6, 8, 10)) -> GenerateOutput:
@@ -261,6 +233,18 @@ def generate_review_sets(sets: Sequence[ReviewSet], candidate: CandidateConfig, 
     asked = _ask([job for own in jobs for job in own], backend, system, prefill, candidate)
     return [_reviews_of(review_set.papers.height, own_jobs, own_rejects, asked, system, candidate, backend, scale)
             for review_set, own_jobs, own_rejects in zip(sets, jobs, rejects, strict=True)]
+
+
+def injected_reviews(papers: pl.DataFrame, eligible: pl.DataFrame, pdf_texts: pl.DataFrame | None,
+                     candidate: CandidateConfig, backend: LanguageModel, cfg: InjectionConfig,
+                     chars_per_token: float, scale: Sequence[float] = (1, 3, 5, 6, 8, 10)) -> InjectedRun | None:
+    """`candidate`'s reviews of the planted copies (`planted_sets`), the variants asked together; None
+    without a track. The generate stage asks them together with the clean reviews (`review_papers`)."""
+    planted = planted_sets(papers, eligible, pdf_texts, cfg)
+    if not planted:
+        return None
+    outputs = generate_review_sets(list(planted.values()), candidate, backend, chars_per_token, scale)
+    return injected_run(candidate, dict(zip(planted, outputs, strict=True)))
 
 
 def _reviews_of(n_papers: int, jobs: Sequence[Job], rejects: list[dict[str, Any]], asked: Asked, system: str,

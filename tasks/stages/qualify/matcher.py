@@ -1,4 +1,4 @@
-"""The point matcher's exam: M(a, h) of issue 13 (prompt point-match-v1), examined like the judges.
+"""The point matcher's exam: Beyond Rating's M(a, h) (prompt point-match-v1), examined like the judges.
 
 The matcher answers Yes (the two points make the same point) or No, so each question is a pair
 of points, asked as the matcher is asked in the score stage (`match_user`, the same system prompt)

@@ -32,11 +32,11 @@ from tasks.core.prompts import load_prompt
 from tasks.core.schema import PANEL_WEIGHTS, QUALIFICATION
 from tasks.core.summary import StageSummary
 from tasks.lm import ChatRequest, ModelSpec, eval_specs, local_spec
+from tasks.lm.lazy import LazyLM
 from tasks.metrics import get
 from tasks.metrics.judge import synopsis_text
 from tasks.metrics.llm_log import LLMLog, write_llm_log
 from tasks.metrics.readout_panel import engine_answers, readout_entries, readout_specs
-from tasks.metrics.resources import LazyLM
 from tasks.metrics.review_quality.matching import matcher_llms
 from tasks.metrics.reviseval import content_key
 from tasks.stages.qualify.exam import Rewrite, draw_exam

@@ -18,6 +18,7 @@ from tasks.lm import TransientLLMError, make_lm
 from tasks.stages.generate.contamination import guard
 from tasks.stages.generate.reviews import REMINDER, generate_reviews, make_meter, parse_review
 from tasks.testing.anthropic_server import AnthropicServer, heuristic_responder, system_text, user_text
+from tests.submit_data import JUDGE_CONFIG
 
 KEY = "fake-test-key-generate-0a1b2c3d"
 SECTIONS = ["Introduction", "Related Work", "Method", "Experiments", "Conclusion"]
@@ -247,18 +248,7 @@ def test_smollm2_writes_short_reviews_within_its_context(tmp_path, embedded_lm):
 
 
 # ---- the stage flow -----------------------------------------------------------------------------
-CONFIG = """
-[paths]
-data_dir = "data"
-database = "data/test.duckdb"
-
-[preprocess]
-backend = "anthropic"
-model = "claude-judge"
-use_batches = false
-max_retries = 0
-max_tokens = 400
-
+CONFIG = JUDGE_CONFIG + """
 [generate]
 chars_per_token = 4.0
 

@@ -1,4 +1,4 @@
-"""The injection track (issue 37): planted copies of a paper (visible and hidden instruction), each
+"""The injection track: planted copies of a paper (visible and hidden instruction), each
 candidate's reviews of them through the real client and generation code, and the per-model shifts in
 rating and in a metric, with their t interval; the table in the database and on the site."""
 
@@ -18,8 +18,8 @@ from tasks.core.schema import INJECTION_SHIFTS, REFERENCES, SCORING_CANDIDATES
 from tasks.lm import make_lm
 from tasks.metrics import Resources, candidate_scores, score_metrics
 from tasks.report.site import build_site
-from tasks.stages.generate.injection import HIDDEN, OPENING, VISIBLE, injected_reviews, plant, sample_papers
-from tasks.stages.generate.reviews import generate_reviews
+from tasks.stages.generate.injection import HIDDEN, OPENING, VISIBLE, plant, sample_papers
+from tasks.stages.generate.reviews import generate_reviews, injected_reviews
 from tasks.stages.materialize.build import build_database
 from tasks.stages.score.injection import injected_candidates, shifts, t_interval
 from tasks.testing.anthropic_server import AnthropicServer, heuristic_responder, system_text, user_text

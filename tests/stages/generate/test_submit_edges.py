@@ -1,4 +1,4 @@
-"""`grebench submit` at its edges (issue 35): two submits of one name at once, a swap a kill cannot lose,
+"""`grebench submit` at its edges: two submits of one name at once, a swap a kill cannot lose,
 names too long, rows no parser should choke on, a full disk or read-only cache, and the server guard
 of every command that starts flows."""
 
@@ -50,6 +50,7 @@ def cli(args: list[str], **env: str) -> subprocess.Popen[str]:
                             env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.slow
 def test_two_submits_of_one_new_name_at_once_one_wins_the_other_says_so(cfg, tmp_path):
     config = str(cfg.root / "pipelines.toml")
     with AnthropicServer(slow_responder) as server:

@@ -1,4 +1,4 @@
-"""Submitted reviews aimed at the evaluators (issue 37, part 4): zero-width characters, hidden
+"""Submitted reviews aimed at the evaluators (the submission screen): zero-width characters, hidden
 markup, instructions to a judge and bare master-key answers are flagged, kept and counted."""
 
 from __future__ import annotations

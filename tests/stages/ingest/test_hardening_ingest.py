@@ -100,6 +100,7 @@ print(r.papers, r.pdfs, r.pdf_texts)
 """
 
 
+@pytest.mark.slow
 def test_two_ingests_with_pdfs_at_once_do_not_clash(server, tmp_path):
     server.clear()
     procs = [subprocess.Popen([sys.executable, "-c", SCRIPT, str(tmp_path), server.v2_url], cwd=ROOT,

@@ -1,5 +1,5 @@
 """The raw download cache is keyed by what produced the pages (tasks/stages/ingest/sources.py): no
-pipeline reads pages another source wrote (issue 35: a synthetic pipeline with other settings, or
+pipeline reads pages another source wrote (once a synthetic pipeline with other settings, or
 the stock pipeline after a run against the local server, read the first one's pages)."""
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ def test_synthetic_pipelines_with_other_settings_do_not_read_each_others_pages(t
     assert len(raw) == 2 and all(name.startswith("synthetic-") for name in raw)
 
 
+@pytest.mark.slow
 def test_a_pipeline_at_one_server_does_not_read_pages_another_server_served(tmp_path):
     cfg = config(tmp_path)
     with serve_venues([make_venue(VENUE, n_papers=6)], page_limit=5) as first:

@@ -274,6 +274,7 @@ def test_login_check_says_who_and_until_when_and_fails_in_one_line(venue, projec
     assert runner.invoke(app, ["login", "-c", str(path)]).exit_code == 2      # nothing to do without --check
 
 
+@pytest.mark.slow
 def test_schedule_checks_the_login_before_serving_and_its_dry_run_needs_none(venue, project_config, monkeypatch):
     served = []
     monkeypatch.setattr(prefect, "serve", lambda *deployments: served.append(deployments))

@@ -118,6 +118,7 @@ def error_lines(output: str) -> list[str]:
     return [line for line in output.splitlines() if line.startswith("error:")]
 
 
+@pytest.mark.slow
 def test_a_guest_is_refused_with_one_line_and_a_nonzero_exit(cli_run, server):
     result = cli_run()
     assert result.exit_code == 2, result.output
@@ -183,6 +184,7 @@ def test_a_token_is_used_as_given_and_a_wrong_password_is_one_line_without_the_p
 
 
 # ---- versions ---------------------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("probe", [False, True])
 def test_a_v2_venue_with_hidden_history_is_ingested_and_says_what_it_could_not_read(
         probe, server, venues, tmp_path, monkeypatch):

@@ -4,6 +4,7 @@ of the text candidates and judges read; a normal PDF and a scan's OCR layer are 
 from __future__ import annotations
 
 import pymupdf
+import pytest
 
 from tasks.stages.ingest.pdf import extract_pdfs, extract_text, hidden_spans
 from tasks.testing.synthetic import HIDDEN_INSTRUCTIONS, plant_hidden_text
@@ -52,6 +53,7 @@ def test_extract_pdfs_records_the_hidden_spans_per_paper(tmp_path):
     assert reasons == {"white_text", "tiny_font", "invisible", "off_page"}
 
 
+@pytest.mark.slow
 def test_the_paper_integrity_table_lists_hidden_spans_of_curated_papers(tmp_path):
     import duckdb
     import polars as pl

@@ -123,6 +123,7 @@ def grebench(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
                           env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
 
 
+@pytest.mark.slow
 def test_venues_form_reads_v2_and_v1_invitations_through_the_real_client(forms_server, logged_in, project_config):
     config = str(refresh_config(project_config, forms_server))
     out = grebench("venues", "--form", ICLR26, "--url", forms_server.v2_url, "-c", config)
@@ -175,6 +176,7 @@ def test_a_refresh_without_a_venue_table_reads_the_form_and_fetches_pdfs_only_fo
     assert texts.height == 3
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("faketime") is None, reason="faketime is not installed (apt-get install faketime)")
 def test_schedule_dry_run_on_2025_12_15_plans_iclr_2026_with_its_derived_form(forms_server, project_config):
     config = project_config(f"""

@@ -188,6 +188,7 @@ def test_revised_pdf_differs_and_stays_readable(venues):
         assert "Camera-ready revision" in doc[0].get_text()
 
 
+@pytest.mark.slow
 def test_killed_pdf_download_resumes_with_only_the_missing_pdfs(venues, server, tmp_path):
     """The PDF queue survives a kill: what is on disk is done (written whole), the rest is fetched."""
     venue = venues[V2_VENUE]

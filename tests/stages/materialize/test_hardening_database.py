@@ -90,6 +90,7 @@ while True:
 """
 
 
+@pytest.mark.slow
 def test_kill_9_in_the_middle_of_builds_never_loses_the_database(built):
     for delay in (0.9, 1.2, 1.5, 1.8):
         proc = _python(BUILD_AND_DIE, str(built.root / "pipelines.toml"))
@@ -114,6 +115,7 @@ print('ok')
 """
 
 
+@pytest.mark.slow
 def test_concurrent_builds_each_swap_in_a_whole_tested_database(built):
     procs = [_python(CONCURRENT, str(built.root / "pipelines.toml"), "6") for _ in range(2)]
     for proc in procs:

@@ -316,6 +316,7 @@ def slow(params: dict) -> str:
     return heuristic_responder(params)
 
 
+@pytest.mark.slow
 def test_a_killed_preprocess_resumes_sending_only_the_missing_requests(tmp_path, monkeypatch):
     """kill -9 mid-stage (Messages API, 2 in flight): the answers that came back are in the cache, and
     the rerun sends the server exactly the requests still missing, each once, and says so."""
@@ -335,6 +336,7 @@ def test_a_killed_preprocess_resumes_sending_only_the_missing_requests(tmp_path,
     assert judgments["review_id"].n_unique() == 24
 
 
+@pytest.mark.slow
 def test_a_killed_batch_run_collects_its_batch_in_flight_instead_of_resubmitting(tmp_path, monkeypatch):
     """Message Batches of 4: killed while the second batch is in flight (the first one's answers stored), the
     rerun collects that batch by its remembered id and submits only the reviews and papers never sent."""

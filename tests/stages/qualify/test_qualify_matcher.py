@@ -1,4 +1,4 @@
-"""The point matcher's exam (issue 13's M(a, h) in the qualify stage): the pairs drawn from curated
+"""The point matcher's exam (Beyond Rating's M(a, h) in the qualify stage): the pairs drawn from curated
 reviews (their sentences, or the points of a score run), the statistics on hand-worked verdicts, and
 matchers of known behaviour through the local Anthropic-compatible server with the real client: a
 careful one passes, an always-"Yes" one fails pertinence and is dropped, or stops the run."""

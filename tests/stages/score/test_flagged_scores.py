@@ -1,4 +1,4 @@
-"""Judge rows of submitted reviews flagged at `grebench submit` say so (issue 37): the note of every
+"""Judge rows of submitted reviews flagged at `grebench submit` say so: the note of every
 LLM-read metric's score row of a flagged review names the flags; other metrics' rows and unflagged
 reviews are untouched."""
 

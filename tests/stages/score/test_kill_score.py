@@ -1,4 +1,4 @@
-"""Issue 35: `grebench run --stages score` killed with SIGKILL while it holds the evaluation-LM slot
+"""A crash that must not block the next run: `grebench run --stages score` killed with SIGKILL while it holds the evaluation-LM slot
 (one shard's results written, more to come); the rerun, with the same Prefect home, finishes within a
 bound and writes every pair once, each equal to a fresh computation. Before the slot files
 (tasks/core/slots.py) the killed run's Prefect concurrency slot stayed taken and the rerun waited

@@ -1,4 +1,4 @@
-"""References that may be AI-written (issue 37): a Binoculars score per human reference on a real
+"""References that may be AI-written (the reference flags): a Binoculars score per human reference on a real
 (tiny) observer / performer pair, the `reference_flags` table, and the leaderboard's mean without
 the flagged references, built by the real materialize step."""
 

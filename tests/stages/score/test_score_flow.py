@@ -24,7 +24,7 @@ from tasks.stages.score.stage import (
     sharded_loglikelihood,
     write_scores,
 )
-from tests.scoring_data import write_pipeline
+from tests.scoring_data import note_shard_workers, write_pipeline
 
 
 def _score_dir(config):
@@ -89,7 +89,7 @@ def test_stage_scores_through_resumable_shards_and_writes_a_summary(tmp_path, mo
 
 
 def test_adding_requests_leaves_earlier_results_bit_for_bit(tmp_path, monkeypatch) -> None:
-    """Issue 35: a model added to a scored pipeline moved earlier models' scores, because its requests
+    """Once, a model added to a scored pipeline moved earlier models' scores, because its requests
     re-cut the shards and an old request's result depends on its batch company (padding; bfloat16 by up
     to 0.12 nats on SmolLM2). Old results are reused; only the new requests are scored."""
     config = write_pipeline(tmp_path, n_papers=3, n_reviews=3, metrics=["gem"], shard_size=4)
@@ -189,18 +189,7 @@ def test_crashed_run_resumes_and_writes_each_pair_once(tmp_path, prefect_harness
 
 @pytest.mark.slow
 def test_score_flow_on_a_two_worker_dask_cluster(tmp_path, prefect_harness, embedded_lm, dask_cluster, monkeypatch):
-    from distributed import get_worker
-
-    seen = tmp_path / "workers"
-    seen.mkdir()
-    real = shards_module.score_shard
-
-    def recording(requests_dir, results_dir, shard, spec, token_budget):
-        # the task travels to the workers pickled by value, so note the worker in a file, not a variable
-        (seen / shard).write_text(get_worker().address)
-        return real(requests_dir, results_dir, shard, spec, token_budget)
-
-    monkeypatch.setattr(shards_module, "score_shard", recording)
+    seen = note_shard_workers(tmp_path, monkeypatch)
     config = write_pipeline(tmp_path, n_papers=2, n_reviews=2, metrics=["gem_raw", "gem_s_assw"], shard_size=3,
                             task_runner="dask", runner_address=dask_cluster.scheduler_address, gpu_concurrency=2)
     summary = score_flow(load_config(config).for_pipeline("t"), "t")

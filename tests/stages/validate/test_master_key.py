@@ -1,4 +1,4 @@
-"""The master-key manipulation (issue 37): a degraded review with judgment-free "master key" lines
+"""The master-key manipulation: a degraded review with judgment-free "master key" lines
 planted, registered and checked like every manipulation (a metric must not rise under it)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`grebench plan --gap G` (issue 37, part 6): the papers needed to separate two models, checked
+"""`grebench plan --gap G`: the papers needed to separate two models, checked
 against a simulation of the paired test, and the command on a results database."""
 
 from __future__ import annotations

@@ -9,11 +9,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-import tasks.scoring.shards as shards_module
 from tasks.core.config import load_config
 from tasks.core.layout import stage_dir
 from tests.crash import killed_when
-from tests.scoring_data import write_pipeline
+from tests.scoring_data import note_shard_workers, write_pipeline
 
 ROOT = Path(__file__).resolve().parents[3]
 VALIDATE = ('\n[validate]\nmetrics = ["gem_s_abstract"]\nstrategies = ["sentence_deletion", "case_upper"]\n'
@@ -55,20 +54,9 @@ def test_a_killed_validate_run_resumes_without_recomputing_a_finished_shard(tmp_
 @pytest.mark.timeout(1800)
 def test_validate_flow_rescoring_on_a_two_worker_dask_cluster(tmp_path, prefect_harness, embedded_lm,
                                                                dask_cluster, monkeypatch) -> None:
-    from distributed import get_worker
-
     from flows.validate import validate_flow
 
-    seen = tmp_path / "workers"
-    seen.mkdir()
-    real = shards_module.score_shard
-
-    def recording(requests_dir, results_dir, shard, spec, token_budget):
-        # the task travels to the workers pickled by value, so note the worker in a file, not a variable
-        (seen / shard).write_text(get_worker().address)
-        return real(requests_dir, results_dir, shard, spec, token_budget)
-
-    monkeypatch.setattr(shards_module, "score_shard", recording)
+    seen = note_shard_workers(tmp_path, monkeypatch)
     config = _config(tmp_path, n_papers=2, n_reviews=2, shard_size=2, task_runner="dask",
                      runner_address=dask_cluster.scheduler_address, gpu_concurrency=2)
     cfg = load_config(config).for_pipeline("t")

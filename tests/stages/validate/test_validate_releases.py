@@ -99,7 +99,7 @@ def test_a_rerun_keeps_the_release_row_and_the_changelog_lists_what_changed(tmp_
 
 def test_metric_code_is_in_the_release_but_docstrings_and_comments_are_not(tmp_path, monkeypatch):
     """Changing GEM's evaluation prompt (written in code) moves the release; rewording a docstring or
-    a comment does not (issue 36)."""
+    a comment does not."""
     import shutil
 
     from tasks.stages.validate import releases

@@ -1,0 +1,678 @@
+"""Soak of the hardening list and of the leftovers a crash or a bad server must not turn into a blocked run (slots, options, submitted rows, raw caches, completions servers, flaky servers, submits): every way a user could lose results or hang, tried again and again.
+
+    .venv/bin/python bench/soak/soak_hardening.py [--rounds 3] [--only NAME ...] [--skip-slow]
+
+Each scenario is tried `--rounds` times (attempts) through the real command line or the real
+module, in a fresh temporary project each time; an attempt "held" when the command behaved as
+docs/reliability.md says (exit code, one error line, time bound, nothing left behind) and is
+"broken" otherwise, with the reason printed. The kill -9 soak of the database is bench/soak/soak.py.
+The last line printed is JSON: attempts, held, broken, per scenario.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+VENUE = "Test.cc/2025/Conference"
+PIPES = "".join(f"[pipelines.{n}]\nvenues = ['{VENUE}']\nstages = ['ingest', 'curate', 'materialize']\n"
+                for n in ("t", "u"))
+
+
+class Broken(AssertionError):
+    """The attempt did not hold; the message says how."""
+
+
+def check(condition: bool, why: str) -> None:
+    if not condition:
+        raise Broken(why)
+
+
+def cli(args: list[str], cwd: Path, timeout: float = 300, env: dict[str, str] | None = None
+        ) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "flows.cli.main", *args], cwd=cwd, env={**ENV, **(env or {})},
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def one_error_line(done: subprocess.CompletedProcess, code: int, needle: str) -> None:
+    errors = [x for x in done.stderr.splitlines() if x.startswith("error:")]
+    check(done.returncode == code, f"exit {done.returncode}, wanted {code}: {done.stderr[-300:]}")
+    check(len(errors) == 1 and needle in errors[0], f"error lines {errors}, wanted one with {needle!r}")
+    check("Traceback" not in done.stderr, "a traceback")
+
+
+def small_db(root: Path, database: str = "r.duckdb") -> Path:
+    import duckdb
+
+    path = root / "pipelines.toml"
+    path.write_text(f"[paths]\ndata_dir = 'data'\ndatabase = '{database}'\n[query]\nmemory_limit_mb = 256\n" + PIPES)
+    with duckdb.connect(str(root / "r.duckdb")) as con:
+        con.execute("create table reviews as select range as i from range(5)")
+    return path
+
+
+def built_project(root: Path, database: str = "data/{pipeline}/grebench.duckdb") -> Path:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_materialize import write_outputs
+
+    from tasks.core.config import load_config
+
+    path = root / "pipelines.toml"
+    path.write_text(f"[paths]\ndata_dir = 'data'\ndatabase = '{database}'\n" + PIPES)
+    cfg = load_config(path)
+    write_outputs(cfg)
+    shutil.copytree(cfg.data_dir / "t", cfg.data_dir / "u")
+    return path
+
+
+# ---- the scenarios --------------------------------------------------------------------------------
+
+def query_timeout(root: Path) -> None:
+    cfg = small_db(root)
+    started = time.monotonic()
+    done = cli(["query", "with recursive r(i) as (select 1 union all select i + 1 from r) select count(*) from r",
+                "--timeout", "2", "-c", str(cfg)], root)
+    one_error_line(done, 124, "ran longer than 2 s")
+    check(time.monotonic() - started < 60, "took more than a minute")
+
+
+def query_interrupt(root: Path) -> None:
+    cfg = small_db(root)
+    proc = subprocess.Popen([sys.executable, "-m", "flows.cli.main", "query",
+                             "select count(*) from range(100000000000) a, range(1000) b", "-c", str(cfg)],
+                            cwd=root, env=ENV, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not _named_thread(proc.pid, "grebench-query"):
+        time.sleep(0.2)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    _, err = proc.communicate(timeout=60)
+    check(proc.returncode == 130, f"exit {proc.returncode}: {err[-200:]}")
+    check(err.strip().endswith("error: interrupted"), f"stderr {err[-200:]!r}")
+    check(time.monotonic() - sent < 10, "slow to stop")
+
+
+def _named_thread(pid: int, name: str) -> bool:
+    try:
+        return any(Path(f"/proc/{pid}/task/{t}/comm").read_text().strip() == name for t in os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return False
+
+
+def query_huge_string(root: Path) -> None:
+    cfg = small_db(root)
+    started = time.monotonic()
+    done = cli(["query", "select length(repeat('x', 4000000000))", "-c", str(cfg)], root)
+    one_error_line(done, 2, "Out of Memory")
+    check(time.monotonic() - started < 60, "took more than a minute")
+
+
+def query_raise_limits(root: Path) -> None:
+    cfg = small_db(root)
+    for sql in ("set memory_limit = '100GB'; select 1", "set max_temp_directory_size = '1TB'; select 1",
+                "reset lock_configuration"):
+        done = cli(["query", sql, "-c", str(cfg)], root)
+        check(done.returncode == 2 and "Traceback" not in done.stderr, f"{sql!r}: exit {done.returncode}")
+
+
+def query_comment_first(root: Path) -> None:
+    cfg = small_db(root)
+    done = cli(["query", "-- how many\nselect count(*) as n from reviews", "-f", "csv", "-c", str(cfg)], root)
+    check(done.returncode == 0 and done.stdout.splitlines() == ["n", "5"], f"{done.returncode}: {done.stderr[-200:]}")
+
+
+def random_wal(root: Path) -> None:
+    cfg = small_db(root)
+    (root / "r.duckdb.wal").write_bytes(os.urandom(8192))
+    done = cli(["query", "select count(*) as n from reviews", "-f", "csv", "-c", str(cfg)], root)
+    check(done.returncode == 0 and done.stdout.splitlines() == ["n", "5"], f"{done.returncode}: {done.stderr[-200:]}")
+    check(not (root / "r.duckdb.wal").exists() and bool(list(root.glob("r.duckdb.wal.stale-*"))), "WAL not set aside")
+
+
+def lock_timeout(root: Path) -> None:
+    from filelock import FileLock
+
+    cfg = small_db(root)
+    (root / "r.duckdb.wal").write_bytes(os.urandom(8192))
+    lock = FileLock(str(root / "r.duckdb.lock"))
+    lock.acquire()
+    try:
+        started = time.monotonic()
+        done = cli(["query", "select 1", "-c", str(cfg)], root, env={"GREBENCH_LOCK_TIMEOUT": "1"})
+        one_error_line(done, 2, "GREBENCH_LOCK_TIMEOUT")
+        check(time.monotonic() - started < 60, "waited too long")
+    finally:
+        lock.release()
+
+
+def two_pipelines(root: Path) -> None:
+    from tasks.core.config import load_config
+    from tasks.stages.materialize.build import build_database
+
+    cfg = load_config(built_project(root))
+    build_database(cfg, "t")
+    build_database(cfg, "u")
+    for name in ("t", "u"):
+        done = cli(["query", "select pipeline from _build", "-f", "csv", "--pipeline", name, "-c",
+                    str(root / "pipelines.toml")], root)
+        check(done.stdout.splitlines() == ["pipeline", name], f"--pipeline {name}: {done.stdout!r} {done.stderr[-200:]}")
+
+
+def shared_database(root: Path) -> None:
+    from tasks.core.config import load_config
+    from tasks.stages.materialize.build import OtherPipelineError, build_database
+
+    cfg = load_config(built_project(root, "data/shared.duckdb"))
+    build_database(cfg, "t")
+    try:
+        build_database(cfg, "u")
+    except OtherPipelineError:
+        pass
+    else:
+        raise Broken("pipeline u replaced pipeline t's results")
+    done = cli(["query", "select pipeline from _build", "-f", "csv", "-c", str(root / "pipelines.toml")], root)
+    check(done.stdout.splitlines() == ["pipeline", "t"], "t's results are gone")
+
+
+HOSTILE_NAMES = ["/tmp/x", "../../x", "my pipe; rm -rf ~", "..", "$(id)", "a/b"]
+HOSTILE_VENUES = ["..", "a/../b", "/etc", "x//y", "V/.."]
+
+
+def hostile_names(root: Path) -> None:
+    for name in HOSTILE_NAMES:
+        path = root / "pipelines.toml"
+        key = '"' + name.replace('"', '\\"') + '"'
+        path.write_text(f"[pipelines.{key}]\nvenues = ['V']\nstages = ['ingest']\n")
+        done = cli(["run", name, "-c", str(path)], root)
+        one_error_line(done, 2, "not allowed")
+        check(not (root / "data").exists() and not Path("/tmp/x").exists(), f"{name!r} wrote something")
+    for venue in HOSTILE_VENUES:
+        path = root / "pipelines.toml"
+        path.write_text(f"[pipelines.p]\nvenues = ['{venue}']\nstages = ['ingest']\n")
+        done = cli(["pipelines", "-c", str(path)], root)
+        one_error_line(done, 2, "not allowed")
+
+
+def quoted_suggestions(root: Path) -> None:
+    import shlex
+
+    from flows.cli.run import run_summary
+    from tasks.core.config import load_config
+    from tasks.core.summary import StageSummary
+
+    cfg = load_config(built_project(root)).for_pipeline("t")
+    text = run_summary(cfg, "t", {"materialize": StageSummary(1, 1)})
+    for line in (x.split("#")[0].strip() for x in text.splitlines()):
+        if line.startswith("grebench"):
+            check(shlex.split(line)[0] == "grebench" and ";" not in shlex.split(line)[1:2], f"unquoted: {line}")
+
+
+def long_review(root: Path) -> None:
+    from tasks.lm.loglikelihood import LoglikelihoodEngine
+    from tasks.lm.types import LoglikelihoodRequest
+
+    model, tokenizer = _tiny_model(root)
+    engine = LoglikelihoodEngine(model, tokenizer, token_budget=128)
+    review = " ".join(["the", "model", "is", "tested", "on", "data"][i % 6] for i in range(800_000))   # ~5 MB
+    results = engine.score([LoglikelihoodRequest("s", "the paper " * 2000, review), LoglikelihoodRequest("s", "", review)])
+    check(all(r.truncated for r in results), "not flagged as truncated")
+    check(results[0].n_tokens == results[1].n_tokens == engine.window // 2, "the two terms score different tokens")
+    check(engine.stats.padded_tokens <= engine.stats.batches * engine.window, "a batch wider than the window")
+
+
+def _tiny_model(root: Path):
+    import torch
+    import transformers
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = ["[UNK]", "<|end|>", "<|system|>", "<|user|>", "<|assistant|>", "the", "model", "is", "tested", "on",
+             "data", "paper", "s"]
+    raw = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    raw.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=raw, unk_token="[UNK]", eos_token="<|end|>",
+                                                     pad_token="<|end|>")
+    tokenizer.chat_template = ("{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} <|end|> {% endfor %}"
+                               "{% if add_generation_prompt %}<|assistant|> {% endif %}")
+    config = transformers.LlamaConfig(vocab_size=len(words), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=256,
+                                      eos_token_id=1, pad_token_id=1, bos_token_id=1)
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config).eval(), tokenizer
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def unreachable_llm(root: Path) -> None:
+    from tasks.core.config import LLMConfig
+    from tasks.core.errors import UnreachableError
+    from tasks.lm.openai_api import OpenAILM
+    from tasks.lm.types import ChatRequest
+
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    lm = OpenAILM(LLMConfig(backend="openai", model="m", base_url=url, api_key_env="", max_retries=2,
+                            use_batches=False, retry_max_seconds=0.2))
+    started = time.monotonic()
+    try:
+        lm.generate([ChatRequest("s", f"u{i}", 8) for i in range(4)])
+    except UnreachableError as error:
+        check(url.split("/v1")[0] in str(error) and "\n" not in str(error), f"message {error}")
+    else:
+        raise Broken("no error for a dead address")
+    check(time.monotonic() - started < 60, "slower than a minute")
+
+
+def killed_run(root: Path) -> None:
+    (root / "pipelines.toml").write_text(
+        "[paths]\ndata_dir = 'data'\n[ingest]\npdf = false\n[pipelines.s]\nsource = 'synthetic'\n"
+        "venues = ['GREBench.cc/2025/Demo']\nstages = ['ingest', 'curate', 'materialize']\n"
+        "[pipelines.s.synthetic]\nn_papers = 6\npdfs = false\n")
+    kill_once_serving([sys.executable, "-m", "flows.cli.main", "run", "s", "-c", str(root / "pipelines.toml")],
+                      root, ENV, "the run")
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry))
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+
+def kill_once_serving(args: list[str], root: Path, env: dict[str, str], what: str) -> None:
+    """Start `args`, kill -9 it once it has started Prefect's server, and check the server goes too."""
+    proc = subprocess.Popen(args, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    servers: list[int] = []
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None and not servers:
+        servers = [p for p in _children(proc.pid) if b"create_app" in _cmdline(p)]
+        time.sleep(0.2)
+    check(bool(servers), "no server seen")
+    proc.kill()
+    proc.wait()
+    until = time.monotonic() + 15
+    while time.monotonic() < until and any(_alive(p) for p in servers):
+        time.sleep(0.2)
+    check(not any(_alive(p) for p in servers), f"the Prefect server outlived {what}")
+
+def truncated_pdf(root: Path) -> None:
+    from tasks.core.config import Config, IngestConfig
+    from tasks.stages.ingest.fetch import ingest_venue
+    from tasks.testing.openreview_server import serve_venues
+    from tasks.testing.synthetic import make_venue
+
+    venue = "GREBench.cc/2025/Demo"
+    cfg = Config(root=root, ingest=IngestConfig(page_size=5, backoff_seconds=0.01, max_backoff_seconds=0.05,
+                                                timeout_seconds=5, max_retries=2, pdf=True))
+    with serve_venues([make_venue(venue, n_papers=6, bad_cases=False)], page_limit=5) as server:
+        ingest_venue(venue, cfg, root / "out", server.v2_url)
+        pdf = sorted((root / "out" / "pdfs").glob("*.pdf"))[0]
+        whole = pdf.read_bytes()
+        pdf.write_bytes(whole[: len(whole) // 3])
+        ingest_venue(venue, cfg, root / "out", server.v2_url)
+    check(pdf.read_bytes() == whole, "not fetched again")
+
+
+def _namespace(mount: str, folder: Path, command: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o {mount} tmpfs {folder} && {command}"],
+                          cwd=cwd, env=ENV, capture_output=True, text=True, timeout=300)
+
+
+def full_disk_and_read_only(root: Path) -> None:
+    from tasks.core.config import load_config
+    from tasks.stages.materialize.build import build_database
+
+    path = built_project(root, "data/{pipeline}/grebench.duckdb")
+    build_database(load_config(path).for_pipeline("t"), "t")
+    out = root / "out"
+    out.mkdir()
+    for mount, needle, code in (("ro", "not writable", 2), ("size=8k", "the disk is full", 1)):
+        for command in ("site --out", "report --out-dir"):
+            done = _namespace(mount, out, f"{sys.executable} -m flows.cli.main {command} {out / 'x'} -c {path}", root)
+            one_error_line(done, code, needle)
+
+
+def reviews_files(root: Path) -> None:
+    import polars as pl
+
+    from tasks.stages.validate.reviews_file import ReviewsFileError, load_reviews_file
+
+    base = {"paper_id": ["p1", "p2"], "reviewer": ["a", "b"], "review": ["clear", "vague"]}
+    for column, values in (("review", [["x"], ["y"]]), ("review", [{"a": 1}, {"a": 2}]), ("review", [b"x", b"y"]),
+                           ("quality", [1.0, float("nan")]), ("quality", [float("inf"), 1.0])):
+        path = root / "r.parquet"
+        pl.DataFrame({**base, column: values}).write_parquet(path)
+        try:
+            load_reviews_file(path)
+        except ReviewsFileError as error:
+            check("\n" not in str(error), "more than one line")
+        else:
+            raise Broken(f"{column} = {values!r} accepted")
+
+
+SLOT_HOLDER = """
+import sys, time
+from pathlib import Path
+from tasks.core.slots import SlotLimit, holding_slot
+with holding_slot(SlotLimit(Path(sys.argv[1]), "grebench-eval-lm", 1, 5.0)):
+    print("holding", flush=True)
+    time.sleep(600)
+"""
+
+
+def killed_slot_holder(root: Path) -> None:
+    """A process killed while it holds the evaluation-LM slot frees it; a wait is bounded
+    and names a live holder's pid in one line."""
+    from tasks.core.slots import SlotLimit, SlotTimeout, holding_slot
+
+    child = subprocess.Popen([sys.executable, "-c", SLOT_HOLDER, str(root)], cwd=ROOT, env=ENV,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        check(child.stdout.readline().strip() == "holding", "the holder did not take the slot")
+        try:
+            with holding_slot(SlotLimit(root, "grebench-eval-lm", 1, 0.5)):
+                raise Broken("a held slot was taken twice")
+        except SlotTimeout as error:
+            check(f"pid={child.pid}" in str(error) and "\n" not in str(error), f"the wait said {error}")
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+        started = time.monotonic()
+        with holding_slot(SlotLimit(root, "grebench-eval-lm", 1, 5.0)):
+            check(time.monotonic() - started < 1.0, "the slot of a killed holder was not free at once")
+    finally:
+        child.kill()
+        child.wait(timeout=30)
+
+
+def option_edges(root: Path) -> None:
+    """Options far outside what they can mean are one line, exit 2."""
+    path = small_db(root)
+    for args, needle in ((["query", "select 1", "--timeout", "inf"], "--timeout"),
+                         (["query", "select 1", "--timeout", "1e308"], "--timeout"),
+                         (["query", "select 1", "--max-rows", "-1"], "--max-rows"),
+                         (["schedule", "--dry-run", "--on", "0001-01-01"], "--on"),
+                         (["schedule", "--dry-run", "--on", "9999-12-31"], "--on"),
+                         (["export", "-p", "t", "--out", str(path)], "--out"),
+                         (["export", "-p", "t", "--out", str(path / "under")], "--out"),
+                         (["export", "-p", "t", "--out", "/proc/grebench-export"], "--out"),
+                         (["submit", "--reviews", str(path), "--name", "a" * 300, "--cutoff", "2024-01-01"],
+                          "at most 100")):
+        one_error_line(cli([*args, "-c", str(path)], root), 2, needle)
+
+
+def submitted_rows(root: Path) -> None:
+    """Rows no parser should choke on are rejects of their own, in JSON Lines and CSV."""
+    from tasks.stages.generate.submitted_file import read_rows
+
+    jsonl = root / "r.jsonl"
+    jsonl.write_text("\n".join(["[" * 100_000, '{"paper_id": "P", "review": "x", "rating": ' + "9" * 5001 + "}",
+                                '{"paper_id": "P", "review": "x", "rating": NaN}']) + "\n")
+    rules = [r["rule"] for r in read_rows(jsonl).rejects]
+    check(rules == ["bad_json", "bad_json", "bad_rating"], f"JSON Lines rejects {rules}")
+    csv = root / "r.csv"
+    csv.write_text(f"paper_id,review\nP1,\"{'word ' * 2_000_000}\"\nP2,short\n")
+    check(len(read_rows(csv).rows) == 2, "a 10 MB CSV field refused more than its row")
+
+
+def raw_cache_of_another_source(root: Path) -> None:
+    """Pages one server (or synthetic settings) wrote are never read for another source."""
+    from tasks.core.config import Config, IngestConfig
+    from tasks.stages.ingest.fetch import ingest_venue
+    from tasks.testing.openreview_server import serve_venues
+    from tasks.testing.synthetic import make_venue
+
+    venue = "GREBench.cc/2025/Demo"
+    cfg = Config(root=root, ingest=IngestConfig(page_size=5, pdf=False, timeout_seconds=5, backoff_seconds=0.01,
+                                                max_retries=1))
+    with serve_venues([make_venue(venue, n_papers=6)], page_limit=5) as first:
+        check(ingest_venue(venue, cfg, root / "a", first.v2_url).papers == 6, "the first server's papers")
+    with serve_venues([make_venue(venue, n_papers=8, seed=3)], page_limit=5) as second:
+        result = ingest_venue(venue, cfg, root / "b", second.v2_url)
+    check(result.papers == 8 and result.pages_cached == 0, f"read another source's pages: {result}")
+
+
+def _completions(url: str, **settings):
+    from tasks.core.config import LLMConfig
+    from tasks.lm.completions import CompletionsLM
+
+    cfg = LLMConfig(backend="openai", api="completions", model="served-model", tokenizer="smollm2",
+                    base_url=url, api_key_env="", batch_size=4, max_in_flight=2, **settings)
+    return CompletionsLM(cfg, sleep=time.sleep, backoff_seconds=0.05)
+
+
+def silent_completions_server(root: Path) -> None:
+    """A completions server that accepts and never answers stops the stage within its bound."""
+    from tasks.core.errors import UnreachableError
+    from tasks.lm.types import LoglikelihoodRequest
+    from tasks.testing.local_http import silent_server
+
+    with silent_server() as url:
+        lm = _completions(f"{url}/v1", timeout_seconds=0.5, max_retries=100, retry_budget_seconds=2.0)
+        check(lm.tokenizer is not None, "no tokenizer")
+        started = time.monotonic()
+        try:
+            lm.loglikelihood([LoglikelihoodRequest("You read reviews.", "Is it novel?", "Yes")])
+        except UnreachableError as error:
+            check(url in str(error) and "\n" not in str(error), f"the line {error}")
+        else:
+            raise Broken("a silent server gave log-likelihoods")
+    check(time.monotonic() - started < 30, "not stopped within 30 s")
+
+
+def _bad_answers(faults: tuple[str, ...]) -> None:
+    from tasks.lm.completions import CompletionsError
+    from tasks.lm.types import LoglikelihoodRequest
+    from tasks.testing.completions import FixedCompletions
+    from tasks.testing.openai_server import OpenAIServer
+
+    requests = [LoglikelihoodRequest("You read reviews.", f"Review {i}: the method is new.", "Yes") for i in range(3)]
+    for fault in faults:
+        with OpenAIServer(completions=FixedCompletions(value=5e-5)) as server:
+            lm = _completions(server.base_url, max_retries=0)
+            check(len(lm.loglikelihood(requests[:2])) == 2, "a good answer refused")
+            server.malformed_next(fault, route="completions")
+            try:
+                lm.loglikelihood(requests[2:])
+            except CompletionsError as error:
+                line = str(error)
+                check(f"{server.base_url}/completions:" in line and "\n" not in line and "/v1/v1" not in line,
+                      f"{fault}: the line {line}")
+            else:
+                raise Broken(f"{fault}: taken as a score")
+
+
+def impossible_logprobs(root: Path) -> None:
+    """NaN, -inf, positive log-probabilities and one value too many are one CompletionsError line."""
+    _bad_answers(("nan", "neg_inf", "positive", "extra_value"))
+
+
+def completions_html_json(root: Path) -> None:
+    """A 200 that is an HTML page or invalid JSON is one CompletionsError line naming the server."""
+    _bad_answers(("html", "bad_json"))
+
+
+def flaky_chat_server(root: Path) -> None:
+    """A server failing every other request stops the stage after `retry_total_seconds` in all."""
+    from tasks.core.config import LLMConfig
+    from tasks.core.errors import UnreachableError
+    from tasks.lm.openai_api import OpenAILM
+    from tasks.lm.types import ChatRequest
+    from tasks.testing.local_http import Fault
+    from tasks.testing.openai_server import OpenAIServer
+
+    class EveryOtherFails(OpenAIServer):
+        def _arrived(self, route, body=None):
+            super()._arrived(route, body)
+            return Fault(503) if route == "chat" and self.counts[route] % 2 else None
+
+    os.environ["GREBENCH_SOAK_KEY"] = "sk-soak"
+    with EveryOtherFails() as server:
+        lm = OpenAILM(LLMConfig(backend="openai", model="m", base_url=server.base_url, api_key_env="GREBENCH_SOAK_KEY",
+                                use_batches=False, max_in_flight=1, max_retries=3, retry_budget_seconds=0.5,
+                                retry_total_seconds=0.5), sleep=time.sleep, backoff_seconds=0.02)
+        started = time.monotonic()
+        try:
+            lm.generate([ChatRequest("s", "Rewrite the review.", 8) for _ in range(200)])
+        except UnreachableError as error:
+            check("retry_total_seconds" in str(error) and "\n" not in str(error), f"the line {error}")
+        else:
+            raise Broken("200 requests on a flaky server, never stopped")
+    check(time.monotonic() - started < 60, "not stopped within a minute")
+
+
+def _submit_project(root: Path) -> Path:
+    sys.path.insert(0, str(ROOT))
+    from tasks.core.config import load_config
+    from tests.submit_data import good_review, write_config, write_curated
+
+    config = write_config(root, ["bleu"], stages=("score", "validate", "materialize"))
+    write_curated(load_config(config).for_pipeline("t"))
+    for name, papers in (("a", (1, 2, 3)), ("b", (1, 2))):
+        (root / f"{name}.jsonl").write_text("".join(json.dumps({"paper_id": f"P{k}", "review": good_review(k)}) + "\n"
+                                                  for k in papers))
+    return config
+
+
+def concurrent_submits(root: Path) -> None:
+    """Two submits of one new name at once: one wins, the other says so in one line."""
+    from tasks.testing.anthropic_server import AnthropicServer, heuristic_responder
+
+    def slow(params: dict) -> str:
+        time.sleep(1.0)
+        return heuristic_responder(params)
+
+    config = _submit_project(root)
+    env = {**ENV, "ANTHROPIC_API_KEY": "fake-soak-key"}
+    with AnthropicServer(slow) as server:
+        env["ANTHROPIC_BASE_URL"] = server.url
+        children = [subprocess.Popen([sys.executable, "-m", "flows.cli.main", "submit", "--name", "agent", "--cutoff",
+                                      "2024-03-01", "--no-score", "--reviews", str(root / f"{n}.jsonl"), "-c",
+                                      str(config)], cwd=root, env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True) for n in ("a", "b")]
+        results = [(c.wait(timeout=300), *c.communicate()) for c in children]
+    check(sorted(code for code, _, _ in results) == [0, 2], f"exits {[(c, e[-200:]) for c, _, e in results]}")
+    loser = next(err for code, _, err in results if code == 2)
+    check(loser.count("\n") == 1 and loser.startswith("error: ") and "Traceback" not in loser, f"loser said {loser!r}")
+    from tasks.core.config import load_config
+    from tasks.core.submitted import submission_folders
+
+    folders = [f.name for f in submission_folders(load_config(config).for_pipeline("t"), "t")]
+    check(folders == ["agent"], f"submissions {folders}")
+
+
+def killed_submit(root: Path) -> None:
+    """Kill -9 of `grebench submit` inside its flows takes its Prefect server along; a
+    resubmission then finishes."""
+    from tasks.testing.anthropic_server import AnthropicServer
+
+    config = _submit_project(root)
+    env = {**ENV, "ANTHROPIC_API_KEY": "fake-soak-key", "PREFECT_HOME": str(root / "prefect")}
+    with AnthropicServer() as server:
+        env["ANTHROPIC_BASE_URL"] = server.url
+        args = [sys.executable, "-m", "flows.cli.main", "submit", "--name", "agent", "--cutoff", "2024-03-01",
+                "--reviews", str(root / "a.jsonl"), "-c", str(config)]
+        kill_once_serving(args, root, env, "the submit")
+        again = subprocess.run([*args, "--replace"], cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    check(again.returncode == 0, f"the resubmission: exit {again.returncode}: {again.stderr[-300:]}")
+
+
+SCENARIOS: dict[str, tuple[Callable[[Path], None], bool]] = {   # name -> (attempt, slow)
+    "query_timeout": (query_timeout, False),
+    "query_interrupt": (query_interrupt, False),
+    "query_huge_string": (query_huge_string, False),
+    "query_raise_limits": (query_raise_limits, False),
+    "query_comment_first": (query_comment_first, False),
+    "random_wal": (random_wal, False),
+    "lock_timeout": (lock_timeout, False),
+    "two_pipelines": (two_pipelines, False),
+    "shared_database": (shared_database, False),
+    "hostile_names": (hostile_names, False),
+    "quoted_suggestions": (quoted_suggestions, False),
+    "long_review": (long_review, False),
+    "unreachable_llm": (unreachable_llm, False),
+    "truncated_pdf": (truncated_pdf, False),
+    "reviews_files": (reviews_files, False),
+    "full_disk_and_read_only": (full_disk_and_read_only, False),
+    "killed_slot_holder": (killed_slot_holder, False),
+    "option_edges": (option_edges, False),
+    "submitted_rows": (submitted_rows, False),
+    "raw_cache_of_another_source": (raw_cache_of_another_source, False),
+    "silent_completions_server": (silent_completions_server, False),
+    "impossible_logprobs": (impossible_logprobs, False),
+    "completions_html_json": (completions_html_json, False),
+    "flaky_chat_server": (flaky_chat_server, False),
+    "concurrent_submits": (concurrent_submits, False),
+    "killed_run": (killed_run, True),
+    "killed_submit": (killed_submit, True),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", nargs="*", choices=sorted(SCENARIOS))
+    parser.add_argument("--skip-slow", action="store_true", help="leave out the kill -9 of a whole run")
+    args = parser.parse_args()
+    chosen = [n for n in (args.only or SCENARIOS) if not (args.skip_slow and SCENARIOS[n][1])]
+    counts = {name: {"attempts": 0, "held": 0, "broken": 0} for name in chosen}
+    failures: list[str] = []
+    for round_ in range(1, args.rounds + 1):
+        for name in chosen:
+            root = Path(tempfile.mkdtemp(prefix=f"grebench-soak-{name}-"))
+            started = time.monotonic()
+            counts[name]["attempts"] += 1
+            try:
+                SCENARIOS[name][0](root)
+            except Exception as error:  # noqa: BLE001 - a broken attempt is counted and named, the soak goes on
+                counts[name]["broken"] += 1
+                failures.append(f"round {round_} {name}: {type(error).__name__}: {str(error)[:300]}")
+                outcome = "BROKEN"
+            else:
+                counts[name]["held"] += 1
+                outcome = "held"
+            finally:
+                shutil.rmtree(root, ignore_errors=True)
+            print(f"round {round_} {name:<24} {outcome:<6} {time.monotonic() - started:6.1f} s", flush=True)
+    for line in failures:
+        print(line, flush=True)
+    total = {k: sum(c[k] for c in counts.values()) for k in ("attempts", "held", "broken")}
+    print(json.dumps({**total, "rounds": args.rounds, "scenarios": counts}))
+
+
+if __name__ == "__main__":
+    main()

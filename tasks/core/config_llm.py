@@ -1,0 +1,59 @@
+"""The settings of a language-model backend, shared by every stage that calls an LLM (preprocess,
+generate, the score stage's oracle, judges and reviser, validate's rewriters, qualify's rewriter).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from tasks.core.config_base import BackendName, Frozen
+
+Quantization = Literal["none", "nf4", "int8"]   # how a local model's weights are held (tasks/lm/loading.py)
+
+
+class LLMConfig(Frozen):
+    """Settings shared by every stage that calls an LLM (preprocess, generate, perturbations)."""
+
+    backend: BackendName = "local"     # a name of the backend registry (tasks/lm/backends.py)
+    model: str = "smollm2"                # local: "smollm2" (embedded), a path or a model id
+    max_tokens: int = Field(512, ge=1)
+    use_batches: bool = True              # anthropic: Message Batches API for bulk work
+    max_in_flight: int = Field(8, ge=1)   # anthropic: concurrent requests
+    max_retries: int = Field(5, ge=0)
+    poll_seconds: float = Field(30.0, gt=0)
+    load_in_4bit: bool = False            # local on CUDA: NF4 via bitsandbytes
+    # local: "int8" (CPU only) is torch's dynamic int8 on every linear layer (reviews decode 2.8x float32's speed);
+    # "nf4" is load_in_4bit; part of every cache key
+    quantization: Quantization = "none"
+    # local backend: "auto" is bfloat16 where the hardware computes it natively
+    # (CUDA, a CPU with avx512_bf16 / amx_bf16), float32 elsewhere; part of every cache key
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    input_price_per_mtok: float = Field(3.0, ge=0)    # USD per million input tokens
+    output_price_per_mtok: float = Field(15.0, ge=0)  # USD per million output tokens
+    cache_read_price_per_mtok: float = Field(0.3, ge=0)  # USD per million prompt-cache read tokens
+    batch_size: int = Field(8, ge=1)      # local: prompts per generate() call
+    retry_max_seconds: float = Field(60.0, ge=0)  # anthropic, openai: ceiling of one back-off wait
+    # anthropic, openai: seconds one HTTP request may take (connect and answer); past it the request
+    # fails as transient (retried), so a server that accepts and never answers cannot hold a stage
+    timeout_seconds: float = Field(300.0, gt=0)
+    # anthropic, openai: the longest a backend goes on retrying while no request is answered; past it
+    # the stage fails with one line naming the server (a server that drops every connection)
+    retry_budget_seconds: float = Field(120.0, gt=0)
+    # anthropic, openai: the most one stage may spend on failed requests and their back-off waits in
+    # all (summed over requests, answered ones in between do not reset it); past it the stage fails
+    # with one line naming the server (a server failing every other request)
+    retry_total_seconds: float = Field(1800.0, gt=0)
+    # openai (any OpenAI-compatible server: OpenAI, Gemini, DeepSeek, vLLM, SGLang, Ollama):
+    base_url: str | None = None           # e.g. "https://api.openai.com/v1"; "served:smollm2": the
+                                          # embedded model behind the local OpenAI-compatible server
+    api_key_env: str = "OPENAI_API_KEY"   # the NAME of the variable holding the key; "" sends none
+    temperature: float | Literal["default"] = 0.0  # "default": not sent (models that accept only theirs)
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    continue_final_message: bool = False  # vLLM / SGLang: the answer's start is sent and continued
+    # "completions": log-likelihoods too, through /v1/completions with echoed prompt log-probabilities
+    # (vLLM, SGLang; tasks/lm/completions.py); "chat": Chat Completions only
+    api: Literal["chat", "completions"] = "chat"
+    tokenizer: str | None = None          # completions: the served model's tokenizer (a local path, a model
+                                          # id or "smollm2"); None: `model` ("served:<m>": <m>)

@@ -1,0 +1,59 @@
+"""`[validate]`: the perturbations, the tests of each metric, and the leaderboard's comparisons."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from tasks.core.config_base import Frozen
+from tasks.core.config_llm import LLMConfig
+
+
+class ValidateConfig(Frozen):
+    """The validation workflow (tasks/stages/validate): perturb candidates, rescore, test; and the leaderboard."""
+
+    # names in tasks/stages/validate/strategies.py (checked by tasks/checks.py); the default ones need no LLM
+    strategies: tuple[str, ...] = ("sentence_deletion", "random_replacement", "meaningless_elongation")
+    # any metric names in the registry (tasks/metrics)
+    metrics: tuple[str, ...] = ("gem_raw", "gem", "gem_s_abstract", "gem_s_assw", "bleu", "rouge_l", "bertscore_minilm")
+    correction: Literal["none", "holm", "bonferroni", "bh"] = "none"  # p-value correction per metric
+    alpha: float = Field(0.05, gt=0, lt=1)
+    max_papers: int = Field(100, ge=1)       # papers drawn into the validation sample
+    candidates: Literal["one", "all"] = "one"  # candidate reviews per paper (the others are references)
+    seed: int = 0                            # sample, candidate choice and random replacement
+    leaderboard_confidence: float = Field(0.90, gt=0, lt=1)
+    # tests with fewer pairs than this are "inconclusive" (passed null), whatever their p-value
+    min_pairs: int = Field(10, ge=2)
+    correction_scope: Literal["metric", "table"] = "metric"  # correct per metric or over the whole table
+    bootstrap_resamples: int = Field(2000, ge=0)  # paired-bootstrap interval of the SMD (0: none)
+    adversary_steps: int = Field(4, ge=1)     # greedy steps of the "adversary" strategy (6 variants each)
+    adversary_patience: int = Field(2, ge=1)  # steps without a gain before a candidate's search stops
+    # "judgments": deterministic strategies act on the judgment lines; "raw": on the raw review,
+    # preprocessed afterwards (GEM section 4); both may run (a string is read as one level)
+    level: tuple[Literal["raw", "judgments"], ...] = ("judgments",)
+    # The LLM that rewrites reviews for the LLM strategies, apart from the one that preprocesses
+    # them (GEM uses different LLMs for the two); None: the [preprocess] LLM. Same keys as any backend.
+    perturb_llm: LLMConfig | None = None
+    # The second rephraser: the "rephrase_second" strategy runs the rephrase prompt on this LLM.
+    rephrase_llm: LLMConfig | None = None
+    # Paired comparisons of the leaderboard's models (tasks/stages/validate/comparisons.py): a sign-flip
+    # test per pair, corrected across a board's pairs; bootstrap intervals at leaderboard_confidence
+    compare_correction: Literal["none", "holm", "bonferroni", "bh"] = "holm"
+    compare_alpha: float = Field(0.05, gt=0, lt=1)
+    compare_resamples: int = Field(2000, ge=100)   # bootstrap replicates over papers
+
+    @model_validator(mode="after")
+    def _second_rephraser_configured(self) -> ValidateConfig:
+        if "rephrase_second" in self.strategies and self.rephrase_llm is None:
+            raise ValueError("strategy rephrase_second needs a [validate.rephrase_llm] table")
+        return self
+
+    @field_validator("level", mode="before")
+    @classmethod
+    def _one_or_more_levels(cls, value: object) -> object:
+        if isinstance(value, str):
+            return (value,)
+        if isinstance(value, list | tuple) and not value:
+            raise ValueError('level needs at least one of "raw", "judgments"')
+        return value
