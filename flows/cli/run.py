@@ -87,6 +87,48 @@ def stage_table(summary: Mapping[str, StageSummary], run: pl.DataFrame) -> str:
     return "\n".join([line(header), rule, *body])
 
 
+def findings(database: Path, first_metric: str | None) -> str | None:
+    """One line of what the run found, read from its database: how many validation tests each metric
+    passed (and which it failed), then on the board of `first_metric` the best model and whether the
+    paired comparison separates it from the next one. None where the database has neither table."""
+    import duckdb
+
+    if not database.is_file():
+        return None
+    with duckdb.connect(str(database), read_only=True) as con:
+        tables = {row[0] for row in con.execute("select table_name from information_schema.tables").fetchall()}
+        tests = con.execute("select metric, count(*), count(*) filter (where verdict = 'pass'), "
+                            "list(strategy order by strategy) filter (where verdict = 'fail'), "
+                            "count(*) filter (where verdict = 'inconclusive') from validation group by metric "
+                            "order by min(rowid)").fetchall() if "validation" in tables else []
+        board = con.execute("select model, mean, eval_lm from leaderboard where metric = ? and not is_human "
+                            "order by eval_lm, rank limit 2", [first_metric]).fetchall() \
+            if "leaderboard" in tables and first_metric else []
+        pair = con.execute("select significant, p_adjusted from comparisons where metric = ? and eval_lm = ? and "
+                           "((model_a = ? and model_b = ?) or (model_a = ? and model_b = ?))",
+                           [first_metric, board[0][2], board[0][0], board[1][0], board[1][0], board[0][0]]
+                           ).fetchone() if len(board) == 2 and "comparisons" in tables else None
+    parts = []
+    if tests:
+        said = []
+        for metric, n, passed, failed, open_ in tests:
+            text = f"{metric} {passed}/{n}"
+            if failed:
+                text += f" (fails {', '.join(failed)})"
+            if open_:
+                text += f" ({open_} inconclusive)"
+            said.append(text)
+        parts.append("validation tests passed: " + "; ".join(said))
+    if board:
+        (top, mean, _), rest = board[0], board[1:]
+        text = f"top model on {first_metric}: {top} ({mean:.3g})"
+        if rest and pair is not None:
+            verdict = "separated from" if pair[0] else "not separated from"
+            text += f", {verdict} {rest[0][0]} (adjusted p {pair[1]:.2g})"
+        parts.append(text)
+    return "found: " + "; ".join(parts) if parts else None
+
+
 def run_summary(cfg: Config, pipeline: str, summary: Mapping[str, StageSummary]) -> str:
     """The whole end-of-run text."""
     run = latest_run(cfg, pipeline)
@@ -94,7 +136,12 @@ def run_summary(cfg: Config, pipeline: str, summary: Mapping[str, StageSummary])
     if run.height:
         first = run.row(0, named=True)
         head += f" (run {first['run_id']}, config {first['config_hash']}, code {first['code_version']})"
-    out = [head, "", stage_table(summary, run), "", "outputs:"]
+    out = [head, "", stage_table(summary, run), ""]
+    if "materialize" in summary:
+        found = findings(cfg.database, (cfg.score.metrics or (None,))[0])
+        if found:
+            out += [found, ""]
+    out.append("outputs:")
     base = cfg.data_dir / pipeline
     venues = cfg.pipelines[pipeline].venues if pipeline in cfg.pipelines else ()
     for stage in (s for s in summary if s in OUTPUT_STAGES):

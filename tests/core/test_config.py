@@ -23,7 +23,7 @@ def test_project_config_loads_and_every_pipeline_merges():
             name = f"{name}-2026"
         merged = cfg.for_pipeline(name)
         assert merged.pipelines[name].stages
-    assert cfg.for_pipeline("demo").curate.sample_size == 2
+    assert cfg.for_pipeline("demo").curate.sample_size == 9
     assert cfg.for_pipeline("demo").database == ROOT / "data" / "demo" / "grebench.duckdb"   # one per pipeline
 
 

@@ -1,5 +1,5 @@
-"""The demo's corners of the design space (Scoring Rules' f-MI metrics, oracles and judges): gem, tv_fvar_statement and an LLM judge are named in
-the demo pipeline's [score] and [validate] tables, and (slow) scored, validated and materialized end to
+"""The corners of the design space (Scoring Rules' f-MI metrics, oracles and judges): gem, tv_fvar_statement and an LLM judge are named in
+the full pipeline's [score] and [validate] tables, and (slow) scored, validated and materialized end to
 end on a demo-like synthetic pipeline with the embedded SmolLM2 as evaluation LM, oracle and judge: they
 reach the leaderboard with the model behind each column, the validation table, the per-metric failure
 counts and `llm_usage`."""
@@ -19,8 +19,8 @@ from tests.scoring_data import write_pipeline
 DEMO_CELLS = {"gem", "tv_fvar_statement", "llm_judge"}
 
 
-def test_the_demo_scores_and_validates_gem_the_best_oracle_cell_and_a_judge() -> None:
-    cfg = load_config(Path(__file__).resolve().parents[2] / "pipelines.toml").for_pipeline("demo")
+def test_full_scores_and_validates_gem_the_best_oracle_cell_and_a_judge() -> None:
+    cfg = load_config(Path(__file__).resolve().parents[2] / "pipelines.toml").for_pipeline("full")
     assert set(cfg.score.all_metrics) >= DEMO_CELLS and set(cfg.validate.metrics) >= DEMO_CELLS
     assert cfg.score.oracle_predictor == "readout" and cfg.score.oracle.backend == "local"   # offline
 

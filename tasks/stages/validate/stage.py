@@ -202,7 +202,7 @@ def build_leaderboard(cfg: Config, pipeline: str) -> BoardTables:
     from tasks.core.submitted import submitted_names
 
     scores = read_candidate_scores(cfg, pipeline)
-    if scores is None:   # no score stage in this pipeline (validate-demo): an empty board of the full shape
+    if scores is None:   # no score stage in this pipeline (validation alone): an empty board of the full shape
         empty = pl.DataFrame(schema={**LEADERBOARD, "rank_low": pl.Int64, "rank_high": pl.Int64,
                                      "tied_with": pl.List(pl.String), "release_id": pl.String})
         return BoardTables(empty, pl.DataFrame(schema=AGREEMENT), pl.DataFrame(schema=COMPARISONS))
