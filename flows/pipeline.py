@@ -14,6 +14,7 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from tasks.checks import load_checked_config
+from tasks.core.allocator import give_back_freed_memory
 from tasks.core.config import STAGES, Config, select_stages
 from tasks.core.runs import StageRecord, code_version, config_hash, now, write_run
 from tasks.core.summary import StageSummary
@@ -69,6 +70,7 @@ def pipeline_flow(
                 raise
             record.finish(summary[stage])
             write_run(cfg, pipeline, *identity, records)
+            give_back_freed_memory()   # what this stage freed is not kept under the next one's peak
     finally:
         write_run(cfg, pipeline, *identity, records)
         update_tables(cfg, pipeline, {"staging.runs", "runs"})

@@ -58,3 +58,15 @@ def keep_freed_memory() -> bool:
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     return all(mallopt(param, value) == 1 for param, value in (
         (M_ARENA_MAX, 1), (M_MMAP_THRESHOLD, MMAP_ABOVE_BYTES), (M_TRIM_THRESHOLD, KEEP_BYTES)))
+
+
+def give_back_freed_memory() -> bool:
+    """Hand the memory kept by `keep_freed_memory` back to the kernel (glibc's malloc_trim): between
+    two stages of a run, so what one stage freed does not stay resident under the next one's peak.
+    Whether it was done."""
+    if not keep_freed_memory():
+        return False
+    libc = ctypes.CDLL(None)
+    libc.malloc_trim.argtypes = (ctypes.c_size_t,)
+    libc.malloc_trim(0)
+    return True

@@ -246,7 +246,7 @@ class LoglikelihoodEngine:
     """Batched, prefix-sharing scorer of continuations; see the module docstring for the rules."""
 
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, token_budget: int = 4096,
-                 head_rows: int = 1024, packed: bool = True, flat: bool | None = None, compiled: bool | None = None):
+                 head_rows: int = 256, packed: bool = True, flat: bool | None = None, compiled: bool | None = None):
         _check_model(model)
         self.packed = packed
         # flat batches under a block-sparse rule ("flex" on a GPU, "paths" on a CPU), padded rows where
@@ -258,6 +258,8 @@ class LoglikelihoodEngine:
         if self.sparsity == "flex":
             compile_layers(model, self.flat and compiled is not False)
         self.model, self.tokenizer = model, tokenizer
+        # the output head runs `head_rows` positions at a time: their logits and log-softmax over a vocabulary
+        # of 49,152 (SmolLM2) are 2 x 50 MB at 256 rows, 2 x 200 MB at 1,024, for the same speed on a CPU
         self.token_budget, self.head_rows = token_budget, head_rows
         self.decoder = model.base_model
         heads = model.config.num_attention_heads
