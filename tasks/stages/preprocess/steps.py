@@ -56,5 +56,5 @@ def needs_assw(cfg: Config, pipeline: str) -> bool:
     """Whether a later stage of `pipeline` names a metric that reads a synopsis of the paper; the ASSW
     summary (an LLM call per paper) is made only then, the abstract always."""
     stages = cfg.pipelines[pipeline].stages
-    names = [*(cfg.score.all_metrics if "score" in stages else ()), *(cfg.validate.metrics if "validate" in stages else ())]
-    return any(metric.conditioned_on != "none" for metric in get(names))
+    names = {*(cfg.score.all_metrics if "score" in stages else ()), *(cfg.validate.metrics if "validate" in stages else ())}
+    return bool(names) and any(metric.conditioned_on != "none" for metric in get(sorted(names)))
