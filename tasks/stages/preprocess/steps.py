@@ -53,8 +53,11 @@ def judgments_and_synopses(reviews: pl.DataFrame, papers: pl.DataFrame, pdf_text
 
 
 def needs_assw(cfg: Config, pipeline: str) -> bool:
-    """Whether a later stage of `pipeline` names a metric that reads a synopsis of the paper; the ASSW
-    summary (an LLM call per paper) is made only then, the abstract always."""
+    """Whether to make the ASSW synopsis (an LLM call per paper): unless the pipeline scores or validates
+    and none of the metrics those stages name reads a synopsis (a pipeline that stops at preprocess keeps
+    it: the synopses are then its output). The abstract synopsis is always made."""
     stages = cfg.pipelines[pipeline].stages
     names = {*(cfg.score.all_metrics if "score" in stages else ()), *(cfg.validate.metrics if "validate" in stages else ())}
-    return bool(names) and any(metric.conditioned_on != "none" for metric in get(sorted(names)))
+    if not names:
+        return True
+    return any(metric.conditioned_on != "none" for metric in get(sorted(names)))

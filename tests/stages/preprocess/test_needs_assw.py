@@ -1,5 +1,5 @@
-"""The ASSW synopsis (an LLM call per paper) is made only when a later stage names a metric that reads a
-synopsis; the abstract synopsis always."""
+"""The ASSW synopsis (an LLM call per paper) is left out only where the pipeline scores or validates and
+no metric of those stages reads a synopsis; the abstract synopsis is always made."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def test_the_demo_skips_the_assw_synopsis_and_full_makes_it() -> None:
     assert needs_assw(cfg.for_pipeline("full"), "full")            # gem_s_assw, the judges
 
 
-def test_a_pipeline_without_scoring_stages_needs_no_synopsis(project_config) -> None:
+def test_a_pipeline_that_stops_at_preprocess_keeps_its_synopses(project_config) -> None:
     path = project_config('[pipelines.p]\nsource = "synthetic"\nvenues = ["GREBench.cc/2025/Demo"]\n'
                           'stages = ["ingest", "curate", "preprocess"]\n')
-    assert not needs_assw(load_config(path).for_pipeline("p"), "p")
+    assert needs_assw(load_config(path).for_pipeline("p"), "p")
