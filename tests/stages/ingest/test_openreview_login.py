@@ -161,7 +161,7 @@ def test_a_two_factor_account_logs_in_with_its_totp_secret_and_no_secret_or_code
     (pyotp.random_base32(), f"OpenReview login as {USER} failed (MfaError: Invalid verification code)"),
     ("not base32!", "OPENREVIEW_TOTP_SECRET is not a usable TOTP secret ("),
     ("JBSWY3DPEHPK3PXP", "OPENREVIEW_TOTP_SECRET is not a usable TOTP secret (Secrets must be at least 112 bits"),
-])
+], ids=["no-secret", "another-accounts-secret", "not-base32", "too-short"])   # ids stable across xdist workers
 def test_a_two_factor_account_without_a_usable_secret_stops_in_one_line(venue, tmp_path, monkeypatch, secret,
                                                                         expected):
     log_in(monkeypatch, secret)
