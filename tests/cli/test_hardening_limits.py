@@ -181,6 +181,7 @@ def _cli(args: list[str], cwd: Path) -> subprocess.Popen:
 ENDLESS = "with recursive r(i) as (select 1 union all select i + 1 from r) select count(*) from r"
 
 
+@pytest.mark.slow   # waits out a timeout or a retry back-off: seconds of sleeping
 def test_a_query_past_its_timeout_is_interrupted_with_exit_124(small):
     proc = _cli(["query", ENDLESS, "--timeout", "2", "-c", str(small)], small.parent)
     out, err = proc.communicate(timeout=120)

@@ -43,6 +43,7 @@ def completions(url: str, **overrides) -> CompletionsLM:
     return CompletionsLM(cfg, sleep=time.sleep, backoff_seconds=0.05)
 
 
+@pytest.mark.slow   # waits out a timeout or a retry back-off: seconds of sleeping
 @pytest.mark.parametrize("backend", ["anthropic", "openai"])
 def test_a_chat_server_that_never_answers_fails_within_the_timeout_naming_it(backend):
     with silent_server() as url:

@@ -113,6 +113,7 @@ def test_rerun_makes_no_network_calls_and_writes_identical_files(server, tmp_pat
     assert_same(before, read(tmp_path / "out"))
 
 
+@pytest.mark.slow   # waits out a timeout or a retry back-off: seconds of sleeping
 def test_429_with_retry_after_and_5xx_are_retried(server, reference, tmp_path):
     server.inject(Fault("429", times=2, retry_after=1, when=lambda p: p.get("offset") == "5"),
                   Fault("5xx", times=2, status=500, when=lambda p: p.get("offset") == "10"))
@@ -123,6 +124,7 @@ def test_429_with_retry_after_and_5xx_are_retried(server, reference, tmp_path):
     assert limited[1].at - limited[0].at >= 1.0 and limited[2].at - limited[1].at >= 1.0
 
 
+@pytest.mark.slow   # waits out a timeout or a retry back-off: seconds of sleeping
 def test_timeout_then_success(server, reference, tmp_path):
     server.inject(Fault("slow", delay=2.5, when=lambda p: p.get("offset") == "5"))
     ingest_venue(V2_VENUE, config(tmp_path, pdf=False, timeout_seconds=1.0), tmp_path / "out", server.v2_url)

@@ -127,6 +127,7 @@ def test_a_guest_is_refused_with_one_line_and_a_nonzero_exit(cli_run, server):
     assert server.count(2, "groups") >= 1 and server.count(2, "notes") == 1   # /groups still answers guests
 
 
+@pytest.mark.slow   # waits out a timeout or a retry back-off: seconds of sleeping
 def test_a_token_expiring_mid_run_stops_in_one_line_and_a_new_token_resumes_fetching_nothing_twice(
         cli_run, server, monkeypatch):
     token = server.issue_token()
