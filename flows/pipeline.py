@@ -18,11 +18,15 @@ from tasks.core.allocator import give_back_freed_memory
 from tasks.core.config import STAGES, Config, select_stages
 from tasks.core.runs import StageRecord, code_version, config_hash, now, write_run
 from tasks.core.summary import StageSummary
+from tasks.lm import release_decoding_models
 from tasks.stages.materialize.steps import update_tables
 
 # Each stage is a flow `<module>:<function>(cfg: Config, pipeline: str) -> StageSummary`, imported
 # only when the pipeline runs it (the score stage pulls in torch).
 STAGE_FLOWS = {stage: f"flows.{stage}:{stage}_flow" for stage in STAGES}
+# The stages whose work is writing text with a model; after the last of them in a run, the int8
+# models that only decode are dropped (a judge that decodes in score or validate loads its own again).
+DECODING_STAGES = frozenset({"preprocess", "generate", "qualify"})
 
 
 def stage_flow(stage: str) -> Callable[[Config, str], StageSummary]:
@@ -70,6 +74,8 @@ def pipeline_flow(
                 raise
             record.finish(summary[stage])
             write_run(cfg, pipeline, *identity, records)
+            if not DECODING_STAGES.intersection(chosen[position + 1:]):
+                release_decoding_models()
             give_back_freed_memory()   # what this stage freed is not kept under the next one's peak
     finally:
         write_run(cfg, pipeline, *identity, records)

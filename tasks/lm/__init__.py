@@ -43,6 +43,7 @@ from tasks.lm.loading import (
     eval_specs,
     fast_dtype,
     load_model,
+    release_models,
 )
 from tasks.lm.types import (
     ChatRequest,
@@ -85,18 +86,35 @@ def local_spec(cfg: LLMConfig) -> ModelSpec | None:
 _BUILDING = threading.Lock()
 
 
+_LOCAL_LMS: dict[tuple[ModelSpec, int], LocalLM] = {}   # oldest use first, at most two
+
+
 def local_lm(spec: ModelSpec, token_budget: int = 4096) -> LocalLM:
     """The local LM for `spec`, built once per process (with its log-likelihood engine and prefix
     caches), also when several scoring threads of one worker ask for it at the same time."""
-    with _BUILDING:
-        return _local_lm(spec, token_budget)
-
-
-@functools.lru_cache(maxsize=2)
-def _local_lm(spec: ModelSpec, token_budget: int) -> LocalLM:
     from tasks.lm.local import LocalLM
 
-    return LocalLM(spec, token_budget=token_budget)
+    with _BUILDING:
+        built = _LOCAL_LMS.pop((spec, token_budget), None) or LocalLM(spec, token_budget=token_budget)
+        _LOCAL_LMS[spec, token_budget] = built
+        while len(_LOCAL_LMS) > 2:
+            del _LOCAL_LMS[next(iter(_LOCAL_LMS))]
+        return built
+
+
+def release_decoding_models() -> list[ModelSpec]:
+    """Drop the int8 models this process holds, and the local LMs built on them. An int8 model only
+    decodes (its log-likelihoods come from the float weights: tasks/lm/local.py), so once no stage
+    left in a run decodes, it is memory no table needs: 0.27 GiB for SmolLM2-135M, about a tenth of
+    the demo's peak. A later call to decode loads it again. The specs dropped."""
+    import gc
+
+    gone = release_models(lambda spec: spec.quantization == "int8")
+    with _BUILDING:
+        for key in [key for key in _LOCAL_LMS if key[0].resolved() in gone]:
+            del _LOCAL_LMS[key]
+    gc.collect()
+    return gone
 
 
 def eval_model(spec: ModelSpec, token_budget: int = 4096, cache_dir: Path | None = None) -> LanguageModel:
@@ -157,6 +175,7 @@ __all__ = [
     "eval_specs",
     "fast_dtype",
     "load_model",
+    "release_decoding_models",
     "local_lm",
     "local_spec",
     "make_lm",

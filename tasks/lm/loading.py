@@ -24,12 +24,11 @@ what it wants (`chat_spec`, `eval_spec`); `load_model` loads a resolved spec onc
 from __future__ import annotations
 
 import contextlib
-import functools
 import importlib.util
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -282,15 +281,39 @@ def load_tokenizer(name: str = EMBEDDED) -> PreTrainedTokenizerBase:
 _LOADING = threading.Lock()
 
 
+_LOADED: dict[ModelSpec, tuple[PreTrainedModel, PreTrainedTokenizerBase]] = {}   # oldest use first
+KEEP_LOADED = 4   # models a process keeps; loading a fifth drops the one used longest ago
+
+
 def load_model(spec: ModelSpec = ModelSpec()) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """(model, tokenizer) for `spec`, in eval mode, loaded once per process for each resolved spec
-    (also when several threads ask at the same time)."""
+    (also when several threads ask at the same time) until `release_models` drops it."""
     resolved = spec.resolved()
     with _LOADING:
-        return _load(resolved)
+        loaded = _LOADED.pop(resolved, None) or _load(resolved)
+        _LOADED[resolved] = loaded
+        while len(_LOADED) > KEEP_LOADED:
+            del _LOADED[next(iter(_LOADED))]
+        return loaded
 
 
-@functools.lru_cache(maxsize=4)
+def loaded_specs() -> list[ModelSpec]:
+    """The resolved specs whose models this process holds, the one used longest ago first."""
+    with _LOADING:
+        return list(_LOADED)
+
+
+def release_models(drop: Callable[[ModelSpec], bool]) -> list[ModelSpec]:
+    """Drop the loaded models whose resolved spec `drop` picks; the next `load_model` of one loads it
+    again. The memory goes when nothing else holds the model (tasks.lm.release_decoding_models also
+    empties the caches above this one). The specs dropped."""
+    with _LOADING:
+        gone = [spec for spec in _LOADED if drop(spec)]
+        for spec in gone:
+            del _LOADED[spec]
+    return gone
+
+
 def _load(spec: ModelSpec) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     import torch
     from transformers import AutoModel, AutoModelForCausalLM

@@ -100,10 +100,11 @@ def test_the_preprocess_model_preloaded_is_the_one_the_stage_gets(project_config
     thread = preload_first_local_model(cfg, ["ingest", "preprocess"])
     assert thread is not None
     thread.join(timeout=300)
-    before = loading._load.cache_info()
-    loading.load_model(local_spec(cfg.preprocess))   # the stage's call finds the model loaded
-    after = loading._load.cache_info()
-    assert (after.hits, after.misses) == (before.hits + 1, before.misses)
+    preloaded = loading.loaded_specs()
+    assert preloaded[-1] == local_spec(cfg.preprocess).resolved()
+    held = loading._LOADED[preloaded[-1]]
+    assert loading.load_model(local_spec(cfg.preprocess)) is held   # the stage's call finds the model loaded
+    assert loading.loaded_specs() == preloaded
 
 
 def test_the_server_is_not_started_where_prefect_api_url_names_one(monkeypatch):

@@ -72,3 +72,30 @@ def test_candidates_generating_side_by_side_leave_the_model_answering_as_before(
         for worker in pair:
             worker.join()
     assert [r.text for r in LocalLM(spec).generate(probe)] == before
+
+
+def test_int8_models_are_released_once_nothing_left_decodes(tmp_path) -> None:
+    """After a run's last decoding stage the int8 model goes (flows/pipeline.py): the float model
+    that scores stays loaded, and the int8 one's memory is free (nothing else holds it)."""
+    import gc
+    import weakref
+
+    from tasks.lm import local_lm, release_decoding_models
+    from tasks.lm.loading import load_model, loaded_specs
+    from tests.tiny_models import tiny_llama
+
+    folder = tiny_llama(tmp_path / "tiny", ["[UNK]", "<|end|>", "a", "b", "c"])
+    decoding, scoring = ModelSpec(folder, quantization="int8"), ModelSpec(folder, dtype="float32")
+    decoder = LocalLM(decoding)
+    assert decoder.generate([ChatRequest("", "a b", 4)])[0].ok
+    held = weakref.ref(load_model(decoding)[0])
+    scorer = load_model(scoring)[0]
+    local_lm(decoding)
+    assert {decoding.resolved(), scoring.resolved()} <= set(loaded_specs())
+    del decoder
+    assert release_decoding_models() == [decoding.resolved()]
+    gc.collect()
+    assert held() is None
+    assert scoring.resolved() in loaded_specs() and load_model(scoring)[0] is scorer
+    assert decoding.resolved() not in loaded_specs()
+    assert LocalLM(decoding).generate([ChatRequest("", "a b", 4)])[0].ok   # loaded again when asked
