@@ -17,6 +17,7 @@ from tasks.checks import load_checked_config
 from tasks.core.allocator import give_back_freed_memory
 from tasks.core.config import STAGES, Config, select_stages
 from tasks.core.runs import StageRecord, code_version, config_hash, now, write_run
+from tasks.core.stage_inputs import check_inputs, write_receipt
 from tasks.core.summary import StageSummary
 from tasks.lm import release_decoding_models
 from tasks.stages.materialize.steps import update_tables
@@ -60,6 +61,7 @@ def pipeline_flow(
     """Resolve the config once (pipeline overrides, `venues`, the refresh year) and run the stages on it."""
     cfg = load_checked_config(config_path).for_pipeline(pipeline, venues)
     chosen = select_stages(cfg.pipelines[pipeline].stages, stages)
+    check_inputs(cfg, pipeline, chosen)   # a stage left out whose outputs are missing: one line, nothing run
     identity = (str(flow_run.id or uuid.uuid4()), config_hash(cfg, pipeline), code_version())
     records: list[StageRecord] = []
     summary: dict[str, StageSummary] = {}
@@ -73,6 +75,7 @@ def pipeline_flow(
                 record.finish(None, error)
                 raise
             record.finish(summary[stage])
+            write_receipt(cfg, pipeline, stage, identity[0])
             write_run(cfg, pipeline, *identity, records)
             if not DECODING_STAGES.intersection(chosen[position + 1:]):
                 release_decoding_models()

@@ -38,6 +38,7 @@ from flows.cli.submit import export, submit  # noqa: E402
 from flows.cli.validate import report, validate  # noqa: E402
 from tasks.checks import load_checked_config  # noqa: E402
 from tasks.core.config import Config, ConfigError, check_paths, select_stages  # noqa: E402
+from tasks.core.stage_inputs import check_inputs  # noqa: E402
 from tasks.core.errors import GrebenchError  # noqa: E402
 
 PLAN_YEARS = (1970, 2999)   # the dates `schedule --on` can plan from
@@ -64,6 +65,7 @@ def run(
         cfg = load_checked_config(path).for_pipeline(pipeline)
         chosen = parse_stages(stages, cfg.pipelines[pipeline].stages)
         check_paths(cfg, path)
+        check_inputs(cfg, pipeline, chosen or cfg.pipelines[pipeline].stages)   # before Prefect starts
         from flows.cli.run import preload_first_local_model
         from flows.cli.server import ephemeral_server_starting, prepare_flows
 
