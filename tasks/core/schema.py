@@ -360,8 +360,9 @@ QUALIFICATION = pl.Schema(
         "role": pl.String,                # judge | oracle | matcher
         "test": pl.String,                # consistency | pertinence | self_confidence
         "n": pl.Int64,                    # items (consistency) or questions answered
-        "score": pl.Float64,
-        "threshold": pl.Float64,
+        "score": pl.Float64,              # P_c, P_p or P_s as paper 001 defines them (P_s is 0 or 1)
+        "raw_score": pl.Float64,          # the statistic as measured (self-confidence: easy minus hard mean confidence)
+        "threshold": pl.Float64,          # the pass line, on raw_score
         "passed": pl.Boolean,
         "confidence": pl.String,          # how confidence was read: readout | stated
     }
