@@ -241,8 +241,9 @@ GENERATED = pl.Schema(
         # the answer's <rating> / <confidence> parts (prompts that ask for them, e.g. review-fields-v1)
         "rating_answer": pl.String,
         "confidence_answer": pl.String,
-        # the candidate's rating on the common scale, read at its answer's rating position, and how
-        # (readout:<backend>/<model> | asked:<backend>/<model> | answer | submitted;
+        # the candidate's rating on the common scale and how it was had: the rating the review states
+        # (stated), else read at its answer's rating position (readout:<backend>/<model> |
+        # toplogprobs:<backend>/<model> | asked:<backend>/<model> | answer), or submitted;
         # tasks/stages/generate/ratings.py); null rating: the method gave none
         "rating": pl.Float64,
         "rating_method": pl.String,

@@ -326,8 +326,9 @@ def test_review_fields_prompt_keeps_rating_and_confidence_apart_from_the_text(tm
     assert "Rating" not in rows["P0"]["review"] and rows["P0"]["review"].endswith("larger corpora?")
     assert parse_rating(rows["P0"]["rating_answer"], (1, 3, 5, 6, 8, 10)) == (6.0, None)
     assert parse_rating(rows["P1"]["rating_answer"], (1, 3, 5, 6, 8, 10))[1] == "unparsed_rating"
-    # a chat API without log-probabilities that cannot continue an answer: the rating it wrote, if any
-    assert {p: (r["rating"], r["rating_method"]) for p, r in rows.items()} == {"P0": (6.0, "answer"), "P1": (None, "answer")}
+    # the rating a review states is kept; a chat API without log-probabilities that cannot continue an
+    # answer leaves the other unrated
+    assert {p: (r["rating"], r["rating_method"]) for p, r in rows.items()} == {"P0": (6.0, "stated"), "P1": (None, "answer")}
 
 
 def test_validation_perturbs_the_text_and_rescores_review_quality(tmp_path, monkeypatch) -> None:
