@@ -208,6 +208,9 @@ class QualityWork:
                     mats.append(mat)
                 if unanswered:
                     p = rec = (math.nan, "match_unanswered")
+                elif n_a == 0 and any(h_points.get((r["review_id"], f), 0) for r in refs):
+                    # nothing to match: a NaN with why, never a precision or recall of 0
+                    p = rec = (math.nan, missing_points_reason(cand["review_text"], f))
                 else:
                     p = fm.precision(np.hstack(mats) if mats else np.zeros((n_a, 0)))
                     rec = fm.max_recall(mats)
@@ -266,6 +269,15 @@ class QualityWork:
                 out[(cand["candidate"], "question_score")] = ((math.nan, "no_paper_text") if no_text
                                                               else fm.question_score(mine))
         return out
+
+
+def missing_points_reason(review_text: str | None, field_name: str) -> str:
+    """Why a candidate has no points in `field_name`: `no_candidate_field` when its review has no such
+    part (nor a merged strengths and weaknesses part) for the extractor to read, else
+    `no_candidate_points` (the part was read and gave no usable point; the `rejects` table says why)."""
+    parts = sections(review_text)
+    has_part = field_name in parts or (field_name in ("strengths", "weaknesses") and "strengths_and_weaknesses" in parts)
+    return "no_candidate_points" if has_part else "no_candidate_field"
 
 
 def empty_tables() -> dict[str, pl.DataFrame]:
