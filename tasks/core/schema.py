@@ -308,7 +308,9 @@ SCORES = pl.Schema({"paper_id": pl.String, "candidate": pl.String, "source": pl.
 # observer / performer pair, and whether it falls below the threshold (flagged: likely AI-written;
 # null where the score is NaN, with the reason). tasks/stages/score/reference_flags.py
 REFERENCE_FLAGS = pl.Schema({"paper_id": pl.String, "review_id": pl.String, "binoculars": pl.Float64,
-                             "threshold": pl.Float64, "flagged": pl.Boolean, "reason": pl.String,
+                             "threshold": pl.Float64,
+                             "threshold_source": pl.String,   # where the threshold comes from (published / calibrated)
+                             "flagged": pl.Boolean, "reason": pl.String,
                              "observer": pl.String, "performer": pl.String,
                              "text_sha256": pl.String})   # of the review text scored: a rerun reuses a match
 

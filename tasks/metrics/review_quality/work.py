@@ -94,8 +94,10 @@ class QualityWork:
             if "binoculars" in wanted:
                 out.update(scores)
             if "ai_rate" in wanted:   # per review 1 when classed AI-written: a model's mean is its AI rate
+                line = self.settings.ai_threshold   # NaN: the Binoculars form in use has no calibrated threshold
                 out.update({(c, "ai_rate"): (math.nan, why) if math.isnan(v) else
-                            (float(v < self.settings.ai_threshold), None) for (c, _), (v, why) in scores.items()})
+                            (math.nan, "binoculars_uncalibrated") if math.isnan(line) else
+                            (float(v < line), None) for (c, _), (v, why) in scores.items()})
         if text_metrics:
             if embed is None:
                 raise RuntimeError("the review-quality text metrics need the embedding model (Resources.embed)")
