@@ -54,8 +54,8 @@ def binoculars(
     (one LM twice: the single-model form), and write it with its source into the config."""
     from tasks.core.config_edit import set_keys
     from tasks.lm import ModelSpec
+    from tasks.metrics import binoculars_calibrate as calibrate
     from tasks.metrics import binoculars_scores
-    from tasks.metrics.review_quality.binoculars import calibrate
     from tasks.stages.score.reference_flags import flag_specs, single_form
 
     cfg = read_config(config)

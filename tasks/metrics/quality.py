@@ -31,7 +31,7 @@ from pathlib import Path
 
 import polars as pl
 
-from tasks.core.config import Config
+from tasks.core.config import Config, ReviewQualityConfig
 from tasks.core.frames import read_curated
 from tasks.core.schema import REJECTS, SCORES, conform
 from tasks.core.submitted import submission_folders
@@ -135,13 +135,12 @@ def settings(cfg: Config) -> QualitySettings:
                            points_max_tokens=rq.points_max_tokens)
 
 
-def ai_threshold(rq: object, pair: tuple[str, str] | None) -> float:
+def ai_threshold(rq: ReviewQualityConfig, pair: tuple[str, str] | None) -> float:
     """ai_rate's threshold for the Binoculars form in use: `ai_threshold` for two LMs, the calibrated
     `ai_single_threshold` for one LM twice; NaN where that form has none (ai_rate is then NaN)."""
     if pair is not None and pair[0] == pair[1]:
-        single = getattr(rq, "ai_single_threshold", None)
-        return math.nan if single is None else float(single)
-    return float(getattr(rq, "ai_threshold"))
+        return math.nan if rq.ai_single_threshold is None else float(rq.ai_single_threshold)
+    return float(rq.ai_threshold)
 
 
 def load_facts(cfg: Config, pipeline: str) -> ReviewFacts:

@@ -76,3 +76,14 @@ def test_each_form_has_its_own_threshold_and_source():
     assert line is None and source.startswith("none: the single-model form is not calibrated")
     calibrated = ReferenceFlagsConfig(single_threshold=0.7, single_threshold_source="calibrated: here")
     assert calibrated.for_form(single=True) == (0.7, "calibrated: here")
+
+
+def test_ai_rate_takes_the_threshold_of_its_form():
+    from tasks.core.config import ReviewQualityConfig
+    from tasks.metrics.quality import ai_threshold
+
+    two = ReviewQualityConfig(binoculars_observer="a", binoculars_performer="b")
+    assert ai_threshold(two, ("a", "b")) == 0.9015
+    assert math.isnan(ai_threshold(two, ("a", "a")))                   # one LM twice, uncalibrated: no line
+    calibrated = ReviewQualityConfig(ai_single_threshold=0.8)
+    assert ai_threshold(calibrated, ("a", "a")) == 0.8
