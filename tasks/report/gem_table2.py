@@ -167,9 +167,19 @@ def not_run(metrics: Sequence[str], strategies: Sequence[str], reviews: pl.DataF
     return out
 
 
+def significant(row: dict, alpha: float) -> bool | None:
+    """Whether the project's change is significant in either direction, as the paper's bold cells are:
+    its 95% interval of the mean change leaves out 0; without an interval, its (one-sided) p < `alpha`."""
+    low, high = row.get("ci_low"), row.get("ci_high")
+    if low is not None and high is not None and not (math.isnan(low) or math.isnan(high)):
+        return bool(low > 0 or high < 0)
+    p = row.get("p_value")
+    return None if p is None or math.isnan(p) else bool(p < alpha)
+
+
 def side_by_side(validation: pl.DataFrame, skipped: dict[str, str], alpha: float) -> pl.DataFrame:
     """One row per cell of the paper's table: the paper's SMD and significance (its 95% interval leaves
-    out 0), the project's SMD, p-value and significance (p < `alpha`), and whether sign and
+    out 0), the project's SMD, p-value and significance (`significant`), and whether sign and
     significance agree; a cell that was not measured says why in `reason`."""
     ours: dict[tuple[str, str], dict] = {}
     for row in validation.iter_rows(named=True):
@@ -183,7 +193,7 @@ def side_by_side(validation: pl.DataFrame, skipped: dict[str, str], alpha: float
         measured = smd is not None and not math.isnan(smd)
         reason = (skipped.get(cell["metric"]) or skipped.get(cell["strategy"]) or
                   ("not asked" if got is None else None if measured else (got.get("reason") or "no pairs")))
-        sig = None if not measured or p is None or math.isnan(p) else p < alpha
+        sig = significant(got, alpha) if measured else None
         rows.append({**cell, "paper_significant": paper_sig, "smd": smd if measured else None,
                      "p_value": p if measured else None, "significant": sig,
                      "n": got["n"] if got is not None else None,
@@ -213,5 +223,5 @@ def render(table: pl.DataFrame, title: str) -> str:
     lines += ["", f"cells measured: {measured.height} of {table.height}; sign agrees in "
               f"{int(measured['sign_agrees'].sum())}, significance in "
               f"{int(measured['significance_agrees'].fill_null(False).sum())} "
-              "(*: significant; the paper's at 95% by its intervals, ours at p < alpha)"]
+              "(*: significant in either direction, both by 95% intervals; p: the workflow's one-sided test)"]
     return "\n".join(lines)

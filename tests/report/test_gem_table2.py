@@ -91,16 +91,23 @@ PAPER_ROWS = table2.PAPER_TABLE.height
 
 def test_side_by_side_compares_sign_and_significance():
     validation = pl.DataFrame([
-        {"metric": "gem", "strategy": "sentence_deletion", "n": 30, "smd": -0.5, "p_value": 0.001, "reason": None},
-        {"metric": "bleu", "strategy": "meaningless_elongation", "n": 30, "smd": 0.2, "p_value": 0.3, "reason": None},
+        {"metric": "gem", "strategy": "sentence_deletion", "n": 30, "smd": -0.5, "p_value": 0.001,
+         "ci_low": -0.9, "ci_high": -0.2, "reason": None},
+        {"metric": "bleu", "strategy": "meaningless_elongation", "n": 30, "smd": 0.2, "p_value": 0.3,
+         "ci_low": -0.1, "ci_high": 0.4, "reason": None},
+        # a manipulation's one-sided p cannot see a fall; its interval does
+        {"metric": "gem", "strategy": "meaningless_elongation", "n": 30, "smd": -0.3, "p_value": 0.99,
+         "ci_low": -0.5, "ci_high": -0.1, "reason": None},
         {"metric": "rouge_l", "strategy": "sentence_deletion", "n": 1, "smd": math.nan, "p_value": math.nan,
-         "reason": "too_few_pairs"}])
+         "ci_low": math.nan, "ci_high": math.nan, "reason": "too_few_pairs"}])
     table = table2.side_by_side(validation, {"lm_examiner": "reads the paper"}, alpha=0.05)
     by = {(r["metric"], r["strategy"]): r for r in table.iter_rows(named=True)}
     gem = by[("gem", "sentence_deletion")]
     assert (gem["sign_agrees"], gem["significance_agrees"], gem["significant"]) == (True, True, True)
     bleu = by[("bleu", "meaningless_elongation")]      # paper: -0.165, significant; ours: +0.2, not
     assert (bleu["sign_agrees"], bleu["significance_agrees"]) == (False, False)
+    elongated = by[("gem", "meaningless_elongation")]  # paper: -0.063, significant
+    assert (elongated["significant"], elongated["significance_agrees"]) == (True, True)
     assert by[("rouge_l", "sentence_deletion")]["smd"] is None and by[("rouge_l", "sentence_deletion")]["reason"] == "too_few_pairs"
     assert by[("lm_examiner", "rephrase")]["reason"] == "reads the paper"
     assert by[("gem", "rephrase")]["reason"] == "not asked"
@@ -126,7 +133,7 @@ def test_reproduce_prints_the_table_beside_the_papers(release, config):
         assert (r["smd"] is None) == (r["reason"] is not None)          # a cell is measured or says why not
     for r in measured:
         assert r["n"] == 15 and r["sign_agrees"] == ((r["smd"] > 0) == (r["paper_smd"] > 0))
-        assert r["significance_agrees"] == ((r["p_value"] < 0.05) == r["paper_significant"])
+        assert r["significance_agrees"] == (r["significant"] == r["paper_significant"])
     # sentence deletion halves the judgment lines: BLEU against the other reviews falls
     bleu = next(r for r in measured if r["metric"] == "bleu" and r["strategy"] == "sentence_deletion")
     assert bleu["smd"] < 0 and bleu["sign_agrees"] is True
