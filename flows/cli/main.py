@@ -188,6 +188,14 @@ from flows.cli.venues import venues  # noqa: E402 - `grebench venues`: a year's 
 app.command()(venues)
 app.command()(login)
 
+from flows.cli.reproduce import reproduce_app  # noqa: E402 - `grebench reproduce gem-table2`: a paper's table
+
+app.add_typer(reproduce_app, name="reproduce")
+
+from flows.cli.calibrate import calibrate_app  # noqa: E402 - `grebench calibrate binoculars`: a threshold at an FPR
+
+app.add_typer(calibrate_app, name="calibrate")
+
 def sql_arguments(args: list[str]) -> list[str]:
     """`args` with `--` put before the SQL of `grebench query` when the SQL starts with `-` (a comment,
     "-- totals\nselect ..."): no option name holds a space or a line break, SQL of that shape does."""

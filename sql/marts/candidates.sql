@@ -2,8 +2,9 @@
 -- was cut to fit the model's context, the tokens used and what it cost. origin: generated (the
 -- generate stage) or submitted (`grebench submit`: backend "submitted", model_id the system's own
 -- description, rating_answer / confidence_answer the submitted rating and confidence). rating: the
--- candidate's rating on the common scale read at its answer's rating position, rating_method how
--- (readout:<backend>/<model>, asked:<backend>/<model>, answer, submitted; null rating: none given).
+-- candidate's rating on the common scale; rating_method how: stated (the review states it), else read
+-- at its answer's rating position (readout:<backend>/<model>, toplogprobs:<backend>/<model>,
+-- asked:<backend>/<model>, answer), or submitted; null rating: none given.
 -- requires: staging.candidates
 CREATE OR REPLACE TABLE candidates AS
 SELECT

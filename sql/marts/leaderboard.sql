@@ -8,17 +8,21 @@
 -- a bootstrap over papers; tied_with: the neighbours on the board whose paired difference from this
 -- model is not significant (`comparisons`); release_id: the release the scores belong to (`releases`).
 -- mean_unflagged: the same mean with the references flagged as likely AI-written (`reference_flags`)
--- left out of every candidate's per-pair scores; flagged_shift: mean_unflagged minus the mean over all
+-- left out of every candidate's per-pair scores; a score read against all the paper's references at
+-- once (reference null: an LLM judge, review quality) counts only where none of the references it
+-- read (the paper's others) is flagged, so no number of this board comes from reading a flagged one; flagged_shift: mean_unflagged minus the mean over all
 -- references, both from the per-pair scores (0 where no reference of the model's papers is flagged;
 -- null where the references were not scored for AI-likelihood). n_flagged: the flagged references
 -- among those the row's pairs were scored against.
 -- requires: staging.leaderboard
 CREATE OR REPLACE TABLE leaderboard AS
 WITH flags AS (
-    SELECT review_id, coalesce(flagged, false) AS flagged FROM staging.reference_flags
+    SELECT paper_id, review_id, coalesce(flagged, false) AS flagged FROM staging.reference_flags
 ), pairs AS (
     SELECT s.metric, s.eval_lm, s.source AS model, s.paper_id, s.candidate, s.reference, s.score,
-           coalesce(f.flagged, false) AS flagged
+           CASE WHEN s.reference IS NOT NULL THEN coalesce(f.flagged, false)
+                ELSE EXISTS (SELECT 1 FROM flags AS o
+                             WHERE o.paper_id = s.paper_id AND o.flagged AND o.review_id <> s.candidate) END AS flagged
     FROM staging.scores AS s
     LEFT JOIN flags AS f ON f.review_id = s.reference
     WHERE s.score IS NOT NULL AND NOT isnan(s.score)

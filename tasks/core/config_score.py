@@ -40,8 +40,12 @@ class ReviewQualityConfig(Frozen):
     binoculars_observer: str | None = None
     binoculars_performer: str | None = None
     # ai_rate: a review whose Binoculars score is below this is counted as AI-written (Beyond Rating's
-    # classification threshold, paper 003 section 4.6)
+    # classification threshold, paper 003 section 4.6, for the two-model form). With one LM as observer
+    # and performer (the single-model form) `ai_single_threshold` applies instead, written by
+    # `grebench calibrate binoculars --target review_quality`; unset: ai_rate is NaN (`binoculars_uncalibrated`)
     ai_threshold: float = 0.9015
+    ai_single_threshold: float | None = None
+    ai_single_threshold_source: str | None = None
     # The point matcher M(a, h) apart from `llm` (any backend's keys each), in order of preference: the
     # first listed matches; the qualify stage examines each (role "matcher") and drops those that fail.
     # Empty: `llm` (else [preprocess]) matches, and is the one examined
@@ -67,8 +71,25 @@ class ReferenceFlagsConfig(Frozen):
     # log-perplexity over its own entropy, the pair collapsed to one model)
     observer: str | None = None
     performer: str | None = None
-    # A reference whose Binoculars score is below this is flagged as likely AI-written
+    # A reference whose Binoculars score is below the threshold of its form is flagged as likely
+    # AI-written. The two-model form (observer and performer differ): `threshold`, by default Hans et
+    # al. 2024's low false-positive threshold for their Falcon-7B / Falcon-7B-instruct pair. The
+    # single-model form (one LM as both) has no published threshold: `single_threshold`, written by
+    # `grebench calibrate binoculars` from labelled reviews at a stated false-positive rate; unset, the
+    # scores are kept and nothing is flagged (reason `binoculars_uncalibrated`). The sources are shown
+    # beside each flag (`reference_flags.threshold_source`).
     threshold: float = 0.9015
+    threshold_source: str = "Hans et al. 2024, two-model form (Falcon-7B / Falcon-7B-instruct)"
+    single_threshold: float | None = None
+    single_threshold_source: str | None = None
+
+    def for_form(self, single: bool) -> tuple[float | None, str]:
+        """(threshold, its source) of the Binoculars form in use; None where that form has none."""
+        if not single:
+            return self.threshold, self.threshold_source
+        if self.single_threshold is None:
+            return None, "none: the single-model form is not calibrated (grebench calibrate binoculars)"
+        return self.single_threshold, self.single_threshold_source or "set by hand"
 
 
 class ScoreConfig(Frozen):

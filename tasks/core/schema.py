@@ -241,8 +241,9 @@ GENERATED = pl.Schema(
         # the answer's <rating> / <confidence> parts (prompts that ask for them, e.g. review-fields-v1)
         "rating_answer": pl.String,
         "confidence_answer": pl.String,
-        # the candidate's rating on the common scale, read at its answer's rating position, and how
-        # (readout:<backend>/<model> | asked:<backend>/<model> | answer | submitted;
+        # the candidate's rating on the common scale and how it was had: the rating the review states
+        # (stated), else read at its answer's rating position (readout:<backend>/<model> |
+        # toplogprobs:<backend>/<model> | asked:<backend>/<model> | answer), or submitted;
         # tasks/stages/generate/ratings.py); null rating: the method gave none
         "rating": pl.Float64,
         "rating_method": pl.String,
@@ -307,7 +308,9 @@ SCORES = pl.Schema({"paper_id": pl.String, "candidate": pl.String, "source": pl.
 # observer / performer pair, and whether it falls below the threshold (flagged: likely AI-written;
 # null where the score is NaN, with the reason). tasks/stages/score/reference_flags.py
 REFERENCE_FLAGS = pl.Schema({"paper_id": pl.String, "review_id": pl.String, "binoculars": pl.Float64,
-                             "threshold": pl.Float64, "flagged": pl.Boolean, "reason": pl.String,
+                             "threshold": pl.Float64,
+                             "threshold_source": pl.String,   # where the threshold comes from (published / calibrated)
+                             "flagged": pl.Boolean, "reason": pl.String,
                              "observer": pl.String, "performer": pl.String,
                              "text_sha256": pl.String})   # of the review text scored: a rerun reuses a match
 
@@ -360,8 +363,9 @@ QUALIFICATION = pl.Schema(
         "role": pl.String,                # judge | oracle | matcher
         "test": pl.String,                # consistency | pertinence | self_confidence
         "n": pl.Int64,                    # items (consistency) or questions answered
-        "score": pl.Float64,
-        "threshold": pl.Float64,
+        "score": pl.Float64,              # P_c, P_p or P_s as paper 001 defines them (P_s is 0 or 1)
+        "raw_score": pl.Float64,          # the statistic as measured (self-confidence: easy minus hard mean confidence)
+        "threshold": pl.Float64,          # the pass line, on raw_score
         "passed": pl.Boolean,
         "confidence": pl.String,          # how confidence was read: readout | stated
     }

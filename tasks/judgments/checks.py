@@ -8,7 +8,9 @@ stance is dropped and reported, never given a guessed stance; so are empty judgm
 repeats and a last line cut off by the token limit.
 
 ASSW synopses: the answer must hold claimed strengths (and optionally weaknesses) either in the
-tags the prompt asks for or under plain "Strengths" / "Weaknesses" headings.
+tags the prompt asks for or under plain "Strengths" / "Weaknesses" headings. A line that only echoes
+the prompt's template ("first strength", "second weakness", "...") is no claim: it is dropped and
+counted in `echoed`, and an answer left with no strength is rejected (`template_echo`).
 """
 
 from __future__ import annotations
@@ -108,11 +110,24 @@ _HEADING = re.compile(
 )
 
 
+# a placeholder line of the synopsis prompt's answer shape, or one like it, rather than a claim
+_TEMPLATE_ECHO = re.compile(
+    r"^(?:(?:first|second|third|fourth|fifth|another|next|last|more|other|one|a|an)\s+)?(?:claimed\s+)?"
+    r"(?:strength|weakness|limitation|point)(?:e?s)?(?:\s*(?:\d+|[a-e]))?\W*$|^(?:\.{2,}|…|etc\.?)$",
+    re.I)
+
+
+def template_echo(item: str) -> bool:
+    """Whether a synopsis line only repeats the answer template's placeholder ("first strength", "...")."""
+    return bool(_TEMPLATE_ECHO.match(item.strip()))
+
+
 @dataclass
 class ParsedSynopsis:
     strengths: list[str] = field(default_factory=list)
     weaknesses: list[str] = field(default_factory=list)
     repaired: bool = False
+    echoed: list[str] = field(default_factory=list)   # template lines dropped ("first strength", ...)
 
     @property
     def usable(self) -> bool:
@@ -128,10 +143,15 @@ class ParsedSynopsis:
         )
 
 
-def _items(block: str) -> list[str]:
+def _items(block: str, echoed: list[str] | None = None) -> list[str]:
+    """The block's claims, one a line; lines that echo the template go to `echoed` instead."""
     items: list[str] = []
     for line in block.splitlines():
         item = _clean(line)
+        if item and template_echo(item):
+            if echoed is not None:
+                echoed.append(item)
+            continue
         if item and re.search(r"\w", item) and not item.startswith("<") and item not in items:
             items.append(item)
     return items
@@ -142,9 +162,11 @@ def parse_assw(text: str, truncated: bool = False) -> ParsedSynopsis:
     if truncated:
         text = text.rsplit("\n", 1)[0] if "\n" in text else ""
     tagged = {kind: pattern.search(text) for kind, pattern in _TAGS.items()}
+    echoed: list[str] = []
     if tagged["strengths"] or tagged["weaknesses"]:
         return ParsedSynopsis(
-            *(_items(match.group(1)) if match else [] for match in tagged.values()),  # type: ignore[arg-type]
+            *(_items(match.group(1), echoed) if match else [] for match in tagged.values()),  # type: ignore[arg-type]
+            echoed=echoed,
         )
     sections: dict[str, list[str]] = {"strengths": [], "weaknesses": []}
     current: str | None = None
@@ -154,5 +176,5 @@ def parse_assw(text: str, truncated: bool = False) -> ParsedSynopsis:
             current = "strengths" if heading.group("kind").lower().startswith("strength") else "weaknesses"
             continue
         if current:
-            sections[current].extend(_items(line))
-    return ParsedSynopsis(sections["strengths"], sections["weaknesses"], repaired=True)
+            sections[current].extend(_items(line, echoed))
+    return ParsedSynopsis(sections["strengths"], sections["weaknesses"], repaired=True, echoed=echoed)

@@ -203,6 +203,8 @@ def make_synopses(papers: pl.DataFrame, pdf_texts: pl.DataFrame | None, backend:
         result, parsed = asked.last(job.entity_id)
         if parsed is None or not parsed.usable:
             rule, detail = _failure(result)
+            if parsed is not None and parsed.echoed and result.ok:   # the answer repeated the template's placeholders
+                rule, detail = "template_echo", f"only the template's placeholders: {'; '.join(parsed.echoed)[:180]}"
             rejects.append({"entity": "synopsis", "entity_id": job.entity_id, "rule": rule, "detail": detail,
                             "paper_id": job.paper_id, "venue_id": job.venue_id})
             continue

@@ -4,8 +4,9 @@
 
 Importing the package registers every family below. Two computations of the families are also
 used outside a metric, so they are offered here rather than reached for inside a family:
-`binoculars_scores` (the reference flags of the score stage) and `parse_rating_answer` (a
-candidate's own <rating> answer on the common scale: the injection track).
+`binoculars_scores` (the reference flags of the score stage), `binoculars_calibrate` (a threshold at a
+false-positive rate: `grebench calibrate binoculars`) and `parse_rating_answer` (a candidate's own
+<rating> answer on the common scale: the injection track).
 """
 
 from tasks.metrics import bartscore, classic, fmi, gem, judge, oracle, oracle_cells, quality, reviseval  # noqa: F401
@@ -25,9 +26,11 @@ from tasks.metrics.registry import (
     score_metrics,
     score_with_tables,
 )
+from tasks.metrics.review_quality.binoculars import calibrate as binoculars_calibrate
 from tasks.metrics.review_quality.binoculars import reviews_scores as binoculars_scores
 from tasks.metrics.review_quality.fields import parse_rating as parse_rating_answer
 
-__all__ = ["NEEDS", "REGISTRY", "FamilyResult", "Metric", "MissingResource", "Need", "Resources", "binoculars_scores",
+__all__ = ["NEEDS", "REGISTRY", "FamilyResult", "Metric", "MissingResource", "Need", "Resources", "binoculars_calibrate",
+           "binoculars_scores",
            "candidate_scores", "check_names", "get", "higher_is_better", "parse_rating_answer", "register",
            "score_metrics", "score_with_tables"]

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import polars as pl
 
-from tasks.core.config import Config
+from tasks.core.config import Config, ReviewQualityConfig
 from tasks.core.frames import read_curated
 from tasks.core.schema import REJECTS, SCORES, conform
 from tasks.core.submitted import submission_folders
@@ -131,8 +131,16 @@ def settings(cfg: Config) -> QualitySettings:
                            chunk_overlap=rq.chunk_overlap, chunk_top_k=rq.chunk_top_k,
                            accept_threshold=rq.accept_threshold,
                            rating_scale=tuple(float(v) for v in cfg.curate.common_scale), binoculars=pair,
-                           ai_threshold=rq.ai_threshold,
+                           ai_threshold=ai_threshold(rq, pair),
                            points_max_tokens=rq.points_max_tokens)
+
+
+def ai_threshold(rq: ReviewQualityConfig, pair: tuple[str, str] | None) -> float:
+    """ai_rate's threshold for the Binoculars form in use: `ai_threshold` for two LMs, the calibrated
+    `ai_single_threshold` for one LM twice; NaN where that form has none (ai_rate is then NaN)."""
+    if pair is not None and pair[0] == pair[1]:
+        return math.nan if rq.ai_single_threshold is None else float(rq.ai_single_threshold)
+    return float(rq.ai_threshold)
 
 
 def load_facts(cfg: Config, pipeline: str) -> ReviewFacts:

@@ -248,10 +248,42 @@ def test_a_perturbed_copy_of_a_human_review_is_split_from_its_own_text(tmp_path,
     scores = scored.scores
     got = {(c, m): (s, r) for c, m, s, r in scores.select("candidate", "metric", "score", "reason").iter_rows()}
     assert got[("r0", "points_precision_weaknesses")] == (0.5, None)
-    assert got[("r0~cut", "points_precision_weaknesses")][1] == "no_candidate_points"   # its weaknesses were cut
+    assert got[("r0~cut", "points_precision_weaknesses")][1] == "no_candidate_field"   # its weaknesses were cut
     assert got[("r0~cut", "rating_mae")] == got[("r0", "rating_mae")]          # the reviewer's rating, unchanged
     own = scored.tables["points"].filter(pl.col("review_id") == "r0~cut")   # split under its own id: strengths only
     assert set(own["field"]) == {"strengths"}
+
+
+def test_a_review_without_points_is_nan_with_a_reason_never_zero(tmp_path, monkeypatch) -> None:
+    """A generated review that is all summary (what a small model writes when its tokens run out) has
+    no weaknesses to extract, and one whose weaknesses cannot be read has no points: recall, precision
+    and F1 are NaN with the reason, not 0, while the humans they would be matched against have points."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    refs, cands, facts, syn = inputs()
+    silent = pl.DataFrame([
+        {"paper_id": "p0", "candidate": "tiny/p0", "source": "tiny", "review_id": None,
+         "review_text": review(None, None, summary="The paper was cut to fit. The paper was cut to fit.")},
+        {"paper_id": "p0", "candidate": "garbled/p0", "source": "garbled", "review_id": None,
+         "review_text": review("The method is novel in its design.", "UNPARSEABLE weakness text here.")},
+    ], schema=SCORING_CANDIDATES)
+    cands = pl.concat([cands.filter(pl.col("candidate") == "modelA/p0"), silent])
+    names = ["points_precision_weaknesses", "points_recall_weaknesses", "points_f1_weaknesses"]
+    cfg = LLMConfig(backend="anthropic", model="claude-test", use_batches=False, max_retries=0)
+    with AnthropicServer(responder) as server:
+        work = QualityWork(QualitySettings(match_top_k=10), facts, make_lm(cfg, tmp_path, base_url=server.url))
+        scored = score_with_tables(names, cands, refs, syn, Resources("lm", embed=bag_of_words, quality=work))
+    got = {(c, m): (s, r) for c, m, s, r in scored.scores.select("candidate", "metric", "score", "reason").iter_rows()}
+    for name in names:
+        value, why = got[("tiny/p0", name)]
+        assert math.isnan(value) and why == "no_candidate_field"
+        value, why = got[("garbled/p0", name)]
+        assert math.isnan(value) and why == "no_candidate_points"
+        assert got[("modelA/p0", name)][1] is None                     # the review with points is measured
+    assert got[("modelA/p0", "points_recall_weaknesses")][0] == 1.0
+    assert "garbled/p0#weaknesses" in scored.tables["rejects"]["entity_id"].to_list()   # why: in the rejects
+    # the points were extracted for the generated reviews that have some, and matched
+    assert "modelA/p0" in scored.tables["points"]["review_id"].to_list()
+    assert "modelA/p0" in scored.tables["point_matches"]["candidate"].to_list()
 
 
 # ---- the embedded SmolLM2 and MiniLM on CPU -----------------------------------------------------
@@ -326,8 +358,9 @@ def test_review_fields_prompt_keeps_rating_and_confidence_apart_from_the_text(tm
     assert "Rating" not in rows["P0"]["review"] and rows["P0"]["review"].endswith("larger corpora?")
     assert parse_rating(rows["P0"]["rating_answer"], (1, 3, 5, 6, 8, 10)) == (6.0, None)
     assert parse_rating(rows["P1"]["rating_answer"], (1, 3, 5, 6, 8, 10))[1] == "unparsed_rating"
-    # a chat API without log-probabilities that cannot continue an answer: the rating it wrote, if any
-    assert {p: (r["rating"], r["rating_method"]) for p, r in rows.items()} == {"P0": (6.0, "answer"), "P1": (None, "answer")}
+    # the rating a review states is kept; a chat API without log-probabilities that cannot continue an
+    # answer leaves the other unrated
+    assert {p: (r["rating"], r["rating_method"]) for p, r in rows.items()} == {"P0": (6.0, "stated"), "P1": (None, "answer")}
 
 
 def test_validation_perturbs_the_text_and_rescores_review_quality(tmp_path, monkeypatch) -> None:

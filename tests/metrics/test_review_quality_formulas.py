@@ -30,7 +30,8 @@ def test_precision_and_max_recall_by_hand() -> None:
 def test_empty_fields_are_gaps_or_zero_as_defined() -> None:
     assert f.precision(np.zeros((0, 4)))[1] == "no_candidate_points"
     assert f.precision(np.zeros((2, 0)))[1] == "no_reference_points"
-    assert f.max_recall([np.zeros((0, 3))]) == (0.0, None)           # nothing said recalls nothing
+    assert f.max_recall([np.zeros((0, 3))])[1] == "no_candidate_points"   # no points: no measurement, never 0
+    assert math.isnan(f.max_recall([np.zeros((0, 3))])[0])
     assert f.max_recall([np.zeros((2, 0))])[1] == "no_reference_points"
     assert f.max_recall([])[1] == "no_reference_points"
     assert f.f1(0.0, 0.0) == 0.0 and math.isnan(f.f1(math.nan, 1.0))

@@ -4,7 +4,8 @@ causal LM that share one tokenizer, both loaded through the LM layer (tasks.lm.l
 
 `score_texts` takes the two models and their tokenizer, so a test can give it two small models
 it builds itself; `review_scores` loads the configured pair. Two LMs whose tokenizers differ give
-NaN with `tokenizers_differ` (their logits would index different tokens). The ai_rate metric never
+NaN with `tokenizers_differ` (their logits would index different tokens). `calibrate` picks the
+threshold of a form at a stated false-positive rate from the scores of labelled reviews. The ai_rate metric never
 takes one LM twice; `reviews_scores` (the reference flags of the score stage) may, when the config
 names a single evaluation LM: then the score is that LM's log-perplexity over its own entropy.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -73,3 +75,33 @@ def reviews_scores(specs: tuple[Any, Any], texts: Sequence[str | None]) -> list[
             value = score_texts(observer, performer, tok_o, [text])[0]
             out.append((value, None) if not math.isnan(value) else (math.nan, "no_text"))
     return out
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A Binoculars threshold picked on labelled reviews: a score below `threshold` is flagged."""
+
+    threshold: float
+    fpr: float          # the asked false-positive rate
+    human_flagged: float   # the share of human reviews below the threshold (at most `fpr`)
+    ai_flagged: float      # the share of AI-written reviews below it (the true-positive rate); NaN without any
+    n_human: int
+    n_ai: int
+
+
+def calibrate(human: Sequence[float], ai: Sequence[float], fpr: float) -> Calibration:
+    """The largest threshold that flags at most `fpr` of the human reviews' scores (a review is flagged
+    when its score is below the threshold): the (floor(fpr * n) + 1)-th smallest human score, lowered
+    past ties so the bound holds. NaN scores are left out; no human score is an error."""
+    if not 0 <= fpr < 1:
+        raise ValueError(f"the false-positive rate must be in [0, 1), not {fpr}")
+    h = np.sort(np.asarray([v for v in human if not math.isnan(v)], dtype=float))
+    a = np.asarray([v for v in ai if not math.isnan(v)], dtype=float)
+    if h.size == 0:
+        raise ValueError("no human review with a Binoculars score: nothing to calibrate on")
+    allowed = int(math.floor(fpr * h.size + 1e-9))
+    threshold = float(h[min(allowed, h.size - 1)]) if allowed < h.size else float(np.nextafter(h[-1], np.inf))
+    while float(np.mean(h < threshold)) > fpr:   # ties above the allowed rank: step below them
+        threshold = float(h[h < threshold].max())
+    return Calibration(threshold, fpr, float(np.mean(h < threshold)),
+                       float(np.mean(a < threshold)) if a.size else math.nan, int(h.size), int(a.size))

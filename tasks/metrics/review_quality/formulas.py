@@ -9,7 +9,8 @@ Conventions (each stated where the paper leaves a gap):
 * Max-Recall (eq. 3): per human reviewer with at least one point, the share of that reviewer's
   points matched by some candidate point; the maximum over those reviewers. A reviewer with no
   points in the field is left out (1/|H_k| is undefined); none left: NaN `no_reference_points`.
-  A candidate with no points recalls nothing: 0 against every reviewer that has points.
+  A candidate with no points is NaN `no_candidate_points`, as for precision: a review whose part
+  is missing, or whose points could not be read, gives no input to measure, not a recall of 0.
 * F1: 2PR / (P + R), 0 when P + R = 0, NaN when either is NaN.
 * Focus KL (eq. 4): D_KL(D_H || D_AI) over the eight categories, natural log, both distributions
   smoothed additively (`alpha` added to every category's count before normalising, default 1:
@@ -55,12 +56,17 @@ def precision(matches: np.ndarray) -> Scored:
 
 def max_recall(per_reviewer: Sequence[np.ndarray]) -> Scored:
     """Eq. 3: `per_reviewer[k]` is M (candidate points x reviewer k's points)."""
-    recalls = []
+    recalls, no_candidate_points = [], False
     for m in per_reviewer:
         m = np.asarray(m, dtype=float)
         if m.ndim != 2 or m.shape[1] == 0:
             continue
-        recalls.append(float(m.max(axis=0).mean()) if m.shape[0] else 0.0)
+        if m.shape[0] == 0:
+            no_candidate_points = True
+            continue
+        recalls.append(float(m.max(axis=0).mean()))
+    if no_candidate_points:
+        return math.nan, "no_candidate_points"
     if not recalls:
         return math.nan, "no_reference_points"
     return max(recalls), None

@@ -94,8 +94,10 @@ class QualityWork:
             if "binoculars" in wanted:
                 out.update(scores)
             if "ai_rate" in wanted:   # per review 1 when classed AI-written: a model's mean is its AI rate
+                line = self.settings.ai_threshold   # NaN: the Binoculars form in use has no calibrated threshold
                 out.update({(c, "ai_rate"): (math.nan, why) if math.isnan(v) else
-                            (float(v < self.settings.ai_threshold), None) for (c, _), (v, why) in scores.items()})
+                            (math.nan, "binoculars_uncalibrated") if math.isnan(line) else
+                            (float(v < line), None) for (c, _), (v, why) in scores.items()})
         if text_metrics:
             if embed is None:
                 raise RuntimeError("the review-quality text metrics need the embedding model (Resources.embed)")
@@ -208,6 +210,9 @@ class QualityWork:
                     mats.append(mat)
                 if unanswered:
                     p = rec = (math.nan, "match_unanswered")
+                elif n_a == 0 and any(h_points.get((r["review_id"], f), 0) for r in refs):
+                    # nothing to match: a NaN with why, never a precision or recall of 0
+                    p = rec = (math.nan, missing_points_reason(cand["review_text"], f))
                 else:
                     p = fm.precision(np.hstack(mats) if mats else np.zeros((n_a, 0)))
                     rec = fm.max_recall(mats)
@@ -266,6 +271,15 @@ class QualityWork:
                 out[(cand["candidate"], "question_score")] = ((math.nan, "no_paper_text") if no_text
                                                               else fm.question_score(mine))
         return out
+
+
+def missing_points_reason(review_text: str | None, field_name: str) -> str:
+    """Why a candidate has no points in `field_name`: `no_candidate_field` when its review has no such
+    part (nor a merged strengths and weaknesses part) for the extractor to read, else
+    `no_candidate_points` (the part was read and gave no usable point; the `rejects` table says why)."""
+    parts = sections(review_text)
+    has_part = field_name in parts or (field_name in ("strengths", "weaknesses") and "strengths_and_weaknesses" in parts)
+    return "no_candidate_points" if has_part else "no_candidate_field"
 
 
 def empty_tables() -> dict[str, pl.DataFrame]:

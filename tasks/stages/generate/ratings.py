@@ -1,5 +1,10 @@
 """Every candidate's rating of the paper it reviewed, so rating error and accept accuracy cover every model.
 
+A review that states a rating keeps it (`stated_rating`): the number in its `<rating>` part, else a
+line of its text such as "Rating: 6", "**Overall score:** 7/10" or "Recommendation: 3 out of 5",
+mapped onto the common scale; its `rating_method` is `stated`. Only a review that states none is
+read by a method below, which then names itself in `rating_method`.
+
 A rating is read the way the judges' ratings are (tasks/metrics/rating.py), at the rating position of
 the candidate's own answer: right after its `<rating>` tag where the answer has one (a prompt that asks
 for the rating), else after the whole review, where a `<rating>` part would come next. Per candidate,
@@ -14,7 +19,7 @@ the first method its backend allows:
   over what the list shows; "10" split into "1", "0" read with one more request).
 * `asked:<backend>/<model>`: such a server that refuses logprobs: the answer is continued after the
   tag for a few tokens and the number parsed.
-* `answer`: the rating the answer itself wrote in its `<rating>` part (a chat API that can do neither).
+* `answer`: a chat API that can do neither; the review stated no rating, so it has none.
 
 A review the method could not rate keeps a null rating and its method; review quality then says
 `no_rating`. The rating is on the common scale (`[curate] common_scale`), as the human ratings are.
@@ -23,6 +28,7 @@ A review the method could not rate keeps a null rating and its method; review qu
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -33,6 +39,11 @@ from tasks.metrics.review_quality.fields import parse_rating, score_parts
 
 RATING_TAG = "<rating>"
 ASK_TOKENS = 6     # "8\n</rating>" and a little slack
+STATED = "stated"
+# a line that states the overall rating: "Rating: 6", "**Overall score:** 7/10", "Recommendation = 3 out of 5"
+_STATED_LINE = re.compile(
+    r"^[\s>#*_-]*(?:overall\s+|final\s+)?(?:rating|score|recommendation|assessment)[*_\s]*[:=][*_\s]*"
+    r"(\d+(?:\.\d+)?)(?:\s*(?:/|out\s+of)\s*(\d+))?", re.IGNORECASE | re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -43,6 +54,42 @@ class Answered:
     system: str
     user: str
     text: str
+
+
+def on_common_scale(value: float, top: float | None, scale: Sequence[float]) -> float | None:
+    """A stated `value` (out of `top`, None when no range is given) as a point of the common scale.
+
+    Without a range, or out of the scale's own top, a value on the scale is kept and one between its
+    ends goes to the nearest point. Out of another top (a 1..top form), the value is placed
+    linearly between the scale's ends first. Ties go to the lower point; a value outside its range
+    has no rating (None)."""
+    points = sorted(float(v) for v in scale)
+    low, high = points[0], points[-1]
+    if top is not None and not math.isclose(top, high):
+        if top <= 1 or not 0 <= value <= top:
+            return None
+        value = low + (max(value, 1.0) - 1.0) * (high - low) / (top - 1.0)
+    if not low <= value <= high:
+        return None
+    return min(points, key=lambda p: (abs(p - value), p))
+
+
+def stated_rating(answer: str, scale: Sequence[float]) -> float | None:
+    """The rating a review states, on the common scale: its `<rating>` part's leading number, else
+    the last line of the text that states an overall rating; None when it states none."""
+    tagged = score_parts(answer).get("rating")
+    if tagged is not None:
+        value, reason = parse_rating(tagged, scale)
+        if reason is None:
+            return value
+        number = re.match(r"^\s*(\d+(?:\.\d+)?)\s*(?:(?:/|out\s+of)\s*(\d+))?", tagged, re.IGNORECASE)
+        if number is not None:
+            return on_common_scale(float(number.group(1)), float(number.group(2)) if number.group(2) else None, scale)
+    lines = _STATED_LINE.findall(answer or "")
+    if not lines:
+        return None
+    value, top = lines[-1]
+    return on_common_scale(float(value), float(top) if top else None, scale)
 
 
 def rating_position(text: str) -> str:
@@ -71,9 +118,23 @@ def can_continue(candidate: CandidateConfig) -> bool:
 
 
 def rate_answers(answers: Sequence[Answered], backend: LanguageModel, candidate: CandidateConfig,
+                 scale: Sequence[float]) -> tuple[dict[str, float | None], dict[str, str], list[ChatResult]]:
+    """(key -> rating on the common scale or None, key -> how it was had, the extra calls to count as
+    usage). A review that states a rating keeps it (`stated`); the others are read by the first
+    method the backend allows (`read_ratings`)."""
+    stated = {a.key: stated_rating(a.text, scale) for a in answers}
+    unstated = [a for a in answers if stated[a.key] is None]
+    read, method, calls = read_ratings(unstated, backend, candidate, scale)
+    ratings = {a.key: stated[a.key] if stated[a.key] is not None else read.get(a.key) for a in answers}
+    methods = {a.key: STATED if stated[a.key] is not None else method for a in answers}
+    return ratings, methods, calls
+
+
+def read_ratings(answers: Sequence[Answered], backend: LanguageModel, candidate: CandidateConfig,
                  scale: Sequence[float]) -> tuple[dict[str, float | None], str, list[ChatResult]]:
     """(key -> rating on the common scale or None, the method, the extra calls to count as usage: the
-    generations asked, or one empty answer per review carrying what its top_logprobs requests cost)."""
+    generations asked, or one empty answer per review carrying what its top_logprobs requests cost)
+    of reviews that state no rating, read at their rating position."""
     model = f"{backend.name}/{backend.model}"
     if not answers:
         return {}, "none", []

@@ -273,9 +273,9 @@ def _reviews_of(n_papers: int, jobs: Sequence[Job], rejects: list[dict[str, Any]
             **answer_scores(final.text),
         })
         answered.append(Answered(job.candidate_id, system, job.user(len(tries) > 1), final.text))
-    ratings, method, rating_calls = rate_answers(answered, backend, candidate, scale)
+    ratings, methods, rating_calls = rate_answers(answered, backend, candidate, scale)
     for row in rows:
-        row["rating"], row["rating_method"] = ratings.get(row["candidate_id"]), method
+        row["rating"], row["rating_method"] = ratings.get(row["candidate_id"]), methods.get(row["candidate_id"])
     frame = pl.DataFrame(rows, schema=GENERATED)
     every = [result for job in jobs for result, _ in asked.attempts[job.candidate_id]]
     stats = {"papers": n_papers, "reviews": frame.height, "rejected": n_papers - frame.height,

@@ -3,12 +3,16 @@
 * consistency: the share of items whose verdict names the same review in both orders (an answer
   of 1 as drawn must be 2 when swapped); a judge that always answers "1" scores 0, a coin 0.5;
 * pertinence: the share of answered pertinence questions where the relevant review was chosen;
-* self_confidence: mean confidence on the easy set minus mean confidence on the hard set.
+* self_confidence: P_s of paper 001 (Eq. 4), 1 when the mean confidence on the easy set beats the
+  mean on the hard set, else 0; the difference itself (easy minus hard) stays in `raw_score`.
+
+Each row keeps the statistic as measured in `raw_score` (for consistency and pertinence it is the
+score itself), so the fusion weight (the mean of P_c, P_p and P_s) can be traced to its inputs.
 
 Pass lines (`[qualify]`): consistency and pertinence pass at or above their threshold (a number,
 or "mean": the mean score of the models examined in the same role) and strictly above chance
 (0.5), so a lone model cannot pass by being its own mean; self-confidence passes when the
-difference exceeds `self_confidence_margin`. A score that could not be computed (nothing
+raw difference exceeds `self_confidence_margin` (0: exactly when P_s is 1). A score that could not be computed (nothing
 answered) fails.
 """
 
@@ -63,6 +67,12 @@ def self_confidence(questions: Sequence[Question], verdicts: Sequence[Verdict]) 
     return n, sum(sets["easy"]) / len(sets["easy"]) - sum(sets["hard"]) / len(sets["hard"])
 
 
+def confidence_rule(difference: float) -> float:
+    """P_s (paper 001, Eq. 4): 1.0 when the easy set's mean confidence beats the hard set's, else 0.0;
+    NaN when the difference could not be measured."""
+    return math.nan if math.isnan(difference) else float(difference > 0)
+
+
 def exam_scores(questions: Sequence[Question], verdicts: Sequence[Verdict]) -> dict[str, tuple[int, float]]:
     """test -> (n, score) of one model's verdicts."""
     return {"consistency": consistency(questions, verdicts), "pertinence": pertinence(questions, verdicts),
@@ -70,15 +80,18 @@ def exam_scores(questions: Sequence[Question], verdicts: Sequence[Verdict]) -> d
 
 
 def grade(scores: pl.DataFrame, cfg: QualifyConfig) -> pl.DataFrame:
-    """QUALIFICATION rows from (model, role, test, n, score, confidence) rows: thresholds and verdicts."""
+    """QUALIFICATION rows from (model, role, test, n, score, confidence) rows, `score` the statistic as
+    measured: the paper's score (P_s for self-confidence), the raw statistic beside it, thresholds and verdicts."""
     fixed = {"consistency": cfg.consistency_threshold, "pertinence": cfg.pertinence_threshold,
              "self_confidence": cfg.self_confidence_margin}
     rows = []
     for row in scores.iter_rows(named=True):
         test, score = row["test"], row["score"]
+        row = {**row, "raw_score": score}
         if test == "self_confidence":
             threshold = float(fixed[test])
             passed = not math.isnan(score) and score > threshold
+            row["score"] = confidence_rule(score)
         else:
             threshold = fixed[test]
             if threshold == "mean":

@@ -131,7 +131,7 @@ def sit_exam(questions: Sequence, seated: Sequence[Seat], make: Callable[[Seat],
         for test, (n, score) in scores(questions, answers).items():
             rows.append({"model": seat.name, "role": seat.role, "test": test, "n": n, "score": score,
                          "confidence": confidence})
-    return pl.DataFrame(rows, schema={k: v for k, v in QUALIFICATION.items() if k not in ("threshold", "passed")})
+    return pl.DataFrame(rows, schema={k: v for k, v in QUALIFICATION.items() if k not in ("raw_score", "threshold", "passed")})
 
 
 def exam_inputs(cfg: Config, pipeline: str) -> tuple[pl.DataFrame, dict[str, str], dict[str, str]]:
@@ -252,7 +252,8 @@ def qualified_config(cfg: Config, pipeline: str) -> Config:
 
 def fusion_weights(table: pl.DataFrame, models: Sequence[str]) -> dict[str, float]:
     """Auto-PRE's fusion weight of each judging model that sat the exam: the mean of its scores over
-    the judge and oracle roles' tests (consistency, pertinence, self-confidence; paper 001, section 4)."""
+    the judge and oracle roles' tests (P_c, P_p and the 0/1 P_s; paper 001, section 3), never of the
+    raw statistics."""
     scored = table.filter(pl.col("model").is_in(list(models)) & pl.col("role").is_in(["judge", "oracle"])
                           & pl.col("score").is_not_null() & pl.col("score").is_not_nan())
     return {m: float(w) for m, w in scored.group_by("model").agg(pl.col("score").mean()).sort("model").iter_rows()}

@@ -37,11 +37,17 @@ def flag_specs(cfg: Config) -> tuple[ModelSpec, ModelSpec] | None:
     return observer, performer
 
 
-def reference_flags(references: pl.DataFrame, specs: tuple[ModelSpec, ModelSpec] | None, threshold: float,
-                    earlier: pl.DataFrame | None = None) -> pl.DataFrame:
+def single_form(specs: tuple[ModelSpec, ModelSpec] | None) -> bool:
+    """Whether the pair is one LM twice (the single-model form of Binoculars)."""
+    return specs is not None and specs[0].resolved().key == specs[1].resolved().key
+
+
+def reference_flags(references: pl.DataFrame, specs: tuple[ModelSpec, ModelSpec] | None, threshold: float | None,
+                    earlier: pl.DataFrame | None = None, source: str | None = None) -> pl.DataFrame:
     """REFERENCE_FLAGS rows, one per reference (paper_id, review_id, review_text). A score in `earlier`
     (REFERENCE_FLAGS of a previous run) for the same review text on the same observer and performer
-    is reused, not computed again; the threshold is applied anew."""
+    is reused, not computed again; the threshold is applied anew. `threshold` None (a form with no
+    calibrated threshold): the scores are kept and no reference is flagged (`binoculars_uncalibrated`)."""
     from tasks.metrics import binoculars_scores as reviews_scores
 
     refs = references.select("paper_id", "review_id", "review_text").unique("review_id", maintain_order=True)
@@ -58,11 +64,14 @@ def reference_flags(references: pl.DataFrame, specs: tuple[ModelSpec, ModelSpec]
         fresh = dict(zip(todo, reviews_scores(specs, [refs["review_text"][i] for i in todo]), strict=True)) if todo else {}
         scored = [fresh[i] if i in fresh else known[sha] for i, sha in enumerate(shas)]
     values = [v for v, _ in scored]
+    flags = [None if math.isnan(v) or threshold is None else v < threshold for v in values]
+    reasons = [why or (None if threshold is not None else "binoculars_uncalibrated") for _, why in scored]
     return conform(refs.drop("review_text").with_columns(
         pl.Series("binoculars", values, pl.Float64),
         pl.lit(threshold, pl.Float64).alias("threshold"),
-        pl.Series("flagged", [None if math.isnan(v) else v < threshold for v in values], pl.Boolean),
-        pl.Series("reason", [why for _, why in scored], pl.String),
+        pl.lit(source, pl.String).alias("threshold_source"),
+        pl.Series("flagged", flags, pl.Boolean),
+        pl.Series("reason", reasons, pl.String),
         pl.lit(names[0], pl.String).alias("observer"),
         pl.lit(names[1], pl.String).alias("performer"),
         pl.Series("text_sha256", shas, pl.String),
@@ -79,7 +88,9 @@ def write_reference_flags(cfg: Config, pipeline: str, references: pl.DataFrame) 
     earlier = pl.read_parquet(path) if path.is_file() else None
     if earlier is not None and "text_sha256" not in earlier.columns:
         earlier = None
-    frame = reference_flags(references, flag_specs(cfg), flags.threshold, earlier)
+    specs = flag_specs(cfg)
+    threshold, source = flags.for_form(single_form(specs))
+    frame = reference_flags(references, specs, threshold, earlier, source)
     write_parquet(frame, path)
     return {"reference_flags": {"references": frame.height, "flagged": int(frame["flagged"].sum() or 0),
-                                "unscored": int(frame["binoculars"].is_nan().sum())}}
+                                "unscored": int(frame["binoculars"].is_nan().sum()), "threshold_source": source}}

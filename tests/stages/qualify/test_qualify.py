@@ -16,11 +16,12 @@ from tasks.core.layout import stage_dir, write_parquet
 from tasks.lm import eval_specs
 from tasks.stages.qualify.exam import Question, draw_exam, plain, polish
 from tasks.stages.qualify.examinee import ReadoutExaminee, Verdict, from_probabilities, parse_stated
-from tasks.stages.qualify.grade import consistency, grade, pertinence, self_confidence
+from tasks.stages.qualify.grade import consistency, exam_scores, grade, pertinence, self_confidence
 from tasks.stages.qualify.stage import (
     QualificationFailed,
     Seat,
     answerer,
+    fusion_weights,
     qualified_config,
     qualify,
     seats,
@@ -75,9 +76,41 @@ def test_pass_lines_mean_of_the_role_and_chance() -> None:
     assert by[("a", "judge", "pertinence")] == (pytest.approx(0.5), True)      # NaN left out of the mean
     assert by[("b", "judge", "pertinence")][1] is False and by[("c", "judge", "pertinence")][1] is False
     assert by[("a", "judge", "self_confidence")] == (0.0, True) and by[("b", "judge", "self_confidence")][1] is False
+    confident = table.filter(pl.col("test") == "self_confidence").select("model", "score", "raw_score").rows()
+    assert confident == [("a", 1.0, 0.1), ("b", 0.0, 0.0)]                 # P_s is 0 or 1; the difference kept
     assert by[("lone", "oracle", "consistency")] == (0.5, False)            # its own mean, but not above chance
     fixed = grade(scores, QualifyConfig(consistency_threshold=0.95))
     assert fixed.filter(pl.col("test") == "consistency")["passed"].to_list() == [True, False, False, False]
+
+
+def test_auto_pre_weights_on_a_hand_made_exam() -> None:
+    """Two judges on one hand-made exam: two consistency items, two pertinence questions and an easy and
+    a hard question each. P_s is 1 only where the easy set's confidence beats the hard set's; the
+    fusion weight is the mean of P_c, P_p and P_s, and the raw figures stay beside the scores."""
+    qs = [_q("consistency", 0, 0), _q("consistency", 0, 1), _q("consistency", 1, 0), _q("consistency", 1, 1),
+          _q("pertinence", 0, 0, 1), _q("pertinence", 0, 1, 2),
+          _q("easy", 0, 0, 1), _q("hard", 0, 0, 1)]
+    # "sure": same review both times on item 0 only (P_c 1/2), both relevant reviews chosen (P_p 1),
+    # surer on the easy question (0.9 vs 0.6): P_s 1 -> weight (0.5 + 1 + 1) / 3
+    sure = [Verdict(1, 0.8), Verdict(2, 0.8), Verdict(1, 0.8), Verdict(1, 0.8), Verdict(1, 0.8), Verdict(2, 0.8),
+            Verdict(1, 0.9), Verdict(1, 0.6)]
+    # "odd": consistent on both items (P_c 1), half the pertinence right (P_p 1/2), barely surer on the
+    # hard question (0.7 vs 0.7025): P_s 0 -> weight (1 + 0.5 + 0) / 3 = 0.5
+    odd = [Verdict(1, 0.5), Verdict(2, 0.5), Verdict(2, 0.5), Verdict(1, 0.5), Verdict(1, 0.5), Verdict(1, 0.5),
+           Verdict(1, 0.7), Verdict(1, 0.7025)]
+    rows = [{"model": m, "role": "judge", "test": t, "n": n, "score": s, "confidence": "readout"}
+            for m, verdicts in (("sure", sure), ("odd", odd))
+            for t, (n, s) in exam_scores(qs, verdicts).items()]
+    table = grade(pl.DataFrame(rows), QualifyConfig())
+    got = {(m, t): (s, r) for m, t, s, r in table.select("model", "test", "score", "raw_score").iter_rows()}
+    assert got[("sure", "consistency")] == (0.5, 0.5) and got[("odd", "consistency")] == (1.0, 1.0)
+    assert got[("sure", "pertinence")] == (1.0, 1.0) and got[("odd", "pertinence")] == (0.5, 0.5)
+    assert got[("sure", "self_confidence")] == (1.0, pytest.approx(0.3))
+    assert got[("odd", "self_confidence")] == (0.0, pytest.approx(-0.0025))
+    weights = fusion_weights(table, ["sure", "odd"])
+    assert weights == {"odd": pytest.approx(0.5), "sure": pytest.approx(2.5 / 3)}
+    # the old rule (the mean of the raw figures) would have given "odd" (1 + 0.5 - 0.0025) / 3
+    assert weights["odd"] != pytest.approx(table.filter(pl.col("model") == "odd")["raw_score"].mean())
 
 
 def test_answers_are_read_or_left_out() -> None:
@@ -235,7 +268,9 @@ def test_known_judges_through_the_servers_and_the_panel_left_to_score(tmp_path, 
     got = {(m, t): (n, s, p) for m, t, n, s, p in table.select("model", "test", "n", "score", "passed").iter_rows()}
     assert got[("anthropic/careful", "consistency")] == (10, 1.0, True)      # 5 informative + 5 statement items
     assert got[("anthropic/careful", "pertinence")] == (10, 1.0, True)
-    assert got[("anthropic/careful", "self_confidence")] == (20, pytest.approx(0.6), True)   # 5/5 - 2/5
+    assert got[("anthropic/careful", "self_confidence")] == (20, 1.0, True)   # P_s: 5/5 beats 2/5
+    raw = dict(zip(zip(table["model"], table["test"], strict=True), table["raw_score"], strict=True))
+    assert raw[("anthropic/careful", "self_confidence")] == pytest.approx(0.6)
     assert got[("openai/first", "consistency")] == (10, 0.0, False)
     assert got[("openai/first", "pertinence")] == (10, 0.5, False)
     assert got[("openai/longer", "consistency")][1:] == (1.0, True)
@@ -296,8 +331,10 @@ def test_the_embedded_lm_sits_the_exam_end_to_end(tmp_path, exam_pipeline) -> No
     assert n == {"consistency": 1, "pertinence": 2, "self_confidence": 4}      # every question answered
     for row in table.iter_rows(named=True):
         low, high = (-0.5, 0.5) if row["test"] == "self_confidence" else (0.0, 1.0)
-        assert low <= row["score"] <= high
-        rule = row["score"] > row["threshold"] if row["test"] == "self_confidence" else \
+        assert low <= row["raw_score"] <= high
+        if row["test"] == "self_confidence":
+            assert row["score"] == float(row["raw_score"] > 0)
+        rule = row["raw_score"] > row["threshold"] if row["test"] == "self_confidence" else \
             row["score"] >= row["threshold"] - 1e-12 and row["score"] > 0.5
         assert row["passed"] == rule
     per_role = table.group_by("role").agg(pl.col("passed").all())

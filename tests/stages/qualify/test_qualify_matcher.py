@@ -169,7 +169,7 @@ def test_known_matchers_through_the_server_drop_or_stop(tmp_path, exam_pipeline,
         got = {(m, t): (n, s, p) for m, t, n, s, p in table.select("model", "test", "n", "score", "passed").iter_rows()}
         assert got[("anthropic/careful", "consistency")] == (16, 1.0, True)     # 4 items x 4 distinct pairs
         assert got[("anthropic/careful", "pertinence")] == (16, 1.0, True)
-        assert got[("anthropic/careful", "self_confidence")] == (16, pytest.approx(0.6), True)   # 5/5 - 2/5
+        assert got[("anthropic/careful", "self_confidence")] == (16, 1.0, True)   # P_s: 5/5 beats 2/5
         assert got[("anthropic/always-yes", "consistency")] == (16, 1.0, True)
         assert got[("anthropic/always-yes", "pertinence")] == (16, 0.5, False)
         assert got[("anthropic/always-yes", "self_confidence")] == (16, 0.0, False)

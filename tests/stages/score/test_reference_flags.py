@@ -109,6 +109,28 @@ def test_the_leaderboard_without_the_flagged_references(tmp_path) -> None:
     assert "without flagged refs" in page and ">0.250<" in page and "-0.250 <span class=\"muted\">(1 flagged)" in page
 
 
+def test_a_judge_that_read_a_flagged_reference_is_left_off_the_unflagged_board(tmp_path) -> None:
+    """A judge scores a candidate once against all the paper's references (reference null): on p1 it
+    read r1, which is flagged, so that score is not on the board without flagged references."""
+    cfg = make_config(tmp_path)
+    write_outputs(cfg)
+    rows = [("p1", "A/p1", 9.0), ("p2", "A/p2", 3.0), ("p1", "r1", 7.0)]   # r1 as a candidate reads r2 only
+    scores = pl.DataFrame([{"paper_id": p, "candidate": c, "source": "human" if c == "r1" else "A", "reference": None,
+                            "metric": "llm_judge", "score": v, "eval_lm": "judge"} for p, c, v in rows])
+    write_parquet(conform(scores, SCORES), stage_dir(cfg, "t", "score") / "scores.parquet")
+    board = [{**board_row("A", 6.0), "metric": "llm_judge", "eval_lm": "judge"},
+             {**board_row("human", 7.0), "metric": "llm_judge", "eval_lm": "judge", "kind": "human", "is_human": True}]
+    write_parquet(pl.DataFrame(board), stage_dir(cfg, "t", "validate") / "leaderboard.parquet")
+    flags = pl.DataFrame({"paper_id": ["p1", "p1", "p2"], "review_id": ["r1", "r2", "r3"], "binoculars": [0.5, 1.2, 1.1],
+                          "threshold": [0.9015] * 3, "flagged": [True, False, False], "reason": [None] * 3,
+                          "observer": ["lm"] * 3, "performer": ["lm"] * 3})
+    write_parquet(conform(flags, REFERENCE_FLAGS), stage_dir(cfg, "t", "score") / "reference_flags.parquet")
+    build_database(cfg, "t")
+    with duckdb.connect(str(cfg.database), read_only=True) as con:
+        got = dict(con.execute("select model, mean_unflagged from leaderboard").fetchall())
+    assert got == {"A": 3.0, "human": 7.0}      # A's p1 score read r1; r1's own score did not read itself
+
+
 def test_without_reference_flags_the_columns_are_null(tmp_path) -> None:
     """Outputs scored before the flags existed still build the leaderboard, its new columns unknown."""
     cfg = make_config(tmp_path)

@@ -1,0 +1,95 @@
+"""`grebench reproduce gem-table2`: the GEM paper's Table 2 beside the project's own validation run.
+
+Registered on the main app as a command group: `app.add_typer(reproduce_app, name="reproduce")`.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from flows.cli.common import ConfigOption, fail, read_config
+
+reproduce_app = typer.Typer(help="Reproduce a source paper's headline table with the project's own code.",
+                            no_args_is_help=True)
+
+
+@reproduce_app.command("gem-table2")
+def gem_table2(
+    release: Annotated[Path | None, typer.Option("--release", help="a release file or folder of .parquet files "
+                                                 "(default: the GEM release, fetched by URL into the download cache)")] = None,
+    papers: Annotated[int, typer.Option("--papers", min=1, help="papers drawn from the release (the paper: 300)")] = 300,
+    metric: Annotated[list[str] | None, typer.Option("--metric", "-m", help="one of the table's metrics "
+                                                     "(repeatable; default: all ten)")] = None,
+    strategies: Annotated[str | None, typer.Option("--strategies", "-s", help="comma-separated; default: the "
+                                                   "table's six")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the rows as JSON instead of the table")] = False,
+    config: ConfigOption = None,
+) -> None:
+    """Run validation on N papers of the GEM release with the paper's strategies and metrics, and print
+    the project's SMDs beside the paper's Table 2, with agreement of sign and significance per cell."""
+    from tasks.core.errors import GrebenchError
+    from tasks.core.layout import cache_dir
+    from tasks.lm import eval_spec
+    from tasks.metrics import REGISTRY
+    from tasks.metrics.resources import build_resources, engine_loglikelihood
+    from tasks.report import gem_table2 as table2
+    from tasks.stages.validate.reviews_file import ReviewsFileError, load_reviews_file
+    from tasks.stages.validate.stage import validate_reviews
+
+    started = time.monotonic()
+    cfg = read_config(config)
+    metrics = tuple(metric) if metric else tuple(table2.METRICS.values())
+    chosen = tuple(s.strip() for s in strategies.split(",") if s.strip()) if strategies else tuple(table2.STRATEGIES.values())
+    unknown = [m for m in metrics if m not in table2.METRICS.values()] + \
+        [s for s in chosen if s not in table2.STRATEGIES.values()]
+    if unknown:
+        fail(f"not in the paper's table: {', '.join(unknown)} (metrics: {', '.join(table2.METRICS.values())}; "
+             f"strategies: {', '.join(table2.STRATEGIES.values())})")
+    try:
+        files = table2.release_files(release, cache_dir(cfg, "downloads") / "gem-release")
+        reviews = table2.sample_papers(table2.release_reviews(files), papers, cfg.validate.seed)
+    except (table2.ReleaseError, OSError) as error:
+        fail(str(error).splitlines()[0])
+    skipped = table2.not_run(metrics, chosen, reviews, cfg.validate.rephrase_llm is not None,
+                             {m: REGISTRY[m].conditioned_on for m in metrics})
+    run_metrics = tuple(m for m in metrics if m not in skipped)
+    run_strategies = tuple(s for s in chosen if s not in skipped)
+    spec = eval_spec(cfg.score).resolved()
+    n_papers = reviews["paper_id"].n_unique()
+    title = (f"GEM Table 2 (ICLR 2023): {n_papers} papers of the GEM release, evaluation LM {spec.key} on {spec.device}, "
+             f"strategies at the {'+'.join(cfg.validate.level)} level")
+    validation = None
+    if run_metrics and run_strategies:
+        # the paper's workflow: every review a candidate in turn, the paper's other reviews its references
+        settings = cfg.validate.model_copy(update={"max_papers": n_papers, "candidates": "all"})
+        run_cfg = cfg.model_copy(update={"validate": settings})
+        try:
+            with tempfile.TemporaryDirectory() as folder:   # the sample in the reviews-file shape, read back checked
+                path = Path(folder) / "reviews.parquet"
+                reviews.drop([c for c in ("judgments", "abstract") if reviews[c].is_null().all()]).write_parquet(path)
+                frame = load_reviews_file(path)
+            scorer = engine_loglikelihood(eval_spec(cfg.score), cfg.score.token_budget)
+            resources = build_resources(cfg.score, scorer, llm_cache=cache_dir(cfg, "llm"))
+            validation = validate_reviews(run_cfg, frame, resources, run_metrics, run_strategies).validation
+        except (ValueError, ReviewsFileError, GrebenchError) as error:
+            fail(str(error).splitlines()[0])
+    import polars as pl
+
+    from tasks.stages.validate.stats import VALIDATION_COLUMNS
+
+    table = table2.side_by_side(validation if validation is not None else pl.DataFrame(schema=VALIDATION_COLUMNS),
+                                skipped, cfg.validate.alpha)
+    table = table.filter(pl.col("metric").is_in(list(metrics)) & pl.col("strategy").is_in(list(chosen)))
+    if as_json:
+        typer.echo(json.dumps(table.to_dicts()))
+        return
+    typer.echo(table2.render(table, title))
+    for name, why in skipped.items():
+        typer.echo(f"not run: {name}: {why}")
+    typer.echo(f"wall time: {time.monotonic() - started:.0f} s")

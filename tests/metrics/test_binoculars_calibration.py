@@ -1,0 +1,89 @@
+"""The Binoculars threshold picked at a stated false-positive rate on a made-up labelled set, the
+command that writes it into the config, and the flags that show where their threshold comes from."""
+
+from __future__ import annotations
+
+import math
+import tomllib
+
+import numpy as np
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from flows.cli.main import app
+from tasks.core.config import ReferenceFlagsConfig
+from tasks.core.config_edit import set_keys
+from tasks.metrics.review_quality.binoculars import calibrate
+
+runner = CliRunner()
+
+
+def test_the_threshold_flags_at_most_the_asked_share_of_human_reviews():
+    human = [float(v) for v in range(1, 101)]          # 1 .. 100
+    ai = [0.5, 1.5, 2.5, 3.5, 50.0]
+    got = calibrate(human, ai, fpr=0.05)
+    assert got.threshold == 6.0                        # below 6: exactly 1..5, 5 of 100
+    assert got.human_flagged == 0.05 and got.ai_flagged == pytest.approx(0.8)
+    assert calibrate(human, ai, fpr=0.0).threshold == 1.0 and calibrate(human, ai, fpr=0.0).human_flagged == 0.0
+    assert calibrate(human, ai, fpr=0.999).human_flagged <= 0.999
+    tied = calibrate([1.0, 2.0, 2.0, 2.0, 5.0], [], fpr=0.5)   # 2 allowed, but 2.0 is tied three times
+    assert tied.threshold == 2.0 and tied.human_flagged == 0.2 and math.isnan(tied.ai_flagged)
+    rng = np.random.default_rng(0)
+    scores = rng.normal(1.0, 0.1, 1000).tolist() + [math.nan]
+    for fpr in (0.01, 0.1, 0.3):
+        picked = calibrate(scores, rng.normal(0.7, 0.1, 100).tolist(), fpr)
+        assert fpr - 0.002 <= picked.human_flagged <= fpr and picked.n_human == 1000
+    with pytest.raises(ValueError, match="no human review"):
+        calibrate([math.nan], [0.1], 0.1)
+
+
+def test_set_keys_keeps_the_rest_of_the_file(tmp_path):
+    path = tmp_path / "pipelines.toml"
+    path.write_text("# top\n[score.reference_flags]\nenabled = true   # kept\nthreshold = 0.9\n\n[qualify]\nitems = 3\n")
+    set_keys(path, "score.reference_flags", {"single_threshold": 0.75, "threshold": 0.8})
+    set_keys(path, "score.review_quality", {"ai_single_threshold": 0.7, "ai_single_threshold_source": "x"})
+    text = path.read_text()
+    assert "# top" in text and "enabled = true   # kept" in text
+    data = tomllib.loads(text)
+    assert data["score"]["reference_flags"] == {"enabled": True, "threshold": 0.8, "single_threshold": 0.75}
+    assert data["qualify"] == {"items": 3} and data["score"]["review_quality"]["ai_single_threshold"] == 0.7
+
+
+def test_calibrate_binoculars_writes_the_threshold_and_its_source(tmp_path):
+    config = tmp_path / "pipelines.toml"
+    config.write_text('[paths]\ndata_dir = "data"\ndatabase = "data/r.duckdb"\n\n[score.reference_flags]\nenabled = true\n')
+    pl.DataFrame({"binoculars": [float(v) / 100 for v in range(50, 150)]}).write_parquet(tmp_path / "human.parquet")
+    pl.DataFrame({"binoculars": [0.3, 0.4, 0.52, 0.9]}).write_csv(tmp_path / "ai.csv")
+    result = runner.invoke(app, ["calibrate", "binoculars", "--human", str(tmp_path / "human.parquet"),
+                                 "--ai", str(tmp_path / "ai.csv"), "--fpr", "0.02", "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    assert "flags 2.000% of 100 human reviews" in result.stdout and "50.000% of 4 AI-written" in result.stdout   # 0.3, 0.4 below 0.52
+    flags = tomllib.loads(config.read_text())["score"]["reference_flags"]
+    # the default pair is the evaluation LM twice: the single-model form gets its own threshold
+    assert flags["single_threshold"] == pytest.approx(0.52) and "threshold" not in flags
+    assert flags["single_threshold_source"].startswith("calibrated: single-model form")
+    assert "FPR 0.02 on 100 human / 4 AI reviews" in flags["single_threshold_source"]
+    bad = runner.invoke(app, ["calibrate", "binoculars", "--human", str(tmp_path / "none.parquet"),
+                              "--ai", str(tmp_path / "ai.csv"), "--config", str(config)])
+    assert bad.exit_code == 2 and "no such file" in bad.output
+
+
+def test_each_form_has_its_own_threshold_and_source():
+    flags = ReferenceFlagsConfig()
+    assert flags.for_form(single=False) == (0.9015, flags.threshold_source)
+    line, source = flags.for_form(single=True)
+    assert line is None and source.startswith("none: the single-model form is not calibrated")
+    calibrated = ReferenceFlagsConfig(single_threshold=0.7, single_threshold_source="calibrated: here")
+    assert calibrated.for_form(single=True) == (0.7, "calibrated: here")
+
+
+def test_ai_rate_takes_the_threshold_of_its_form():
+    from tasks.core.config import ReviewQualityConfig
+    from tasks.metrics.quality import ai_threshold
+
+    two = ReviewQualityConfig(binoculars_observer="a", binoculars_performer="b")
+    assert ai_threshold(two, ("a", "b")) == 0.9015
+    assert math.isnan(ai_threshold(two, ("a", "a")))                   # one LM twice, uncalibrated: no line
+    calibrated = ReviewQualityConfig(ai_single_threshold=0.8)
+    assert ai_threshold(calibrated, ("a", "a")) == 0.8

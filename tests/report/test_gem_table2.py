@@ -1,0 +1,144 @@
+"""`grebench reproduce gem-table2` on a tiny made-up release: the release read in its own shape
+(one file per reviewer, or the dev file's one row per review), the paper's cells the run cannot
+measure listed with their reason, and the project's SMDs beside the paper's with sign and
+significance compared cell by cell."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from flows.cli.main import app
+from tasks.report import gem_table2 as table2
+
+runner = CliRunner()
+TOPICS = ["graph layouts", "protein folding", "robot grasping", "speech codecs", "image priors", "climate sensors"]
+
+
+EXTRA = ["The reviewer appreciates the released code.", "The reviewer criticizes the missing error bars.",
+         "The reviewer questions the choice of the learning rate.", "The reviewer suggests a comparison with priors.",
+         "The reviewer criticizes the unclear notation in the method section.", "The reviewer appreciates the figures."]
+
+
+def judgments(topic: str, reviewer: int) -> str:
+    lines = [f"The reviewer appreciates the clear study of {topic} in section {reviewer}.",
+             f"The reviewer criticizes the small {topic} benchmark with only {reviewer + 2} runs.",
+             f"The reviewer questions whether the {topic} baseline was tuned as carefully.",
+             f"The reviewer suggests an ablation of the {topic} loss terms."]
+    seed = len(topic) + 3 * reviewer
+    return "\n".join(lines[: 2 + seed % 3] + EXTRA[seed % 4: seed % 4 + 1 + reviewer])
+
+
+def review(topic: str, reviewer: int) -> str:
+    return (f"Summary Of The Paper:\n\nThe paper studies {topic} with a new method and reports gains.\n\n"
+            f"Strength And Weaknesses:\n\nThe study of {topic} is clear. The benchmark is small with "
+            f"{reviewer + 2} runs. The baseline may be weakly tuned. An ablation of the loss is missing.\n\n"
+            f"Summary Of The Review:\n\nA reasonable paper on {topic} that needs stronger experiments.")
+
+
+@pytest.fixture
+def release(tmp_path):
+    """A release in the GEM files' shape: one file per reviewer, the GPT-4o judgments in review_summary."""
+    folder = tmp_path / "release"
+    folder.mkdir()
+    for k in (1, 2, 3):
+        pl.DataFrame({"forum": [f"p{i}" for i in range(len(TOPICS))],
+                      "review": [review(t, k) for t in TOPICS],
+                      "review_summary": [judgments(t, k) for t in TOPICS]}).write_parquet(
+            folder / f"dataset_human_review{k}.parquet")
+    return folder
+
+
+@pytest.fixture
+def config(tmp_path):
+    path = tmp_path / "pipelines.toml"
+    path.write_text('[paths]\ndata_dir = "data"\ndatabase = "data/r.duckdb"\n\n[validate]\nmin_pairs = 2\n'
+                    'bootstrap_resamples = 0\n')
+    return path
+
+
+def test_the_release_is_read_in_either_shape(release, tmp_path):
+    files = table2.release_files(release, tmp_path / "cache")
+    reviews = table2.release_reviews(files)
+    assert reviews.height == 18 and reviews.columns == ["paper_id", "reviewer", "review", "judgments", "abstract"]
+    assert sorted(reviews["reviewer"].unique()) == ["1", "2", "3"]
+    dev = tmp_path / "dev.parquet"
+    reviews.rename({"judgments": "judgments_reference"}).drop("abstract").with_columns(
+        pl.col("reviewer").cast(pl.Int32)).write_parquet(dev)
+    again = table2.release_reviews(table2.release_files(dev, tmp_path / "cache"))
+    assert again.drop("abstract").equals(reviews.drop("abstract"))
+    sample = table2.sample_papers(reviews, 4, seed=0)
+    assert sample["paper_id"].n_unique() == 4 and sample.height == 12
+    with pytest.raises(table2.ReleaseError, match="no review column"):
+        pl.DataFrame({"paper_id": ["p"], "text": ["x"]}).write_parquet(tmp_path / "bad.parquet")
+        table2.release_reviews([tmp_path / "bad.parquet"])
+
+
+def test_the_papers_figures_are_the_table_with_its_intervals():
+    assert PAPER_ROWS == 60
+    gem = table2.PAPER_TABLE.filter((pl.col("paper_metric") == "GEM") & (pl.col("strategy") == "sentence_deletion"))
+    assert gem.select("paper_smd", "paper_low", "paper_high").row(0) == (-0.401, -0.448, -0.354)
+    inside = table2.PAPER_TABLE.filter((pl.col("paper_low") > pl.col("paper_smd")) | (pl.col("paper_high") < pl.col("paper_smd")))
+    assert inside.is_empty()                                   # every SMD inside its own interval
+
+
+PAPER_ROWS = table2.PAPER_TABLE.height
+
+
+def test_side_by_side_compares_sign_and_significance():
+    validation = pl.DataFrame([
+        {"metric": "gem", "strategy": "sentence_deletion", "n": 30, "smd": -0.5, "p_value": 0.001,
+         "ci_low": -0.9, "ci_high": -0.2, "reason": None},
+        {"metric": "bleu", "strategy": "meaningless_elongation", "n": 30, "smd": 0.2, "p_value": 0.3,
+         "ci_low": -0.1, "ci_high": 0.4, "reason": None},
+        # a manipulation's one-sided p cannot see a fall; its interval does
+        {"metric": "gem", "strategy": "meaningless_elongation", "n": 30, "smd": -0.3, "p_value": 0.99,
+         "ci_low": -0.5, "ci_high": -0.1, "reason": None},
+        {"metric": "rouge_l", "strategy": "sentence_deletion", "n": 1, "smd": math.nan, "p_value": math.nan,
+         "ci_low": math.nan, "ci_high": math.nan, "reason": "too_few_pairs"}])
+    table = table2.side_by_side(validation, {"lm_examiner": "reads the paper"}, alpha=0.05)
+    by = {(r["metric"], r["strategy"]): r for r in table.iter_rows(named=True)}
+    gem = by[("gem", "sentence_deletion")]
+    assert (gem["sign_agrees"], gem["significance_agrees"], gem["significant"]) == (True, True, True)
+    bleu = by[("bleu", "meaningless_elongation")]      # paper: -0.165, significant; ours: +0.2, not
+    assert (bleu["sign_agrees"], bleu["significance_agrees"]) == (False, False)
+    elongated = by[("gem", "meaningless_elongation")]  # paper: -0.063, significant
+    assert (elongated["significant"], elongated["significance_agrees"]) == (True, True)
+    assert by[("rouge_l", "sentence_deletion")]["smd"] is None and by[("rouge_l", "sentence_deletion")]["reason"] == "too_few_pairs"
+    assert by[("lm_examiner", "rephrase")]["reason"] == "reads the paper"
+    assert by[("gem", "rephrase")]["reason"] == "not asked"
+
+
+def test_reproduce_prints_the_table_beside_the_papers(release, config):
+    args = ["reproduce", "gem-table2", "--release", str(release), "--papers", "5", "--metric", "bleu",
+            "--metric", "rouge_l", "--metric", "lm_examiner", "--metric", "gem_s_abstract",
+            "--strategies", "sentence_deletion,meaningless_elongation,rephrase_second", "--config", str(config)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "GEM Table 2 (ICLR 2023): 5 papers of the GEM release, evaluation LM smollm2|" in out
+    assert "not run: lm_examiner: reads the paper's full text" in out
+    assert "not run: gem_s_abstract: is conditioned on the abstract" in out
+    assert "not run: rephrase_second: needs a second rephrasing LLM" in out
+    rows = json.loads(runner.invoke(app, [*args, "--json"]).stdout.strip().splitlines()[-1])
+    assert len(rows) == 4 * 3
+    measured = [r for r in rows if r["smd"] is not None]
+    assert {(r["metric"], r["strategy"]) for r in measured} <= {
+        (m, s) for m in ("bleu", "rouge_l") for s in ("sentence_deletion", "meaningless_elongation")}
+    for r in rows:
+        assert (r["smd"] is None) == (r["reason"] is not None)          # a cell is measured or says why not
+    for r in measured:
+        assert r["n"] == 15 and r["sign_agrees"] == ((r["smd"] > 0) == (r["paper_smd"] > 0))
+        assert r["significance_agrees"] == (r["significant"] == r["paper_significant"])
+    # sentence deletion halves the judgment lines: BLEU against the other reviews falls
+    bleu = next(r for r in measured if r["metric"] == "bleu" and r["strategy"] == "sentence_deletion")
+    assert bleu["smd"] < 0 and bleu["sign_agrees"] is True
+
+
+def test_a_missing_release_fails_with_one_line(tmp_path, config):
+    result = runner.invoke(app, ["reproduce", "gem-table2", "--release", str(tmp_path / "nope"), "--config", str(config)])
+    assert result.exit_code == 2 and "no such file or folder" in result.output
