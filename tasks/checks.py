@@ -30,7 +30,7 @@ def check_config(cfg: Config, pipelines: bool = True) -> Config:
     """`cfg` when every metric and strategy it names (its pipelines' overrides too) is registered."""
     scopes = [("", cfg)]
     if pipelines:
-        scopes += [(f"pipelines.{name}.", cfg._merged(name, spec)) for name, spec in cfg.pipelines.items()]
+        scopes += [(f"pipelines.{name}.", cfg._alone(name, spec)) for name, spec in cfg.pipelines.items()]
     for prefix, scoped in scopes:
         for key, names, check in _names(scoped):
             try:

@@ -193,8 +193,15 @@ class Config(Frozen):
         return merged
 
     def _merged(self, name: str, pipeline: PipelineConfig) -> Config:
-        merged = self.model_dump()
-        merged["pipelines"][name] = pipeline.model_dump()
+        """The config with `pipeline`'s overrides merged in, every pipeline kept (`pipelines[name]` is `pipeline`)."""
+        alone = self._alone(name, pipeline)
+        return alone.model_copy(update={"pipelines": {**self.pipelines, name: alone.pipelines[name]}})
+
+    def _alone(self, name: str, pipeline: PipelineConfig) -> Config:
+        """The config with `pipeline`'s overrides merged in, validated with that one pipeline only: the
+        work is the same for each pipeline however many the file has (checking them all is linear)."""
+        merged = self.model_dump(exclude={"pipelines"})
+        merged["pipelines"] = {name: pipeline.model_dump()}
         for stage in CONFIGURED_STAGES:
             merged[stage].update(getattr(pipeline, stage))
         return _validate(merged, where=f"pipelines.{name}")
@@ -206,29 +213,37 @@ PIPELINE_TABLES = (*CONFIGURED_STAGES, "synthetic")   # a pipeline's tables that
 def extended(pipelines: dict[str, Any]) -> dict[str, Any]:
     """The pipelines with every `extends = "<other>"` resolved: a pipeline starts from the other one's
     keys (its description aside), its own keys win, and each of its tables (`score`, `generate`, ...)
-    is merged into the other's key by key (a key whose value is a table or list replaces the other's whole)."""
+    is merged into the other's key by key (a key whose value is a table or list replaces the other's whole).
+    Each pipeline is resolved once, walking its chain of bases without recursion: linear in the file's
+    size, however long the chains."""
     done: dict[str, Any] = {}
-
-    def resolve(name: str, chain: tuple[str, ...]) -> dict[str, Any]:
-        if name in done:
-            return done[name]
-        raw = dict(pipelines[name]) if isinstance(pipelines[name], dict) else pipelines[name]
-        base_name = raw.pop("extends", None) if isinstance(raw, dict) else None
-        if base_name is None:
-            done[name] = raw
-            return raw
-        if base_name not in pipelines:
-            raise ConfigError(f"pipelines.{name}.extends: unknown pipeline {base_name!r}")
-        if base_name in chain:
-            raise ConfigError(f"pipelines.{name}.extends: a cycle ({' -> '.join((*chain, base_name))})")
-        merged = {k: v for k, v in resolve(base_name, (*chain, base_name)).items() if k != "description"}
-        for key, value in raw.items():
-            both_tables = key in PIPELINE_TABLES and isinstance(value, dict) and isinstance(merged.get(key), dict)
-            merged[key] = {**merged[key], **value} if both_tables else value
-        done[name] = merged
-        return merged
-
-    return {name: resolve(name, (name,)) for name in pipelines}
+    for name in pipelines:
+        chain: list[str] = []        # name, its base, its base's base, ... up to one resolved or with no base
+        at: str | None = name
+        while at is not None and at not in done:
+            if at in chain:
+                cycle = " -> ".join((*chain[chain.index(at):], at))
+                raise ConfigError(f"pipelines.{at}.extends: a cycle ({cycle})")
+            chain.append(at)
+            raw = pipelines[at]
+            base = raw.get("extends") if isinstance(raw, dict) else None
+            if base is not None and (not isinstance(base, str) or base not in pipelines):
+                what = f"unknown pipeline {base!r}" if isinstance(base, str) else \
+                    f"names one pipeline as a string, not {type(base).__name__} {str(base)[:80]!r}"
+                raise ConfigError(f"pipelines.{at}.extends: {what}")
+            at = base
+        for link in reversed(chain):
+            raw = pipelines[link]
+            if not isinstance(raw, dict) or "extends" not in raw:
+                done[link] = raw
+                continue
+            own = {k: v for k, v in raw.items() if k != "extends"}
+            merged = {k: v for k, v in done[raw["extends"]].items() if k != "description"}
+            for key, value in own.items():
+                both_tables = key in PIPELINE_TABLES and isinstance(value, dict) and isinstance(merged.get(key), dict)
+                merged[key] = {**merged[key], **value} if both_tables else value
+            done[link] = merged
+    return {name: done[name] for name in pipelines}   # in the file's order
 
 
 def _format_error(error: ValidationError, where: str) -> str:
@@ -272,7 +287,7 @@ def load_config(path: Path | str = DEFAULT_CONFIG) -> Config:
             data["pipelines"] = extended(data["pipelines"])
         cfg = _validate(data)
         for name in cfg.pipelines:     # every pipeline's overrides, checked now and named with the file
-            cfg._merged(name, cfg.pipelines[name])
+            cfg._alone(name, cfg.pipelines[name])
     except ConfigError as error:
         raise ConfigError(f"{path}: {error}") from None
     return cfg

@@ -2,6 +2,7 @@ from pathlib import Path
 
 import pytest
 
+from tasks.checks import load_checked_config
 from tasks.core.config import ConfigError, VenueConfig, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -139,3 +140,30 @@ def test_a_bad_extends_is_one_line(tmp_path, text, message):
     with pytest.raises(ConfigError, match=message) as error:
         load_config(tmp_path / "pipelines.toml")
     assert "\n" not in str(error.value) and "extends" in str(error.value)
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["bases-first", "bases-last"])
+def test_extends_chains_resolve_in_linear_work(tmp_path, monkeypatch, reverse):
+    """Each pipeline is resolved and validated once, with itself alone: ten times the pipelines is ten
+    times the validation work (it was a hundred), and a chain deeper than Python's recursion limit loads."""
+    from tasks.core import config_base
+
+    calls = []
+    real = config_base.check_venue_id
+    monkeypatch.setattr(config_base, "check_venue_id", lambda v: calls.append(v) or real(v))
+    monkeypatch.setattr("tasks.core.config.check_venue_id", config_base.check_venue_id)
+
+    def checked(n: int) -> int:
+        order = list(reversed(range(n))) if reverse else list(range(n))
+        chain = "".join(f'\n[pipelines.p{i}]\nextends = "{"demo" if i == 0 else f"p{i - 1}"}"\n' for i in order)
+        path = tmp_path / f"chain{n}.toml"
+        path.write_text((ROOT / "pipelines.toml").read_text() + chain)
+        calls.clear()
+        cfg = load_checked_config(path)
+        assert cfg.pipelines[f"p{n - 1}"].venues == cfg.pipelines["demo"].venues
+        assert list(cfg.pipelines)[-n:] == [f"p{i}" for i in order]    # the file's order
+        return len(calls)
+
+    small, large = checked(20), checked(200)
+    assert large < 12 * small, (small, large)
+    checked(1500)   # deeper than the recursion limit
