@@ -43,7 +43,7 @@ def test_a_submitted_model_leaves_every_earlier_row_identical(prefect_harness, t
     runner = CliRunner()
     with OpenAIServer(openai_tagged_review) as candidate_server, AnthropicServer() as preprocess_server:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", preprocess_server.url)
-        config = write_config(tmp_path, ["gem_raw", "bleu"], OPENAI_CANDIDATE.format(base_url=candidate_server.base_url),
+        config = write_config(tmp_path, ["gem_raw", "bleu", "bertscore_minilm"], OPENAI_CANDIDATE.format(base_url=candidate_server.base_url),
                               stages=("preprocess", "generate", "score", "validate", "materialize"))
         config.write_text(config.read_text().replace("baselines = []\n", f'baselines = []\ndtype = "{dtype}"\n', 1))
         cfg = load_config(config).for_pipeline("t")

@@ -25,3 +25,16 @@ def test_token_and_mean_pooling_keep_order_and_unit_norm():
     assert np.allclose(means[2], tokens[2].mean(axis=0) / np.linalg.norm(tokens[2].mean(axis=0)), atol=1e-6)
     with pytest.raises(ValueError, match="pooling"):
         encoder.embed(TEXTS, pooling="max")  # type: ignore[arg-type]
+
+
+def test_a_texts_vectors_do_not_depend_on_what_else_is_embedded() -> None:
+    """Bit for bit: a published BERTScore stays as it was when other texts join a later run."""
+    import numpy as np
+
+    from tasks.lm import embedder
+
+    text = "The method is sound, but the ablations leave out the strongest baseline. " * 12
+    company = ["Short.", "A much longer review that goes on " * 40, "Clear writing; weak novelty."]
+    alone = embedder().embed([text])[0]
+    among = embedder().embed([*company, text, company[0]])[3]
+    assert alone.shape == among.shape and np.array_equal(alone, among)

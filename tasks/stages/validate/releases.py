@@ -9,8 +9,8 @@ A release id hashes five parts (each also kept as its own hash, so a changelog c
   (tasks/prompts/*.md, name and content; the candidates' own review prompts are left out);
 - evaluation LMs: the resolved keys of `[score] eval_lms` (model, dtype, quantization);
 - metrics: the rest of `[score]`, without the settings that change speed only (shards,
-  workers, ...), and the code of the metric families and the judgment extractor (tasks/metrics,
-  tasks/judgments: each module's syntax tree without docstrings, so prompts written in code such as
+  workers, ...), and the code of the metric families, the judgment extractor and the sentence
+  encoder (tasks/metrics, tasks/judgments, tasks/lm/encoder.py: each module's syntax tree without docstrings, so prompts written in code such as
   GEM's evaluation prompt and the oracle's count, and comments or layout do not).
 
 The candidates are not part of it: adding a model, generated or submitted, keeps the release, so
@@ -119,7 +119,7 @@ def prompt_files() -> dict[str, str]:
             if not p.stem.startswith(CANDIDATE_PROMPTS)}
 
 
-METRIC_CODE = ("metrics", "judgments")   # folders under tasks/ whose code makes the scores
+METRIC_CODE = ("metrics", "judgments", "lm/encoder.py")   # folders and modules under tasks/ whose code makes the scores
 
 
 def _without_docstrings(tree: ast.Module) -> ast.Module:
@@ -134,7 +134,8 @@ def _without_docstrings(tree: ast.Module) -> ast.Module:
 def metric_code() -> dict[str, str]:
     """module path -> hash of its syntax tree without docstrings, for every module that makes scores."""
     root = Path(__file__).resolve().parents[2]
-    files = sorted(f for folder in METRIC_CODE for f in (root / folder).rglob("*.py"))
+    files = sorted(f for part in METRIC_CODE for f in ([root / part] if part.endswith(".py") else
+                                                       (root / part).rglob("*.py")))
     return {str(f.relative_to(root)): digest(ast.dump(_without_docstrings(ast.parse(f.read_text(encoding="utf-8")))))
             for f in files}
 
