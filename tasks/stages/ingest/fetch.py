@@ -41,7 +41,7 @@ from tasks.core.venue_facts import history_hidden
 from tasks.stages.ingest.forms import normalise_submission, reject, value
 from tasks.stages.ingest.openreview_client import make_client
 from tasks.stages.ingest.raw_cache import quarantine, read_cached
-from tasks.stages.ingest.review_form import ReviewForm, read_form, save_form, table_form
+from tasks.stages.ingest.review_form import ReviewForm, checked_table_form, read_form, save_form, table_form
 from tasks.stages.ingest.sources import url_source
 from tasks.stages.ingest.throttle import Throttle
 from tasks.stages.ingest.versions import (
@@ -401,9 +401,11 @@ def ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None 
 
 
 def venue_form(cfg: Config, venue_id: str, client: Any, api_version: int, folder: Path) -> ReviewForm:
-    """The venue's `[venues."<id>"]` table when pipelines.toml has one, else its own review form."""
+    """The venue's `[venues."<id>"]` table when pipelines.toml has one (checked against the venue's
+    own form when its invitation is in the raw cache), else its own review form."""
     if venue_id in cfg.venues:
-        return table_form(venue_id, cfg.venues[venue_id])
+        return checked_table_form(venue_id, cfg.venues[venue_id], folder, cfg.curate.common_scale,
+                                  cfg.curate.confidence_range)
     group = _group_content(client, venue_id, folder) if api_version == 2 else None
     return read_form(client, api_version, venue_id, group, folder, cfg.curate.common_scale,
                      cfg.curate.confidence_range)

@@ -16,9 +16,11 @@ The mapping rule (docs/openreview.md, "Review forms read from the venue"):
 
 1. Options already on the common scale (ICLR 2023-2025: 1, 3, 5, 6, 8, 10) map to themselves.
 2. Otherwise each option's label places it on the reject or the accept side of the acceptance
-   threshold: "below" or "reject" -> reject side, "above" or "accept" -> accept side (the words
-   "below" / "above" win, so "marginally below the acceptance threshold" is a reject). An option
-   without such a word takes the side of its labelled neighbours; the sides must not interleave.
+   threshold by the first side word the label says: "below" or "reject" -> reject side, "above" or
+   "accept" -> accept side. The first word is the label's heading, so "marginally below the
+   acceptance threshold" is a reject and NeurIPS' "Borderline accept: ... reasons to accept
+   outweigh reasons to reject" an accept. An option without such a word takes the side of its
+   labelled neighbours; the sides must not interleave.
 3. The lower half of the common scale belongs to the reject side, the upper half to the accept
    side. A side's k options, in rank order, are cut into as many equal runs as its half has
    points: option p of k goes to point floor(p * points / k). NeurIPS 2025's 1-6 form gives
@@ -26,7 +28,9 @@ The mapping rule (docs/openreview.md, "Review forms read from the venue"):
 
 Confidence options must lie inside `[curate] confidence_range` and are kept as they are. A form
 that cannot be mapped (no rating field, no options, no threshold in the labels, sides that
-interleave) raises `FormError`: one line that names the field and its options.
+interleave) raises `FormError`: one line that names the field and its options. So does a derived
+map that breaks numeric order (a higher option on a lower point) or that differs from the
+venue's hand-written table where both exist.
 """
 
 from __future__ import annotations
@@ -47,8 +51,8 @@ RATING_NAMES = ("rating", "recommendation", "overall_recommendation", "overall_a
                 "overall_score", "score")
 CONFIDENCE_NAMES = ("confidence", "reviewer_confidence")
 FORM_FILE = "venue_form.json"
-_SIDE_WORDS = ((re.compile(r"\bbelow\b", re.I), "reject"), (re.compile(r"\babove\b", re.I), "accept"),
-               (re.compile(r"\breject", re.I), "reject"), (re.compile(r"\baccept", re.I), "accept"))
+_SIDE_WORD = re.compile(r"\b(below|above|reject|accept)", re.I)
+_SIDES = {"below": "reject", "reject": "reject", "above": "accept", "accept": "accept"}
 
 
 class FormError(ConfigError):
@@ -183,7 +187,28 @@ def derive_form(venue_id: str, invitation: dict[str, Any], group_content: dict[s
 
 
 def _side(label: str) -> str | None:
-    return next((side for pattern, side in _SIDE_WORDS if pattern.search(label)), None)
+    """The side of the first side word of `label` (module docstring, rule 2)."""
+    found = _SIDE_WORD.search(label)
+    return _SIDES[found.group(1).lower()] if found else None
+
+
+def check_map(venue_id: str, field_name: str, rating_map: dict[str, float],
+              known: dict[str, float] | None = None) -> None:
+    """FormError unless `rating_map` keeps numeric order and equals `known` (a hand table) when given."""
+    ordered = sorted(rating_map.items(), key=lambda kv: float(kv[0]))
+    for (low, low_point), (high, high_point) in zip(ordered, ordered[1:], strict=False):
+        if high_point < low_point:
+            raise FormError(f"{venue_id}: the map derived from field {field_name!r} breaks numeric order "
+                            f"({low}->{low_point:g} but {high}->{high_point:g}): add a [venues.\"{venue_id}\"] rating_map")
+    if known is not None and {k: float(v) for k, v in known.items()} != rating_map:
+        def shown(point: Any) -> str:
+            return "none" if point is None else f"{float(point):g}"
+
+        differ = ", ".join(f"{k}: {shown(rating_map.get(k))} vs {shown(known.get(k))}"
+                           for k in sorted(set(rating_map) | set(known), key=float)
+                           if rating_map.get(k) != (float(known[k]) if k in known else None))
+        raise FormError(f"{venue_id}: the map derived from field {field_name!r} differs from the venue table "
+                        f"in pipelines.toml (derived vs table: {differ}): check the table against the form")
 
 
 def map_ratings(venue_id: str, field_name: str, options: list[Option], common_scale: Sequence[float]
@@ -211,6 +236,7 @@ def map_ratings(venue_id: str, field_name: str, options: list[Option], common_sc
     for side, points in ((lower, scale[:half]), (upper, scale[half:])):
         for rank, option in enumerate(side):
             mapping[key[option.value]] = points[rank * len(points) // len(side)]
+    check_map(venue_id, field_name, mapping)
     return mapping, "threshold"
 
 
@@ -261,6 +287,26 @@ def table_form(venue_id: str, venue: VenueConfig) -> ReviewForm:
     rating = next((k for k, c in venue.form.items() if c == "rating"), None)
     confidence = next((k for k, c in venue.form.items() if c == "confidence"), None)
     return ReviewForm(venue_id, "pipelines.toml", rating, [], rating_map, confidence, [], "table")
+
+
+def checked_table_form(venue_id: str, venue: VenueConfig, folder: Path, common_scale: Sequence[float],
+                       confidence_range: Sequence[float]) -> ReviewForm:
+    """`table_form`, after checking the table against the map derived from the venue's own
+    invitation when the raw cache holds it (no request is made): FormError when they differ."""
+    form = table_form(venue_id, venue)
+    try:
+        invitation = json.loads((folder / "review_invitation.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return form
+    if not isinstance(invitation, dict) or not venue.rating_map:
+        return form
+    try:
+        derived = derive_form(venue_id, invitation, None, common_scale, confidence_range)
+    except FormError:
+        return form   # a form the rule cannot read: the table is why the venue has one
+    if derived.rule == "threshold":
+        check_map(venue_id, derived.rating_field or "rating", derived.rating_map, venue.rating_map)
+    return form
 
 
 def save_form(form: ReviewForm, out_dir: Path) -> None:
