@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import threading
+import traceback
 from datetime import datetime
 from typing import Annotated, NoReturn
 
@@ -218,7 +219,9 @@ def _finish(code: int | str | None) -> NoReturn:
 def main(argv: list[str] | None = None) -> None:
     """The `grebench` entry point: the typer app, with the machine's situations in one line."""
     from tasks.core.errors import GrebenchError
+    from tasks.stages.ingest.auth import scrub, scrub_log_records
 
+    scrub_log_records()
     args = sql_arguments(list(sys.argv[1:] if argv is None else argv))
     try:
         app(args=args, prog_name="grebench")
@@ -229,13 +232,16 @@ def main(argv: list[str] | None = None) -> None:
             _finish(done.code)
         raise
     except GrebenchError as error:
-        typer.echo(f"error: {str(error).splitlines()[0] if str(error) else type(error).__name__}", err=True)
+        typer.echo(scrub(f"error: {str(error).splitlines()[0] if str(error) else type(error).__name__}"), err=True)
         _leave(2)
     except Exception as error:
         line = situation(error)
         if line is None:
-            raise
-        typer.echo(f"error: {line}", err=True)
+            if argv is not None:
+                raise
+            print(scrub("".join(traceback.format_exception(error))), end="", file=sys.stderr)   # a bug: its traceback, scrubbed
+            _leave(1)
+        typer.echo(scrub(f"error: {line}"), err=True)
         _leave(1)
 
 
