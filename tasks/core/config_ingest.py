@@ -23,6 +23,11 @@ class IngestConfig(Frozen):
     pdf: bool = True
     pdf_max_bytes: int = Field(50 * 1024 * 1024, gt=0)
     pdf_workers: int = Field(4, ge=1)
+    # each PDF's text is read in a child process with these limits; a PDF over one is rejected
+    # (pdf_over_limit) and the run goes on
+    pdf_memory_mb: int = Field(2048, ge=256)
+    pdf_seconds: float = Field(120.0, gt=0, le=86400)
+    pdf_max_pages: int = Field(2000, ge=1)
     # which papers' PDFs (and PDF histories) ingest fetches: "sample" (the benchmark sample the
     # curate rules draw, what later stages read), "curated" (every paper curation keeps) or "all"
     pdf_scope: Literal["sample", "curated", "all"] = "sample"

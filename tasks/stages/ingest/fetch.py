@@ -384,8 +384,11 @@ def _extract_texts(pdf_dir: Path, ids: list[str], cfg: IngestConfig, venue_id: s
     except ImportError:
         log.warning("tasks.stages.ingest.pdf is not available; PDF text extraction skipped")
         return None
+    from tasks.stages.ingest.pdf import PdfLimits
+
     return extract_pdfs(pdf_dir, ids, max_bytes=cfg.pdf_max_bytes, venue_id=venue_id,
-                        strip_hidden=cfg.strip_hidden_text)
+                        strip_hidden=cfg.strip_hidden_text,
+                        limits=PdfLimits(cfg.pdf_memory_mb, cfg.pdf_seconds, cfg.pdf_max_pages))
 
 
 def ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None = None,
