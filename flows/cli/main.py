@@ -222,11 +222,21 @@ def main(argv: list[str] | None = None) -> None:
     from tasks.stages.ingest.auth import scrub, scrub_log_records
 
     scrub_log_records()
+    if argv is None:   # the process is this command's: Ctrl-C and SIGTERM end it within seconds
+        from flows.cli.interrupts import install
+
+        install()
     args = sql_arguments(list(sys.argv[1:] if argv is None else argv))
     try:
         app(args=args, prog_name="grebench")
+    except KeyboardInterrupt as stopped:
+        from flows.cli.interrupts import NOTHING_LOST, end_children
+
+        end_children()
+        typer.echo(f"error: {getattr(stopped, 'what', 'interrupted (Ctrl-C)')}; {NOTHING_LOST}", err=True)
+        _leave(getattr(stopped, "code", EXIT_INTERRUPTED))
     except SystemExit as done:
-        if done.code in (EXIT_TIMEOUT, EXIT_INTERRUPTED):   # a query thread may still be inside DuckDB:
+        if done.code in (EXIT_TIMEOUT, EXIT_INTERRUPTED, 143):   # a query thread may still be inside DuckDB:
             _leave(done.code)                               # leave now, without waiting on it
         if argv is None:   # the process ends here
             _finish(done.code)

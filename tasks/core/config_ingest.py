@@ -20,6 +20,9 @@ class IngestConfig(Frozen):
     backoff_seconds: float = Field(1.0, ge=0)
     max_backoff_seconds: float = Field(60.0, ge=0)
     timeout_seconds: float = Field(60.0, gt=0)
+    # the longest one whole request may take, its answer read in full (a PDF download too):
+    # timeout_seconds bounds each read only, and a server sending a byte at a time never trips it
+    request_total_seconds: float = Field(600.0, gt=0)
     pdf: bool = True
     pdf_max_bytes: int = Field(50 * 1024 * 1024, gt=0)
     pdf_workers: int = Field(4, ge=1)

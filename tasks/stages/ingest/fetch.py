@@ -324,7 +324,12 @@ def download_pdfs(client: Any, paper_ids: list[str], pdf_dir: Path, cfg: IngestC
                     return None, _remember(marker, reject("pdf", paper_id, paper_id, venue_id, "pdf_too_large",
                                                           f"declared {declared} bytes > {cfg.pdf_max_bytes}"))
                 chunks, size = [], 0
+                deadline = time.monotonic() + cfg.request_total_seconds
                 for chunk in response.iter_content(1 << 16):
+                    if time.monotonic() > deadline:
+                        return None, reject("pdf", paper_id, paper_id, venue_id, "pdf_download_failed",
+                                            f"the download took more than {cfg.request_total_seconds:g} s "
+                                            "([ingest] request_total_seconds)")
                     size += len(chunk)
                     if size > cfg.pdf_max_bytes:
                         return None, _remember(marker, reject("pdf", paper_id, paper_id, venue_id, "pdf_too_large",
