@@ -218,7 +218,7 @@ def _finish(code: int | str | None) -> NoReturn:
 
 def main(argv: list[str] | None = None) -> None:
     """The `grebench` entry point: the typer app, with the machine's situations in one line."""
-    from tasks.core.errors import GrebenchError
+    from tasks.core.errors import GrebenchError, printable
     from tasks.stages.ingest.auth import scrub, scrub_log_records
 
     scrub_log_records()
@@ -242,7 +242,8 @@ def main(argv: list[str] | None = None) -> None:
             _finish(done.code)
         raise
     except GrebenchError as error:
-        typer.echo(scrub(f"error: {str(error).splitlines()[0] if str(error) else type(error).__name__}"), err=True)
+        typer.echo(f"error: {printable(scrub(str(error).splitlines()[0] if str(error) else type(error).__name__))}",
+                   err=True)
         _leave(2)
     except Exception as error:
         line = situation(error)
@@ -251,7 +252,7 @@ def main(argv: list[str] | None = None) -> None:
                 raise
             print(scrub("".join(traceback.format_exception(error))), end="", file=sys.stderr)   # a bug: its traceback, scrubbed
             _leave(1)
-        typer.echo(scrub(f"error: {line}"), err=True)
+        typer.echo(f"error: {printable(scrub(line))}", err=True)
         _leave(1)
 
 

@@ -217,6 +217,9 @@ def extended(pipelines: dict[str, Any]) -> dict[str, Any]:
         if base_name is None:
             done[name] = raw
             return raw
+        if not isinstance(base_name, str):
+            raise ConfigError(f"pipelines.{name}.extends: name one pipeline as a string (extends = \"demo\"), "
+                              f"not a {type(base_name).__name__}")
         if base_name not in pipelines:
             raise ConfigError(f"pipelines.{name}.extends: unknown pipeline {base_name!r}")
         if base_name in chain:

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.core.config import ConfigError, VenueConfig
+from tasks.core.errors import printable
 from tasks.core.locks import write_bytes_atomic
 from tasks.stages.ingest.forms import SCORE_ALIASES, parse_score, value
 
@@ -51,6 +52,8 @@ RATING_NAMES = ("rating", "recommendation", "overall_recommendation", "overall_a
                 "overall_score", "score")
 CONFIDENCE_NAMES = ("confidence", "reviewer_confidence")
 FORM_FILE = "venue_form.json"
+LABEL_CHARS = 400   # an option label is kept as one printable line of at most this many characters
+MALFORMED = (KeyError, TypeError, ValueError, IndexError, AttributeError)   # openreview-py reading a bad answer
 _SIDE_WORD = re.compile(r"\b(below|above|reject|accept)", re.I)
 _SIDES = {"below": "reject", "reject": "reject", "above": "accept", "accept": "accept"}
 
@@ -109,6 +112,11 @@ class ReviewForm:
                 "confidence_options": json.dumps([[_num(o.value), o.label] for o in self.confidence_options])}
 
 
+def option_key(number: float) -> str:
+    """The key of a raw rating in a rating map ("6", "0.5", "1000000")."""
+    return f"{_num(number)}"
+
+
 def _num(number: float) -> int | float:
     return int(number) if float(number).is_integer() else number
 
@@ -150,7 +158,7 @@ def field_options(spec: Any) -> list[Option]:
         else:
             number, label = parse_score(item), str(item)
         if number is not None and math.isfinite(number):
-            options.append(Option(number, label))
+            options.append(Option(number, printable(label, LABEL_CHARS)))
     return sorted(set(options), key=lambda o: o.value)
 
 
@@ -163,14 +171,15 @@ def _pick(fields: dict[str, Any], named: str | None, names: Sequence[str]) -> st
 def derive_form(venue_id: str, invitation: dict[str, Any], group_content: dict[str, Any] | None,
                 common_scale: Sequence[float], confidence_range: Sequence[float]) -> ReviewForm:
     """The `ReviewForm` of an official-review invitation JSON; raises FormError (module docstring)."""
-    source = str(invitation.get("id") or review_invitation_id(venue_id, group_content))
+    source = printable(invitation.get("id") or review_invitation_id(venue_id, group_content), 300)
     fields = form_fields(invitation)
     if not fields:
         raise FormError(f"{venue_id}: the review invitation {source} shows no form fields: add a "
                         f'[venues."{venue_id}"] table to pipelines.toml')
     rating = _pick(fields, value(group_content, "review_rating"), RATING_NAMES)
     if rating is None:
-        raise FormError(f"{venue_id}: no rating field with options in {source} (fields: {', '.join(sorted(fields))}): "
+        raise FormError(f"{venue_id}: no rating field with options in {source} "
+                        f"(fields: {printable(', '.join(sorted(map(str, fields))), 500)}): "
                         f'add a [venues."{venue_id}"] table with a form and rating_map')
     options = field_options(fields[rating])
     if not options:
@@ -215,7 +224,7 @@ def map_ratings(venue_id: str, field_name: str, options: list[Option], common_sc
                 ) -> tuple[dict[str, float], str]:
     """(raw rating -> common-scale point, rule) for a form's rating options (module docstring)."""
     scale = sorted(float(s) for s in common_scale)
-    key = {o.value: f"{_num(o.value)}" for o in options}
+    key = {o.value: option_key(o.value) for o in options}
     if all(o.value in scale for o in options):
         return {key[o.value]: o.value for o in options}, "identity"
     shown = "; ".join(o.label for o in options)
@@ -253,6 +262,9 @@ def read_form(client: Any, api_version: int, venue_id: str, group_content: dict[
         ident = review_invitation_id(venue_id, group_content)
         try:
             found = client.get_invitation(ident)
+        except MALFORMED as error:   # the library cannot read what the server sent (no `id`, no list)
+            raise FormError(f"{venue_id}: the review invitation {ident} came back malformed ({_what(error)}): "
+                            f'add a [venues."{venue_id}"] table to pipelines.toml') from None
         except openreview.OpenReviewException as error:
             invitation = _first_child(client, ident)
             if invitation is None:
@@ -271,9 +283,13 @@ def _first_child(client: Any, ident: str) -> dict[str, Any] | None:
 
     try:
         children = client.get_invitations(invitation=ident, limit=1)
-    except (openreview.OpenReviewException, TypeError):
+    except (openreview.OpenReviewException, *MALFORMED):
         return None
     return children[0].to_json() if children else None
+
+
+def _what(error: Exception) -> str:
+    return f"{type(error).__name__}: {error}" if isinstance(error, KeyError) else type(error).__name__
 
 
 def _name(error: Any) -> str:

@@ -107,3 +107,63 @@ def test_a_neurips_form_served_by_the_local_server_derives_its_table(monkeypatch
         form = lookup_form(Config(root=tmp_path), venue, server.v2_url)
     tables = load_config(ROOT / "pipelines.toml").venues
     assert form.rule == "threshold" and form.rating_map == tables[NEURIPS24].rating_map
+
+
+# ---- forms a hostile server serves: one printable line each, never a traceback ------------------------------
+HOSTILE = "Hostile.cc/2030/Conference"
+
+
+@pytest.fixture
+def hostile(monkeypatch):
+    """(server, serve): `serve(invitation)` has the local server answer `invitation` for HOSTILE's form."""
+    with serve_venues([make_venue(HOSTILE, n_papers=2, bad_cases=False, revisions=False)]) as server:
+        monkeypatch.setenv("OPENREVIEW_TOKEN", server.issue_token())
+
+        def serve(invitation: dict) -> None:
+            monkeypatch.setattr(server, "invitation", lambda api, ident: invitation)
+
+        yield server, serve
+
+
+def venues_form(server, tmp_path):
+    from typer.testing import CliRunner
+
+    from flows.cli.main import app
+
+    (tmp_path / "pipelines.toml").write_text((ROOT / "pipelines.toml").read_text())
+    return CliRunner().invoke(app, ["venues", "--form", HOSTILE, "--url", server.v2_url, "-c",
+                                    str(tmp_path / "pipelines.toml")])
+
+
+def test_an_invitation_without_id_is_one_line(hostile, tmp_path):
+    server, serve = hostile
+    serve({"edit": {"note": {"content": {}}}})
+    out = venues_form(server, tmp_path)
+    assert out.exit_code == 2 and out.output.count("\n") == 1 and "Traceback" not in out.output, out.output
+    assert "came back malformed (KeyError: 'id')" in out.output
+
+
+def test_option_values_of_a_million_and_more_print_their_mapping(hostile, tmp_path):
+    server, serve = hostile
+    labels = ["1000000: reject", "2000000: reject", "3000000: accept", "40000000: accept"]
+    serve(v2_invitation(HOSTILE, labels) | {"id": f"{HOSTILE}/-/Official_Review"})
+    out = venues_form(server, tmp_path)
+    assert out.exit_code == 0, out.output
+    assert "1000000: reject  ->  1" in out.output and "40000000: accept  ->  8" in out.output
+
+
+def test_form_labels_are_printed_sanitised_and_cut(hostile, tmp_path):
+    server, serve = hostile
+    labels = ["1: reject \x1b[2J\x1b[31mred\x07", "2: reject\nerror: forged line", "3: accept " + "x" * 1_000_000]
+    serve(v2_invitation(HOSTILE, labels))
+    out = venues_form(server, tmp_path)
+    assert out.exit_code == 0, out.output[:2000]
+    assert "\x1b" not in out.output and "\x07" not in out.output
+    assert not [line for line in out.output.splitlines() if line.startswith("error: forged")]
+    assert max(len(line) for line in out.output.splitlines()) < 600
+    # and in an error line: three labels that cannot be mapped
+    serve(v2_invitation(HOSTILE, ["1: one\nerror: forged", "2: two\x1b[0m", "3: " + "y" * 1_000_000]))
+    (tmp_path / "again").mkdir()
+    out = venues_form(server, tmp_path / "again")   # a project of its own: the first form is in the raw cache
+    assert out.exit_code == 2 and out.output.count("\n") == 1 and "\x1b" not in out.output, out.output[:500]
+    assert len(out.output) < 2100 and "cannot place the acceptance threshold" in out.output
