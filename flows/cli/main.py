@@ -124,7 +124,7 @@ def schedule(
         plan = cfg.schedule
         runs = next_runs(plan.cron, plan.timezone, start=datetime(day.year, day.month, day.day, tzinfo=UTC)
                          if on else None)
-        cycles = describe_plan(cfg, day, runs)
+        cycles = describe_plan(cfg, day, runs, offline=dry_run)
     except (ConfigError, FactsError) as error:
         fail(str(error))
     typer.echo(f"deployment: {deployment.flow_name}/{deployment.name}")

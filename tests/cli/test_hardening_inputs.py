@@ -37,3 +37,37 @@ def test_extends_naming_a_list_is_one_line(tmp_path):
     assert result.output.count("\n") == 1 and result.output.startswith("error: ")
     assert result.output.strip().endswith('pipelines.both.extends: name one pipeline as a string (extends = "demo"), '
                                           "not a list")
+
+
+@pytest.mark.slow   # a CLI process of its own (its imports take seconds)
+def test_schedule_dry_run_creates_nothing_and_sends_no_request(project_config, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.cli.test_hardening_signals import ROOT, holding_server
+
+    with holding_server() as (url, arrived):
+        config = project_config(f"""
+[pipelines.refresh]
+source = "openreview"
+venues = ["ICLR.cc/{{year}}/Conference"]
+stages = ["ingest", "curate"]
+
+[pipelines.refresh.ingest]
+api_v1_url = "{url}"
+api_v2_url = "{url}"
+timeout_seconds = 2
+max_retries = 0
+""")
+        before = sorted(tmp_path.rglob("*"))
+        out = subprocess.run([sys.executable, "-m", "flows.cli.main", "schedule", "--dry-run", "--on", "2025-12-15",
+                              "-c", str(config)], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "PYTHONPATH": str(ROOT), "PREFECT_HOME": str(tmp_path / "prefect")})
+        assert out.returncode == 0, out.stderr
+        assert not arrived.is_set(), "the dry run sent a request"
+    made = [p for p in tmp_path.rglob("*") if p not in before and not p.is_relative_to(tmp_path / "prefect")]
+    assert made == [] and not (tmp_path / "data").exists()   # (Prefect makes its own home when imported)
+    assert "form of ICLR.cc/2026/Conference: read from ICLR.cc/2026/Conference/-/Official_Review when the run " \
+           "fires (not in the raw cache; a dry run sends no request)" in out.stdout
+    assert "dry run: nothing registered" in out.stdout
