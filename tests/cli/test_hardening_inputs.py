@@ -71,3 +71,37 @@ max_retries = 0
     assert "form of ICLR.cc/2026/Conference: read from ICLR.cc/2026/Conference/-/Official_Review when the run " \
            "fires (not in the raw cache; a dry run sends no request)" in out.stdout
     assert "dry run: nothing registered" in out.stdout
+
+
+@pytest.mark.parametrize("write", ["parquet", "csv"])
+def test_a_full_disk_under_polars_is_the_one_line_of_a_full_disk(write):
+    import polars as pl
+
+    from flows.cli.failures import situation
+
+    frame = pl.DataFrame({"a": list(range(100_000))})
+    with pytest.raises(Exception) as raised:   # /dev/full: every write fails with ENOSPC
+        getattr(frame, f"write_{write}")("/dev/full")
+    line = situation(raised.value)
+    assert line is not None and line.startswith("the disk is full (") and "\n" not in line
+    assert line.endswith("nothing already written was lost")
+
+
+@pytest.mark.slow   # a CLI process of its own
+def test_a_full_disk_in_a_command_is_one_line_and_exit_1(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.cli.test_hardening_signals import ROOT
+
+    (tmp_path / "pipelines.toml").write_text("[paths]\ndata_dir = 'data'\n[pipelines.t]\n"
+                                             "venues = ['T.cc/2025/Conference']\nstages = ['materialize']\n")
+    (tmp_path / "reviews.parquet").symlink_to("/dev/full")
+    script = ("import polars as pl, sys; from flows.cli import main as m;"
+              "m.app.command(name='fill')(lambda: pl.DataFrame({'a': list(range(100000))}).write_parquet("
+              "'reviews.parquet')); m.main()")
+    out = subprocess.run([sys.executable, "-c", script, "fill"], cwd=tmp_path, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.startswith("error: the disk is full (") and out.stderr.count("\n") == 1
