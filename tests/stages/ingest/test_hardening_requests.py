@@ -24,3 +24,4 @@ def test_a_trickling_openreview_server_is_a_timeout_after_the_total_bound(caplog
             client.get_group("ICLR.cc/2025/Conference")
         took = time.monotonic() - started
     assert took < 4 and "took more than 1.5 s in all" in caplog.text
+
