@@ -12,8 +12,8 @@ import pytest
 from tasks.core.errors import UnreachableError
 from tasks.lm.types import LoglikelihoodRequest, TransientLLMError
 from tasks.testing.local_http import trickling_server
-from tests.lm.test_lm_timeouts import api_keys, chat, completions  # noqa: F401 - the fixture and helpers
 from tests.chat_api_data import request
+from tests.lm.test_lm_timeouts import api_keys, chat, completions  # noqa: F401 - the fixture and helpers
 
 
 @pytest.mark.slow   # loads the served model's tokenizer

@@ -36,7 +36,6 @@ from tasks.stages.ingest.auth import (
     token_now,
 )
 
-
 # Answers to "who am I" that mean the login held: a profile (200), an empty one or none to show (404),
 # or one the account may not read (403 that is not a refusal of the login)
 PROFILE_ANSWERS = (200, 403, 404)
