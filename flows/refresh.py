@@ -80,9 +80,11 @@ def planned_venues(cfg: Config, pipeline: str, on: date) -> list[str]:
         raise ConfigError(f"pipelines.{pipeline}.venues: {error}") from None
 
 
-def describe_plan(cfg: Config, on: date, runs: list[datetime]) -> list[str]:
+def describe_plan(cfg: Config, on: date, runs: list[datetime], offline: bool = False) -> list[str]:
     """Lines saying which venue ids a run on `on` and each of the next `runs` would pull, the review
-    form each venue of the first two runs is read with, and the PDFs and hours the sample needs."""
+    form each venue of the first two runs is read with, and the PDFs and hours the sample needs.
+    `offline` (a dry run): no request is sent and nothing is created; a form is shown only when its
+    venue table or the raw cache has it."""
     from tasks.core.venue_facts import plan
 
     schedule = cfg.schedule
@@ -96,7 +98,8 @@ def describe_plan(cfg: Config, on: date, runs: list[datetime]) -> list[str]:
         lines.append(f"{label} pulls: {', '.join(shown)}")
         if k < 2:   # now and the next run: the forms they will use
             forms += [p.venue_id for p in planned if p.venue_id not in forms]
-    lines += [f"form of {venue}: {form_line(cfg, venue)}" for venue in forms]
+    lines += [f"form of {venue}: {cached_form_line(cfg, venue) if offline else form_line(cfg, venue)}"
+              for venue in forms]
     lines.append(pdf_plan(cfg, len(plan(templates, on))))
     return lines
 
@@ -117,6 +120,32 @@ def form_line(cfg: Config, venue_id: str) -> str:
         said = describe(error) if error.args and isinstance(error.args[0], dict) else type(error).__name__
         return f"read from {review_invitation_id(venue_id, None)} when the run fires (not readable now: {said})"
     return "the venue table in pipelines.toml" if form.rule == "table" else f"derived, {form.describe()}"
+
+
+def cached_form_line(cfg: Config, venue_id: str) -> str:
+    """`form_line` from what is on disk only: the venue table, else the invitation in the raw cache."""
+    import json
+
+    from tasks.core.errors import GrebenchError
+    from tasks.core.layout import slug
+    from tasks.stages.ingest.review_form import derive_form, review_invitation_id
+    from tasks.stages.ingest.sources import url_source
+
+    if venue_id in cfg.venues:
+        return "the venue table in pipelines.toml"
+    api_version = cfg.venue(venue_id).api_version(venue_id)
+    base = cfg.ingest.api_v1_url if api_version == 1 else cfg.ingest.api_v2_url
+    cached = (cfg.data_dir / "raw" / slug(url_source(base)) / slug(venue_id) / f"v{api_version}"
+              / "review_invitation.json")
+    later = f"read from {review_invitation_id(venue_id, None)} when the run fires"
+    try:
+        form = derive_form(venue_id, json.loads(cached.read_text(encoding="utf-8")), None, cfg.curate.common_scale,
+                           cfg.curate.confidence_range)
+    except (OSError, ValueError, AttributeError):
+        return f"{later} (not in the raw cache; a dry run sends no request)"
+    except GrebenchError as error:
+        return f"{later} (the cached form: {str(error).splitlines()[0]})"
+    return f"derived from the raw cache, {form.describe()}"
 
 
 def pdf_plan(cfg: Config, venues: int) -> str:

@@ -121,7 +121,7 @@ def bench_pdf(n_pdfs: int, pages: int) -> dict:
         texts, _ = extract_pdfs(folder, ids, workers=1)
         serial = time.perf_counter() - t
         t = time.perf_counter()
-        extract_pdfs(folder, ids)   # default workers: a process pool on more than a few files
+        extract_pdfs(folder, ids)   # default workers: one child process per file, one per core at once
         pooled = time.perf_counter() - t
     return {"pdfs": n_pdfs, "pages_per_pdf": page_count, "pdf_serial_s": round(serial, 2),
             "pdf_pool_s": round(pooled, 2), "pdf_ms_per_file_serial": round(1000 * serial / n_pdfs, 1),

@@ -1,4 +1,4 @@
-"""Soak of the hardening list and of the leftovers a crash or a bad server must not turn into a blocked run (slots, options, submitted rows, raw caches, completions servers, flaky servers, submits): every way a user could lose results or hang, tried again and again.
+"""Soak of the hardening list and of the leftovers a crash or a bad server must not turn into a blocked run (slots, options, submitted rows, raw caches, completions servers, flaky servers, submits) and of what a hostile user tried (form labels, credentials, PDF bombs, trickling servers, signals, odd inputs): every way a user could lose results or hang, tried again and again.
 
     .venv/bin/python bench/soak/soak_hardening.py [--rounds 3] [--only NAME ...] [--skip-slow]
 
@@ -611,6 +611,252 @@ def killed_submit(root: Path) -> None:
     check(again.returncode == 0, f"the resubmission: exit {again.returncode}: {again.stderr[-300:]}")
 
 
+# ---- the hostile-user round: forms, credentials, PDF bombs, trickling servers, signals, inputs ----------
+def neurips_form_labels(root: Path) -> None:
+    """NeurIPS 2024 / 2025 forms as their invitations label them derive their hand tables exactly."""
+    from tasks.core.config import load_config
+    from tasks.stages.ingest.review_form import Option, map_ratings
+    from tasks.testing.synthetic import NEURIPS2024_RATINGS
+    from tests.stages.ingest.test_hardening_forms import NEURIPS2025_LABELS
+
+    tables = load_config(ROOT / "pipelines.toml").venues
+    scale = [1, 3, 5, 6, 8, 10]
+    for venue, labels in (("NeurIPS.cc/2024/Conference", NEURIPS2024_RATINGS.values()),
+                          ("NeurIPS.cc/2025/Conference", NEURIPS2025_LABELS)):
+        got, _ = map_ratings(venue, "rating", [Option(float(x.split(":")[0]), x) for x in labels], scale)
+        check(got == tables[venue].rating_map, f"{venue}: derived {got}")
+
+
+def token_with_line_break(root: Path) -> None:
+    """A token with a line break (or a non-ASCII character) is one line that never shows it."""
+    config = root / "pipelines.toml"
+    config.write_text((ROOT / "pipelines.toml").read_text())
+    for token in ("tokHEAD-5d1f0c9a7b\ntokTAIL-e3a94b2c61", "tokHEAD-5d1f0c9a7b\u00e9tokTAIL-e3a94b2c61"):
+        done = cli(["login", "--check", "-c", str(config)], root, env={"OPENREVIEW_TOKEN": token})
+        one_error_line(done, 2, "OPENREVIEW_TOKEN holds")
+        check("tokHEAD" not in done.stderr + done.stdout and "tokTAIL" not in done.stderr + done.stdout,
+              "the token was printed")
+
+
+def pdf_bombs(root: Path) -> None:
+    """A text bomb, a page bomb and a slow read are rejects with their limit; the good paper is read."""
+    from tasks.stages.ingest.pdf import PdfLimits, extract_pdfs
+    from tests.stages.ingest.test_hardening_pdf import page_bomb, text_bomb
+    from tests.stages.ingest.test_pdf import NUMBERED, make_pdf
+
+    (root / "bomb.pdf").write_bytes(text_bomb(2_000_000))
+    (root / "pages.pdf").write_bytes(page_bomb(3000))
+    (root / "good.pdf").write_bytes(make_pdf(NUMBERED))
+    texts, rejects = extract_pdfs(root, ["bomb", "pages", "good"], workers=2,
+                                  limits=PdfLimits(memory_mb=600, seconds=20, max_pages=500))
+    check(texts["paper_id"].to_list() == ["good"], f"texts {texts['paper_id'].to_list()}")
+    check(sorted(rejects["rule"]) == ["pdf_over_limit", "pdf_over_limit"], f"rejects {rejects.to_dicts()}")
+
+
+def trickling_server(root: Path) -> None:
+    """A server answering at once, then a byte every 0.3 s: the stage stops within its bounds."""
+    from tasks.core.config import LLMConfig
+    from tasks.core.errors import UnreachableError
+    from tasks.lm.openai_api import OpenAILM
+    from tasks.lm.types import ChatRequest
+    from tasks.testing.local_http import trickling_server as trickle
+
+    os.environ.setdefault("SOAK_KEY", "soak-key")
+    with trickle(0.3) as url:
+        lm = OpenAILM(LLMConfig(backend="openai", model="m", base_url=f"{url}/v1", api_key_env="SOAK_KEY",
+                                timeout_seconds=0.5, max_retries=100, retry_max_seconds=0.05,
+                                retry_budget_seconds=2.0, use_batches=False), sleep=time.sleep, backoff_seconds=0.05)
+        started = time.monotonic()
+        try:
+            lm.generate([ChatRequest("You review papers.", "Review this.", 64)])
+        except UnreachableError:
+            pass
+        else:
+            raise Broken("no stop")
+    check(time.monotonic() - started < 10, f"took {time.monotonic() - started:.1f} s")
+
+
+def signal_during_stage(root: Path) -> None:
+    """SIGTERM to a stage stuck on a silent OpenReview server: exit 143 within 10 s, one line."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    config = root / "pipelines.toml"
+    config.write_text((ROOT / "pipelines.toml").read_text().split("[pipelines.demo]")[0] + f"""
+[pipelines.stuck]
+source = "openreview"
+venues = ["ICLR.cc/2025/Conference"]
+stages = ["ingest"]
+
+[pipelines.stuck.ingest]
+api_v1_url = "{url}"
+api_v2_url = "{url}"
+timeout_seconds = 3600
+""")
+    proc = subprocess.Popen([sys.executable, "-m", "flows.cli.main", "run", "stuck", "-c", str(config)], cwd=root,
+                            env={**ENV, "PREFECT_HOME": str(root / "prefect"), "OPENREVIEW_TOKEN": "tok-soak"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        listener.settimeout(240)
+        connection, _ = listener.accept()
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        _, err = proc.communicate(timeout=60)
+        check(proc.returncode == 143 and time.monotonic() - sent < 10, f"exit {proc.returncode} after "
+              f"{time.monotonic() - sent:.1f} s: {err[-300:]}")
+        check("error: stopped (SIGTERM)" in err, f"no line: {err[-300:]}")
+        connection.close()
+    finally:
+        listener.close()
+        if proc.poll() is None:
+            proc.kill()
+
+
+def full_disk_polars(root: Path) -> None:
+    """polars' own 'No space left on device (os error 28)' is the one line of a full disk."""
+    import polars as pl
+
+    from flows.cli.failures import situation
+
+    try:
+        pl.DataFrame({"a": list(range(100_000))}).write_parquet("/dev/full")
+    except Exception as error:  # noqa: BLE001 - whatever polars raises must read as a full disk
+        line = situation(error)
+        check(line is not None and line.startswith("the disk is full"), f"situation {line!r}")
+    else:
+        raise Broken("a write to /dev/full succeeded")
+
+
+def login_check_server_error(root: Path) -> None:
+    """`login --check` answered 431 by the server is an error, never "logged in"."""
+    from tasks.testing.openreview_server import Fault, Policy, serve_venues
+    from tasks.testing.synthetic import make_venue
+
+    with serve_venues([make_venue("ICLR.cc/2025/Conference", n_papers=2, bad_cases=False)],
+                      policy=Policy.today(limits={})) as server:
+        config = root / "pipelines.toml"
+        config.write_text((ROOT / "pipelines.toml").read_text().split("[pipelines.demo]")[0] + f"""
+[pipelines.refresh]
+source = "openreview"
+venues = ["ICLR.cc/{{year}}/Conference"]
+stages = ["ingest"]
+
+[pipelines.refresh.ingest]
+api_v1_url = "{server.v1_url}"
+api_v2_url = "{server.v2_url}"
+max_retries = 0
+""")
+        server.inject(Fault("5xx", times=5, endpoint="profiles", status=431))
+        done = cli(["login", "--check", "-c", str(config)], root, env={"OPENREVIEW_TOKEN": server.issue_token()})
+    one_error_line(done, 2, "answered 431")
+    check("logged in" not in done.stdout, "said logged in")
+
+
+def impossible_logprob_sum(root: Path) -> None:
+    """Finite log-probabilities summing to -inf (every value -1.7e308) are refused, not a score."""
+    from tasks.lm.completions import CompletionsError
+    from tasks.testing.completions import FixedCompletions
+    from tasks.testing.openai_server import OpenAIServer
+    from tests.lm.test_lm_completions import REQUESTS, served
+
+    with OpenAIServer(completions=FixedCompletions(value=-1.7e308)) as server:
+        try:
+            served(server, max_retries=0).loglikelihood(REQUESTS[:1])
+        except CompletionsError as error:
+            check("sum to -inf" in str(error), str(error))
+        else:
+            raise Broken("a result came back")
+
+
+def one_line_inputs(root: Path) -> None:
+    """plan --gap 1e-300 / 1e-8 / 1e-12 and extends = ["demo", "full"]: one line each, no traceback."""
+    import duckdb
+    import numpy as np
+
+    from tests.stages.validate.test_plan import scores_frame
+
+    (root / "pipelines.toml").write_text("[paths]\ndata_dir = 'data'\ndatabase = 'data/t.duckdb'\n[pipelines.t]\n"
+                                         "venues = ['T.cc/2025/Conference']\nstages = ['materialize']\n")
+    (root / "data").mkdir()
+    with duckdb.connect(str(root / "data" / "t.duckdb")) as con:
+        con.register("frame", scores_frame(np.random.default_rng(5)).to_arrow())
+        con.execute("create table scores as select * from frame")
+    for gap in ("1e-300", "1e-8", "1e-12"):
+        one_error_line(cli(["plan", "--gap", gap, "-c", str(root / "pipelines.toml"), "-p", "t"], root), 2,
+                       "more than 10,000,000 papers")
+    (root / "ext.toml").write_text("[pipelines.demo]\nvenues = ['T.cc/2025/Conference']\nstages = ['materialize']\n"
+                                   "[pipelines.both]\nextends = ['demo', 'full']\n")
+    one_error_line(cli(["pipelines", "-c", str(root / "ext.toml")], root), 2, "name one pipeline as a string")
+
+
+def hostile_form_labels(root: Path) -> None:
+    """Escape sequences, forged lines and a 1 MB label in a served form: printed as cut, clean lines."""
+    from tasks.testing.openreview_server import serve_venues
+    from tasks.testing.synthetic import make_venue
+    from tests.stages.ingest.test_hardening_forms import HOSTILE, v2_invitation
+
+    labels = ["1: reject \x1b[2J\x07", "2: reject\nerror: forged", "3: accept " + "x" * 1_000_000]
+    with serve_venues([make_venue(HOSTILE, n_papers=2, bad_cases=False, revisions=False)]) as server:
+        server.invitation = lambda api, ident: v2_invitation(HOSTILE, labels)
+        (root / "pipelines.toml").write_text((ROOT / "pipelines.toml").read_text())
+        done = cli(["venues", "--form", HOSTILE, "--url", server.v2_url, "-c", str(root / "pipelines.toml")], root,
+                   env={"OPENREVIEW_TOKEN": server.issue_token()})
+    check(done.returncode == 0, done.stderr[-300:])
+    lines = done.stdout.splitlines()
+    check("\x1b" not in done.stdout and not [x for x in lines if x.startswith("error:")], "raw label printed")
+    check(max(map(len, lines)) < 600, "a label printed uncut")
+
+
+def dry_run_offline(root: Path) -> None:
+    """`schedule --dry-run` against a server that would hang: no request, no folder."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.1)
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    config = root / "pipelines.toml"
+    config.write_text((ROOT / "pipelines.toml").read_text().split("[pipelines.demo]")[0] + f"""
+[pipelines.refresh]
+source = "openreview"
+venues = ["ICLR.cc/{{year}}/Conference"]
+stages = ["ingest", "curate"]
+
+[pipelines.refresh.ingest]
+api_v1_url = "{url}"
+api_v2_url = "{url}"
+""")
+    try:
+        done = cli(["schedule", "--dry-run", "--on", "2025-12-15", "-c", str(config)], root,
+                   env={"PREFECT_HOME": str(root / "prefect")})
+        check(done.returncode == 0, done.stderr[-300:])
+        try:
+            listener.accept()
+            raise Broken("the dry run connected")
+        except TimeoutError:
+            pass
+    finally:
+        listener.close()
+    check(not (root / "data").exists(), "the dry run made data/")
+
+
+def leaderboard_recompute(root: Path) -> None:
+    """Two recomputations of the leaderboard give the human row's flag columns bit for bit."""
+    import numpy as np
+    import polars as pl
+
+    from tests.sql.test_leaderboard_determinism import recompute
+
+    rng = np.random.default_rng(int(time.time()))
+    n = 400_000
+    papers = rng.integers(0, 8, n)
+    scores = pl.DataFrame({
+        "metric": "gem", "eval_lm": "lm", "source": np.where(rng.random(n) < 0.9, "human", "m1"),
+        "paper_id": [f"p{p}" for p in papers], "candidate": [f"c{p}-{c}" for p, c in zip(papers, rng.integers(0, 3, n), strict=True)],
+        "reference": [f"r{r}" for r in rng.integers(0, 5000, n)],
+        "score": rng.normal(0, 1, n) * 10.0 ** rng.integers(-3, 4, n)})
+    flags = pl.DataFrame({"review_id": [f"r{r}" for r in range(5000)], "flagged": rng.random(5000) < 0.2})
+    first = recompute(scores, flags)
+    check(recompute(scores, flags) == first, "two recomputations differ")
+
+
 SCENARIOS: dict[str, tuple[Callable[[Path], None], bool]] = {   # name -> (attempt, slow)
     "query_timeout": (query_timeout, False),
     "query_interrupt": (query_interrupt, False),
@@ -637,6 +883,18 @@ SCENARIOS: dict[str, tuple[Callable[[Path], None], bool]] = {   # name -> (attem
     "completions_html_json": (completions_html_json, False),
     "flaky_chat_server": (flaky_chat_server, False),
     "concurrent_submits": (concurrent_submits, False),
+    "neurips_form_labels": (neurips_form_labels, False),
+    "token_with_line_break": (token_with_line_break, False),
+    "pdf_bombs": (pdf_bombs, False),
+    "trickling_server": (trickling_server, False),
+    "full_disk_polars": (full_disk_polars, False),
+    "login_check_server_error": (login_check_server_error, False),
+    "impossible_logprob_sum": (impossible_logprob_sum, False),
+    "one_line_inputs": (one_line_inputs, False),
+    "hostile_form_labels": (hostile_form_labels, False),
+    "dry_run_offline": (dry_run_offline, False),
+    "leaderboard_recompute": (leaderboard_recompute, False),
+    "signal_during_stage": (signal_during_stage, True),
     "killed_run": (killed_run, True),
     "killed_submit": (killed_submit, True),
 }

@@ -25,7 +25,11 @@ PipelineOption = Annotated[
 
 
 def fail(message: str) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
+    """`error: <message>` as one printable line (tasks/core/errors.py `printable`), exit 2."""
+    from tasks.core.errors import printable
+    from tasks.stages.ingest.auth import scrub
+
+    typer.echo(f"error: {printable(scrub(str(message)))}", err=True)
     raise typer.Exit(2)
 
 

@@ -1,5 +1,5 @@
 """Failures the command line reports in one line: the machine's situations (a full disk, a read-only
-folder, in Python, DuckDB or SQLite words) and the known failures whose tracebacks Prefect's logs leave out."""
+folder, in Python, polars, DuckDB or SQLite words) and the known failures whose tracebacks Prefect's logs leave out."""
 
 from __future__ import annotations
 
@@ -17,6 +17,9 @@ DUCKDB_SITUATIONS = {"No space left on device": "the disk is full", "Read-only f
                      "read-only", "Permission denied": "permission denied", "Disk quota exceeded": "the disk quota "
                      "is used up"}
 
+# polars (Rust) says an OS error in its text, without an errno: "No space left on device (os error 28)"
+RUST_SITUATIONS = {f"(os error {code})": words for code, words in SITUATIONS.items()}
+
 
 def situation(error: BaseException) -> str | None:
     """One line for an error the machine's state caused (disk full, read-only folder), else None."""
@@ -31,6 +34,9 @@ def situation(error: BaseException) -> str | None:
         if hit and type(error).__module__.startswith(("duckdb", "_duckdb")):
             detail = text.splitlines()[0].split("because of error: ")[-1]
             return f"{DUCKDB_SITUATIONS[hit]} ({detail}); nothing already written was lost"
+        hit = next((words for code, words in RUST_SITUATIONS.items() if code in text), None)
+        if hit and (type(error).__module__.startswith("polars") or isinstance(error, OSError)):
+            return f"{hit} ({text.splitlines()[0][-200:]}); nothing already written was lost"
         hit = next((s for s in SQLITE_SITUATIONS if s in text), None)
         if hit and type(error).__module__ == "sqlite3":
             return f"{SQLITE_SITUATIONS[hit]} ({text.splitlines()[0]}, the LLM cache); nothing already written was lost"

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import threading
+import traceback
 from datetime import datetime
 from typing import Annotated, NoReturn
 
@@ -125,7 +126,7 @@ def schedule(
         plan = cfg.schedule
         runs = next_runs(plan.cron, plan.timezone, start=datetime(day.year, day.month, day.day, tzinfo=UTC)
                          if on else None)
-        cycles = describe_plan(cfg, day, runs)
+        cycles = describe_plan(cfg, day, runs, offline=dry_run)
     except (ConfigError, FactsError) as error:
         fail(str(error))
     typer.echo(f"deployment: {deployment.flow_name}/{deployment.name}")
@@ -227,25 +228,41 @@ def _finish(code: int | str | None) -> NoReturn:
 
 def main(argv: list[str] | None = None) -> None:
     """The `grebench` entry point: the typer app, with the machine's situations in one line."""
-    from tasks.core.errors import GrebenchError
+    from tasks.core.errors import GrebenchError, printable
+    from tasks.stages.ingest.auth import scrub, scrub_log_records
 
+    scrub_log_records()
+    if argv is None:   # the process is this command's: Ctrl-C and SIGTERM end it within seconds
+        from flows.cli.interrupts import install
+
+        install()
     args = sql_arguments(list(sys.argv[1:] if argv is None else argv))
     try:
         app(args=args, prog_name="grebench")
+    except KeyboardInterrupt as stopped:
+        from flows.cli.interrupts import NOTHING_LOST, end_children
+
+        end_children()
+        typer.echo(f"error: {getattr(stopped, 'what', 'interrupted (Ctrl-C)')}; {NOTHING_LOST}", err=True)
+        _leave(getattr(stopped, "code", EXIT_INTERRUPTED))
     except SystemExit as done:
-        if done.code in (EXIT_TIMEOUT, EXIT_INTERRUPTED):   # a query thread may still be inside DuckDB:
+        if done.code in (EXIT_TIMEOUT, EXIT_INTERRUPTED, 143):   # a query thread may still be inside DuckDB:
             _leave(done.code)                               # leave now, without waiting on it
         if argv is None:   # the process ends here
             _finish(done.code)
         raise
     except GrebenchError as error:
-        typer.echo(f"error: {str(error).splitlines()[0] if str(error) else type(error).__name__}", err=True)
+        typer.echo(f"error: {printable(scrub(str(error).splitlines()[0] if str(error) else type(error).__name__))}",
+                   err=True)
         _leave(2)
     except Exception as error:
         line = situation(error)
         if line is None:
-            raise
-        typer.echo(f"error: {line}", err=True)
+            if argv is not None:
+                raise
+            print(scrub("".join(traceback.format_exception(error))), end="", file=sys.stderr)   # a bug: its traceback, scrubbed
+            _leave(1)
+        typer.echo(f"error: {printable(scrub(line))}", err=True)
         _leave(1)
 
 

@@ -24,6 +24,7 @@ def plan(
     from flows.cli.common import results_database
     from tasks.metrics.registry import candidate_scores
     from tasks.stages.validate.leaderboard import per_paper
+    from tasks.stages.validate.planning import TooManyPapers
     from tasks.stages.validate.planning import plan as make_plan
 
     if not (gap > 0 and 0 < power < 1 and 0 < alpha < 1):
@@ -44,7 +45,10 @@ def plan(
         pairs = pairs.filter(pairs["metric"] == metric)
         if pairs.is_empty():
             fail(f"--metric {metric!r}: no scores of that metric in {database.name}")
-    table = make_plan(per_paper(candidate_scores(pairs)), gap, alpha, power)
+    try:
+        table = make_plan(per_paper(candidate_scores(pairs)), gap, alpha, power)
+    except TooManyPapers as error:
+        fail(f"--gap {gap:g}: {error}")
     if table.is_empty():
         fail("no pair of models shares 3 scored papers: nothing to estimate the spread from")
     typer.echo(f"papers needed to detect a gap of {gap:g} (two-sided alpha {alpha:g}, power {power:g}; paired "

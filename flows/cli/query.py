@@ -168,11 +168,12 @@ def query(
                 typer.echo(f"error: the query ran longer than {seconds:g} s and was interrupted (--timeout, "
                            "or [query] timeout_seconds in pipelines.toml)", err=True)
                 raise typer.Exit(EXIT_TIMEOUT)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as stopped:
             con.interrupt()
             finished.wait(GRACE_SECONDS)
-            typer.echo("error: interrupted", err=True)
-            raise typer.Exit(EXIT_INTERRUPTED) from None
+            code = getattr(stopped, "code", EXIT_INTERRUPTED)
+            typer.echo("error: interrupted" if code == EXIT_INTERRUPTED else f"error: {stopped}", err=True)
+            raise typer.Exit(code) from None
     error = outcome["error"]
     with contextlib.suppress(duckdb.Error):
         con.close()

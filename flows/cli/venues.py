@@ -113,7 +113,9 @@ def show_form(cfg: Any, venue_id: str, url: str | None, json_output: bool) -> No
     """`grebench venues --form VENUE`: the form, its options and the mapping onto the common scale."""
 
     from tasks.core.config import check_venue_id
+    from tasks.core.errors import printable
     from tasks.stages.ingest.fetch import lookup_form
+    from tasks.stages.ingest.review_form import LABEL_CHARS, option_key
 
     try:
         check_venue_id(venue_id)
@@ -128,11 +130,11 @@ def show_form(cfg: Any, venue_id: str, url: str | None, json_output: bool) -> No
         typer.echo(f"{venue_id}: the venue table in pipelines.toml (it overrides the venue's own form)")
         typer.echo("  rating_map: " + ", ".join(f"{k} -> {v:g}" for k, v in found.rating_map.items()))
         return
-    typer.echo(f"{venue_id}: read from {found.source} ({found.rule} rule, docs/openreview.md)")
-    typer.echo(f"  rating field {found.rating_field!r}:")
+    typer.echo(f"{venue_id}: read from {printable(found.source, 300)} ({found.rule} rule, docs/openreview.md)")
+    typer.echo(f"  rating field {printable(repr(found.rating_field), 300)}:")
     for option in found.rating_options:
-        key = f"{option.value:g}"
-        typer.echo(f"    {option.label}  ->  {found.rating_map[key]:g}")
+        point = found.rating_map.get(option_key(option.value))
+        typer.echo(f"    {printable(option.label, LABEL_CHARS)}  ->  {'-' if point is None else f'{point:g}'}")
     if found.confidence_field:
         typer.echo(f"  confidence field {found.confidence_field!r}: "
                    + ", ".join(f"{o.value:g}" for o in found.confidence_options))

@@ -13,7 +13,9 @@
 -- read (the paper's others) is flagged, so no number of this board comes from reading a flagged one; flagged_shift: mean_unflagged minus the mean over all
 -- references, both from the per-pair scores (0 where no reference of the model's papers is flagged;
 -- null where the references were not scored for AI-likelihood). n_flagged: the flagged references
--- among those the row's pairs were scored against.
+-- among those the row's pairs were scored against. Every mean adds its values in a fixed order
+-- (ORDER BY inside the aggregate): parallel threads would otherwise add them in the order they
+-- finish, and two recomputations of the same scores would differ in the last bits.
 -- requires: staging.leaderboard
 CREATE OR REPLACE TABLE leaderboard AS
 WITH flags AS (
@@ -28,16 +30,17 @@ WITH flags AS (
     WHERE s.score IS NOT NULL AND NOT isnan(s.score)
 ), per_candidate AS (
     SELECT metric, eval_lm, model, paper_id, candidate,
-           avg(score) AS score_all,
-           avg(score) FILTER (NOT flagged) AS score_unflagged
+           avg(score ORDER BY reference, score) AS score_all,
+           avg(score ORDER BY reference, score) FILTER (NOT flagged) AS score_unflagged
     FROM pairs GROUP BY ALL
 ), per_paper AS (
-    SELECT metric, eval_lm, model, paper_id, avg(score_all) AS score_all, avg(score_unflagged) AS score_unflagged
+    SELECT metric, eval_lm, model, paper_id, avg(score_all ORDER BY candidate) AS score_all,
+           avg(score_unflagged ORDER BY candidate) AS score_unflagged
     FROM per_candidate GROUP BY ALL
 ), shifts AS (
     SELECT metric, eval_lm, model,
-           avg(score_unflagged) AS mean_unflagged,
-           avg(score_unflagged) - avg(score_all) AS flagged_shift
+           avg(score_unflagged ORDER BY paper_id) AS mean_unflagged,
+           avg(score_unflagged ORDER BY paper_id) - avg(score_all ORDER BY paper_id) AS flagged_shift
     FROM per_paper GROUP BY ALL
 ), counts AS (
     SELECT metric, eval_lm, model, count(DISTINCT reference) FILTER (flagged) AS n_flagged

@@ -227,10 +227,11 @@ def extended(pipelines: dict[str, Any]) -> dict[str, Any]:
             chain.append(at)
             raw = pipelines[at]
             base = raw.get("extends") if isinstance(raw, dict) else None
-            if base is not None and (not isinstance(base, str) or base not in pipelines):
-                what = f"unknown pipeline {base!r}" if isinstance(base, str) else \
-                    f"names one pipeline as a string, not {type(base).__name__} {str(base)[:80]!r}"
-                raise ConfigError(f"pipelines.{at}.extends: {what}")
+            if base is not None and not isinstance(base, str):
+                raise ConfigError(f"pipelines.{at}.extends: name one pipeline as a string (extends = \"demo\"), "
+                                  f"not a {type(base).__name__}")
+            if base is not None and base not in pipelines:
+                raise ConfigError(f"pipelines.{at}.extends: unknown pipeline {base!r}")
             at = base
         for link in reversed(chain):
             raw = pipelines[link]

@@ -20,9 +20,17 @@ class IngestConfig(Frozen):
     backoff_seconds: float = Field(1.0, ge=0)
     max_backoff_seconds: float = Field(60.0, ge=0)
     timeout_seconds: float = Field(60.0, gt=0)
+    # the longest one whole request may take, its answer read in full (a PDF download too):
+    # timeout_seconds bounds each read only, and a server sending a byte at a time never trips it
+    request_total_seconds: float = Field(600.0, gt=0)
     pdf: bool = True
     pdf_max_bytes: int = Field(50 * 1024 * 1024, gt=0)
     pdf_workers: int = Field(4, ge=1)
+    # each PDF's text is read in a child process with these limits; a PDF over one is rejected
+    # (pdf_over_limit) and the run goes on
+    pdf_memory_mb: int = Field(2048, ge=256)
+    pdf_seconds: float = Field(120.0, gt=0, le=86400)
+    pdf_max_pages: int = Field(2000, ge=1)
     # which papers' PDFs (and PDF histories) ingest fetches: "sample" (the benchmark sample the
     # curate rules draw, what later stages read), "curated" (every paper curation keeps) or "all"
     pdf_scope: Literal["sample", "curated", "all"] = "sample"

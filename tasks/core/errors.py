@@ -6,6 +6,20 @@ keeps its traceback. `TransientError` marks a failure worth retrying (tasks/core
 
 from __future__ import annotations
 
+import re
+
+LINE_CHARS = 2000   # the longest error line printed: a 1 MB form label stays a readable line
+_BREAKS = re.compile(r"[\r\n\t\v\f\x1c-\x1e\x85\u2028\u2029]+")
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+
+
+def printable(text: object, limit: int = LINE_CHARS) -> str:
+    """`text` as one line a terminal shows as written: line breaks and tabs become spaces (a label
+    cannot forge a line of its own), control, escape and direction characters are dropped, and text
+    past `limit` characters is cut with an ellipsis."""
+    line = _UNPRINTABLE.sub("", _BREAKS.sub(" ", str(text)))
+    return line if len(line) <= limit else f"{line[: limit - 1]}\u2026"
+
 
 class GrebenchError(Exception):
     """The root of every error that stops a run with a one-line message and a non-zero exit."""

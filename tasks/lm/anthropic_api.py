@@ -28,7 +28,15 @@ from anthropic.types.messages import MessageBatchResult
 
 from tasks.core.config import LLMConfig
 from tasks.core.errors import AuthenticationError, UnreachableError
-from tasks.lm.api_common import ChatAPI, batch_key, custom_ids, describe, retryable_api_error, unreachable
+from tasks.lm.api_common import (
+    ChatAPI,
+    batch_key,
+    custom_ids,
+    deadline_http_client,
+    describe,
+    retryable_api_error,
+    unreachable,
+)
 from tasks.lm.types import (
     Backend,
     ChatRequest,
@@ -89,7 +97,9 @@ class AnthropicLM(ChatAPI, Backend):
             raise RuntimeError(f"backend 'anthropic' needs the {KEY_ENV} environment variable")
         self._hold(cfg, f"anthropic|{cfg.model}", sleep, backoff_seconds, batch_store)
         self._unreachable: str | None = None
-        self.client = anthropic.Anthropic(api_key=key, base_url=base_url, max_retries=0, timeout=cfg.timeout_seconds)
+        self.client = anthropic.Anthropic(api_key=key, base_url=base_url, max_retries=0, timeout=cfg.timeout_seconds,
+                                          http_client=deadline_http_client(cfg.timeout_seconds,
+                                                                           anthropic.DefaultHttpxClient))
 
     # ---- public -------------------------------------------------------------------------------
     # ---- shared pieces ------------------------------------------------------------------------

@@ -57,6 +57,43 @@ def unreachable(error: BaseException) -> str | None:
     return None
 
 
+def deadline_http_client(total: float, default_client: type) -> Any:
+    """An httpx client (the API library's `DefaultHttpxClient`) whose every request, its answer read
+    in full included, ends within `total` seconds; each read is also bounded by it. The httpx the
+    client is built on is the library's own (an API library may ship its own copy under another name)."""
+    import importlib
+
+    client_class = next(c for c in default_client.__mro__ if c.__name__ == "Client")
+    httpx = importlib.import_module(client_class.__module__.split(".")[0])
+
+    class DeadlineStream(httpx.SyncByteStream):
+        """A body that raises `httpx.ReadTimeout` once its request has taken more than `total`
+        seconds in all: a server that answers at once and then trickles a byte at a time never trips
+        httpx's timeouts, which bound each read, not the whole answer."""
+
+        def __init__(self, stream: httpx.SyncByteStream, deadline: float, request: httpx.Request) -> None:
+            self.stream, self.deadline, self.request = stream, deadline, request
+
+        def __iter__(self) -> Iterator[bytes]:
+            for chunk in self.stream:
+                if time.monotonic() > self.deadline:
+                    raise httpx.ReadTimeout(f"no whole answer within {total:g} s (timeout_seconds)",
+                                            request=self.request)
+                yield chunk
+
+        def close(self) -> None:
+            self.stream.close()
+
+    class DeadlineTransport(httpx.HTTPTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            deadline = time.monotonic() + total
+            response = super().handle_request(request)
+            response.stream = DeadlineStream(response.stream, deadline, request)  # type: ignore[arg-type]
+            return response
+
+    return default_client(transport=DeadlineTransport(), timeout=httpx.Timeout(total))
+
+
 def batch_chunks(indices: list[int], requests: Sequence[ChatRequest], max_requests: int,
                  max_bytes: int) -> Iterator[list[int]]:
     """`indices` in order, cut into batches of at most `max_requests` requests and about `max_bytes`."""

@@ -140,7 +140,8 @@ class CompletionsLM(OpenAILM):
 
     def _result(self, choice: dict[str, Any], prompt: Tokens, target: Tokens) -> LoglikelihoodResult:
         """The scored tokens' log-probabilities, checked: exactly one value per token sent (one more
-        would shift every continuation by a token), each finite and at most 0 (`LOGPROB_SLACK`)."""
+        would shift every continuation by a token), each finite and at most 0 (`LOGPROB_SLACK`), and
+        their sum finite."""
         echoed = (choice.get("logprobs") or {}).get("token_logprobs") or []
         end = len(prompt) + len(target)
         values = echoed[len(prompt) : end] if isinstance(echoed, list) else []
@@ -157,4 +158,8 @@ class CompletionsLM(OpenAILM):
                 raise self._error(f"log-probability {value!r} for token {position} of {end} "
                                   "(a finite value at most 0 expected)")
         floats = tuple(float(v) for v in values)
-        return LoglikelihoodResult(sum(floats), len(target), floats)
+        total = sum(floats)
+        if not math.isfinite(total):   # finite values can still overflow together (-1.7e308 each)
+            raise self._error(f"the log-probabilities of the {len(target)} scored tokens sum to {total} "
+                              "(a finite sum expected)")
+        return LoglikelihoodResult(total, len(target), floats)

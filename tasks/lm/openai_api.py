@@ -51,7 +51,15 @@ import openai
 from tasks.core.config import LLMConfig
 from tasks.core.errors import AuthenticationError, FatalError, UnreachableError
 from tasks.lm.anthropic_api import BatchStore
-from tasks.lm.api_common import ChatAPI, batch_key, custom_ids, describe, retryable_api_error, unreachable
+from tasks.lm.api_common import (
+    ChatAPI,
+    batch_key,
+    custom_ids,
+    deadline_http_client,
+    describe,
+    retryable_api_error,
+    unreachable,
+)
 from tasks.lm.backends import in_process_model, served_options
 from tasks.lm.types import (
     TOP_LOGPROBS,
@@ -114,7 +122,8 @@ class OpenAILM(ChatAPI, Backend):
         self._refused: FatalError | None = None   # a refused key (401 / 403) or an address nobody answers at
         self._no_logprobs: str | None = None      # why the model gives no top_logprobs, once it said so
         self._lock = threading.Lock()
-        self.client = openai.OpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=cfg.timeout_seconds)
+        self.client = openai.OpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=cfg.timeout_seconds,
+                                    http_client=deadline_http_client(cfg.timeout_seconds, openai.DefaultHttpxClient))
 
     # ---- public -------------------------------------------------------------------------------
     def top_logprobs(self, requests: Sequence[ChatRequest]) -> list[TopLogprobs]:

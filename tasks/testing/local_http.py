@@ -1,8 +1,9 @@
 """What the local API test servers share (anthropic_server.py, openai_server.py): an HTTP server on
 127.0.0.1 at a free port, started by `with`, handing every GET and POST to `_handle`; and
-`ScriptedAPI`, their record of what arrived and their scripted faults. Two broken servers below any
+`ScriptedAPI`, their record of what arrived and their scripted faults. Three broken servers below any
 API: `silent_server` accepts connections and never answers, `dropping_server` closes every
-connection as soon as it is accepted."""
+connection as soon as it is accepted, and `trickling_server` answers at once and then sends a byte
+at a time, for ever."""
 
 from __future__ import annotations
 
@@ -158,3 +159,46 @@ def dropping_server() -> Iterator[str]:
         done.set()
         thread.join()
         listener.close()
+
+
+@contextmanager
+def trickling_server(interval: float = 0.3, status: int = 200) -> Iterator[str]:
+    """The URL of a server that answers every request at once with `status` and its headers, then
+    sends its body one byte every `interval` seconds, for ever: each read is quick, the answer never
+    ends. Handles HTTP GET and POST; the bytes are a JSON object's opening, then spaces."""
+    done = threading.Event()
+
+    class Trickle(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _trickle(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            if length:
+                self.rfile.read(length)
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "1000000")
+            self.end_headers()
+            try:
+                self.wfile.write(b"{")
+                self.wfile.flush()
+                while not done.wait(interval):
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+            except OSError:
+                return
+
+        do_GET = do_POST = _trickle
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        done.set()
+        httpd.shutdown()
+        httpd.server_close()

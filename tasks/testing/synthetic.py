@@ -47,10 +47,38 @@ ICLR2026_RATINGS = {
     8: "8: accept, a good paper",
     10: "10: strong accept, should be highlighted",
 }
+# NeurIPS 2024's 1-10 form as its invitation labels the options: a borderline label names both
+# sides ("reasons to accept outweigh reasons to reject"); its heading says which side it is on.
+NEURIPS2024_RATINGS = {
+    1: "1: Very Strong Reject: For instance, a paper with trivial results or unaddressed ethical considerations",
+    2: "2: Strong Reject: For instance, a paper with major technical flaws, and/or poor evaluation, limited "
+       "impact, poor reproducibility and mostly unaddressed ethical considerations.",
+    3: "3: Reject: For instance, a paper with technical flaws, weak evaluation, inadequate reproducibility and "
+       "incompletely addressed ethical considerations.",
+    4: "4: Borderline reject: Technically solid paper where reasons to reject, e.g., limited evaluation, "
+       "outweigh reasons to accept, e.g., good evaluation. Please use sparingly.",
+    5: "5: Borderline accept: Technically solid paper where reasons to accept outweigh reasons to reject, "
+       "e.g., limited evaluation. Please use sparingly.",
+    6: "6: Weak Accept: Technically solid, moderate-to-high impact paper, with no major concerns with respect "
+       "to evaluation, resources, reproducibility, ethical considerations.",
+    7: "7: Accept: Technically solid paper, with high impact on at least one sub-area of AI or moderate-to-high "
+       "impact on more than one area of AI, with good-to-excellent evaluation, resources, reproducibility, and "
+       "no unaddressed ethical considerations.",
+    8: "8: Strong Accept: Technically strong paper with, with novel ideas, excellent impact on at least one area "
+       "of AI or high-to-excellent impact on multiple areas of AI, with excellent evaluation, resources, and "
+       "reproducibility, and no unaddressed ethical considerations.",
+    9: "9: Very Strong Accept: Technically flawless paper with groundbreaking impact on at least one area of AI "
+       "and excellent impact on multiple areas of AI, with flawless evaluation, resources, and reproducibility, "
+       "and no unaddressed ethical considerations.",
+    10: "10: Award quality: Technically flawless paper with groundbreaking impact on one or more areas of AI, "
+        "with exceptionally strong evaluation, reproducibility, and resources, and no unaddressed ethical "
+        "considerations.",
+}
 # form name -> (options, the option a generated 1-10 rating becomes)
 REVIEW_FORMS: dict[str, tuple[dict[int, str], dict[int, int]]] = {
     "ten_point": (RATINGS, {r: r for r in RATINGS}),
     "iclr2026": (ICLR2026_RATINGS, {1: 0, 2: 2, 3: 2, 4: 4, 5: 4, 6: 6, 7: 6, 8: 8, 9: 8, 10: 10}),
+    "neurips2024": (NEURIPS2024_RATINGS, {r: r for r in NEURIPS2024_RATINGS}),
 }
 SUBSCORES = {1: "1 poor", 2: "2 fair", 3: "3 good", 4: "4 excellent"}
 ROLE_CYCLE = ("keep", "keep", "few_confident", "keep", "high_variance", "keep", "withdrawn", "keep",

@@ -27,9 +27,11 @@ message and passed through `scrub`, which blanks any credential value that might
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -46,6 +48,7 @@ TOKEN_LIFETIME = 7 * 24 * 3600   # the longest a login token may last (openrevie
 V2_OF = {"https://api.openreview.net": "https://api2.openreview.net",
          "https://api.dev.openreview.net": "https://api2.dev.openreview.net"}
 WHAT_TO_SET = f"set {TOKEN_ENV}, or {USERNAME_ENV} and {PASSWORD_ENV}"
+MIN_SECRET_PIECE = 6      # pieces of a credential broken by white space this long or longer are scrubbed too
 
 
 @dataclass(frozen=True)
@@ -76,13 +79,53 @@ def secrets() -> list[str]:
     return sorted({v.strip() for v in values if v and v.strip()}, key=len, reverse=True)
 
 
+def _forms(secret: str) -> list[str]:
+    """The ways `secret` can appear in text: as it is, escaped as repr() / JSON write it, and, for a
+    value broken by white space (a token with a line break), each long piece of it."""
+    escaped = secret.encode("unicode_escape").decode("ascii")
+    pieces = [p for p in re.split(r"\s+", secret) if len(p) >= MIN_SECRET_PIECE]
+    return sorted({secret, escaped, escaped.replace("\\", "\\\\"), *pieces}, key=len, reverse=True)
+
+
 def scrub(text: str) -> str:
     """`text` with every credential value, and every second-factor code made here, replaced by "***"."""
     for secret in secrets():
-        text = text.replace(secret, "***")
+        for form in _forms(secret):
+            text = text.replace(form, "***")
     for code in list(_codes):
         text = re.sub(rf"(?<!\d){re.escape(code)}(?!\d)", "***", text)
     return text
+
+
+def scrub_log_records() -> None:
+    """Scrub every log record this process makes from now on (its message, and the traceback it
+    carries, formatted here): Prefect ships records to its database, so no credential may be in
+    one. Idempotent."""
+    global _plain_records
+    if _plain_records is not None:
+        return
+    _plain_records = logging.getLogRecordFactory()
+    make = _plain_records
+
+    def scrubbed(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = make(*args, **kwargs)
+        if not secrets() and not _codes:
+            return record
+        try:
+            message = record.getMessage()
+        except Exception:   # a record whose arguments do not fit its message: left to logging's own report
+            return record
+        clean = scrub(message)
+        if clean != message:
+            record.msg, record.args = clean, ()
+        if record.exc_info and record.exc_info[1] is not None:
+            record.exc_text = scrub("".join(traceback.format_exception(*record.exc_info)).rstrip("\n"))
+        return record
+
+    logging.setLogRecordFactory(scrubbed)
+
+
+_plain_records: Callable[..., logging.LogRecord] | None = None
 
 
 def login_host(baseurl: str) -> str:
@@ -98,7 +141,7 @@ def current_login(baseurl: str, api_version: int) -> Login:
     per run and host (`renew` mints again after a refusal)."""
     token = os.environ.get(TOKEN_ENV, "").strip()
     if token:
-        return Login(token.removeprefix("Bearer ").strip(), "token")
+        return Login(checked_token(token.removeprefix("Bearer ").strip()), "token")
     username, password = password_login()
     if not username:
         return Login()
@@ -108,6 +151,18 @@ def current_login(baseurl: str, api_version: int) -> Login:
             _minted[key] = _mint(baseurl, api_version, username, password)
             _origins[key] = (baseurl, api_version)
         return Login(_minted[key], "password", username, key[0])
+
+
+def checked_token(token: str) -> str:
+    """`token` when an HTTP header can carry it (printable ASCII, no white space), else one
+    `AuthenticationError` line that says what is wrong and where, never the token itself."""
+    for at, char in enumerate(token, start=1):
+        if not (char.isascii() and char.isprintable()) or char.isspace():
+            what = ("a line break" if char in "\r\n" else "white space" if char.isspace()
+                    else "a non-ASCII character" if not char.isascii() else "a control character")
+            raise AuthenticationError(f"{TOKEN_ENV} holds {what} at character {at} of {len(token)}: a token is "
+                                      "printable ASCII on one line; copy it again")
+    return token
 
 
 def password_login() -> tuple[str, str]:

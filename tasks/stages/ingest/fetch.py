@@ -41,7 +41,7 @@ from tasks.core.venue_facts import history_hidden
 from tasks.stages.ingest.forms import normalise_submission, reject, value
 from tasks.stages.ingest.openreview_client import make_client
 from tasks.stages.ingest.raw_cache import quarantine, read_cached
-from tasks.stages.ingest.review_form import ReviewForm, read_form, save_form, table_form
+from tasks.stages.ingest.review_form import ReviewForm, checked_table_form, read_form, save_form, table_form
 from tasks.stages.ingest.sources import url_source
 from tasks.stages.ingest.throttle import Throttle
 from tasks.stages.ingest.versions import (
@@ -324,7 +324,12 @@ def download_pdfs(client: Any, paper_ids: list[str], pdf_dir: Path, cfg: IngestC
                     return None, _remember(marker, reject("pdf", paper_id, paper_id, venue_id, "pdf_too_large",
                                                           f"declared {declared} bytes > {cfg.pdf_max_bytes}"))
                 chunks, size = [], 0
+                deadline = time.monotonic() + cfg.request_total_seconds
                 for chunk in response.iter_content(1 << 16):
+                    if time.monotonic() > deadline:
+                        return None, reject("pdf", paper_id, paper_id, venue_id, "pdf_download_failed",
+                                            f"the download took more than {cfg.request_total_seconds:g} s "
+                                            "([ingest] request_total_seconds)")
                     size += len(chunk)
                     if size > cfg.pdf_max_bytes:
                         return None, _remember(marker, reject("pdf", paper_id, paper_id, venue_id, "pdf_too_large",
@@ -384,8 +389,11 @@ def _extract_texts(pdf_dir: Path, ids: list[str], cfg: IngestConfig, venue_id: s
     except ImportError:
         log.warning("tasks.stages.ingest.pdf is not available; PDF text extraction skipped")
         return None
+    from tasks.stages.ingest.pdf import PdfLimits
+
     return extract_pdfs(pdf_dir, ids, max_bytes=cfg.pdf_max_bytes, venue_id=venue_id,
-                        strip_hidden=cfg.strip_hidden_text)
+                        strip_hidden=cfg.strip_hidden_text,
+                        limits=PdfLimits(cfg.pdf_memory_mb, cfg.pdf_seconds, cfg.pdf_max_pages))
 
 
 def ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None = None,
@@ -401,9 +409,11 @@ def ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None 
 
 
 def venue_form(cfg: Config, venue_id: str, client: Any, api_version: int, folder: Path) -> ReviewForm:
-    """The venue's `[venues."<id>"]` table when pipelines.toml has one, else its own review form."""
+    """The venue's `[venues."<id>"]` table when pipelines.toml has one (checked against the venue's
+    own form when its invitation is in the raw cache), else its own review form."""
     if venue_id in cfg.venues:
-        return table_form(venue_id, cfg.venues[venue_id])
+        return checked_table_form(venue_id, cfg.venues[venue_id], folder, cfg.curate.common_scale,
+                                  cfg.curate.confidence_range)
     group = _group_content(client, venue_id, folder) if api_version == 2 else None
     return read_form(client, api_version, venue_id, group, folder, cfg.curate.common_scale,
                      cfg.curate.confidence_range)

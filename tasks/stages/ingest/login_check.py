@@ -36,6 +36,10 @@ from tasks.stages.ingest.auth import (
     token_now,
 )
 
+# Answers to "who am I" that mean the login held: a profile (200), an empty one or none to show (404),
+# or one the account may not read (403 that is not a refusal of the login)
+PROFILE_ANSWERS = (200, 403, 404)
+
 
 @dataclass(frozen=True)
 class Identity:
@@ -101,14 +105,21 @@ def check_login(baseurl: str, api_version: int, ingest: IngestConfig) -> Identit
     if not login.logged_in:
         raise AuthenticationError(f"no OpenReview login for {baseurl}: OpenReview refuses guests; {WHAT_TO_SET}")
     client = make_client(api_version, baseurl, ingest, login=login)
+    answers: list[requests.Response] = []
+    client.session.hooks["response"].append(lambda response, *args, **kwargs: answers.append(response))
     try:
         own = client.get_profile()
         profile = getattr(own, "id", None)
         emails = (getattr(own, "content", None) or {}).get("emails") or []
     except (requests.ConnectionError, requests.Timeout, requests.exceptions.RetryError) as error:
         raise AuthenticationError(f"OpenReview at {baseurl} did not answer ({type(error).__name__})") from None
-    except openreview.OpenReviewException:   # the login held (a refusal raises above); no profile to show
-        profile, emails = None, []
+    except openreview.OpenReviewException:
+        status = answers[-1].status_code if answers else None
+        if status not in PROFILE_ANSWERS:   # a server error says nothing about the login
+            reason = f"{status} {answers[-1].reason}".strip() if answers else "no answer"
+            raise AuthenticationError(f"OpenReview at {baseurl} answered {reason} when asked who the login is: "
+                                      "the login was not checked") from None
+        profile, emails = None, []    # the login held (a refusal raises above); no profile to show
     claims = token_claims(token_now(login) or "")
     user = claims.get("user") if isinstance(claims.get("user"), dict) else {}
     profile = profile or (user.get("profile") or {}).get("id")

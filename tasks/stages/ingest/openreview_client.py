@@ -109,8 +109,9 @@ class TimeoutAdapter(HTTPAdapter):
     `login` (tasks/stages/ingest/auth.py)."""
 
     def __init__(self, timeout: float, throttle: Throttle | None = None, login: Login | None = None,
-                 **kwargs: Any) -> None:
+                 total: float | None = None, **kwargs: Any) -> None:
         self.timeout = timeout
+        self.total = total          # seconds one whole answer may take, its body read included
         self.throttle = throttle
         self.login = login or Login()
         super().__init__(**kwargs)
@@ -150,13 +151,42 @@ class TimeoutAdapter(HTTPAdapter):
             self.throttle.before(request.path_url)
         if kwargs.get("timeout") is None:
             kwargs["timeout"] = self.timeout
+        streamed, kwargs["stream"] = kwargs.get("stream", False), True
+        started = time.monotonic()
         try:
-            return super().send(request, *args, **kwargs)
+            response = super().send(request, *args, **kwargs)
         except requests.exceptions.RetryError as error:
             if "too many 429" not in str(error):
                 raise
             raise RateLimited(f"OpenReview kept answering 429 (rate limited) for {request.path_url.split('?')[0]} "
                               "past the retries: rerun later (the run resumes where it stopped)") from None
+        if not streamed and self.total is not None:
+            read_within(response, started + self.total, self.total)
+        elif not streamed:
+            response.content  # noqa: B018 - read now, as requests would
+        return response
+
+
+def read_within(response: requests.Response, deadline: float, total: float) -> None:
+    """Read `response`'s whole body, raising `requests.ReadTimeout` once `deadline` (monotonic) has
+    passed: a server that trickles a byte at a time never trips the timeout of each read."""
+    chunks = []
+    try:
+        while chunk := response.raw.read1(1 << 16, decode_content=True):   # what has arrived, not a full 64 KiB
+            chunks.append(chunk)
+            if time.monotonic() > deadline:
+                raise requests.exceptions.ReadTimeout(f"{response.url.split('?')[0]}: no whole answer within "
+                                                      f"{total:g} s ([ingest] request_total_seconds)")
+    except requests.exceptions.ReadTimeout:
+        response.close()
+        log.warning("%s: the answer took more than %g s in all; retried as a timeout", response.url.split("?")[0],
+                    total)
+        raise
+    except Exception as error:   # urllib3's own read errors, as requests would raise them
+        response.close()
+        raise requests.exceptions.ConnectionError(str(error)) from None
+    response._content = b"".join(chunks)
+    response._content_consumed = True
 
 
 def retry_policy(cfg: IngestConfig) -> Backoff:
@@ -184,7 +214,8 @@ def make_client(api_version: int, baseurl: str, cfg: IngestConfig, throttle: Thr
         client.headers["Authorization"] = f"Bearer {login.token}"
     else:
         client = _guest(kind, baseurl)
-    adapter = TimeoutAdapter(cfg.timeout_seconds, throttle, login, max_retries=retry_policy(cfg),
+    adapter = TimeoutAdapter(cfg.timeout_seconds, throttle, login, cfg.request_total_seconds,
+                             max_retries=retry_policy(cfg),
                              pool_connections=4, pool_maxsize=max(8, cfg.pdf_workers * 2))
     for prefix in [*client.session.adapters]:   # the library mounts its own adapters on some prefixes
         client.session.mount(prefix, adapter)

@@ -11,6 +11,10 @@ leaders and a page number) are never headings. Appendices lettered "A Proofs" fo
 references, so they go with everything after them.
 
 Unreadable files never stop a run: `extract_pdfs` turns them into rejects (`REJECT_RULES`).
+Every file is read in a child process of its own under `PdfLimits`: an address-space cap
+(RLIMIT_AS), a wall-clock and CPU time limit and a page count. A PDF bomb (megabytes of text
+compressed into kilobytes, tens of thousands of pages, a file that crashes MuPDF) is then one
+paper rejected as `pdf_over_limit` / `extraction_failed` with its reason, and the run goes on.
 
 Hidden text: a span a reader of the rendered page cannot see is hidden (`hidden_reason`): drawn
 invisibly (render mode 3 or zero opacity; not on a page whose every span is invisible, which is a
@@ -26,9 +30,10 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
+from multiprocessing.connection import Connection
 from multiprocessing.context import BaseContext
 from pathlib import Path
 
@@ -44,12 +49,13 @@ REJECT_RULES = {
     "corrupt_pdf": "not a PDF, or MuPDF cannot parse it",
     "encrypted_pdf": "the PDF needs a password",
     "no_text": "no extractable text (scanned or image-only pages)",
-    "extraction_failed": "an unexpected error while reading the text",
+    "extraction_failed": "an unexpected error while reading the text, or the reader crashed",
+    "pdf_over_limit": "reading it needs more memory, time or pages than [ingest] pdf_memory_mb / pdf_seconds / "
+                      "pdf_max_pages allow",
 }
 MIN_TEXT_CHARS = 200   # fewer non-blank characters in the whole file: nothing to extract
 MIN_BODY_CHARS = 500   # an end-of-body heading this early is not believed (a stray line)
 MAX_HEADING_CHARS = 80
-SERIAL_BELOW = 200     # fewer files are read in-process: a pool takes ~3 s to start (pymupdf import)
 HIDDEN_FONT_PT = 4.0   # text set smaller than this is not meant to be read (footnotes are 7-8 pt)
 WHITE_CHANNEL = 0xF0   # text whose red, green and blue are all at least this is white on a white page
 HIDDEN_CHARS = 500     # characters of one hidden span kept in the record
@@ -82,6 +88,16 @@ NUMBERED_RE = re.compile(rf"^{_NUM}\s*(?P<title>\S.*)$")
 BARE_NUMBER_RE = re.compile(rf"^{_NUM}$")
 TOC_ENTRY_RE = re.compile(r"(?:\.\s?){4,}\s*\d+$")   # "Method . . . . . . 4": a table-of-contents line
 ROMAN = {"I": 1, "V": 5, "X": 10}
+_OUT_OF_MEMORY = re.compile(r"malloc|out of memory|cannot allocate|calloc|realloc", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class PdfLimits:
+    """What reading one PDF may take: address space (MB), wall-clock seconds, pages; None: no limit."""
+
+    memory_mb: int | None = 2048
+    seconds: float | None = 120.0
+    max_pages: int | None = 2000
 
 
 class PdfError(ValueError):
@@ -269,9 +285,9 @@ def _render(lines: list[_Line]) -> str:
     return "\n".join(paragraphs).replace("\x00", "")
 
 
-def extract_text(pdf: bytes, strip_hidden: bool = True) -> PdfText:
+def extract_text(pdf: bytes, strip_hidden: bool = True, max_pages: int | None = None) -> PdfText:
     """The paper body of one PDF, hidden text listed (and left out with `strip_hidden`); raises
-    PdfError (corrupt_pdf, encrypted_pdf, no_text)."""
+    PdfError (corrupt_pdf, encrypted_pdf, no_text, pdf_over_limit for more than `max_pages` pages)."""
     if b"%PDF-" not in pdf[:1024]:
         raise PdfError("corrupt_pdf", f"not a PDF (starts with {pdf[:16]!r})")
     pymupdf.TOOLS.mupdf_display_errors(False)
@@ -284,6 +300,8 @@ def extract_text(pdf: bytes, strip_hidden: bool = True) -> PdfText:
         if doc.needs_pass:
             raise PdfError("encrypted_pdf", "password protected")
         page_count = doc.page_count
+        if max_pages is not None and page_count > max_pages:
+            raise PdfError("pdf_over_limit", f"{page_count} pages > [ingest] pdf_max_pages {max_pages}")
         lines: list[_Line] = []
         hidden: list[tuple[int, str, str]] = []
         weights: Counter[tuple[float, bool]] = Counter()
@@ -300,7 +318,11 @@ def extract_text(pdf: bytes, strip_hidden: bool = True) -> PdfText:
                 if end is not None:
                     break
                 chars = total - len(lines[-1].text) if lines else 0
+        except MemoryError:
+            raise
         except Exception as error:
+            if _OUT_OF_MEMORY.search(str(error)):
+                raise MemoryError(str(error)) from None
             raise PdfError("corrupt_pdf", f"page {number + 1} unreadable: {error}") from None
     n_chars = sum(len(line.text.replace(" ", "")) for line in lines)
     if n_chars < MIN_TEXT_CHARS:
@@ -324,9 +346,9 @@ def hidden_spans(texts: pl.DataFrame) -> pl.DataFrame:
     return spans.select(PAPER_INTEGRITY.names()).cast(dict(PAPER_INTEGRITY)).sort("paper_id", "page", "reason", "text")
 
 
-def _extract_file(path: str, max_bytes: int | None, strip_hidden: bool = True
+def _extract_file(path: str, max_bytes: int | None, strip_hidden: bool = True, max_pages: int | None = None
                   ) -> tuple[PdfText | None, str | None, str | None]:
-    """(text, None, None) or (None, rule, detail) for one file; never raises."""
+    """(text, None, None) or (None, rule, detail) for one file; never raises (but MemoryError)."""
     file = Path(path)
     try:
         if not file.is_file():
@@ -334,24 +356,79 @@ def _extract_file(path: str, max_bytes: int | None, strip_hidden: bool = True
         size = file.stat().st_size
         if max_bytes is not None and size > max_bytes:
             return None, "pdf_too_large", f"{size} bytes > limit {max_bytes}"
-        return extract_text(file.read_bytes(), strip_hidden), None, None
+        return extract_text(file.read_bytes(), strip_hidden, max_pages), None, None
     except PdfError as error:
         return None, error.rule, error.detail
+    except MemoryError:
+        raise
     except Exception as error:  # a bug or an exotic file must not stop the other papers
         return None, "extraction_failed", f"{type(error).__name__}: {error}"[:500]
 
 
+def _child(path: str, max_bytes: int | None, strip_hidden: bool, limits: PdfLimits, out: Connection) -> None:
+    """In the child: cap its address space and CPU time, read one file, send the result."""
+    import resource
+
+    if limits.memory_mb is not None:
+        cap = limits.memory_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    if limits.seconds is not None:
+        cpu = int(limits.seconds) + 1
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
+    try:
+        result = _extract_file(path, max_bytes, strip_hidden, limits.max_pages)
+    except MemoryError:
+        result = None, "pdf_over_limit", f"reading it needs more than [ingest] pdf_memory_mb {limits.memory_mb} MB"
+    out.send(result)
+    out.close()
+
+
+def extract_limited(path: str, max_bytes: int | None, strip_hidden: bool, limits: PdfLimits
+                    ) -> tuple[PdfText | None, str | None, str | None]:
+    """`_extract_file` in a child process under `limits` (module docstring); never raises but on an
+    interrupt, which ends the child first."""
+    context = _pool_context()
+    reader, writer = context.Pipe(duplex=False)
+    child = context.Process(target=_child, args=(path, max_bytes, strip_hidden, limits, writer), daemon=True,
+                            name="grebench-pdf")
+    child.start()
+    writer.close()
+    try:
+        if reader.poll(limits.seconds):
+            try:
+                return reader.recv()
+            except (EOFError, OSError):
+                pass   # the child died before it answered: said below
+        else:
+            return None, "pdf_over_limit", f"reading it took more than [ingest] pdf_seconds {limits.seconds:g} s"
+        child.join(5)
+        code = child.exitcode
+        if code is not None and code < 0:
+            import signal
+
+            name = signal.Signals(-code).name
+            if -code == signal.SIGXCPU:
+                return None, "pdf_over_limit", f"reading it took more than [ingest] pdf_seconds {limits.seconds:g} s of CPU"
+            return None, "extraction_failed", f"the PDF reader crashed ({name})"
+        return None, "extraction_failed", f"the PDF reader ended without an answer (exit {code})"
+    finally:
+        reader.close()
+        if child.is_alive():
+            child.kill()
+        child.join(5)
+
+
 def _pool_context() -> BaseContext:
-    """Workers forked from a server that has imported this module once (pymupdf takes ~3 s to
-    import), so later pools start at once; unlike plain fork it is safe in a threaded parent."""
+    """Children forked from a server that has imported this module once (pymupdf takes ~3 s to
+    import), so later children start at once; unlike plain fork it is safe in a threaded parent."""
     context = get_context("forkserver")
     context.set_forkserver_preload([__name__])
     return context
 
 
 def default_workers(n_files: int) -> int:
-    """In-process for a handful of files, else one process per core (at most 8)."""
-    return 1 if n_files < SERIAL_BELOW else max(1, min(os.cpu_count() or 1, 8))
+    """One child at a time for a single file, else one per core (at most 8)."""
+    return max(1, min(n_files, os.cpu_count() or 1, 8))
 
 
 def extract_pdfs(
@@ -361,24 +438,20 @@ def extract_pdfs(
     max_bytes: int | None = None,
     venue_id: str | None = None,
     strip_hidden: bool = True,
+    limits: PdfLimits | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(pdf_texts, rejects) for `pdf_dir/<paper_id>.pdf`; rejects have stage "ingest", entity "pdf"."""
+    """(pdf_texts, rejects) for `pdf_dir/<paper_id>.pdf`, each file read in a child process under
+    `limits`; rejects have stage "ingest", entity "pdf"."""
     ids = list(dict.fromkeys(paper_ids))
     paths = [str(Path(pdf_dir) / f"{paper_id}.pdf") for paper_id in ids]
     workers = default_workers(len(ids)) if workers is None else workers
+    limits = limits or PdfLimits()
     results = []
-    with progress(len(paths), "PDF text" + (f" of {venue_id}" if venue_id else ""), "pdf") as bar:
-        if workers <= 1:
-            for path in paths:
-                results.append(_extract_file(path, max_bytes, strip_hidden))
-                bar.update(1)
-        else:
-            with ProcessPoolExecutor(workers, mp_context=_pool_context()) as pool:
-                chunk = max(1, len(paths) // (workers * 8))
-                for result in pool.map(_extract_file, paths, [max_bytes] * len(paths), [strip_hidden] * len(paths),
-                                       chunksize=chunk):
-                    results.append(result)
-                    bar.update(1)
+    with progress(len(paths), "PDF text" + (f" of {venue_id}" if venue_id else ""), "pdf") as bar, \
+            ThreadPoolExecutor(workers, thread_name_prefix="grebench-pdf") as pool:
+        for result in pool.map(lambda path: extract_limited(path, max_bytes, strip_hidden, limits), paths):
+            results.append(result)
+            bar.update(1)
     texts, rejected = [], []
     for paper_id, (text, rule, detail) in zip(ids, results, strict=True):
         if text is None:

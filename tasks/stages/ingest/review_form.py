@@ -16,9 +16,11 @@ The mapping rule (docs/openreview.md, "Review forms read from the venue"):
 
 1. Options already on the common scale (ICLR 2023-2025: 1, 3, 5, 6, 8, 10) map to themselves.
 2. Otherwise each option's label places it on the reject or the accept side of the acceptance
-   threshold: "below" or "reject" -> reject side, "above" or "accept" -> accept side (the words
-   "below" / "above" win, so "marginally below the acceptance threshold" is a reject). An option
-   without such a word takes the side of its labelled neighbours; the sides must not interleave.
+   threshold by the first side word the label says: "below" or "reject" -> reject side, "above" or
+   "accept" -> accept side. The first word is the label's heading, so "marginally below the
+   acceptance threshold" is a reject and NeurIPS' "Borderline accept: ... reasons to accept
+   outweigh reasons to reject" an accept. An option without such a word takes the side of its
+   labelled neighbours; the sides must not interleave.
 3. The lower half of the common scale belongs to the reject side, the upper half to the accept
    side. A side's k options, in rank order, are cut into as many equal runs as its half has
    points: option p of k goes to point floor(p * points / k). NeurIPS 2025's 1-6 form gives
@@ -26,7 +28,9 @@ The mapping rule (docs/openreview.md, "Review forms read from the venue"):
 
 Confidence options must lie inside `[curate] confidence_range` and are kept as they are. A form
 that cannot be mapped (no rating field, no options, no threshold in the labels, sides that
-interleave) raises `FormError`: one line that names the field and its options.
+interleave) raises `FormError`: one line that names the field and its options. So does a derived
+map that breaks numeric order (a higher option on a lower point) or that differs from the
+venue's hand-written table where both exist.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.core.config import ConfigError, VenueConfig
+from tasks.core.errors import printable
 from tasks.core.locks import write_bytes_atomic
 from tasks.stages.ingest.forms import SCORE_ALIASES, parse_score, value
 
@@ -47,8 +52,10 @@ RATING_NAMES = ("rating", "recommendation", "overall_recommendation", "overall_a
                 "overall_score", "score")
 CONFIDENCE_NAMES = ("confidence", "reviewer_confidence")
 FORM_FILE = "venue_form.json"
-_SIDE_WORDS = ((re.compile(r"\bbelow\b", re.I), "reject"), (re.compile(r"\babove\b", re.I), "accept"),
-               (re.compile(r"\breject", re.I), "reject"), (re.compile(r"\baccept", re.I), "accept"))
+LABEL_CHARS = 400   # an option label is kept as one printable line of at most this many characters
+MALFORMED = (KeyError, TypeError, ValueError, IndexError, AttributeError)   # openreview-py reading a bad answer
+_SIDE_WORD = re.compile(r"\b(below|above|reject|accept)", re.I)
+_SIDES = {"below": "reject", "reject": "reject", "above": "accept", "accept": "accept"}
 
 
 class FormError(ConfigError):
@@ -105,6 +112,11 @@ class ReviewForm:
                 "confidence_options": json.dumps([[_num(o.value), o.label] for o in self.confidence_options])}
 
 
+def option_key(number: float) -> str:
+    """The key of a raw rating in a rating map ("6", "0.5", "1000000")."""
+    return f"{_num(number)}"
+
+
 def _num(number: float) -> int | float:
     return int(number) if float(number).is_integer() else number
 
@@ -146,7 +158,7 @@ def field_options(spec: Any) -> list[Option]:
         else:
             number, label = parse_score(item), str(item)
         if number is not None and math.isfinite(number):
-            options.append(Option(number, label))
+            options.append(Option(number, printable(label, LABEL_CHARS)))
     return sorted(set(options), key=lambda o: o.value)
 
 
@@ -159,14 +171,15 @@ def _pick(fields: dict[str, Any], named: str | None, names: Sequence[str]) -> st
 def derive_form(venue_id: str, invitation: dict[str, Any], group_content: dict[str, Any] | None,
                 common_scale: Sequence[float], confidence_range: Sequence[float]) -> ReviewForm:
     """The `ReviewForm` of an official-review invitation JSON; raises FormError (module docstring)."""
-    source = str(invitation.get("id") or review_invitation_id(venue_id, group_content))
+    source = printable(invitation.get("id") or review_invitation_id(venue_id, group_content), 300)
     fields = form_fields(invitation)
     if not fields:
         raise FormError(f"{venue_id}: the review invitation {source} shows no form fields: add a "
                         f'[venues."{venue_id}"] table to pipelines.toml')
     rating = _pick(fields, value(group_content, "review_rating"), RATING_NAMES)
     if rating is None:
-        raise FormError(f"{venue_id}: no rating field with options in {source} (fields: {', '.join(sorted(fields))}): "
+        raise FormError(f"{venue_id}: no rating field with options in {source} "
+                        f"(fields: {printable(', '.join(sorted(map(str, fields))), 500)}): "
                         f'add a [venues."{venue_id}"] table with a form and rating_map')
     options = field_options(fields[rating])
     if not options:
@@ -183,14 +196,35 @@ def derive_form(venue_id: str, invitation: dict[str, Any], group_content: dict[s
 
 
 def _side(label: str) -> str | None:
-    return next((side for pattern, side in _SIDE_WORDS if pattern.search(label)), None)
+    """The side of the first side word of `label` (module docstring, rule 2)."""
+    found = _SIDE_WORD.search(label)
+    return _SIDES[found.group(1).lower()] if found else None
+
+
+def check_map(venue_id: str, field_name: str, rating_map: dict[str, float],
+              known: dict[str, float] | None = None) -> None:
+    """FormError unless `rating_map` keeps numeric order and equals `known` (a hand table) when given."""
+    ordered = sorted(rating_map.items(), key=lambda kv: float(kv[0]))
+    for (low, low_point), (high, high_point) in zip(ordered, ordered[1:], strict=False):
+        if high_point < low_point:
+            raise FormError(f"{venue_id}: the map derived from field {field_name!r} breaks numeric order "
+                            f"({low}->{low_point:g} but {high}->{high_point:g}): add a [venues.\"{venue_id}\"] rating_map")
+    if known is not None and {k: float(v) for k, v in known.items()} != rating_map:
+        def shown(point: Any) -> str:
+            return "none" if point is None else f"{float(point):g}"
+
+        differ = ", ".join(f"{k}: {shown(rating_map.get(k))} vs {shown(known.get(k))}"
+                           for k in sorted(set(rating_map) | set(known), key=float)
+                           if rating_map.get(k) != (float(known[k]) if k in known else None))
+        raise FormError(f"{venue_id}: the map derived from field {field_name!r} differs from the venue table "
+                        f"in pipelines.toml (derived vs table: {differ}): check the table against the form")
 
 
 def map_ratings(venue_id: str, field_name: str, options: list[Option], common_scale: Sequence[float]
                 ) -> tuple[dict[str, float], str]:
     """(raw rating -> common-scale point, rule) for a form's rating options (module docstring)."""
     scale = sorted(float(s) for s in common_scale)
-    key = {o.value: f"{_num(o.value)}" for o in options}
+    key = {o.value: option_key(o.value) for o in options}
     if all(o.value in scale for o in options):
         return {key[o.value]: o.value for o in options}, "identity"
     shown = "; ".join(o.label for o in options)
@@ -211,6 +245,7 @@ def map_ratings(venue_id: str, field_name: str, options: list[Option], common_sc
     for side, points in ((lower, scale[:half]), (upper, scale[half:])):
         for rank, option in enumerate(side):
             mapping[key[option.value]] = points[rank * len(points) // len(side)]
+    check_map(venue_id, field_name, mapping)
     return mapping, "threshold"
 
 
@@ -227,6 +262,9 @@ def read_form(client: Any, api_version: int, venue_id: str, group_content: dict[
         ident = review_invitation_id(venue_id, group_content)
         try:
             found = client.get_invitation(ident)
+        except MALFORMED as error:   # the library cannot read what the server sent (no `id`, no list)
+            raise FormError(f"{venue_id}: the review invitation {ident} came back malformed ({_what(error)}): "
+                            f'add a [venues."{venue_id}"] table to pipelines.toml') from None
         except openreview.OpenReviewException as error:
             invitation = _first_child(client, ident)
             if invitation is None:
@@ -245,9 +283,13 @@ def _first_child(client: Any, ident: str) -> dict[str, Any] | None:
 
     try:
         children = client.get_invitations(invitation=ident, limit=1)
-    except (openreview.OpenReviewException, TypeError):
+    except (openreview.OpenReviewException, *MALFORMED):
         return None
     return children[0].to_json() if children else None
+
+
+def _what(error: Exception) -> str:
+    return f"{type(error).__name__}: {error}" if isinstance(error, KeyError) else type(error).__name__
 
 
 def _name(error: Any) -> str:
@@ -261,6 +303,26 @@ def table_form(venue_id: str, venue: VenueConfig) -> ReviewForm:
     rating = next((k for k, c in venue.form.items() if c == "rating"), None)
     confidence = next((k for k, c in venue.form.items() if c == "confidence"), None)
     return ReviewForm(venue_id, "pipelines.toml", rating, [], rating_map, confidence, [], "table")
+
+
+def checked_table_form(venue_id: str, venue: VenueConfig, folder: Path, common_scale: Sequence[float],
+                       confidence_range: Sequence[float]) -> ReviewForm:
+    """`table_form`, after checking the table against the map derived from the venue's own
+    invitation when the raw cache holds it (no request is made): FormError when they differ."""
+    form = table_form(venue_id, venue)
+    try:
+        invitation = json.loads((folder / "review_invitation.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return form
+    if not isinstance(invitation, dict) or not venue.rating_map:
+        return form
+    try:
+        derived = derive_form(venue_id, invitation, None, common_scale, confidence_range)
+    except FormError:
+        return form   # a form the rule cannot read: the table is why the venue has one
+    if derived.rule == "threshold":
+        check_map(venue_id, derived.rating_field or "rating", derived.rating_map, venue.rating_map)
+    return form
 
 
 def save_form(form: ReviewForm, out_dir: Path) -> None:

@@ -24,6 +24,12 @@ from scipy import stats
 from tasks.stages.validate.comparisons import boards
 
 MIN_SHARED = 3
+MAX_PAPERS = 10_000_000   # more papers than any venue has: a plan past it is no plan
+
+
+class TooManyPapers(ValueError):
+    """The gap is so small against the spread that no release could be large enough."""
+
 PLAN = pl.Schema({"metric": pl.String, "eval_lm": pl.String, "pairs": pl.Int64, "sd_median": pl.Float64,
                   "sd_max": pl.Float64, "papers_median": pl.Int64, "papers_max": pl.Int64})
 
@@ -39,7 +45,11 @@ def papers_needed(sd: float, gap: float, alpha: float = 0.05, power: float = 0.8
     """The smallest number of papers at which the paired test reaches `power` (module docstring)."""
     if not (sd > 0 and gap > 0 and 0 < alpha < 1 and 0 < power < 1):
         raise ValueError("sd and gap must be positive, alpha and power between 0 and 1")
-    normal = ((stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)) * sd / gap) ** 2
+    with np.errstate(over="ignore"):
+        normal = ((stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)) * sd / gap) ** 2
+    if not math.isfinite(normal) or normal > MAX_PAPERS:
+        raise TooManyPapers(f"a gap of {gap:g} with a spread of {sd:.4g} needs more than {MAX_PAPERS:,} papers: "
+                            "plan for a larger --gap")
     n = max(2, math.floor(normal))
     while paired_power(n, sd, gap, alpha) < power:
         n += 1

@@ -1,0 +1,80 @@
+"""Ctrl-C and SIGTERM end a stage within 10 s with exit 130 / 143 and one line, also while a worker
+thread waits on a server that never answers; nothing half-written stays in the stage's folder."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@contextmanager
+def holding_server() -> Iterator[tuple[str, threading.Event]]:
+    """(URL, an event set at the first connection) of a server that accepts and never answers."""
+    listener = socket.create_server(("127.0.0.1", 0), backlog=64)
+    arrived, held = threading.Event(), []
+
+    def accept() -> None:
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            held.append(connection)
+            arrived.set()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}", arrived
+    finally:
+        listener.close()
+        for connection in held:
+            connection.close()
+
+
+@pytest.mark.slow   # starts Prefect's server
+@pytest.mark.parametrize(("number", "code", "line"), [(signal.SIGINT, 130, "error: interrupted (Ctrl-C)"),
+                                                      (signal.SIGTERM, 143, "error: stopped (SIGTERM)")])
+def test_a_signal_ends_a_stage_stuck_on_a_silent_server_within_10_s(project_config, tmp_path, number, code, line):
+    with holding_server() as (url, arrived):
+        config = project_config(f"""
+[pipelines.stuck]
+source = "openreview"
+venues = ["ICLR.cc/2025/Conference"]
+stages = ["ingest"]
+
+[pipelines.stuck.ingest]
+api_v1_url = "{url}"
+api_v2_url = "{url}"
+timeout_seconds = 3600
+request_total_seconds = 3600
+""")
+        proc = subprocess.Popen([sys.executable, "-m", "flows.cli.main", "run", "stuck", "-c", str(config)],
+                                cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "PYTHONPATH": str(ROOT), "PREFECT_HOME": str(tmp_path / "prefect"),
+                                     "OPENREVIEW_TOKEN": "tok-signals-test"})
+        try:
+            assert arrived.wait(240), "the stage never reached the server"
+            time.sleep(0.5)
+            proc.send_signal(number)
+            sent = time.monotonic()
+            out, err = proc.communicate(timeout=60)
+            took = time.monotonic() - sent
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == code and took < 10, (proc.returncode, took, err[-2000:])
+    assert line in err and "Traceback" not in err.split(line)[-1]
+    data = tmp_path / "data"
+    assert not [p for p in data.rglob("*") if p.is_file() and (".tmp" in p.name or p.suffix == ".parquet")]

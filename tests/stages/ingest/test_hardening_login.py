@@ -1,0 +1,133 @@
+"""Credentials a hostile or careless environment gives: a token with a line break or a non-ASCII
+character stops in one line that never shows it, no log record or file a run writes (Prefect's
+database and its WAL included) holds it, and `login --check` says "logged in" only when the
+service said who the login is (a server error is not a login)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from flows.cli.main import app
+from tasks.core.errors import AuthenticationError
+from tasks.stages.ingest.auth import checked_token, current_login, scrub, scrub_log_records
+from tasks.testing.openreview_server import Fault, Policy, serve_venues
+from tasks.testing.synthetic import make_venue
+
+ROOT = Path(__file__).resolve().parents[3]
+HEAD, TAIL = "tokHEAD-5d1f0c9a7b", "tokTAIL-e3a94b2c61"
+BROKEN = f"{HEAD}\n{TAIL}"          # a token pasted with a line break in it
+runner = CliRunner()
+
+pytestmark = pytest.mark.usefixtures("no_openreview_login")
+
+
+@pytest.fixture(scope="module")
+def server():
+    with serve_venues([make_venue("ICLR.cc/2025/Conference", n_papers=4, seed=3, bad_cases=False)], page_limit=5,
+                      policy=Policy.today(limits={})) as srv:
+        yield srv
+
+
+def config(project_config, server, stages: str = '"ingest"') -> Path:
+    return project_config(f"""
+[pipelines.refresh]
+source = "openreview"
+venues = ["ICLR.cc/{{year}}/Conference"]
+stages = [{stages}]
+
+[pipelines.leak]
+source = "openreview"
+venues = ["ICLR.cc/2025/Conference"]
+stages = [{stages}]
+
+[pipelines.leak.ingest]
+api_v1_url = "{server.v1_url}"
+api_v2_url = "{server.v2_url}"
+max_retries = 1
+backoff_seconds = 0.01
+
+[pipelines.refresh.ingest]
+api_v1_url = "{server.v1_url}"
+api_v2_url = "{server.v2_url}"
+max_retries = 1
+backoff_seconds = 0.01
+""")
+
+
+def cli(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "flows.cli.main", *args], capture_output=True, text=True, cwd=cwd,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **env}, timeout=300)
+
+
+@pytest.mark.parametrize(("token", "what"), [(BROKEN, "a line break at character 19"),
+                                              (f"{HEAD}é{TAIL}", "a non-ASCII character at character 19"),
+                                              (f"{HEAD}\x1b[2J", "a control character at character 19")])
+def test_a_token_no_header_can_carry_stops_in_one_line_without_showing_it(token, what, monkeypatch):
+    monkeypatch.setenv("OPENREVIEW_TOKEN", token)
+    with pytest.raises(AuthenticationError) as raised:
+        current_login("http://127.0.0.1:9", 2)
+    message = str(raised.value)
+    assert what in message and "\n" not in message and HEAD not in message and TAIL not in message
+    assert checked_token(HEAD) == HEAD
+
+
+def test_scrub_blanks_a_broken_token_as_it_is_as_repr_writes_it_and_each_piece(monkeypatch):
+    monkeypatch.setenv("OPENREVIEW_TOKEN", BROKEN)
+    for text in (f"header {BROKEN!r}", f"got {BROKEN}", f"a piece: {TAIL}", f'json "{HEAD}\\n{TAIL}"'):
+        assert HEAD not in scrub(text) and TAIL not in scrub(text), text
+
+
+def test_every_log_record_is_scrubbed_its_traceback_too(monkeypatch, caplog):
+    monkeypatch.setenv("OPENREVIEW_TOKEN", BROKEN)
+    scrub_log_records()
+    log = logging.getLogger("tests.leak")
+    with caplog.at_level(logging.INFO, logger="tests.leak"):
+        log.info("sending %r", BROKEN)
+        try:
+            raise ValueError(f"Invalid header value {BROKEN!r}")
+        except ValueError:
+            log.exception("request failed")
+    assert caplog.text and HEAD not in caplog.text and TAIL not in caplog.text
+
+
+def test_login_check_with_a_broken_token_is_one_line_and_never_shows_it(server, project_config, tmp_path):
+    path = config(project_config, server)
+    out = cli("login", "--check", "-c", str(path), cwd=tmp_path, env={"OPENREVIEW_TOKEN": BROKEN})
+    assert out.returncode == 2 and out.stdout == "" and out.stderr.count("\n") == 1, out.stderr
+    assert "OPENREVIEW_TOKEN holds a line break" in out.stderr
+    assert HEAD not in out.stderr + out.stdout and TAIL not in out.stderr + out.stdout
+
+
+def test_login_check_on_a_server_error_is_not_logged_in(server, project_config, monkeypatch):
+    path = config(project_config, server)
+    monkeypatch.setenv("OPENREVIEW_TOKEN", server.issue_token())
+    server.inject(Fault("5xx", times=2, endpoint="profiles", status=431))
+    answered = runner.invoke(app, ["login", "--check", "-c", str(path)])
+    assert answered.exit_code == 2 and "logged in" not in answered.output, answered.output
+    assert answered.output.startswith(f"error: OpenReview at {server.v2_url} answered 431") and \
+        "the login was not checked" in answered.output and len(answered.output.splitlines()) == 1
+    server.clear()
+    assert runner.invoke(app, ["login", "--check", "-c", str(path)]).exit_code == 0
+
+
+@pytest.mark.slow
+def test_no_file_a_run_writes_holds_the_token_prefect_database_included(server, project_config, tmp_path):
+    path = config(project_config, server)
+    home = tmp_path / "prefect"
+    out = cli("run", "leak", "-c", str(path), cwd=tmp_path,
+              env={"OPENREVIEW_TOKEN": BROKEN, "PREFECT_HOME": str(home), "PREFECT_API_URL": ""})
+    assert out.returncode == 2, out.stderr[-3000:]
+    assert "OPENREVIEW_TOKEN holds a line break" in out.stderr
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert any(p.name.startswith("prefect.db") for p in written)          # the run did write Prefect's database
+    for piece in (HEAD, TAIL):
+        assert piece not in out.stdout + out.stderr
+        holding = [p for p in written if piece.encode() in p.read_bytes()]
+        assert not holding, holding
