@@ -45,16 +45,17 @@ def prefect_harness():
 
 @pytest.fixture
 def dask_cluster():
-    """A two-worker Dask cluster in this process (one thread each), with the settings GRE-bench's own
-    workers get (tasks/scoring/shards.py DASK_SETTINGS: without them a worker's stack sampling can
-    deadlock this interpreter)."""
+    """A two-worker Dask cluster in this process (one thread and one `GPU` resource each, as GRE-bench's
+    workers hold: tasks/scoring/cluster.py), with the settings GRE-bench's own workers get
+    (tasks/scoring/shards.py DASK_SETTINGS: without them a worker's stack sampling can deadlock this
+    interpreter)."""
     import dask
     from distributed import LocalCluster
 
     from tasks.scoring.shards import DASK_SETTINGS
 
     with dask.config.set(DASK_SETTINGS), LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                                       dashboard_address=None) as cluster:
+                                                       resources={"GPU": 1}, dashboard_address=None) as cluster:
         yield cluster
 
 

@@ -12,8 +12,15 @@ A refresh of `--venues` venues of `--submissions` submissions each is projected 
                 PDF would take (the order before PDFs were fetched for the sample only)
     papers      submissions x `--keep` (the share of papers curation keeps; default 16,000 of 46,199,
                 Beyond Rating's figure for the same rules on NeurIPS 2022-25 and ICLR 2024-26)
-    preprocess  one chat request per human and per candidate review (judgment lines) and one per paper (ASSW)
-    generate    one chat request per (paper, candidate LLM)
+    sample      the papers every stage after curation reads: per venue the first `--sample-size` of the
+                curated papers (default: [curate] sample_size of `--pipeline`, "refresh-2026"), or all of
+                them where fewer are kept. Preprocess, generate, score and validate are projected over
+                the sample, as the refresh runs them (tasks/stages/curate/rules.py), not over every
+                curated paper; `--sample-size 0` projects over every curated paper (a benchmark of
+                the whole venue)
+    preprocess  one chat request per human and per candidate review of the sample (judgment lines)
+                and one per sampled paper (ASSW)
+    generate    one chat request per (sampled paper, candidate LLM)
     score       GEM: per (candidate, reference) pair and GEM metric one conditional log-likelihood
                 request, per (reference, metric) one marginal; candidates are the `--candidates` LLMs
                 plus each human review left out in turn. Oracle cells (`--oracle-cells`): per pair one
@@ -60,7 +67,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import polars as pl  # noqa: E402
 
-from tasks.core.config import load_config  # noqa: E402
+from tasks.core.config import Config, load_config  # noqa: E402
 from tasks.lm import LoglikelihoodRequest, ModelSpec, local_lm  # noqa: E402
 from tasks.lm.loading import chat_ids, load_tokenizer  # noqa: E402
 from tasks.metrics.gem import system_prompt  # noqa: E402
@@ -148,14 +155,30 @@ def local_throughput(data: pl.DataFrame | None, shape: Shape, n_pairs: int) -> d
             "tokens_per_s": round(tokens / wall, 1), "tokens_per_cpu_s": round(tokens / used, 1) if used else None}
 
 
+def pipeline_config(args: argparse.Namespace) -> Config:
+    """The config of `--pipeline` (its own tables over the shared ones), or the shared tables alone
+    where `pipelines.toml` has no such pipeline."""
+    cfg = load_config(args.config)
+    base = args.pipeline.rsplit("-", 1)[0] if args.pipeline.rsplit("-", 1)[-1].isdigit() else args.pipeline
+    return cfg.for_pipeline(args.pipeline) if base in cfg.pipelines else cfg
+
+
+def sampled_papers(args: argparse.Namespace) -> float:
+    """Papers the stages after curation read: per venue min(sample size, curated papers); a sample
+    size of 0 reads every curated paper."""
+    kept = args.submissions * args.keep
+    return args.venues * (min(args.sample_size, kept) if args.sample_size else kept)
+
+
 def ingest_plan(args: argparse.Namespace, reviews_per_paper: float) -> tuple[Stage, dict[str, float]]:
     """The ingest stage's requests and hours at [ingest]'s logged-in pacing (module docstring)."""
-    cfg = load_config(args.config)
+    cfg = pipeline_config(args)
     ingest, venues, n = cfg.ingest, args.venues, args.submissions
     pages = venues * (math.ceil(n / ingest.page_size) + 2)
     histories = venues * n * reviews_per_paper * args.edited_share
     kept = n * args.keep
-    per_venue = {"sample": min(cfg.curate.sample_size, kept), "curated": kept, "all": n}[ingest.pdf_scope]
+    sample = min(args.sample_size, kept) if args.sample_size else kept
+    per_venue = {"sample": sample, "curated": kept, "all": n}[ingest.pdf_scope]
     pdfs = venues * per_venue if ingest.pdf else 0
     pdf_histories = pdfs * args.pdf_history_share
 
@@ -174,8 +197,9 @@ def ingest_plan(args: argparse.Namespace, reviews_per_paper: float) -> tuple[Sta
 
 
 def project(args: argparse.Namespace, shape: Shape, overhead: dict[str, int]) -> list[Stage]:
-    cfg = load_config(args.config)
-    papers = args.venues * args.submissions * args.keep
+    """Requests and tokens of every stage after curation, over the sampled papers (module docstring)."""
+    cfg = pipeline_config(args)
+    papers = sampled_papers(args)
     r, c = shape.reviews_per_paper, args.candidates
     judg_tokens = shape.lines_per_review * shape.line_tokens
     stages = {s: Stage(s, k) for s, k in (("preprocess", "chat"), ("generate", "chat"), ("score.gem", "eval_lm"),
@@ -243,6 +267,11 @@ def main() -> None:
                         help="share of reviews whose history ingest reads (0: the venue hides edit histories)")
     parser.add_argument("--pdf-history-share", type=float, default=0.0,
                         help="share of fetched PDFs whose history is read (0: hidden, as at ICLR/NeurIPS since 2024)")
+    parser.add_argument("--sample-size", type=int, default=None,
+                        help="papers per venue the stages after curation read (default: [curate] sample_size "
+                             "of --pipeline; 0: every curated paper)")
+    parser.add_argument("--pipeline", default="refresh-2026",
+                        help="the pipeline whose settings apply (a yearly one with its year)")
     parser.add_argument("--config", default=str(ROOT / "pipelines.toml"))
     parser.add_argument("--data", default=str(DATA))
     args = parser.parse_args()
@@ -251,8 +280,12 @@ def main() -> None:
     if args.eval_tokens_per_s is not None and args.eval_tokens_per_s <= 0:
         parser.error("--eval-tokens-per-s must be positive")
     args.oracle_cells = [c for c in args.oracle_cells.split(",") if c.strip()]
+    if args.sample_size is None:
+        args.sample_size = pipeline_config(args).curate.sample_size
+    if args.sample_size < 0:
+        parser.error("--sample-size must be >= 0")
     if args.negatives is None:
-        args.negatives = load_config(args.config).score.negatives
+        args.negatives = pipeline_config(args).score.negatives
 
     shape, data = measure_shape(Path(args.data))
     overhead = gem_prompt_overhead(load_tokenizer())
@@ -266,8 +299,9 @@ def main() -> None:
             stage.hours = stage.input_tokens / rate / 3600
             if args.gpu_hour_usd is not None:
                 stage.cost_usd = stage.hours * args.gpu_hour_usd
-    papers = args.venues * args.submissions * args.keep
+    papers, sample = args.venues * args.submissions * args.keep, sampled_papers(args)
     print(f"papers after curation: {papers:,.0f} ({args.venues} x {args.submissions:,} x {args.keep:.3f}); "
+          f"read after curation: {sample:,.0f} (sample size {args.sample_size or 'all'}); "
           f"{args.candidates} candidates; shape from {shape.measured_from}")
     print(f"evaluation LM: {rate:,.0f} tokens/s ({'given' if args.eval_tokens_per_s else 'local engine, measured'})"
           if rate else "evaluation LM: no throughput (no dev file to measure on; pass --eval-tokens-per-s)")
@@ -280,7 +314,8 @@ def main() -> None:
               f"{s.hours:>12,.1f}{s.cost_usd:>12,.0f}")
     eval_tokens = sum(s.input_tokens for s in stages if s.kind == "eval_lm")
     summary = {
-        "papers": round(papers), "candidates": args.candidates, "shape": asdict(shape),
+        "papers": round(papers), "sampled_papers": round(sample), "sample_size": args.sample_size,
+        "pipeline": args.pipeline, "candidates": args.candidates, "shape": asdict(shape),
         "eval_lm_tokens_per_s": rate, "throughput_source": "given" if args.eval_tokens_per_s else "local_measured",
         "local_measurement": measured, "stages": [asdict(s) for s in stages],
         "ingest_hours": round(ingest.hours, 2), "ingest": {k: round(v, 2) if isinstance(v, float) else v

@@ -101,9 +101,12 @@ class ScoreConfig(Frozen):
     shard_size: int = Field(256, ge=1)       # scoring requests per Parquet shard
     metric_shard_papers: int = Field(8, ge=1)   # papers per shard of the LLM metrics (tasks/scoring/metric_shards.py)
     task_runner: Literal["thread", "dask"] = "thread"
-    workers: int = Field(1, ge=1)            # workers of the dask cluster started locally
-    runner_address: str | None = None        # an existing dask scheduler
-    gpu_concurrency: int = Field(1, ge=1)    # scoring tasks allowed at once
+    workers: int = Field(1, ge=1)            # workers of the dask cluster started locally (on a CPU)
+    runner_address: str | None = None        # an existing dask scheduler (its workers hold a GPU resource each)
+    # The GPUs of a dask cluster started locally, one worker each (as CUDA_VISIBLE_DEVICES names them:
+    # indices or UUIDs); empty: every GPU this process sees (tasks/scoring/cluster.py)
+    cuda_devices: tuple[str, ...] = ()
+    gpu_concurrency: int = Field(1, ge=1)    # scoring tasks allowed at once (the thread runner's slot files)
     slot_wait_s: float = Field(3600.0, gt=0, le=30 * 86400)   # longest wait for one of those slots (tasks/core/slots.py)
     metrics: tuple[str, ...] = ("gem_raw", "gem", "gem_s_abstract", "gem_s_assw")  # names in tasks/metrics
     # More metrics scored into the same table for side-by-side comparison (any name in tasks/metrics)

@@ -6,7 +6,8 @@ anything else is a local folder, a .gguf file or a model id that transformers re
 (from the local cache when offline).
 
 One device / dtype / quantization policy, `ModelSpec.resolved()`: "auto" device is CUDA when
-present, else CPU; "auto" dtype is bfloat16 where the hardware multiplies it natively (CUDA with
+present, else CPU; CUDA is always one GPU, this process's own (`cuda:<i>`, tasks/lm/devices.py), and
+a model goes there whole (NF4 too: `device_map={"": i}`, never spread over every visible GPU); "auto" dtype is bfloat16 where the hardware multiplies it natively (CUDA with
 bf16 support, a CPU with `avx512_bf16` or `amx_bf16`: `fast_dtype`) and float32 elsewhere (on a
 CPU without bf16 units torch's bfloat16 matmul is an emulation, 24x slower than float32 on an
 AVX2 EPYC, docs/bfloat16.md); "auto" quantization is NF4 (bitsandbytes, bfloat16 compute) on CUDA
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from tasks.lm.cpu import cpu_has_bf16
+from tasks.lm.devices import device_index, is_cuda, pinned
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -68,7 +70,7 @@ class ModelSpec:
     name: str = EMBEDDED
     dtype: str = "auto"          # auto | float32 | bfloat16 | float16
     quantization: str = "none"   # none | nf4 | int8 | auto
-    device: str = "auto"         # auto | cpu | cuda
+    device: str = "auto"         # auto | cpu | cuda | cuda:<i> (resolved: "cuda" is this process's own GPU)
     kind: Literal["causal", "encoder"] = "causal"
     # An OpenAI-compatible completions server holding the weights (tasks/lm/completions.py); then
     # device, dtype and quantization are the server's business and stay unresolved
@@ -78,12 +80,12 @@ class ModelSpec:
         """Replace every "auto" by what this machine will actually use (a served model: itself)."""
         if self.server is not None:
             return self
-        device = self.device if self.device != "auto" else ("cuda" if cuda_available() else "cpu")
+        device = pinned(self.device if self.device != "auto" else ("cuda" if cuda_available() else "cpu"))
         dtype = self.dtype if self.dtype != "auto" else fast_dtype(device)
         quantization = self.quantization
         if quantization == "auto":
-            quantization = "nf4" if device == "cuda" else "none"
-        if quantization == "nf4" and device != "cuda":
+            quantization = "nf4" if is_cuda(device) else "none"
+        if quantization == "nf4" and not is_cuda(device):
             raise ValueError("4-bit NF4 quantization needs CUDA (bitsandbytes); use quantization='none' on CPU")
         if quantization == "int8":   # torch's dynamic int8 has CPU kernels only: elsewhere the plain model
             quantization, dtype = ("int8", "float32") if device == "cpu" else ("none", dtype)
@@ -155,7 +157,7 @@ def cuda_available() -> bool:
 
 def fast_dtype(device: str) -> str:
     """The dtype "auto" means on `device`: bfloat16 where it is computed natively, else float32."""
-    if device == "cuda":
+    if is_cuda(device):
         import torch
 
         return "bfloat16" if torch.cuda.is_bf16_supported() else "float32"
@@ -329,7 +331,8 @@ def _load(spec: ModelSpec) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
             bnb_4bit_compute_dtype=torch.bfloat16,
             bnb_4bit_use_double_quant=True,
         )
-        kwargs["device_map"] = "auto"
+        # the whole model on this process's own GPU; "auto" would spread its layers over every visible one
+        kwargs["device_map"] = nf4_device_map(spec.device)
     else:
         kwargs["dtype"] = getattr(torch, spec.dtype)
     loader = AutoModelForCausalLM if spec.kind == "causal" else AutoModel
@@ -344,6 +347,11 @@ def _load(spec: ModelSpec) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
 
     fuse(model)
     return model, load_tokenizer(spec.name)
+
+
+def nf4_device_map(device: str) -> dict[str, int]:
+    """The `device_map` of a 4-bit model: every module on the one GPU of `device` ("cuda:<i>")."""
+    return {"": device_index(pinned(device))}
 
 
 def quantize_int8(model: PreTrainedModel) -> None:

@@ -67,7 +67,9 @@ class Seq2SeqScorer:
                 except (OSError, ValueError) as error:
                     raise RuntimeError(f"bartscore_model {self.name!r} is not a seq2seq model that can be loaded "
                                        f"here: {str(error).splitlines()[0]}") from error
-                device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
+                from tasks.lm.devices import pinned
+
+                device = pinned(self.device or ("cuda" if torch.cuda.is_available() else "cpu"))   # this worker's GPU
                 self._loaded = (model.to(device), tokenizer)
             return self._loaded
 

@@ -1,6 +1,8 @@
 """The fan-out every sharded stage shares: one Prefect task per Parquet shard, mapped on the configured
-task runner (threads, or a Dask cluster), each holding one slot of the evaluation-LM concurrency limit
-while it scores (slot files the kernel frees when a holder dies: tasks/core/slots.py).
+task runner, behind the evaluation-LM concurrency limit while it scores: on threads, one slot of it
+each (slot files the kernel frees when a holder dies: tasks/core/slots.py); on a Dask cluster, one
+`GPU` worker resource each, so the bound holds across machines (tasks/scoring/cluster.py, which also
+checks at the start that the workers can run them).
 
 Two kinds of shard go through it: log-likelihood requests (tasks/scoring/shards.py; `fan_out(cfg)`, a
 `ShardRunner`: the score stage's GEM requests and validation's rescoring) and paper shards of the
@@ -24,6 +26,7 @@ from tasks.core.config import Config, ScoreConfig
 from tasks.core.slots import SlotLimit, holding_slot
 from tasks.lm import ModelSpec
 from tasks.scoring import metric_shards, shards
+from tasks.scoring.cluster import eval_lm_placement
 from tasks.scoring.metric_shards import MetricShardRunner
 from tasks.scoring.shards import ShardRunner, make_task_runner
 
@@ -49,8 +52,9 @@ def score_shard_task(requests_dir: Path, results_dir: Path, shard: str, spec: Mo
 def score_shards_flow(requests_dir: Path, results_dir: Path, shards: list[str], spec: ModelSpec,
                       token_budget: int, limit: SlotLimit | None = None) -> list[dict]:
     """One task per shard, on whatever task runner this flow was given, each in a slot of `limit`."""
-    futures = score_shard_task.map(unmapped(requests_dir), unmapped(results_dir), shards, unmapped(spec),
-                                   unmapped(token_budget), unmapped(limit))
+    with eval_lm_placement(results_dir):
+        futures = score_shard_task.map(unmapped(requests_dir), unmapped(results_dir), shards, unmapped(spec),
+                                       unmapped(token_budget), unmapped(limit))
     wait(futures)
     return futures.result()
 
@@ -73,8 +77,9 @@ def metric_shard_task(folder: Path, shard: str, names: tuple[str, ...], cfg: Con
 def metric_shards_flow(folder: Path, shards: list[str], names: tuple[str, ...], cfg: Config, pipeline: str,
                        llm_cache: Path | None, limit: SlotLimit | None = None) -> list[dict]:
     """One task per metric shard, on whatever task runner this flow was given, each in a slot of `limit`."""
-    futures = metric_shard_task.map(unmapped(folder), shards, unmapped(names), unmapped(cfg), unmapped(pipeline),
-                                    unmapped(llm_cache), unmapped(limit))
+    with eval_lm_placement(folder):
+        futures = metric_shard_task.map(unmapped(folder), shards, unmapped(names), unmapped(cfg), unmapped(pipeline),
+                                        unmapped(llm_cache), unmapped(limit))
     wait(futures)
     return futures.result()
 

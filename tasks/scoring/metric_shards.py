@@ -44,7 +44,7 @@ from tasks.metrics.registry import FamilyResult, Metric, Resources, get, merge_r
 FORMAT = 2   # what a shard leaves (2: any family's side tables, table-<name>.parquet); part of every shard's name
 # keys of [score] that change how fast, not what, a shard scores (tasks/stages/validate/releases.py SPEED_ONLY)
 SPEED_ONLY = {"token_budget", "shard_size", "metric_shard_papers", "task_runner", "workers", "runner_address",
-              "gpu_concurrency", "slot_wait_s", "metrics", "baselines"}
+              "cuda_devices", "gpu_concurrency", "slot_wait_s", "metrics", "baselines"}
 INPUTS = {"candidates": ("candidate",), "references": ("review_id",), "synopses": ("paper_id",),
           "negatives": ("candidate", "reference", "draw")}
 

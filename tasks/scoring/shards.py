@@ -30,6 +30,7 @@ from tasks.core.layout import write_parquet
 from tasks.core.schema import LOGLIK_RESULTS, with_truncated
 from tasks.core.slots import SlotLimit
 from tasks.lm import ModelSpec
+from tasks.lm.devices import where_this_runs
 from tasks.metrics.resources import engine_loglikelihood
 
 CONCURRENCY_LIMIT = "grebench-eval-lm"
@@ -78,11 +79,12 @@ def score_shard(requests_dir: Path, results_dir: Path, shard: str, spec: ModelSp
     if out.is_file():
         return {"shard": shard, "status": "skipped", "requests": 0, "seconds": 0.0}
     frame = pl.read_parquet(Path(requests_dir) / f"{shard}.parquet")
-    started = time.perf_counter()
+    started, since = time.perf_counter(), time.time()
     results = engine_loglikelihood(spec, token_budget)(frame)
     seconds = time.perf_counter() - started
     write_parquet(results, out)
-    return {"shard": shard, "status": "scored", "requests": frame.height, "seconds": round(seconds, 3)}
+    return {"shard": shard, "status": "scored", "requests": frame.height, "seconds": round(seconds, 3),
+            "started": since, "ended": time.time(), **where_this_runs(spec.resolved().device)}
 
 
 def run_in_process(requests_dir: Path, results_dir: Path, shards: list[str], spec: ModelSpec,
@@ -163,14 +165,20 @@ class ShardedLoglikelihood:
         return pl.concat([known, new]).unique("key", keep="first", maintain_order=True)
 
 
-def eval_lm_slots(cfg: Config) -> SlotLimit:
-    """The evaluation-LM concurrency limit the scoring tasks occupy: `[score] gpu_concurrency` slot files
-    under <data_dir>/slots, freed by the kernel when a holder dies (tasks/core/slots.py)."""
+def eval_lm_slots(cfg: Config) -> SlotLimit | None:
+    """The evaluation-LM concurrency limit the scoring tasks occupy on the thread runner: `[score]
+    gpu_concurrency` slot files under <data_dir>/slots, freed by the kernel when a holder dies
+    (tasks/core/slots.py). None on a Dask cluster, whose `GPU` worker resources bound them on every
+    machine (tasks/scoring/cluster.py)."""
+    if cfg.score.task_runner == "dask":
+        return None
     return SlotLimit(cfg.data_dir / "slots", CONCURRENCY_LIMIT, cfg.score.gpu_concurrency, cfg.score.slot_wait_s)
 
 
 def make_task_runner(cfg: ScoreConfig) -> Any:
-    """The task runner named in the config: threads here, or a Dask cluster (local or remote)."""
+    """The task runner named in the config: threads here, or a Dask cluster: an existing one
+    (`runner_address`), or one started here with a worker per GPU (`cuda_devices`, else every GPU this
+    process sees; on a CPU, `workers` of them: tasks/scoring/cluster.py)."""
     if cfg.task_runner == "thread":
         from prefect.task_runners import ThreadPoolTaskRunner
 
@@ -178,8 +186,12 @@ def make_task_runner(cfg: ScoreConfig) -> Any:
     import dask
     from prefect_dask import DaskTaskRunner
 
+    from tasks.lm.devices import visible_devices
+    from tasks.scoring.cluster import local_cluster
+
     dask.config.set(DASK_SETTINGS)   # read by the local workers when the flow starts them (not by a remote cluster)
     if cfg.runner_address:
         return DaskTaskRunner(address=cfg.runner_address)
-    return DaskTaskRunner(cluster_kwargs={"n_workers": cfg.workers, "threads_per_worker": 1,
-                                          "processes": True, "dashboard_address": None})
+    # one worker per GPU (each seeing its own alone), else `workers` of them; each holds one GPU resource
+    devices = list(cfg.cuda_devices) or visible_devices()
+    return DaskTaskRunner(cluster_class=local_cluster, cluster_kwargs={"devices": devices, "workers": cfg.workers})

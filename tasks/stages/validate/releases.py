@@ -39,7 +39,7 @@ from tasks.lm import eval_specs
 
 CANDIDATE_PROMPTS = "review-"       # tasks/prompts/review-*.md: what candidates are asked, not the benchmark
 SPEED_ONLY = ("token_budget", "shard_size", "metric_shard_papers", "task_runner", "workers", "runner_address",
-              "gpu_concurrency", "slot_wait_s")
+              "cuda_devices", "gpu_concurrency", "slot_wait_s")
 EVAL_LM_KEYS = ("eval_lm", "eval_lm_cuda", "dtype", "quantization", "eval_lms")   # the eval_lms part, resolved
 PARTS = ("papers", "references", "prompts", "eval_lms", "metrics")
 

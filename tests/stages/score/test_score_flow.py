@@ -126,8 +126,8 @@ def test_task_runner_comes_from_config() -> None:
     from prefect_dask import DaskTaskRunner
 
     assert isinstance(make_task_runner(ScoreConfig()), ThreadPoolTaskRunner)
-    dask = make_task_runner(ScoreConfig(task_runner="dask", workers=3))
-    assert isinstance(dask, DaskTaskRunner) and dask.cluster_kwargs["n_workers"] == 3
+    dask = make_task_runner(ScoreConfig(task_runner="dask", workers=3, cuda_devices=("2", "5")))
+    assert isinstance(dask, DaskTaskRunner) and dask.cluster_kwargs == {"devices": ["2", "5"], "workers": 3}
     assert make_task_runner(ScoreConfig(task_runner="dask", runner_address="tcp://h:8786")).address == "tcp://h:8786"
     assert dask_config.get("distributed.worker.profile.enabled") is False, "workers must not sample stacks (3.11 deadlock)"
     with pytest.raises(ValueError, match="task_runner"):
