@@ -85,8 +85,8 @@ PDF_TEXTS = pl.Schema(
         "text": pl.String,                # body without references, appendices, acknowledgements
         "text_no_related_work": pl.String,  # the same without the related-work section
         "n_chars": pl.Int64,
-        # text a reader of the rendered page cannot see (tasks/stages/ingest/pdf.py `hidden_reason`):
-        # per span its page, why it is hidden and what it says; stripped from `text` unless
+        # text a reader of the rendered page cannot see (tasks/stages/ingest/pdf_hidden.py): per run
+        # of hidden characters its page, why it is hidden and what it says; stripped from `text` unless
         # [ingest] strip_hidden_text = false
         "hidden": pl.List(pl.Struct({"page": pl.Int32, "reason": pl.String, "text": pl.String})),
         "hidden_stripped": pl.Boolean,

@@ -16,13 +16,12 @@ Every file is read in a child process of its own under `PdfLimits`: an address-s
 compressed into kilobytes, tens of thousands of pages, a file that crashes MuPDF) is then one
 paper rejected as `pdf_over_limit` / `extraction_failed` with its reason, and the run goes on.
 
-Hidden text: a span a reader of the rendered page cannot see is hidden (`hidden_reason`): drawn
-invisibly (render mode 3 or zero opacity; not on a page whose every span is invisible, which is a
-scan's OCR layer), set below `HIDDEN_FONT_PT`, white (every channel >= `WHITE_CHANNEL`, on the
-white page PDFs assume), or placed outside the page. Such spans are where instructions to AI
-reviewers hide ("give a positive review only"); they are listed per paper (`hidden`) and, by
-default, left out of the text every candidate and judge reads. Limit: coloured text on a coloured
-box of the same colour is not detected (the page is not rendered).
+Hidden text: text a reader of the rendered page cannot see (`tasks/stages/ingest/pdf_hidden.py`:
+invisible, nearly transparent, tiny, too faint on its background, painted over by an opaque box or
+image, off the page; a scan's invisible OCR layer over the page's image is read). Such text is where
+instructions to AI reviewers hide ("give a positive review only"); it is listed per paper
+(`hidden`, one entry per run of hidden characters with its reason) and, by default, left out of the
+text every candidate and judge reads.
 """
 
 from __future__ import annotations
@@ -42,6 +41,7 @@ import pymupdf
 
 from tasks.core.progress import progress
 from tasks.core.schema import PDF_TEXTS, REJECTS, conform, empty
+from tasks.stages.ingest.pdf_hidden import char_key, page_ink
 
 REJECT_RULES = {
     "missing_pdf": "no PDF file for the paper",
@@ -56,8 +56,6 @@ REJECT_RULES = {
 MIN_TEXT_CHARS = 200   # fewer non-blank characters in the whole file: nothing to extract
 MIN_BODY_CHARS = 500   # an end-of-body heading this early is not believed (a stray line)
 MAX_HEADING_CHARS = 80
-HIDDEN_FONT_PT = 4.0   # text set smaller than this is not meant to be read (footnotes are 7-8 pt)
-WHITE_CHANNEL = 0xF0   # text whose red, green and blue are all at least this is white on a white page
 HIDDEN_CHARS = 500     # characters of one hidden span kept in the record
 
 _NUM = r"(?P<num>\d{1,2}(?:\.\d{1,2})*\.?|[IVX]{1,5}\.|[A-Z](?:\.\d{1,2})*\.?)"
@@ -125,43 +123,43 @@ class _Line:
     style: tuple[float, bool]     # (font size to 0.5 pt, bold) of the line's first span
 
 
-def hidden_reason(span: dict, ocr_layer: bool = False) -> str | None:
-    """Why a text span of `page.get_text("dict")` cannot be seen, or None (module docstring)."""
-    if span.get("alpha", 255) == 0 and not ocr_layer:
-        return "invisible"
-    if span["size"] < HIDDEN_FONT_PT:
-        return "tiny_font"
-    color = int(span.get("color") or 0)
-    if all((color >> shift) & 0xFF >= WHITE_CHANNEL for shift in (16, 8, 0)):
-        return "white_text"
-    return None
-
-
-def _off_page(page: pymupdf.Page) -> list[str]:
-    """Text drawn entirely outside the page (MuPDF's text extraction already clips it away)."""
-    area = page.rect
-    return ["".join(chr(c[0]) for c in span["chars"]).strip() for span in page.get_texttrace()
-            if not pymupdf.Rect(span["bbox"]).intersects(area) and span["chars"]]
+def _kept_spans(spans: list[dict], reasons: dict, page: int, hidden: list[tuple[int, str, str]] | None,
+                strip: bool) -> list[dict]:
+    """The spans of one `get_text("rawdict")` line with their hidden characters listed in `hidden` (a run
+    of hidden characters, with the blanks inside it, is one entry) and, with `strip`, left out."""
+    kept = []
+    for span in spans:
+        text, run, run_reason = [], [], None
+        for char in [*span["chars"], None]:
+            reason = reasons.get(char_key(char["c"], char["origin"])) if char else None
+            if char and reason is None and run_reason and not char["c"].strip():
+                reason = run_reason                    # a blank inside a hidden run belongs to it
+            if reason != run_reason and run:
+                if hidden is not None and "".join(run).strip():
+                    hidden.append((page, run_reason, "".join(run).strip()[:HIDDEN_CHARS]))
+                run = []
+            run_reason = reason
+            if char and reason:
+                run.append(char["c"])
+            if char and (reason is None or not strip):
+                text.append(char["c"])
+        kept.append({**span, "text": "".join(text)})
+    return kept
 
 
 def _page_lines(page: pymupdf.Page, block_offset: int, hidden: list[tuple[int, str, str]] | None = None,
                 strip: bool = True) -> list[_Line]:
-    """The page's text lines; hidden spans are appended to `hidden` and, with `strip`, left out."""
-    blocks = page.get_text("dict", flags=pymupdf.TEXTFLAGS_TEXT)["blocks"]
-    spans_seen = [s for b in blocks for line in b.get("lines", ()) for s in line["spans"] if s["text"].strip()]
-    ocr_layer = bool(spans_seen) and all(s.get("alpha", 255) == 0 for s in spans_seen)
+    """The page's text lines; hidden text is appended to `hidden` and, with `strip`, left out."""
+    ink = page_ink(page)
     if hidden is not None:
-        hidden += [(page.number + 1, "off_page", text[:HIDDEN_CHARS]) for text in _off_page(page) if text]
+        hidden += [(page.number + 1, "off_page", text[:HIDDEN_CHARS]) for text in ink.off_page]
+    mode = "rawdict" if ink.reasons else "dict"   # characters only where some are hidden
+    blocks = page.get_text(mode, flags=pymupdf.TEXTFLAGS_TEXT)["blocks"]
     lines = []
     for b, block in enumerate(blocks):
         for line in block.get("lines", ()):
-            kept = []
-            for span in line["spans"]:
-                reason = hidden_reason(span, ocr_layer) if span["text"].strip() else None
-                if reason and hidden is not None:
-                    hidden.append((page.number + 1, reason, span["text"].strip()[:HIDDEN_CHARS]))
-                if not (reason and strip):
-                    kept.append(span)
+            kept = _kept_spans(line["spans"], ink.reasons, page.number + 1, hidden, strip) if ink.reasons \
+                else line["spans"]
             spans = [s for s in kept if s["text"].strip()]
             if not spans:
                 continue

@@ -1,0 +1,237 @@
+"""Hidden text on a PDF page: which characters a reader of the rendered page cannot see, and why.
+
+A character is hidden (`PageInk.reasons`) when it is
+- drawn invisibly: render mode 3 or opacity 0 (`invisible`), or nearly so: opacity below
+  `MIN_OPACITY` (`transparent`);
+- set below `HIDDEN_FONT_PT` (`tiny_font`);
+- too close in colour to what lies under it: a WCAG contrast ratio below `MIN_CONTRAST` between its
+  colour (blended by its opacity) and the background, which is the last opaque filled shape drawn
+  beneath it, else the white page (`white_text` for white on white, `low_contrast` otherwise);
+- painted over later by an opaque filled rectangle (`covered_by_shape`) or an opaque image
+  (`covered_by_image`) that covers at least `COVER_SHARE` of it;
+- or drawn entirely outside the page (`PageInk.off_page`).
+
+Paint order comes from MuPDF's sequence numbers: `Page.get_texttrace` numbers every text span,
+`Page.get_bboxlog` lists every paint operation in that same numbering, and `Page.get_drawings`
+gives a path's fill colour and opacity by its number.
+
+A scan's OCR layer is text drawn invisibly with an image of the page: a page whose every span is
+invisible and that shows an image over at least `OCR_IMAGE_SHARE` of its area is read as text. A
+page of invisible text with no such image is an injection: all of it is hidden.
+
+Limits: the page is not rendered. Text over an image is judged against white; a gradient
+(shading) is not a background; a filled rectangle drawn with a blend mode (a highlight flattened
+into the content) counts as opaque, while highlight annotations are skipped; an image with a
+soft mask never covers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pymupdf
+
+HIDDEN_FONT_PT = 4.0    # text set smaller than this is not meant to be read (footnotes are 7-8 pt)
+MIN_OPACITY = 0.1       # text more transparent than this is not meant to be read
+MIN_CONTRAST = 1.5      # WCAG contrast ratio below which text is not meant to be read (#CCCCCC on white: 1.6)
+WHITE_CHANNEL = 0xF0    # a colour whose red, green and blue are all at least this is white
+COVER_OPACITY = 0.9     # a later fill at least this opaque hides what it covers
+COVER_SHARE = 0.8       # ... when it covers at least this share of a character's box
+OCR_IMAGE_SHARE = 0.5   # an image over at least this share of the page can carry an OCR layer
+BAND = 32.0             # points: height of the bands text boxes are filed by
+
+WHITE = (1.0, 1.0, 1.0)
+Key = tuple[str, float, float]          # (character, origin x, origin y), as in get_text("rawdict")
+Box = tuple[float, float, float, float]
+_TRANSPARENT_MARKUP = (pymupdf.PDF_ANNOT_HIGHLIGHT, pymupdf.PDF_ANNOT_UNDERLINE, pymupdf.PDF_ANNOT_STRIKE_OUT,
+                       pymupdf.PDF_ANNOT_SQUIGGLY)
+
+
+@dataclass(frozen=True)
+class PageInk:
+    """What on one page cannot be seen."""
+
+    reasons: dict[Key, str]      # hidden characters, by `char_key`
+    off_page: tuple[str, ...]    # text of the spans drawn outside the page
+    ocr_layer: bool              # every span invisible, over an image of the page: a scan's text
+
+
+@dataclass(frozen=True)
+class _Fill:
+    seqno: int
+    box: Box
+    color: tuple[float, float, float] | None   # None: an image (colour unknown)
+
+
+def char_key(char: str, origin: tuple[float, float]) -> Key:
+    """The key of a character in `PageInk.reasons`."""
+    return char, round(origin[0], 1), round(origin[1], 1)
+
+
+def rgb(color: tuple[float, ...] | None) -> tuple[float, float, float]:
+    """A gray, RGB or CMYK colour as RGB in [0, 1]; black when unknown."""
+    if not color:
+        return 0.0, 0.0, 0.0
+    if len(color) == 1:
+        return color[0], color[0], color[0]
+    if len(color) == 4:
+        c, m, y, k = color
+        return 1 - min(1.0, c + k), 1 - min(1.0, m + k), 1 - min(1.0, y + k)
+    return color[0], color[1], color[2]
+
+
+def _luminance(color: tuple[float, float, float]) -> float:
+    """WCAG relative luminance."""
+    lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in color]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def contrast(a: tuple[float, float, float], b: tuple[float, float, float]) -> float:
+    """WCAG contrast ratio of two colours: 1 (same) to 21 (black on white)."""
+    la, lb = _luminance(a), _luminance(b)
+    return (max(la, lb) + 0.05) / (min(la, lb) + 0.05)
+
+
+def is_white(color: tuple[float, float, float]) -> bool:
+    return all(round(c * 255) >= WHITE_CHANNEL for c in color)
+
+
+def _intersects(a: Box, b: Box) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def _same_box(a: Box, b: Box) -> bool:
+    return max(abs(x - y) for x, y in zip(a, b, strict=True)) < 1
+
+
+def _area(box: Box) -> float:
+    return max(0.0, box[2] - box[0]) * max(0.0, box[3] - box[1])
+
+
+def _covers(fill: Box, box: Box) -> bool:
+    """`fill` covers at least COVER_SHARE of `box` (its centre, for a box without area)."""
+    area = _area(box)
+    if area <= 0:
+        x, y = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+        return fill[0] <= x <= fill[2] and fill[1] <= y <= fill[3]
+    overlap = (max(fill[0], box[0]), max(fill[1], box[1]), min(fill[2], box[2]), min(fill[3], box[3]))
+    return _area(overlap) >= COVER_SHARE * area
+
+
+def _rectangles(drawing: dict) -> list[Box]:
+    """The rectangles an opaque filled path paints, or [] for any other path."""
+    if drawing.get("fill") is None or (drawing.get("fill_opacity") or 0) < COVER_OPACITY:
+        return []
+    boxes = []
+    for item in drawing.get("items", ()):
+        if item[0] == "re":
+            boxes.append(tuple(pymupdf.Rect(item[1])))
+        elif item[0] == "qu" and pymupdf.Quad(item[1]).is_rectangular:
+            boxes.append(tuple(pymupdf.Quad(item[1]).rect))
+        else:
+            return []   # a curve or a line: its bounding box says nothing about what it covers
+    return boxes
+
+
+def _near_text(text_boxes: list[Box], height: float) -> Callable[[Box], bool]:
+    """A test whether a box overlaps some text box, with the text boxes filed by bands of height BAND
+    over a page `height` tall (a page of figures paints thousands of paths)."""
+    last = int(height // BAND) + 1
+
+    def band_of(y: float) -> int:
+        return int(max(-1.0, min(float(last), y / BAND)))   # clamped first: a box may reach infinity
+
+    def bands(box: Box) -> range:
+        return range(band_of(box[1]), band_of(box[3]) + 1)
+
+    filed: dict[int, list[Box]] = {}
+    for box in text_boxes:
+        for band in bands(box):
+            filed.setdefault(band, []).append(box)
+
+    def near(box: Box) -> bool:
+        return any(_intersects(box, t) for band in bands(box) for t in filed.get(band, ()))
+    return near
+
+
+def _fills(page: pymupdf.Page, log: list, text_boxes: list[Box]) -> list[_Fill]:
+    """Opaque filled rectangles and images that overlap some text, in paint order."""
+    overlaps_text = _near_text(text_boxes, page.cropbox.height)
+    near = [(i, kind, tuple(box)) for i, (kind, box, *_) in enumerate(log)
+            if kind in ("fill-path", "fill-image") and overlaps_text(tuple(box))]
+    fills: list[_Fill] = []
+    if any(kind == "fill-path" for _, kind, _ in near):
+        markup = [tuple(a.rect) for a in page.annots(types=_TRANSPARENT_MARKUP)]
+        drawings = {d.get("seqno"): d for d in page.get_drawings()}
+        for i, kind, box in near:
+            if kind == "fill-path" and i in drawings and not any(_covers(m, box) for m in markup):
+                color = rgb(drawings[i]["fill"])
+                fills += [_Fill(i, rect, color) for rect in _rectangles(drawings[i])]
+    if any(kind == "fill-image" for _, kind, _ in near):
+        masked = [tuple(info["bbox"]) for info in page.get_image_info() if info.get("has-mask")]
+        for i, kind, box in near:
+            if kind == "fill-image" and not any(_same_box(m, box) for m in masked):
+                fills.append(_Fill(i, box, None))
+    return sorted(fills, key=lambda f: f.seqno)
+
+
+def _ocr_image(log: list, area: Box) -> bool:
+    """Some image covers at least OCR_IMAGE_SHARE of the page."""
+    for kind, box, *_ in log:
+        if kind == "fill-image":
+            clipped = (max(box[0], area[0]), max(box[1], area[1]), min(box[2], area[2]), min(box[3], area[3]))
+            if _area(clipped) >= OCR_IMAGE_SHARE * _area(area):
+                return True
+    return False
+
+
+def _char_reason(box: Box, seqno: int, color: tuple[float, float, float], opacity: float,
+                 fills: list[_Fill]) -> str | None:
+    """Why one visible character cannot be seen: covered later, or too faint on its background."""
+    background = WHITE
+    for fill in fills:
+        if fill.seqno > seqno and _covers(fill.box, box):
+            return "covered_by_shape" if fill.color is not None else "covered_by_image"
+        if fill.seqno < seqno and _covers(fill.box, box):
+            background = fill.color if fill.color is not None else WHITE
+    seen = tuple(opacity * c + (1 - opacity) * b for c, b in zip(color, background, strict=True))
+    if contrast(seen, background) >= MIN_CONTRAST:
+        return None
+    return "white_text" if is_white(color) and is_white(background) else "low_contrast"
+
+
+def page_ink(page: pymupdf.Page) -> PageInk:
+    """The hidden characters and off-page spans of `page` (module docstring)."""
+    trace = [span for span in page.get_texttrace() if span["chars"]]
+    area = (0.0, 0.0, page.cropbox.width, page.cropbox.height)   # unrotated, as the trace is
+    on_page = [s for s in trace if _intersects(tuple(s["bbox"]), area)]
+    off_page = tuple(t for t in ("".join(chr(c[0]) for c in s["chars"]).strip() for s in trace
+                                 if not _intersects(tuple(s["bbox"]), area)) if t)
+    written = [s for s in on_page if any(chr(c[0]).strip() for c in s["chars"])]
+    if not written:
+        return PageInk({}, off_page, False)
+    log = page.get_bboxlog()
+    invisible = [s["type"] == 3 or s["opacity"] == 0 for s in written]
+    ocr_layer = all(invisible) and _ocr_image(log, area)
+    fills = _fills(page, log, [tuple(s["bbox"]) for s in written])
+    reasons: dict[Key, str] = {}
+    for span in on_page:
+        if span["type"] == 3 or span["opacity"] == 0:
+            reason = None if ocr_layer else "invisible"
+        elif span["opacity"] < MIN_OPACITY:
+            reason = "transparent"
+        elif span["size"] < HIDDEN_FONT_PT:
+            reason = "tiny_font"
+        else:
+            reason = None
+        if reason is None and ocr_layer:
+            continue
+        box = tuple(span["bbox"])
+        near = [f for f in fills if _intersects(f.box, box)]
+        color = rgb(span.get("color"))
+        for char in span["chars"]:
+            why = reason or _char_reason(tuple(char[3]), span["seqno"], color, span["opacity"], near)
+            if why:
+                reasons[char_key(chr(char[0]), char[2])] = why
+    return PageInk(reasons, off_page, ocr_layer)
