@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import openreview
 import polars as pl
 import requests
 
@@ -42,6 +43,14 @@ from tasks.stages.ingest.forms import normalise_submission, reject, value
 from tasks.stages.ingest.openreview_client import make_client
 from tasks.stages.ingest.raw_cache import quarantine, read_cached
 from tasks.stages.ingest.review_form import ReviewForm, checked_table_form, read_form, save_form, table_form
+from tasks.stages.ingest.source_identity import (
+    fingerprint,
+    holds_cache,
+    identified_by_address,
+    move_aside,
+    store_fingerprint,
+    stored_fingerprint,
+)
 from tasks.stages.ingest.sources import url_source
 from tasks.stages.ingest.throttle import Throttle
 from tasks.stages.ingest.versions import (
@@ -141,6 +150,11 @@ def _fetch(client: Any, params: dict[str, Any], cfg: IngestConfig, with_count: b
     raise MalformedPage(f"{type(problem).__name__}: {problem}")
 
 
+def page_path(folder: Path, invitation: str, limit: int, offset: int) -> Path:
+    """Where the page of `invitation` at `offset` is cached."""
+    return folder / f"{slug(invitation)}__{DETAILS}__limit{limit}" / f"offset_{offset:08d}.json"
+
+
 @dataclass
 class _Pager:
     """Pages of one invitation, read from the raw cache or fetched and cached."""
@@ -163,10 +177,9 @@ class _Pager:
 
     def _pages(self, invitation: str, bars: list[Any]) -> Iterator[list[dict[str, Any]]]:
         limit = self.cfg.page_size
-        folder = self.folder / f"{slug(invitation)}__{DETAILS}__limit{limit}"
         offset, step, count = 0, None, None
         while count is None or offset < count:
-            path = folder / f"offset_{offset:08d}.json"
+            path = page_path(self.folder, invitation, limit, offset)
             page = read_cached(path, self.folder, _page_problem(offset))
             if page is not None:
                 self.result.pages_cached += 1
@@ -427,12 +440,18 @@ def _ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None
     baseurl = baseurl or (settings.api_v1_url if api_version == 1 else settings.api_v2_url)
     client = make_client(api_version, baseurl, settings, throttle)
     result = IngestResult(venue_id, api_version)
-    folder = raw_dir(cfg, venue_id, api_version, source or url_source(baseurl))
+    key = source or url_source(baseurl)
+    folder = raw_dir(cfg, venue_id, api_version, key)
+    identify = source is None and not identified_by_address(baseurl)   # tasks/stages/ingest/source_identity.py
+    if identify and not same_source(client, api_version, venue_id, folder, settings, baseurl):
+        folder = raw_dir(cfg, venue_id, api_version, key)
     form = venue_form(cfg, venue_id, client, api_version, folder)
     venue_cfg = cfg.venues.get(venue_id) or form.venue_config(api_version)
     result.form = form.describe()
     papers, reviews, reject_rows = collect_venue(client, venue_id, api_version, settings, folder, SITE_URL, result,
                                                  venue_cfg.form)
+    if identify:
+        remember_source(client, api_version, venue_id, folder, settings, baseurl)
     out_dir.mkdir(parents=True, exist_ok=True)
     save_form(form, out_dir)
     write_parquet(pl.DataFrame([form.row(api_version)]), out_dir / "venue_forms.parquet")
@@ -487,6 +506,40 @@ def _ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None
     result.rejects_by_rule = dict(sorted(rejects.group_by("rule").len().iter_rows()))
     log.info("ingested %s: %s", venue_id, result)
     return result
+
+
+def same_source(client: Any, api_version: int, venue_id: str, folder: Path, settings: IngestConfig,
+                baseurl: str) -> bool:
+    """Whether the cache in `folder` was written by the server now at `baseurl`, asked with one
+    request (tasks/stages/ingest/source_identity.py); when not, the cache is moved aside."""
+    stored = stored_fingerprint(folder)
+    if stored is None and not holds_cache(folder):
+        return True
+    if stored is None:
+        why = "cannot be matched to its raw cache (no fingerprint is stored with it)"
+    else:
+        invitation = _submission_invitations(client, api_version, venue_id, folder)[0]
+        try:
+            notes, count = _fetch(client, {"invitation": invitation, "limit": 1, "sort": SORT}, settings,
+                                  with_count=True)
+            served = fingerprint(invitation, count, notes)
+        except (openreview.OpenReviewException, MalformedPage) as error:
+            served = f"unanswered: {error}"
+        if served == stored:
+            return True
+        why = "serves other content than its raw cache holds"
+    move_aside(folder, venue_id, baseurl, why)
+    return False
+
+
+def remember_source(client: Any, api_version: int, venue_id: str, folder: Path, settings: IngestConfig,
+                    baseurl: str) -> None:
+    """Keep the fingerprint of what the server served with its cache: from the cached first page of
+    the venue's first submission listing (no request)."""
+    invitation = _submission_invitations(client, api_version, venue_id, folder)[0]
+    page = read_cached(page_path(folder, invitation, settings.page_size, 0), folder, _page_problem(0))
+    if page is not None:
+        store_fingerprint(folder, baseurl, fingerprint(invitation, page["count"], page["notes"][:1]))
 
 
 def pdf_eta(count: int, settings: IngestConfig, paced: bool) -> str:

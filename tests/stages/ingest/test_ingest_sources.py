@@ -5,12 +5,15 @@ the stock pipeline after a run against the local server, read the first one's pa
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import polars as pl
 import pytest
 
 from tasks.core.config import Config, ConfigError, IngestConfig, PipelineConfig, SyntheticSource
+from tasks.core.layout import slug
 from tasks.stages.ingest.fetch import ingest_venue
+from tasks.stages.ingest.source_identity import identified_by_address
 from tasks.stages.ingest.sources import synthetic_source, url_source, venue_source
 from tasks.testing.openreview_server import serve_venues
 from tasks.testing.synthetic import make_venue
@@ -52,6 +55,32 @@ def test_a_pipeline_at_one_server_does_not_read_pages_another_server_served(tmp_
     with serve_venues([make_venue(VENUE, n_papers=8, seed=3)], page_limit=5) as second:
         result = ingest_venue(VENUE, cfg, tmp_path / "b", second.v2_url)
     assert result.papers == papers(tmp_path / "b") == 8 and result.pages_cached == 0
+
+
+def test_another_server_on_the_same_port_gets_its_own_pages(tmp_path, caplog):
+    cfg = config(tmp_path)
+    with serve_venues([make_venue(VENUE, n_papers=6)], page_limit=5) as first:
+        port = urlsplit(first.v2_url).port
+        assert ingest_venue(VENUE, cfg, tmp_path / "a", first.v2_url).papers == 6
+    with serve_venues([make_venue(VENUE, n_papers=8, seed=3)], page_limit=5, port=port) as second:
+        assert second.v2_url == first.v2_url
+        result = ingest_venue(VENUE, cfg, tmp_path / "a", second.v2_url)
+        assert result.papers == papers(tmp_path / "a") == 8 and result.pages_cached == 0
+        calls = len(second.log)
+        again = ingest_venue(VENUE, cfg, tmp_path / "a", second.v2_url)   # its own cache now
+        assert again.papers == 8 and again.pages_fetched == 0
+        assert [r.params.get("limit") for r in second.log[calls:]] == ["1"]   # the identity request alone
+    raw = tmp_path / "data" / "raw" / slug(url_source(first.v2_url))
+    folders = sorted(p.name for p in next(raw.iterdir()).iterdir())
+    assert folders[0] == "v2" and len(folders) == 2 and folders[1].startswith("v2.replaced-")   # kept, not deleted
+    moved = [r.getMessage() for r in caplog.records if "fetched anew" in r.getMessage()]
+    assert len(moved) == 1 and "serves other content" in moved[0]
+
+
+def test_only_the_official_api_is_identified_by_its_address():
+    assert identified_by_address("https://api2.openreview.net") and identified_by_address("https://api.openreview.net")
+    assert not identified_by_address("http://api2.openreview.net")        # not over https
+    assert not identified_by_address("http://127.0.0.1:8765") and not identified_by_address("https://mirror.example")
 
 
 def test_cache_keys_name_the_source_readably():
