@@ -466,6 +466,52 @@ def raw_cache_of_another_source(root: Path) -> None:
     check(result.papers == 8 and result.pages_cached == 0, f"read another source's pages: {result}")
 
 
+def same_port_other_server(root: Path) -> None:
+    """A second server on the first one's address gets its own pages; a rerun asks it once what it serves."""
+    from urllib.parse import urlsplit
+
+    from tasks.core.config import Config, IngestConfig
+    from tasks.stages.ingest.fetch import ingest_venue
+    from tasks.testing.openreview_server import serve_venues
+    from tasks.testing.synthetic import make_venue
+
+    venue = "GREBench.cc/2025/Demo"
+    cfg = Config(root=root, ingest=IngestConfig(page_size=5, pdf=False, timeout_seconds=5, backoff_seconds=0.01,
+                                                max_retries=1))
+    with serve_venues([make_venue(venue, n_papers=6)], page_limit=5) as first:
+        check(ingest_venue(venue, cfg, root / "out", first.v2_url).papers == 6, "the first server's papers")
+    with serve_venues([make_venue(venue, n_papers=8, seed=3)], page_limit=5, port=urlsplit(first.v2_url).port) as second:
+        result = ingest_venue(venue, cfg, root / "out", second.v2_url)
+        check(result.papers == 8 and result.pages_cached == 0, f"served the first server's pages: {result}")
+        calls = len(second.log)
+        again = ingest_venue(venue, cfg, root / "out", second.v2_url)
+        asked = [r.params.get("limit") for r in second.log[calls:]]
+    check(again.papers == 8 and again.pages_fetched == 0 and asked == ["1"],
+          f"a rerun asked {asked} and fetched {again.pages_fetched} pages")
+    check(len(list((root / "data" / "raw").rglob("v2.replaced-*"))) == 1, "the old cache was not kept aside")
+
+
+def hidden_text_kinds(root: Path) -> None:
+    """Text at 1% opacity, #EEEEEE, under a later white box or image, a page of only invisible text:
+    listed and stripped; grey captions, a scan's OCR layer and text on a white image are kept."""
+    from tasks.stages.ingest.pdf import extract_pdfs
+    from tests.stages.ingest.test_pdf_hidden import PLANTED, pdf
+
+    (root / "subtle.pdf").write_bytes(pdf(subtle=True, injection_page=True))
+    (root / "scan.pdf").write_bytes(pdf(invisible_only=True, scan=True))
+    (root / "clean.pdf").write_bytes(pdf())
+    texts, rejects = extract_pdfs(root, ["subtle", "scan", "clean"], workers=2)
+    check(rejects.is_empty(), f"rejects {rejects.to_dicts()}")
+    rows = {row["paper_id"]: row for row in texts.iter_rows(named=True)}
+    found = sorted((h["page"], h["reason"], h["text"]) for h in rows["subtle"]["hidden"])
+    wanted = sorted((1, reason, text) for reason, text in PLANTED)
+    check(found[:-1] == wanted and found[-1][:2] == (2, "invisible"), f"hidden {found}")
+    check(not any(text in rows["subtle"]["text"] for _, text in PLANTED) and "clear accept" not in rows["subtle"]["text"],
+          "hidden text reached the paper's text")
+    check(rows["scan"]["hidden"] == [] and "sparse attention" in rows["scan"]["text"], "the OCR layer was hidden")
+    check(rows["clean"]["hidden"] == [] and rows["subtle"]["text"] == rows["clean"]["text"], "visible text was lost")
+
+
 def _completions(url: str, **settings):
     from tasks.core.config import LLMConfig
     from tasks.lm.completions import CompletionsLM
@@ -894,6 +940,8 @@ SCENARIOS: dict[str, tuple[Callable[[Path], None], bool]] = {   # name -> (attem
     "hostile_form_labels": (hostile_form_labels, False),
     "dry_run_offline": (dry_run_offline, False),
     "leaderboard_recompute": (leaderboard_recompute, False),
+    "same_port_other_server": (same_port_other_server, False),
+    "hidden_text_kinds": (hidden_text_kinds, False),
     "signal_during_stage": (signal_during_stage, True),
     "killed_run": (killed_run, True),
     "killed_submit": (killed_submit, True),

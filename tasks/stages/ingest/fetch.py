@@ -511,14 +511,16 @@ def _ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None
 def same_source(client: Any, api_version: int, venue_id: str, folder: Path, settings: IngestConfig,
                 baseurl: str) -> bool:
     """Whether the cache in `folder` was written by the server now at `baseurl`, asked with one
-    request (tasks/stages/ingest/source_identity.py); when not, the cache is moved aside."""
+    request (tasks/stages/ingest/source_identity.py); when not, the cache is moved aside. A cache a
+    crashed run left has no fingerprint yet: its first page stands for it."""
     stored = stored_fingerprint(folder)
     if stored is None and not holds_cache(folder):
         return True
+    invitation = _submission_invitations(client, api_version, venue_id, folder)[0]
+    stored = stored or _cached_fingerprint(folder, invitation, settings)
     if stored is None:
-        why = "cannot be matched to its raw cache (no fingerprint is stored with it)"
+        why = "cannot be matched to its raw cache (it holds neither a fingerprint nor a first page)"
     else:
-        invitation = _submission_invitations(client, api_version, venue_id, folder)[0]
         try:
             notes, count = _fetch(client, {"invitation": invitation, "limit": 1, "sort": SORT}, settings,
                                   with_count=True)
@@ -532,14 +534,19 @@ def same_source(client: Any, api_version: int, venue_id: str, folder: Path, sett
     return False
 
 
+def _cached_fingerprint(folder: Path, invitation: str, settings: IngestConfig) -> str | None:
+    """The fingerprint of the cached first page of `invitation`, or None when it is not cached."""
+    page = read_cached(page_path(folder, invitation, settings.page_size, 0), folder, _page_problem(0))
+    return None if page is None else fingerprint(invitation, page["count"], page["notes"][:1])
+
+
 def remember_source(client: Any, api_version: int, venue_id: str, folder: Path, settings: IngestConfig,
                     baseurl: str) -> None:
     """Keep the fingerprint of what the server served with its cache: from the cached first page of
     the venue's first submission listing (no request)."""
-    invitation = _submission_invitations(client, api_version, venue_id, folder)[0]
-    page = read_cached(page_path(folder, invitation, settings.page_size, 0), folder, _page_problem(0))
-    if page is not None:
-        store_fingerprint(folder, baseurl, fingerprint(invitation, page["count"], page["notes"][:1]))
+    served = _cached_fingerprint(folder, _submission_invitations(client, api_version, venue_id, folder)[0], settings)
+    if served is not None:
+        store_fingerprint(folder, baseurl, served)
 
 
 def pdf_eta(count: int, settings: IngestConfig, paced: bool) -> str:

@@ -6,7 +6,8 @@ them reads its cache with no network call. Any other server (a loopback test ser
 be replaced by another on the same address, so its cache also holds a fingerprint of what it served
 (`IDENTITY_FILE`): the first page of the venue's first submission listing (the count, and the first
 note's id, number, forum and title; no edit times). A rerun asks for that page once with `limit=1`
-and, when the fingerprint differs (or a cache has none), moves the old cache aside under
+(a cache a crashed run left has no fingerprint yet: its cached first page stands for it) and, when
+the fingerprint differs (or a cache holds neither), moves the old cache aside under
 `<cache>.replaced-<time>` (kept for inspection, not deleted) and fetches the venue anew, with one
 line of log.
 """

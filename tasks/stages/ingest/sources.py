@@ -4,7 +4,9 @@
 The key names what produced the pages, so no pipeline reads pages another source wrote: for an API,
 its scheme, host and port ("https-api2.openreview.net", "http-127.0.0.1_8765"); for the generated
 venues of a "synthetic" pipeline, a short hash of the settings that generate them
-("synthetic-3f9a0c1d2e4b"), whatever port the local server got this run.
+("synthetic-3f9a0c1d2e4b"), whatever port the local server got this run. An address names only
+the official API: the cache of any other server also keeps a fingerprint of what it served
+(tasks/stages/ingest/source_identity.py).
 """
 
 from __future__ import annotations
