@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 import pymupdf
 
@@ -40,6 +41,7 @@ COVER_OPACITY = 0.9     # a later fill at least this opaque hides what it covers
 COVER_SHARE = 0.8       # ... when it covers at least this share of a character's box
 OCR_IMAGE_SHARE = 0.5   # an image over at least this share of the page can carry an OCR layer
 BAND = 32.0             # points: height of the bands text boxes are filed by
+CELL = 32.0             # points: side of the grid cells fills are filed by
 
 WHITE = (1.0, 1.0, 1.0)
 Key = tuple[str, float, float]          # (character, origin x, origin y), as in get_text("rawdict")
@@ -186,19 +188,48 @@ def _ocr_image(log: list, area: Box) -> bool:
     return False
 
 
+class _Grid:
+    """Fills filed by the cells of a CELL-point grid over the page, in paint order: a fill that covers
+    COVER_SHARE of a box holds the box's centre, so a character looks in one cell only (a page of
+    figures paints thousands of paths)."""
+
+    def __init__(self, fills: list[_Fill], area: Box) -> None:
+        self.columns, self.rows = int(area[2] // CELL) + 1, int(area[3] // CELL) + 1
+        self.cells: dict[tuple[int, int], list[_Fill]] = {}
+        for fill in fills:
+            x0, y0 = self._cell(fill.box[0], fill.box[1])
+            x1, y1 = self._cell(fill.box[2], fill.box[3])
+            for x in range(x0, x1 + 1):
+                for y in range(y0, y1 + 1):
+                    self.cells.setdefault((x, y), []).append(fill)
+
+    def _cell(self, x: float, y: float) -> tuple[int, int]:
+        # clamped first: a box may reach infinity
+        return int(max(-1.0, min(float(self.columns), x / CELL))), int(max(-1.0, min(float(self.rows), y / CELL)))
+
+    def at(self, box: Box) -> list[_Fill]:
+        return self.cells.get(self._cell((box[0] + box[2]) / 2, (box[1] + box[3]) / 2), [])
+
+
+@lru_cache(maxsize=4096)
+def _faint(color: tuple[float, float, float], background: tuple[float, float, float], opacity: float) -> str | None:
+    """`white_text` / `low_contrast` when `color` at `opacity` is too faint on `background`, else None."""
+    seen = tuple(opacity * c + (1 - opacity) * b for c, b in zip(color, background, strict=True))
+    if contrast(seen, background) >= MIN_CONTRAST:
+        return None
+    return "white_text" if is_white(color) and is_white(background) else "low_contrast"
+
+
 def _char_reason(box: Box, seqno: int, color: tuple[float, float, float], opacity: float,
                  fills: list[_Fill]) -> str | None:
     """Why one visible character cannot be seen: covered later, or too faint on its background."""
     background = WHITE
     for fill in fills:
-        if fill.seqno > seqno and _covers(fill.box, box):
-            return "covered_by_shape" if fill.color is not None else "covered_by_image"
-        if fill.seqno < seqno and _covers(fill.box, box):
+        if fill.seqno != seqno and _covers(fill.box, box):
+            if fill.seqno > seqno:
+                return "covered_by_shape" if fill.color is not None else "covered_by_image"
             background = fill.color if fill.color is not None else WHITE
-    seen = tuple(opacity * c + (1 - opacity) * b for c, b in zip(color, background, strict=True))
-    if contrast(seen, background) >= MIN_CONTRAST:
-        return None
-    return "white_text" if is_white(color) and is_white(background) else "low_contrast"
+    return _faint(color, background, opacity)
 
 
 def page_ink(page: pymupdf.Page) -> PageInk:
@@ -214,7 +245,7 @@ def page_ink(page: pymupdf.Page) -> PageInk:
     log = page.get_bboxlog()
     invisible = [s["type"] == 3 or s["opacity"] == 0 for s in written]
     ocr_layer = all(invisible) and _ocr_image(log, area)
-    fills = _fills(page, log, [tuple(s["bbox"]) for s in written])
+    grid = _Grid(_fills(page, log, [tuple(s["bbox"]) for s in written]), area)
     reasons: dict[Key, str] = {}
     for span in on_page:
         if span["type"] == 3 or span["opacity"] == 0:
@@ -227,11 +258,10 @@ def page_ink(page: pymupdf.Page) -> PageInk:
             reason = None
         if reason is None and ocr_layer:
             continue
-        box = tuple(span["bbox"])
-        near = [f for f in fills if _intersects(f.box, box)]
         color = rgb(span.get("color"))
         for char in span["chars"]:
-            why = reason or _char_reason(tuple(char[3]), span["seqno"], color, span["opacity"], near)
+            box = tuple(char[3])
+            why = reason or _char_reason(box, span["seqno"], color, span["opacity"], grid.at(box))
             if why:
                 reasons[char_key(chr(char[0]), char[2])] = why
     return PageInk(reasons, off_page, ocr_layer)

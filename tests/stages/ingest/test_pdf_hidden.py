@@ -114,6 +114,9 @@ def test_grey_captions_text_on_a_white_image_light_text_on_a_dark_box_and_highli
         page.insert_text((72, 620 + 12 * i), caption, fontname="helv", fontsize=8, color=grey)
     page.draw_rect(pymupdf.Rect(70, 660, 400, 676), color=None, fill=(0.1, 0.1, 0.3))
     page.insert_text((72, 672), "Key insight: routing halves the cost.", fontname="helv", fontsize=10, color=(1, 1, 1))
+    for i in range(40):   # a bar chart: light bars, a label printed across them
+        page.draw_rect(pymupdf.Rect(72 + 11 * i, 400, 80 + 11 * i, 440), color=None, fill=(0.7, 0.8, 1))
+    page.insert_text((74, 430), "Throughput grows with the batch size.", fontname="helv", fontsize=10)
     page.add_highlight_annot(pymupdf.Rect(72, 72, 300, 84))
     logo = pymupdf.Pixmap(image((200, 40, 40)), 1)     # with an alpha channel: a soft mask, see-through
     logo.set_alpha(bytes(logo.width * logo.height))
@@ -122,6 +125,7 @@ def test_grey_captions_text_on_a_white_image_light_text_on_a_dark_box_and_highli
     found = extract_text(data)
     assert found.hidden == ()
     assert all(caption in found.text for caption in captions) and "Key insight" in found.text
+    assert "Throughput grows" in found.text
 
 
 def test_extract_pdfs_records_the_hidden_spans_per_paper(tmp_path):
