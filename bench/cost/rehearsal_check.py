@@ -27,23 +27,18 @@ TOLERANCE = 0.10   # the plan must be within 10% of the rehearsal's counts
 def measured_shape(data: Path, tokenizer: Any) -> tuple[Shape, dict[str, float]]:
     """Text sizes of the sampled papers, from the run's curate and preprocess outputs."""
     curated = pl.concat([pl.read_parquet(p) for p in sorted(data.glob("*/curate/reviews.parquet"))])
-    sample = pl.concat([pl.read_parquet(p) for p in sorted(data.glob("*/curate/sample.parquet"))])
+    papers = pl.concat([pl.read_parquet(p) for p in sorted(data.glob("*/curate/papers.parquet"))])
+    sample = papers.filter(pl.col("in_benchmark"))
     judgments = pl.read_parquet(data / "preprocess" / "judgments.parquet")
     sampled = curated.filter(pl.col("paper_id").is_in(sample["paper_id"].implode()))
     count = lambda texts: [len(tokenizer(t or "", add_special_tokens=False)["input_ids"]) for t in texts]  # noqa: E731
-    text_column = next(c for c in ("review_text", "text", "review") if c in sampled.columns)
-    review_tokens = count(sampled[text_column].to_list())
-    line_column = next(c for c in ("judgment", "line", "text") if c in judgments.columns)
-    lines = judgments[line_column].to_list()
-    per_review = judgments.group_by(next(c for c in ("review_id", "source_id", "candidate_id")
-                                         if c in judgments.columns)).len()
+    review_tokens = count(sampled["review_text"].to_list())
+    lines = judgments["text"].to_list()
     shape = Shape(reviews_per_paper=sampled.height / max(sample.height, 1),
                   review_tokens=sum(review_tokens) / max(len(review_tokens), 1),
-                  lines_per_review=len(lines) / max(per_review.height, 1),
+                  lines_per_review=len(lines) / max(judgments["review_id"].n_unique(), 1),
                   line_tokens=sum(count(lines)) / max(len(lines), 1), measured_from=str(data))
-    papers = pl.concat([pl.read_parquet(p) for p in sorted(data.glob("*/curate/papers.parquet"))])
-    sampled_papers = papers.filter(pl.col("paper_id").is_in(sample["paper_id"].implode()))
-    abstracts = count(sampled_papers["abstract"].to_list()) if "abstract" in papers.columns else [250]
+    abstracts = count(sample["abstract"].to_list())
     return shape, {"abstract_tokens": sum(abstracts) / max(len(abstracts), 1), "sampled": sample.height,
                    "curated": papers.height}
 
