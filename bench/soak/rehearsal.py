@@ -21,6 +21,7 @@ Also timed apart: generating the venue and rendering its API pages (`venue_s`). 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import shutil
@@ -30,7 +31,6 @@ import time
 from pathlib import Path
 
 import psutil
-import polars as pl
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -53,10 +53,8 @@ def tree_rss(proc: psutil.Process) -> int:
     total = 0
     try:
         for p in [proc, *proc.children(recursive=True)]:
-            try:
+            with contextlib.suppress(psutil.Error):
                 total += p.memory_info().rss
-            except psutil.Error:
-                pass
     except psutil.Error:
         return 0
     return total

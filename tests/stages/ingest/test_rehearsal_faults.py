@@ -103,7 +103,7 @@ def test_a_rate_limit_later_than_the_wait_allowed_stops_in_one_line_and_the_reru
         time.sleep(hour)
         result = ingest_venue(VENUE, cfg, tmp_path / "ingest", server.v2_url)
         assert result.papers == len(venue.papers)
-        assert 0 < first and fetched_twice(server.log) == []     # the pages stored before the stop are not asked again
+        assert first > 0 and fetched_twice(server.log) == []     # the pages stored before the stop are not asked again
 
 
 def test_a_server_silent_for_a_scaled_minute_is_outlasted_and_nothing_is_fetched_twice(venue, login, tmp_path):
