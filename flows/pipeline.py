@@ -1,7 +1,8 @@
 """Run a named pipeline from pipelines.toml: its stages, in order, as Prefect subflows.
 
 Every run leaves a record (tasks/core/runs.py): one row per stage with its duration, rows in / out,
-LLM calls, tokens and cost, written as the run goes so a crashed run still shows how far it got.
+LLM calls, tokens and cost, written as the run goes (a stage's row from its start, status "running")
+so a crashed run still shows how far it got.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ def pipeline_flow(
         for position, stage in enumerate(chosen):
             record = StageRecord(stage, position, now())
             records.append(record)
+            write_run(cfg, pipeline, *identity, records)   # the record shows the stage running from its start
             try:
                 summary[stage] = stage_flow(stage)(stage_config(cfg, pipeline, stage), pipeline)
             except BaseException as error:

@@ -2,8 +2,8 @@
 
 A refresh of `--venues` venues of `--submissions` submissions each is projected stage by stage:
 
-    ingest      API requests at the configured logged-in pacing of [ingest]: pages of notes with their
-                replies (submissions / page_size, plus the group and the review invitation), the
+    ingest      API requests at the configured logged-in pacing of [ingest]: the run's login, pages of
+                notes with their replies (submissions / page_size, plus the group and the review invitation), the
                 histories of edited reviews (`--edited-share` of the reviews; none where the venue
                 hides its edit history, as ICLR and NeurIPS do since 2024), then for the papers
                 later stages read ([ingest] pdf_scope, the benchmark sample by default) one PDF
@@ -18,9 +18,12 @@ A refresh of `--venues` venues of `--submissions` submissions each is projected 
                 the sample, as the refresh runs them (tasks/stages/curate/rules.py), not over every
                 curated paper; `--sample-size 0` projects over every curated paper (a benchmark of
                 the whole venue)
-    preprocess  one chat request per human and per candidate review of the sample (judgment lines)
-                and one per sampled paper (ASSW)
-    generate    one chat request per (sampled paper, candidate LLM)
+    preprocess  one chat request per human review of the sample (judgment lines) and, where a metric
+                reads the ASSW synopsis (gem_s_assw), one per sampled paper
+    generate    per (sampled paper, candidate LLM) one chat request for the review and one for its
+                judgment lines (the generate stage extracts them; the run record counts them there).
+                The paper given to a candidate is cut to its context less its answer
+                (`--context-tokens`, `--candidate-output-tokens`), and a review is at most that answer
     score       GEM: per (candidate, reference) pair and GEM metric one conditional log-likelihood
                 request, per (reference, metric) one marginal; candidates are the `--candidates` LLMs
                 plus each human review left out in turn. Oracle cells (`--oracle-cells`): per pair one
@@ -77,8 +80,9 @@ DATA = ROOT.parents[0] / "shared" / "data" / "iclr2023_dev.parquet"
 KEEP = 16_000 / 46_199
 GEM_SYNOPSIS = {"gem_raw": None, "gem": None, "gem_s_abstract": "abstract", "gem_s_assw": "assw"}
 ORACLE_PROMPT_TOKENS = 260       # the oracle's system prompt and question frame (tasks/prompts/*oracle*), SmolLM2 tokens
-PREPROCESS_PROMPT_TOKENS = 700   # the judgment prompt (tasks/prompts/judgments-v1.md) with its frame
+PREPROCESS_PROMPT_TOKENS = 700   # the judgment prompt with its frame, where it is not measured (gem_prompt_overhead)
 JUDGE_PROMPT_TOKENS = 350
+REVIEW_PROMPT_TOKENS = 300       # the review prompt (tasks/prompts/review-v1.md) with its frame
 
 
 @dataclass
@@ -124,10 +128,14 @@ def measure_shape(path: Path) -> tuple[Shape, pl.DataFrame | None]:
 
 
 def gem_prompt_overhead(tokenizer: object) -> dict[str, int]:
-    """Tokens of each GEM system prompt inside the real chat template (the review text added apart)."""
+    """Tokens of each GEM system prompt inside the real chat template (the review text added apart), and
+    of the judgment and review prompts (tasks/prompts/<version>.md) in the same template."""
     out = {}
     for reads in ("raw", "judgments"):
         out[reads] = len(chat_ids(tokenizer, system_prompt(reads), ""))
+    for role, version in (("preprocess", "judgments-v1"), ("review", "review-v1")):
+        text = (ROOT / "tasks" / "prompts" / f"{version}.md").read_text(encoding="utf-8")
+        out[role] = len(chat_ids(tokenizer, text, ""))
     return out
 
 
@@ -174,7 +182,7 @@ def ingest_plan(args: argparse.Namespace, reviews_per_paper: float) -> tuple[Sta
     """The ingest stage's requests and hours at [ingest]'s logged-in pacing (module docstring)."""
     cfg = pipeline_config(args)
     ingest, venues, n = cfg.ingest, args.venues, args.submissions
-    pages = venues * (math.ceil(n / ingest.page_size) + 2)
+    pages = venues * (math.ceil(n / ingest.page_size) + 2) + 1   # + the group and form per venue, one login
     histories = venues * n * reviews_per_paper * args.edited_share
     kept = n * args.keep
     sample = min(args.sample_size, kept) if args.sample_size else kept
@@ -205,11 +213,18 @@ def project(args: argparse.Namespace, shape: Shape, overhead: dict[str, int]) ->
     stages = {s: Stage(s, k) for s, k in (("preprocess", "chat"), ("generate", "chat"), ("score.gem", "eval_lm"),
                                           ("score.oracle", "eval_lm"), ("score.judges", "chat"),
                                           ("validate.gem", "eval_lm"))}
-    # preprocess: judgments of every human and candidate review, and one ASSW synopsis per paper
-    stages["preprocess"].add(papers * (r + c), PREPROCESS_PROMPT_TOKENS + shape.review_tokens, judg_tokens)
-    stages["preprocess"].add(papers, PREPROCESS_PROMPT_TOKENS + args.paper_tokens, args.assw_tokens)
-    # generate: one review per (paper, candidate LLM)
-    stages["generate"].add(papers * c, 300 + min(args.paper_tokens, args.context_tokens - 2048), shape.review_tokens)
+    # preprocess: judgments of every human review, one ASSW synopsis per paper where a metric reads it
+    judgment_prompt = overhead.get("preprocess", PREPROCESS_PROMPT_TOKENS)
+    review_prompt = overhead.get("review", REVIEW_PROMPT_TOKENS)
+    stages["preprocess"].add(papers * r, judgment_prompt + shape.review_tokens, judg_tokens)
+    if "gem_s_assw" in cfg.score.metrics:
+        stages["preprocess"].add(papers, judgment_prompt + args.paper_tokens, args.assw_tokens)
+    # generate: one review per (paper, candidate LLM), the paper cut to the context less the answer,
+    # then the judgment lines of each candidate review
+    answer = min(shape.review_tokens, args.candidate_output_tokens)
+    paper = max(0, min(args.paper_tokens, args.context_tokens - args.candidate_output_tokens - review_prompt))
+    stages["generate"].add(papers * c, review_prompt + paper, answer)
+    stages["generate"].add(papers * c, judgment_prompt + answer, judg_tokens)
     # score: GEM metrics, (C LLM + R human leave-one-out) candidates x the other human references
     pairs = papers * (c * r + r * (r - 1))
     gem = [m for m in cfg.score.metrics if m in GEM_SYNOPSIS]
@@ -257,6 +272,8 @@ def main() -> None:
     parser.add_argument("--assw-tokens", type=int, default=200)
     parser.add_argument("--paper-tokens", type=int, default=15_000, help="paper text given to ASSW and candidates")
     parser.add_argument("--context-tokens", type=int, default=8192, help="candidate context (paper cut to fit)")
+    parser.add_argument("--candidate-output-tokens", type=int, default=2048,
+                        help="a candidate's answer limit (max_tokens): its review's longest, kept free of the paper")
     parser.add_argument("--candidate-input-price", type=float, default=3.0, help="USD per million input tokens")
     parser.add_argument("--candidate-output-price", type=float, default=15.0, help="USD per million output tokens")
     parser.add_argument("--eval-tokens-per-s", type=float, default=None,

@@ -93,5 +93,10 @@ class SyntheticSource(Frozen):
     n_papers: int = Field(12, ge=1)
     reviews_per_paper: int = Field(4, ge=1)
     seed: int = 0
-    pdfs: bool = True
+    pdfs: bool | Literal["lazy"] = True   # "lazy": each PDF rendered when first downloaded (large venues)
     bad_cases: bool = True
+    form: Literal["ten_point", "iclr2026", "neurips2024"] = "ten_point"   # the review form's rating options
+    reverted: bool = False        # every edited review restored to its pre-discussion state (ICLR 2026)
+    access: Literal["open", "today"] = "open"   # "today": OpenReview's 2026 policy (login, limits, hidden histories)
+    time_scale: float = Field(1.0, gt=0, le=1)  # "today": limit windows and token lifetime times this
+    request_log: bool = False     # every answered request appended to data/<pipeline>/server/requests.jsonl

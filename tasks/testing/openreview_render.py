@@ -17,6 +17,7 @@ signatures and a `tauthor` e-mail like the real ones, so ingest must strip them.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +35,7 @@ class RenderedNote:
     replies: list[dict[str, Any]] = field(default_factory=list)
     direct: list[bool] = field(default_factory=list)   # per reply: does it answer the forum itself
     history: dict[str, list[dict[str, Any]]] = field(default_factory=dict)   # note id -> v2 edits / v1 references
-    files: dict[str, bytes] = field(default_factory=dict)   # edit / reference id -> the PDF of that version
+    files: dict[str, Callable[[], bytes]] = field(default_factory=dict)   # edit / reference id -> loads that version's PDF
 
 
 def short_name(venue_id: str, year: int) -> str:
@@ -88,7 +89,7 @@ def _pdf_path(paper_id: str, version: int) -> str:
 def _render_paper(venue: SyntheticVenue, paper: SyntheticPaper, api: int) -> RenderedNote:
     vid, n = venue.venue_id, paper.number
     name = short_name(vid, venue.year)
-    pdfs = paper.pdf_history()
+    pdfs = paper.pdf_versions()   # loaders: a lazy venue renders a PDF only when it is served
     pdf_path = _pdf_path(paper.paper_id, max(len(pdfs) - 1, 0))   # the note shows its latest PDF
     if paper.status == "withdrawn":
         venue_label, venueid, v1_inv = f"{name} Withdrawn Submission", f"{vid}/Withdrawn_Submission", "Withdrawn_Submission"
@@ -174,7 +175,7 @@ def _identity(signature: str) -> dict[str, Any]:
 
 
 def _paper_history(out: RenderedNote, venue: SyntheticVenue, paper: SyntheticPaper, api: int,
-                   content: dict[str, Any], pdfs: list[tuple[int, bytes]]) -> None:
+                   content: dict[str, Any], pdfs: list[tuple[int, Callable[[], bytes]]]) -> None:
     """The submission's versions: one per PDF (v2 also a readers-only Post_Submission edit)."""
     vid, pid, n = venue.venue_id, paper.paper_id, paper.number
     authors = f"{vid}/Paper{n}/Authors" if api == 1 else f"{vid}/Submission{n}/Authors"

@@ -11,8 +11,10 @@ query: the caller's own profile), and revision histories: v2 `GET /notes/edits?n
 `GET /invitations?id=<venue>/-/Official_Review`: the review form (v1 `reply.content`, v2 a super
 invitation's `edit.invitation.edit.note.content`; an ICLR-2026-like 0-10 form with `form="iclr2026"`). Notes are serialised once per (API, query shape) and pages are
 byte joins, so 12,000 papers serve in seconds. Faults (429 with Retry-After, a reset time or an
-HTML body, 5xx, slow answers, malformed pages) are injected per test with `inject`; `requests`
-counts calls per path.
+HTML body, 5xx, slow answers, malformed pages) are injected per test with `inject`, an outage (no
+request answered for some seconds) with `stop_answering`; `requests` counts calls per path, and with
+`request_log` every answered request is also appended to a JSON-lines file as it goes out (a log
+that outlives a process killed mid-run, so a rerun's requests can be counted against the first's).
 
 A `Policy` makes the server answer as OpenReview does today (docs/openreview.md lists the
 sources): guests refused with `403 ChallengeRequiredError` on everything but `/groups` and
@@ -46,6 +48,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
@@ -87,6 +90,14 @@ class Policy:
         base = {"guests": False, "firewall": True, "v2_history": "hidden",
                 "limits": {"notes": (500, 1800.0), "edits": (18, 60.0), "pdf": (36, 3600.0)}}
         return cls(**{**base, **changes})
+
+    def scaled(self, time_scale: float) -> Policy:
+        """This policy with every time it names multiplied by `time_scale` (limit windows, token
+        lifetime): the real service's limits in a rehearsal that runs `1 / time_scale` times faster."""
+        from dataclasses import replace
+
+        return replace(self, token_lifetime=self.token_lifetime * time_scale,
+                       limits={k: (n, window * time_scale) for k, (n, window) in self.limits.items()})
 
 
 @dataclass
@@ -144,7 +155,7 @@ class _Index:
     group: dict[str, Any]
     by_id: dict[str, dict[str, Any]] = field(default_factory=dict)
     history: dict[str, list[dict[str, Any]]] = field(default_factory=dict)   # note id -> edits / references
-    files: dict[str, bytes] = field(default_factory=dict)                     # edit / reference id -> PDF
+    files: dict[str, Callable[[], bytes]] = field(default_factory=dict)       # edit / reference id -> loads its PDF
     cache: dict[tuple, list[tuple[dict[str, Any], bytes]]] = field(default_factory=dict)
 
 
@@ -152,7 +163,7 @@ class OpenReviewServer:
     """Threaded HTTP server on 127.0.0.1; use as a context manager or call start() / stop()."""
 
     def __init__(self, venues: Iterable[SyntheticVenue], page_limit: int = 1000, port: int = 0,
-                 policy: Policy | None = None) -> None:
+                 policy: Policy | None = None, request_log: Path | None = None) -> None:
         self.page_limit = page_limit
         self.policy = policy or Policy()
         self.tokens: dict[str, _Token] = {}
@@ -165,6 +176,8 @@ class OpenReviewServer:
         self.log: list[RequestRecord] = []             # answered requests
         self.arrivals: list[tuple[int, str, dict[str, str]]] = []   # every request, on arrival
         self.send_content_length = True      # False: stream PDFs chunked, without a declared size
+        self.down_until = 0.0                # epoch seconds: requests arriving before then get no answer
+        self.request_log = request_log
         self._lock = threading.Lock()
         self._indexes: dict[tuple[int, str], _Index] = {}
         self._venues = list(venues)
@@ -213,6 +226,11 @@ class OpenReviewServer:
             self.requests.clear()
             self.log.clear()
             self.arrivals.clear()
+
+    def stop_answering(self, seconds: float) -> None:
+        """An outage: for `seconds` from now every request is held unanswered until the outage ends,
+        then its connection is closed with no answer (the caller sees a timeout or a dropped connection)."""
+        self.down_until = time.time() + seconds
 
     def count(self, api: int, endpoint: str = "notes") -> int:
         return self.requests[f"/v{api}/{endpoint}"]
@@ -363,9 +381,10 @@ class OpenReviewServer:
         """The PDF of one edit (v2) or reference (v1); with hidden v2 histories only the current PDF
         of a readable edit (a superseded one is not served)."""
         for venue in self._venues:
-            found = self._index(api, venue.venue_id).files.get(ident)
-            if found is None:
+            load = self._index(api, venue.venue_id).files.get(ident)
+            if load is None:
                 continue
+            found = load()
             if api == 2 and self.policy.v2_history == "hidden":
                 paper = next((p for p in venue.papers if ident.startswith(p.paper_id)), None)
                 readable = paper is not None and any(e["id"] == ident for e in self.history(2, paper.paper_id))
@@ -517,6 +536,11 @@ class OpenReviewServer:
         with self._lock:
             self.requests[f"/v{api}/{endpoint}"] += 1
             self.log.append(RequestRecord(arrived, api, endpoint, params, status))
+            if self.request_log is not None:
+                line = json.dumps({"at": round(time.time(), 3), "api": api, "endpoint": endpoint, "params": params,
+                                   "status": status})
+                with self.request_log.open("a", encoding="utf-8") as out:
+                    out.write(line + "\n")
 
 
 def profile_id(user: str) -> str:
@@ -617,6 +641,10 @@ def _make_handler(server: OpenReviewServer) -> type[BaseHTTPRequestHandler]:
             arrived = time.monotonic()
             server.arrivals.append((api, endpoint, params))
             self._request = (api, endpoint, params, arrived)
+            if time.time() < server.down_until:   # an outage: hold the request, then drop it unanswered
+                time.sleep(max(0.0, server.down_until - time.time()))
+                self.close_connection = True
+                return
             try:
                 if self._refused(endpoint):
                     return
@@ -750,8 +778,8 @@ def _padded(data: bytes, padding: int, chunk: int = 1 << 20) -> Iterator[bytes]:
 
 @contextmanager
 def serve_venues(venues: Iterable[SyntheticVenue], page_limit: int = 1000, port: int = 0,
-                 policy: Policy | None = None) -> Iterator[OpenReviewServer]:
+                 policy: Policy | None = None, request_log: Path | None = None) -> Iterator[OpenReviewServer]:
     """Serve `venues` on 127.0.0.1 for the duration of the `with` block, answering per `policy`."""
-    server = OpenReviewServer(venues, page_limit=page_limit, port=port, policy=policy)
+    server = OpenReviewServer(venues, page_limit=page_limit, port=port, policy=policy, request_log=request_log)
     with server:
         yield server

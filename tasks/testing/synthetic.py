@@ -8,14 +8,21 @@ variance, withdrawal, desk rejection), and with `bad_cases` some inputs are brok
 form and a 1-5 confidence form. With `revisions`, about one kept review in six is edited after the
 rebuttal (a later version with a higher rating and an added paragraph: `SyntheticReview.edits`)
 and about one kept paper in four has a camera-ready PDF uploaded after the reviews
-(`SyntheticPaper.pdf_revisions`); `SyntheticVenue.revised` lists their ids. Deterministic for a seed.
+(`SyntheticPaper.pdf_revisions`); `SyntheticVenue.revised` lists their ids. With `reverted` every
+edited review is then restored to its pre-discussion state by one more version (as ICLR 2026 reverted
+its reviews on 28 November 2025): the history keeps the edit, the review stands as first posted.
+With `pdfs="lazy"` no PDF is rendered up front: each paper's PDF is rendered, from a random stream
+of its own, the first time something asks for it (a venue of ICLR 2026's 19,525 submissions
+generates in seconds and renders only the PDFs a run downloads). Deterministic for a seed.
 """
 
 from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from tasks.testing import synthetic_text as words
 
@@ -92,6 +99,8 @@ PDF_SECTIONS = ("Introduction", "Related Work", "Method", "Experiments", "Conclu
                 "References", "Appendix")
 _ID_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 DAY_MS = 86_400_000
+REVERT_DAYS = 62                # ICLR 2026's reviews were reverted 62 days after the submission deadline
+PdfVersion = bytes | Callable[[], bytes]   # a PDF, or what renders it on first use (lazy venues)
 
 
 @dataclass
@@ -125,18 +134,34 @@ class SyntheticPaper:
     reviews: list[SyntheticReview] = field(default_factory=list)
     pdf: bytes | None = None
     pdf_padding: int = 0           # extra bytes appended when served (the absurdly large PDF)
-    pdf_revisions: list[tuple[int, bytes]] = field(default_factory=list)   # other PDF versions: (date, bytes)
+    pdf_revisions: list[tuple[int, PdfVersion]] = field(default_factory=list)   # other PDF versions: (date, PDF)
+    render: Callable[[], bytes] | None = field(default=None, repr=False)   # makes `pdf` on first use (lazy venues)
+
+    @property
+    def has_pdf(self) -> bool:
+        return self.pdf is not None or self.render is not None
+
+    def first_pdf(self) -> bytes | None:
+        """The submitted PDF, rendered now if the venue is lazy and nothing asked for it before."""
+        if self.pdf is None and self.render is not None:
+            self.pdf, self.render = self.render(), None
+        return self.pdf
+
+    def pdf_versions(self) -> list[tuple[int, Callable[[], bytes]]]:
+        """Every PDF version as (date, loader), oldest first, without rendering any of them."""
+        first: list[tuple[int, PdfVersion]] = [(self.cdate, self.first_pdf)] if self.has_pdf else []
+        versions = sorted(first + self.pdf_revisions, key=lambda v: v[0])
+        return [(date, pdf if callable(pdf) else (lambda pdf=pdf: pdf)) for date, pdf in versions]
 
     def pdf_history(self) -> list[tuple[int, bytes]]:
         """Every PDF version, oldest first: `pdf` at the submission date, then `pdf_revisions`."""
-        first = [(self.cdate, self.pdf)] if self.pdf is not None else []
-        return sorted(first + self.pdf_revisions, key=lambda v: v[0])
+        return [(date, load()) for date, load in self.pdf_versions()]
 
     @property
     def current_pdf(self) -> bytes | None:
-        """The latest PDF version (what `/pdf?id=` serves)."""
-        history = self.pdf_history()
-        return history[-1][1] if history else None
+        """The latest PDF version (what `/pdf?id=` serves); renders only that one."""
+        versions = self.pdf_versions()
+        return versions[-1][1]() if versions else None
 
     @property
     def status(self) -> str:
@@ -232,10 +257,11 @@ def _decision(role: str, ratings: list[int], rng: random.Random) -> str | None:
 
 
 def make_venue(venue_id: str, n_papers: int = 12, reviews_per_paper: int = 4, seed: int = 0,
-               pdfs: bool = True, bad_cases: bool = True, revisions: bool = True, form: str = "ten_point"
-               ) -> SyntheticVenue:
+               pdfs: bool | Literal["lazy"] = True, bad_cases: bool = True, revisions: bool = True,
+               form: str = "ten_point", reverted: bool = False) -> SyntheticVenue:
     """Generate a venue of `n_papers` submissions with `reviews_per_paper` reviews each, rated on
-    the review form `form` (REVIEW_FORMS)."""
+    the review form `form` (REVIEW_FORMS); `pdfs="lazy"` renders each PDF when first asked for, and
+    `reverted` restores every edited review to its first version (module docstring)."""
     rng = random.Random(f"{venue_id}|{seed}")
     seen: set[str] = set()
     venue = SyntheticVenue(venue_id, [], form=form)
@@ -267,16 +293,36 @@ def make_venue(venue_id: str, n_papers: int = 12, reviews_per_paper: int = 4, se
             paper.meta_review = words.meta_review_text(topic, rng, paper.decision)
             if paper.decision.startswith("Accept"):
                 paper.pdate = start + 120 * DAY_MS
-        if pdfs:
+        if pdfs == "lazy":
+            paper.render = _lazy_render(paper, topic, f"{venue_id}|{seed}|pdf|{number}")
+        elif pdfs:
             paper.pdf = render_pdf(paper, topic, rng)
         venue.papers.append(paper)
     if bad_cases:
         _plant_bad_cases(venue, rng)
     if revisions:
         _plant_revisions(venue, random.Random(f"{venue_id}|{seed}|revisions"))
+    if reverted:
+        _revert_reviews(venue, start + REVERT_DAYS * DAY_MS)
     if form != "ten_point":
         _rate_on_form(venue)
     return venue
+
+
+def _lazy_render(paper: SyntheticPaper, topic: words.Topic, stream: str) -> Callable[[], bytes]:
+    """What renders `paper`'s PDF on first use, from a random stream of its own (so the bytes do not
+    depend on which papers were asked for before)."""
+    return lambda: render_pdf(paper, topic, random.Random(stream))
+
+
+def _revert_reviews(venue: SyntheticVenue, when: int) -> None:
+    """Every edited review gets one more version, its first one again, dated `when` (or a day after
+    its last edit when that is later): the history shows the edit, the review stands as first posted."""
+    for paper in venue.papers:
+        for review in paper.reviews:
+            if review.edits:
+                review.edits.append((max(when, review.edits[-1][0] + DAY_MS), dict(review.fields)))
+    venue.revised["reverted"] = [r.review_id for p in venue.papers for r in p.reviews if len(r.edits) > 1]
 
 
 def _rate_on_form(venue: SyntheticVenue) -> None:
@@ -318,9 +364,11 @@ def _plant_revisions(venue: SyntheticVenue, rng: random.Random) -> None:
                                    "address my main concern, and the added experiment is convincing.").strip()
             review.edits.append((review.cdate + 21 * DAY_MS, final))
             reviews.append(review.review_id)
-        if paper.pdf is not None and paper.paper_id not in planted and paper.reviews and rng.random() < 0.25:
+        if paper.has_pdf and paper.paper_id not in planted and paper.reviews and rng.random() < 0.25:
             last_review = max(r.cdate for r in paper.reviews)
-            paper.pdf_revisions.append((last_review + 30 * DAY_MS, revise_pdf(paper.pdf)))
+            revised = ((lambda p=paper: revise_pdf(p.first_pdf())) if paper.pdf is None
+                       else revise_pdf(paper.pdf))
+            paper.pdf_revisions.append((last_review + 30 * DAY_MS, revised))
             pdfs.append(paper.paper_id)
     venue.revised = {"reviews": reviews, "pdfs": pdfs}
 
@@ -358,10 +406,10 @@ def _plant_bad_cases(venue: SyntheticVenue, rng: random.Random) -> None:
     source = keep[len(keep) // 2].reviews[1 % len(keep[len(keep) // 2].reviews)]
     venue.duplicate_reviews.append((source.review_id, len(venue.papers) - 1))
     venue.bad_cases["duplicate_review"] = source.review_id
-    with_pdf = [p for p in keep if p.pdf is not None]
+    with_pdf = [p for p in keep if p.has_pdf]
     if len(with_pdf) >= 2:
         corrupt, large = with_pdf[-1], with_pdf[-2]
-        corrupt.pdf = b"%PDF-1.7\n" + bytes(rng.getrandbits(8) for _ in range(4000))
+        corrupt.pdf, corrupt.render = b"%PDF-1.7\n" + bytes(rng.getrandbits(8) for _ in range(4000)), None
         large.pdf_padding = LARGE_PDF_PADDING
         venue.bad_cases["corrupt_pdf"] = corrupt.paper_id
         venue.bad_cases["large_pdf"] = large.paper_id

@@ -1,0 +1,88 @@
+"""The cost plan (bench/cost/refresh_cost.py) checked against what a rehearsal run counted.
+
+`check_costs` projects the rehearsal's venue with refresh_cost's own functions: its submissions, the
+share of them curation kept, the pipeline's sample, candidates, metrics and validation settings, and
+the text sizes measured from the run's outputs (reviews per sampled paper, tokens per review, judgment
+lines per review and tokens per line with the embedded tokenizer; the abstracts and the paper text the
+stages read). It sets the projection beside the run's counts: the requests the local server answered
+(ingest), the LLM calls and tokens of the run record (preprocess, generate) and the (candidate,
+reference) pairs the score stage scored. Used by bench/soak/rehearsal.py; `ratio` is projected / counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from bench.cost.refresh_cost import Shape, gem_prompt_overhead, ingest_plan, project
+from tasks.core.config import load_config
+from tasks.lm.loading import load_tokenizer
+
+TOLERANCE = 0.10   # the plan must be within 10% of the rehearsal's counts
+
+
+def measured_shape(data: Path, tokenizer: Any) -> tuple[Shape, dict[str, float]]:
+    """Text sizes of the sampled papers, from the run's curate and preprocess outputs."""
+    curated = pl.concat([pl.read_parquet(p) for p in sorted(data.glob("*/curate/reviews.parquet"))])
+    papers = pl.concat([pl.read_parquet(p) for p in sorted(data.glob("*/curate/papers.parquet"))])
+    sample = papers.filter(pl.col("in_benchmark"))
+    judgments = pl.read_parquet(data / "preprocess" / "judgments.parquet")
+    sampled = curated.filter(pl.col("paper_id").is_in(sample["paper_id"].implode()))
+    count = lambda texts: [len(tokenizer(t or "", add_special_tokens=False)["input_ids"]) for t in texts]  # noqa: E731
+    review_tokens = count(sampled["review_text"].to_list())
+    lines = judgments["text"].to_list()
+    shape = Shape(reviews_per_paper=sampled.height / max(sample.height, 1),
+                  review_tokens=sum(review_tokens) / max(len(review_tokens), 1),
+                  lines_per_review=len(lines) / max(judgments["review_id"].n_unique(), 1),
+                  line_tokens=sum(count(lines)) / max(len(lines), 1), measured_from=str(data))
+    abstracts = count(sample["abstract"].to_list())
+    return shape, {"abstract_tokens": sum(abstracts) / max(len(abstracts), 1), "sampled": sample.height,
+                   "curated": papers.height}
+
+
+def check_costs(config: Path, pipeline: str, submissions: int, stages: list[dict]) -> dict[str, Any]:
+    """Projected and counted figures per stage, their ratio, and one printable line each."""
+    cfg = load_config(config).for_pipeline(pipeline)
+    data = config.parent / "data" / pipeline
+    tokenizer = load_tokenizer()
+    shape, sizes = measured_shape(data, tokenizer)
+    candidates = cfg.generate.candidates
+    args = argparse.Namespace(
+        submissions=submissions, venues=1, keep=sizes["curated"] / submissions, candidates=len(candidates),
+        negatives=cfg.score.negatives, oracle_cells=[], judges=0, abstract_tokens=sizes["abstract_tokens"],
+        assw_tokens=0, paper_tokens=cfg.preprocess.max_paper_chars / 3.5, context_tokens=max(c.max_context_tokens
+                                                                                            for c in candidates),
+        candidate_input_price=0.0, candidate_output_price=0.0, edited_share=0.0, pdf_history_share=0.0,
+        sample_size=cfg.curate.sample_size, pipeline=pipeline, config=str(config),
+        candidate_output_tokens=max(c.max_tokens for c in candidates))
+    planned = {s.stage: s for s in project(args, shape, gem_prompt_overhead(tokenizer))}
+    ingest, _ = ingest_plan(args, shape.reviews_per_paper)
+    counted = {s["stage"]: s for s in stages}
+    pairs = 0.0
+    if "score.gem" in planned:   # conditional GEM requests per metric = pairs
+        gem = [m for m in cfg.score.metrics if m.startswith("gem")]
+        pairs = sizes["sampled"] * (args.candidates * shape.reviews_per_paper
+                                    + shape.reviews_per_paper * (shape.reviews_per_paper - 1))
+        pairs = pairs if gem else 0.0
+    checks = {
+        "ingest requests": (ingest.requests, counted["ingest"]["requests"]),
+        "preprocess calls": (planned["preprocess"].requests, counted["preprocess"]["llm_calls"]),
+        "preprocess input tokens": (planned["preprocess"].input_tokens, counted["preprocess"]["input_tokens"]),
+        "preprocess output tokens": (planned["preprocess"].output_tokens, counted["preprocess"]["output_tokens"]),
+        "generate calls": (planned["generate"].requests, counted["generate"]["llm_calls"]),
+        "generate input tokens": (planned["generate"].input_tokens, counted["generate"]["input_tokens"]),
+        "generate output tokens": (planned["generate"].output_tokens, counted["generate"]["output_tokens"]),
+        "score pairs": (pairs, counted["score"]["rows_in"]),
+    }
+    out: dict[str, Any] = {"shape": shape.__dict__, "figures": {}, "lines": ["cost plan vs rehearsal (projected / counted):"]}
+    for name, (projected, seen) in checks.items():
+        ratio = projected / seen if seen else float("nan")
+        ok = seen and abs(ratio - 1) <= TOLERANCE
+        out["figures"][name] = {"projected": round(projected, 1), "counted": seen, "ratio": round(ratio, 3),
+                                "within_10pct": bool(ok)}
+        out["lines"].append(f"  {name:<26}{projected:>12,.0f}{seen:>12,}  ratio {ratio:6.3f}  {'ok' if ok else 'OFF'}")
+    out["all_within_10pct"] = all(f["within_10pct"] for f in out["figures"].values())
+    return out

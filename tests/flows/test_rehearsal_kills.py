@@ -1,0 +1,79 @@
+"""The rehearsal killed with SIGKILL once inside each stage and rerun: the final tables equal those of an
+uninterrupted run, and no request the server answered before a kill is answered again after it (what
+was stored is not fetched twice). A small rehearsal (1/500 of ICLR 2026's size, the rehearsal's sample,
+candidate and metrics) as `grebench run` subprocesses; the run record says which stage is running."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tasks.testing.rehearsal import (
+    error_line,
+    kill_group,
+    logged_requests,
+    pipeline_name,
+    rehearsal_project,
+    request_key,
+    running_stage,
+    start_run,
+    table_rows,
+)
+
+SCALE = 500
+STAGES = ("ingest", "curate", "preprocess", "generate", "score", "validate", "materialize")
+INSIDE = 0.5          # seconds a stage runs before the kill
+
+
+def run_to_end(config: Path, pipeline: str, timeout: float = 1500) -> None:
+    proc = start_run(config, pipeline)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+    assert proc.returncode == 0, error_line(proc)
+
+
+def kill_inside(config: Path, pipeline: str, stage: str, timeout: float = 1500) -> bool:
+    """Start a run, SIGKILL it once `stage` has run for INSIDE seconds; False when the run ended first."""
+    since = time.time() - 1
+    proc = start_run(config, pipeline)
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline:
+        if running_stage(config, pipeline, since) == stage:
+            time.sleep(INSIDE)
+            alive = proc.poll() is None
+            kill_group(proc)
+            return alive
+        time.sleep(0.05)
+    kill_group(proc)
+    return False
+
+
+@pytest.mark.slow
+def test_a_rehearsal_killed_inside_each_stage_ends_with_the_tables_of_an_uninterrupted_run(tmp_path):
+    pipeline = pipeline_name(SCALE)
+    reference = rehearsal_project(tmp_path / "reference", SCALE)
+    run_to_end(reference, pipeline)
+    expected = table_rows(reference.parent / "data" / pipeline / "grebench.duckdb")
+
+    config = rehearsal_project(tmp_path / "killed", SCALE)
+    killed_in = []
+    for stage in STAGES:
+        before = Counter(request_key(r) for r in logged_requests(config, pipeline) if r["status"] == 200)
+        if kill_inside(config, pipeline, stage):
+            killed_in.append(stage)
+        after = Counter(request_key(r) for r in logged_requests(config, pipeline) if r["status"] == 200)
+        again = [k for k in before if after[k] > before[k] and " login " not in k and " profiles " not in k
+                 and " groups " not in k and " invitations " not in k]
+        assert again == [], f"fetched again after a kill in {stage}: {again[:3]}"
+    assert set(killed_in) >= {"ingest", "preprocess", "generate", "score"}, killed_in
+    run_to_end(config, pipeline)
+    got = table_rows(config.parent / "data" / pipeline / "grebench.duckdb")
+    assert sorted(got) == sorted(expected)
+    for name in expected:
+        assert got[name] == expected[name], f"table {name} differs from the uninterrupted run's"
