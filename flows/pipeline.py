@@ -20,7 +20,7 @@ from tasks.core.config import STAGES, Config, select_stages
 from tasks.core.runs import StageRecord, code_version, config_hash, now, write_run
 from tasks.core.stage_inputs import check_inputs, write_receipt
 from tasks.core.summary import StageSummary
-from tasks.lm import release_decoding_models
+from tasks.lm import release_decoding_models, release_engines
 from tasks.stages.materialize.steps import update_tables
 
 # Each stage is a flow `<module>:<function>(cfg: Config, pipeline: str) -> StageSummary`, imported
@@ -79,6 +79,7 @@ def pipeline_flow(
             record.finish(summary[stage])
             write_receipt(cfg, pipeline, stage, identity[0])
             write_run(cfg, pipeline, *identity, records)
+            release_engines()   # the stage's prefix caches, one set per thread that scored
             if not DECODING_STAGES.intersection(chosen[position + 1:]):
                 release_decoding_models()
             give_back_freed_memory()   # what this stage freed is not kept under the next one's peak

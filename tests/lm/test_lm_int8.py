@@ -99,3 +99,25 @@ def test_int8_models_are_released_once_nothing_left_decodes(tmp_path) -> None:
     assert scoring.resolved() in loaded_specs() and load_model(scoring)[0] is scorer
     assert decoding.resolved() not in loaded_specs()
     assert LocalLM(decoding).generate([ChatRequest("", "a b", 4)])[0].ok   # loaded again when asked
+
+
+def test_engines_and_their_prefix_caches_go_between_stages_the_weights_stay(tmp_path) -> None:
+    import gc
+    import weakref
+
+    from tasks.lm import LoglikelihoodRequest, local_lm, release_engines
+    from tasks.lm.loading import load_model
+    from tests.tiny_models import tiny_llama
+
+    folder = tiny_llama(tmp_path / "tiny", ["[UNK]", "<|end|>", "a", "b", "c"])
+    spec = ModelSpec(folder, dtype="float32")
+    lm = local_lm(spec)
+    first = lm.loglikelihood([LoglikelihoodRequest("a", "b a", "c b")])
+    engine = weakref.ref(lm.engine)
+    weights = load_model(spec)[0]
+    del lm
+    assert release_engines() >= 1
+    gc.collect()
+    assert engine() is None                       # the engine and its prefix caches are gone
+    assert load_model(spec)[0] is weights          # the weights are not
+    assert local_lm(spec).loglikelihood([LoglikelihoodRequest("a", "b a", "c b")]) == first
