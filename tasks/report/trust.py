@@ -104,7 +104,7 @@ def trust_markdown(frames: Mapping[str, pl.DataFrame]) -> list[str]:
         flagged = int(flags["flagged"].fill_null(False).sum())
         out += ["", "## References flagged as likely AI-written", "",
                 f"{flagged} of {flags.height} human references score below the Binoculars threshold "
-                f"({flags['threshold'][0]:g}; `reference_flags`). The leaderboard's `mean_unflagged` leaves them "
+                f"({_threshold(flags)}; `reference_flags`). The leaderboard's `mean_unflagged` leaves them "
                 "out; `flagged_shift` is the change (the rows below: those resting on a flagged reference)."]
         if "n_flagged" in board.columns:
             moved = board.filter(pl.col("n_flagged") > 0)
@@ -118,3 +118,13 @@ def trust_markdown(frames: Mapping[str, pl.DataFrame]) -> list[str]:
                 markdown_table(shifts, ["model", "variant", "measure", "n_papers", "shift", "ci_low", "ci_high",
                                         "reason"])]
     return out
+
+
+def _threshold(flags: pl.DataFrame) -> str:
+    """The Binoculars threshold the flags were read against, with its source; where the form in use has
+    no calibrated threshold, that said (nothing is flagged then)."""
+    value = flags["threshold"].drop_nulls()
+    if value.is_empty():
+        return "no threshold calibrated for this form, so nothing flagged: `grebench calibrate binoculars` sets one"
+    source = flags["threshold_source"].drop_nulls() if "threshold_source" in flags.columns else pl.Series([])
+    return f"{value[0]:g}" + (f", {source[0]}" if not source.is_empty() else "")

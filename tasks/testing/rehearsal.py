@@ -136,7 +136,7 @@ def table_rows(database: Path) -> dict[str, list[tuple]]:
             if name in VOLATILE_TABLES:
                 continue
             columns = [r[0] for r in con.execute(
-                "SELECT column_name FROM duckdb_columns() WHERE table_name = ? ORDER BY column_index", [name]
+                "SELECT column_name FROM duckdb_columns() WHERE schema_name = 'main' AND table_name = ? ORDER BY column_index", [name]
             ).fetchall() if r[0] not in VOLATILE_COLUMNS]
             if not columns:
                 continue

@@ -77,4 +77,10 @@ request_total_seconds = 3600
     assert proc.returncode == code and took < 10, (proc.returncode, took, err[-2000:])
     assert line in err and "Traceback" not in err.split(line)[-1]
     data = tmp_path / "data"
-    assert not [p for p in data.rglob("*") if p.is_file() and (".tmp" in p.name or p.suffix == ".parquet")]
+    # nothing half-written: no scratch file, no stage output; the run record (written when the stage
+    # started, so an interrupted run shows how far it got) is whole
+    files = [p for p in data.rglob("*") if p.is_file()]
+    assert not [p for p in files if ".tmp" in p.name or (p.suffix == ".parquet" and "runs" not in p.parts)]
+    import polars as pl
+
+    assert all(pl.read_parquet(p).height >= 1 for p in files if "runs" in p.parts and p.suffix == ".parquet")

@@ -93,7 +93,7 @@ def test_int8_models_are_released_once_nothing_left_decodes(tmp_path) -> None:
     local_lm(decoding)
     assert {decoding.resolved(), scoring.resolved()} <= set(loaded_specs())
     del decoder
-    assert release_decoding_models() == [decoding.resolved()]
+    assert decoding.resolved() in release_decoding_models()   # (and any other int8 model this process held)
     gc.collect()
     assert held() is None
     assert scoring.resolved() in loaded_specs() and load_model(scoring)[0] is scorer

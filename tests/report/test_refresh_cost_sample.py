@@ -24,7 +24,7 @@ def _args(**changes) -> argparse.Namespace:
     args = dict(submissions=19_525, venues=2, keep=0.25, candidates=10, negatives=4, oracle_cells=[], judges=0,
                 abstract_tokens=250, assw_tokens=200, paper_tokens=15_000, context_tokens=8192, sample_size=100,
                 pipeline="refresh-2026", config=str(ROOT / "pipelines.toml"), edited_share=0.0, pdf_history_share=0.0,
-                candidate_input_price=3.0, candidate_output_price=15.0)
+                candidate_input_price=3.0, candidate_output_price=15.0, candidate_output_tokens=2048)
     return argparse.Namespace(**{**args, **changes})
 
 
@@ -34,10 +34,10 @@ def test_preprocess_and_generate_are_projected_over_the_sample_not_every_curated
     overhead = {"raw": 120, "judgments": 130}
     stages = {s.stage: s for s in bench.project(_args(), shape, overhead)}
     assert bench.sampled_papers(_args()) == 200                       # 2 venues x 100, of 2 x 4,881 curated
-    assert stages["preprocess"].requests == 200 * (4 + 10) + 200       # every review's judgments, one ASSW a paper
-    assert stages["generate"].requests == 200 * 10
+    assert stages["preprocess"].requests == 200 * 4 + 200              # every human review's judgments, one ASSW a paper
+    assert stages["generate"].requests == 200 * 10 * 2                  # each candidate's review, then its judgments
     every = {s.stage: s for s in bench.project(_args(sample_size=0), shape, overhead)}
-    assert every["generate"].requests == pytest.approx(2 * 19_525 * 0.25 * 10)
+    assert every["generate"].requests == pytest.approx(2 * 19_525 * 0.25 * 10 * 2)
     assert every["preprocess"].input_tokens / stages["preprocess"].input_tokens == pytest.approx(2 * 19_525 * 0.25 / 200)
     few = _args(submissions=100, sample_size=100)                      # 25 curated: the sample is all of them
     assert bench.sampled_papers(few) == 50

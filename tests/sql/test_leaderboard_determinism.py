@@ -41,7 +41,8 @@ def test_the_human_rows_flag_columns_are_identical_in_two_recomputations():
         "metric": "gem", "eval_lm": "lm", "source": np.where(rng.random(n) < 0.9, "human", "m1"),
         "paper_id": [f"p{p}" for p in papers], "candidate": [f"c{p}-{c}" for p, c in zip(papers, rng.integers(0, 3, n), strict=True)],
         "reference": [f"r{r}" for r in references], "score": rng.normal(0, 1, n) * 10.0 ** rng.integers(-3, 4, n)})
-    flags = pl.DataFrame({"review_id": [f"r{r}" for r in range(5000)], "flagged": rng.random(5000) < 0.2})
+    flags = pl.DataFrame({"paper_id": [f"p{r % 8}" for r in range(5000)], "review_id": [f"r{r}" for r in range(5000)],
+                          "flagged": rng.random(5000) < 0.2})
     first = recompute(scores, flags)
     assert all(row[1] is not None for row in first)
     for _ in range(3):

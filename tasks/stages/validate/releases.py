@@ -135,7 +135,7 @@ def metric_code() -> dict[str, str]:
     """module path -> hash of its syntax tree without docstrings, for every module that makes scores."""
     root = Path(__file__).resolve().parents[2]
     files = sorted(f for part in METRIC_CODE for f in ([root / part] if part.endswith(".py") else
-                                                       (root / part).rglob("*.py")))
+                                                       (root / part).rglob("*.py")) if f.is_file())
     return {str(f.relative_to(root)): digest(ast.dump(_without_docstrings(ast.parse(f.read_text(encoding="utf-8")))))
             for f in files}
 

@@ -198,6 +198,8 @@ api_v2_url = "{forms_server.v2_url}"
                          timeout=300)
     assert out.returncode == 0, out.stderr
     assert "a run on 2025-12-15 pulls: ICLR.cc/2026/Conference" in out.stdout
-    assert (f"form of {ICLR26}: derived, {ICLR26}/-/Official_Review: rating 0->1, 2->3, 4->5, 6->6, 8->8, 10->10 "
-            "(threshold)") in out.stdout
+    # a dry run sends no request: the form (derived from the invitation when the run fires) is said to come then
+    assert (f"form of {ICLR26}: read from {ICLR26}/-/Official_Review when the run fires (not in the raw cache; "
+            "a dry run sends no request)") in out.stdout
     assert "venue table" not in out.stdout.split("form of")[1] and "PDFs: at most 100" in out.stdout
+    assert not any(forms_server.requests.values()), forms_server.requests
