@@ -39,8 +39,8 @@ from flows.cli.submit import export, submit  # noqa: E402
 from flows.cli.validate import report, validate  # noqa: E402
 from tasks.checks import load_checked_config  # noqa: E402
 from tasks.core.config import Config, ConfigError, check_paths, select_stages  # noqa: E402
-from tasks.core.stage_inputs import check_inputs  # noqa: E402
 from tasks.core.errors import GrebenchError  # noqa: E402
+from tasks.core.stage_inputs import check_inputs  # noqa: E402
 
 PLAN_YEARS = (1970, 2999)   # the dates `schedule --on` can plan from
 
