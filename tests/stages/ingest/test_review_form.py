@@ -193,6 +193,7 @@ api_v2_url = "{forms_server.v2_url}"
     config.write_text(text.replace(f'\n[ingest]\napi_v2_url = "{forms_server.v2_url}"\n', "\n"))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENREVIEW_USERNAME": USER, "OPENREVIEW_PASSWORD": PASSWORD}
     env.pop("OPENREVIEW_TOKEN", None)
+    before = dict(forms_server.requests)          # the server is shared by the module's tests
     out = subprocess.run(["faketime", "2025-12-15 08:00:00", sys.executable, "-c", "from flows.cli.main import app; app()",
                           "schedule", "--dry-run", "-c", str(config)], capture_output=True, text=True, env=env,
                          timeout=300)
@@ -202,4 +203,4 @@ api_v2_url = "{forms_server.v2_url}"
     assert (f"form of {ICLR26}: read from {ICLR26}/-/Official_Review when the run fires (not in the raw cache; "
             "a dry run sends no request)") in out.stdout
     assert "venue table" not in out.stdout.split("form of")[1] and "PDFs: at most 100" in out.stdout
-    assert not any(forms_server.requests.values()), forms_server.requests
+    assert dict(forms_server.requests) == before
