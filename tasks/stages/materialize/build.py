@@ -40,6 +40,7 @@ from tasks.core.locks import (
     swap_database,
 )
 from tasks.core.summary import StageSummary
+from tasks.metrics.registry import REGISTRY
 
 SQL_DIR = Path(__file__).resolve().parents[3] / "sql"
 LAYERS = ("staging", "marts")
@@ -151,7 +152,20 @@ def _swap_in_if_passed(failures: list[str], scratch: Path, target: Path) -> None
 
 
 def _base_parameters(cfg: Config, pipeline: str) -> dict[str, object]:
-    return {"scale": list(cfg.curate.common_scale), "pipeline": pipeline}
+    return {"scale": list(cfg.curate.common_scale), "pipeline": pipeline, **_metric_parameters(cfg)}
+
+
+def _metric_parameters(cfg: Config) -> dict[str, list[str]]:
+    """The registry and what the pipeline asks of it, for `metric_coverage` (sql/marts)."""
+    asked: dict[str, str] = {}
+    for where, names in (("score.metrics", cfg.score.metrics), ("score.baselines", cfg.score.baselines),
+                         ("validate.metrics", cfg.validate.metrics)):
+        for name in names:
+            asked[name] = f"{asked[name]}, {where}" if name in asked else where
+    metrics = list(REGISTRY.values())
+    return {"registry_metrics": [m.name for m in metrics], "registry_families": [m.needs.name for m in metrics],
+            "registry_descriptions": [m.description for m in metrics],
+            "asked_metrics": list(asked), "asked_as": list(asked.values())}
 
 
 def _run_layers(
