@@ -40,6 +40,12 @@ from the project's own prompts (each GEM prompt is rendered with the real chat t
 abstract, ASSW synopsis and paper lengths are arguments. Without the dev file the stated defaults are
 used and `measured_from` says so.
 
+How the chat models behave is taken from a pilot run where one is given (`--pilot DIR`, the data folder
+of a pipeline that ran preprocess and generate, e.g. a small rehearsal): the share of requests asked
+again after an unusable answer, and the output tokens of an answer (a small model writes lines that
+are dropped and runs to its `max_tokens`; a review answer may stop early). Without a pilot, every
+request is answered once and an answer is as long as the lines and reviews it keeps.
+
 Hours: evaluation-LM tokens (every prompt and continuation token of every request, since vLLM's V1
 engine bypasses its prefix cache for requests that ask for prompt log-probabilities) divided by a
 throughput in tokens/s: `--eval-tokens-per-s` (a figure for a GPU server), else this machine's local
@@ -94,6 +100,36 @@ class Shape:
     lines_per_review: float = 9.0
     line_tokens: float = 14.0
     measured_from: str = "defaults"
+
+
+@dataclass
+class Behaviour:
+    """How the chat models answer, from a pilot run (`measure_behaviour`); the defaults: once, no waste."""
+
+    preprocess_retry: float = 0.0             # requests asked again per review (a second try)
+    judgment_answer_tokens: float | None = None   # output tokens of a judgments answer (None: the kept lines)
+    generate_retry: float = 0.0               # review requests asked again per (paper, candidate)
+    review_answer_tokens: float | None = None  # output tokens of a candidate's review answer
+    measured_from: str = "defaults"
+
+
+def measure_behaviour(data: Path) -> Behaviour:
+    """The pilot's retry shares and answer lengths: its usage records (preprocess/usage.parquet,
+    generate/usage.parquet) over the reviews and (paper, candidate) pairs it asked about."""
+    usage = {stage: pl.read_parquet(data / stage / "usage.parquet") for stage in ("preprocess", "generate")}
+    curated = pl.concat([pl.read_parquet(p) for p in sorted(data.glob("*/curate/papers.parquet"))])
+    sampled = curated.filter(pl.col("in_benchmark"))["paper_id"]
+    reviews = pl.concat([pl.read_parquet(p, columns=["paper_id", "review_id"])
+                         for p in sorted(data.glob("*/curate/reviews.parquet"))])
+    asked = reviews.filter(pl.col("paper_id").is_in(sampled.implode())).height
+    judged = usage["preprocess"].filter(pl.col("purpose") == "judgments")
+    written = usage["generate"].filter(pl.col("purpose").str.starts_with("generate:"))
+    pairs = sampled.len() * max(written.height, 1)
+    return Behaviour(preprocess_retry=judged["requests"].sum() / max(asked, 1) - 1,
+                     judgment_answer_tokens=judged["output_tokens"].sum() / max(judged["requests"].sum(), 1),
+                     generate_retry=written["requests"].sum() / max(pairs, 1) - 1,
+                     review_answer_tokens=written["output_tokens"].sum() / max(written["requests"].sum(), 1),
+                     measured_from=str(data))
 
 
 @dataclass
@@ -204,9 +240,11 @@ def ingest_plan(args: argparse.Namespace, reviews_per_paper: float) -> tuple[Sta
     return stage, parts
 
 
-def project(args: argparse.Namespace, shape: Shape, overhead: dict[str, int]) -> list[Stage]:
+def project(args: argparse.Namespace, shape: Shape, overhead: dict[str, int],
+            behaviour: Behaviour | None = None) -> list[Stage]:
     """Requests and tokens of every stage after curation, over the sampled papers (module docstring)."""
     cfg = pipeline_config(args)
+    how = behaviour or Behaviour()
     papers = sampled_papers(args)
     r, c = shape.reviews_per_paper, args.candidates
     judg_tokens = shape.lines_per_review * shape.line_tokens
@@ -216,15 +254,18 @@ def project(args: argparse.Namespace, shape: Shape, overhead: dict[str, int]) ->
     # preprocess: judgments of every human review, one ASSW synopsis per paper where a metric reads it
     judgment_prompt = overhead.get("preprocess", PREPROCESS_PROMPT_TOKENS)
     review_prompt = overhead.get("review", REVIEW_PROMPT_TOKENS)
-    stages["preprocess"].add(papers * r, judgment_prompt + shape.review_tokens, judg_tokens)
+    judg_answer = how.judgment_answer_tokens if how.judgment_answer_tokens is not None else judg_tokens
+    stages["preprocess"].add(papers * r * (1 + how.preprocess_retry), judgment_prompt + shape.review_tokens,
+                             judg_answer)
     if "gem_s_assw" in cfg.score.metrics:
         stages["preprocess"].add(papers, judgment_prompt + args.paper_tokens, args.assw_tokens)
     # generate: one review per (paper, candidate LLM), the paper cut to the context less the answer,
     # then the judgment lines of each candidate review
-    answer = min(shape.review_tokens, args.candidate_output_tokens)
+    answer = min(shape.review_tokens if how.review_answer_tokens is None else how.review_answer_tokens,
+                 args.candidate_output_tokens)
     paper = max(0, min(args.paper_tokens, args.context_tokens - args.candidate_output_tokens - review_prompt))
-    stages["generate"].add(papers * c, review_prompt + paper, answer)
-    stages["generate"].add(papers * c, judgment_prompt + answer, judg_tokens)
+    stages["generate"].add(papers * c * (1 + how.generate_retry), review_prompt + paper, answer)
+    stages["generate"].add(papers * c, judgment_prompt + answer, judg_answer)
     # score: GEM metrics, (C LLM + R human leave-one-out) candidates x the other human references
     pairs = papers * (c * r + r * (r - 1))
     gem = [m for m in cfg.score.metrics if m in GEM_SYNOPSIS]
@@ -291,6 +332,8 @@ def main() -> None:
                         help="the pipeline whose settings apply (a yearly one with its year)")
     parser.add_argument("--config", default=str(ROOT / "pipelines.toml"))
     parser.add_argument("--data", default=str(DATA))
+    parser.add_argument("--pilot", type=Path, default=None,
+                        help="data folder of a pilot run (e.g. data/<pipeline>): retry shares and answer lengths")
     args = parser.parse_args()
     if args.submissions < 1 or args.venues < 1 or args.candidates < 0 or not 0 < args.keep <= 1:
         parser.error("--submissions and --venues must be positive, --candidates >= 0, 0 < --keep <= 1")
@@ -308,7 +351,8 @@ def main() -> None:
     overhead = gem_prompt_overhead(load_tokenizer())
     measured = {} if args.eval_tokens_per_s else local_throughput(data, shape, args.measure_pairs)
     rate = args.eval_tokens_per_s or measured.get("tokens_per_s")
-    stages = project(args, shape, overhead)
+    behaviour = measure_behaviour(args.pilot) if args.pilot else Behaviour()
+    stages = project(args, shape, overhead, behaviour)
     ingest, ingest_parts = ingest_plan(args, shape.reviews_per_paper)
     stages.insert(0, ingest)
     for stage in stages:
@@ -333,6 +377,7 @@ def main() -> None:
     summary = {
         "papers": round(papers), "sampled_papers": round(sample), "sample_size": args.sample_size,
         "pipeline": args.pipeline, "candidates": args.candidates, "shape": asdict(shape),
+        "behaviour": asdict(behaviour),
         "eval_lm_tokens_per_s": rate, "throughput_source": "given" if args.eval_tokens_per_s else "local_measured",
         "local_measurement": measured, "stages": [asdict(s) for s in stages],
         "ingest_hours": round(ingest.hours, 2), "ingest": {k: round(v, 2) if isinstance(v, float) else v

@@ -7,6 +7,12 @@ lines per review and tokens per line with the embedded tokenizer; the abstracts 
 stages read). It sets the projection beside the run's counts: the requests the local server answered
 (ingest), the LLM calls and tokens of the run record (preprocess, generate) and the (candidate,
 reference) pairs the score stage scored. Used by bench/soak/rehearsal.py; `ratio` is projected / counted.
+
+With a pilot (the data folder of another rehearsal run, e.g. a smaller size run first) the text sizes,
+the share curation kept and the chat models' behaviour (retry shares, answer lengths: refresh_cost's
+`measure_behaviour`) all come from the pilot, so the plan predicts a run it has not seen. Without one
+they come from the checked run itself and its behaviour is the plan's default (answered once, answers
+as long as what they keep).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from typing import Any
 
 import polars as pl
 
-from bench.cost.refresh_cost import Shape, gem_prompt_overhead, ingest_plan, project
+from bench.cost.refresh_cost import Behaviour, Shape, gem_prompt_overhead, ingest_plan, measure_behaviour, project
 from tasks.core.config import load_config
 from tasks.lm.loading import load_tokenizer
 
@@ -43,28 +49,32 @@ def measured_shape(data: Path, tokenizer: Any) -> tuple[Shape, dict[str, float]]
                    "curated": papers.height}
 
 
-def check_costs(config: Path, pipeline: str, submissions: int, stages: list[dict]) -> dict[str, Any]:
-    """Projected and counted figures per stage, their ratio, and one printable line each."""
+def check_costs(config: Path, pipeline: str, submissions: int, stages: list[dict],
+                pilot: tuple[Path, int] | None = None) -> dict[str, Any]:
+    """Projected and counted figures per stage, their ratio, and one printable line each. `pilot`: the
+    data folder of another run and its submissions, from which the plan takes its shape and behaviour."""
     cfg = load_config(config).for_pipeline(pipeline)
     data = config.parent / "data" / pipeline
     tokenizer = load_tokenizer()
-    shape, sizes = measured_shape(data, tokenizer)
+    shape, sizes = measured_shape(pilot[0] if pilot else data, tokenizer)
+    behaviour = measure_behaviour(pilot[0]) if pilot else Behaviour()
+    kept_share = sizes["curated"] / (pilot[1] if pilot else submissions)
     candidates = cfg.generate.candidates
     args = argparse.Namespace(
-        submissions=submissions, venues=1, keep=sizes["curated"] / submissions, candidates=len(candidates),
+        submissions=submissions, venues=1, keep=kept_share, candidates=len(candidates),
         negatives=cfg.score.negatives, oracle_cells=[], judges=0, abstract_tokens=sizes["abstract_tokens"],
         assw_tokens=0, paper_tokens=cfg.preprocess.max_paper_chars / 3.5, context_tokens=max(c.max_context_tokens
                                                                                             for c in candidates),
         candidate_input_price=0.0, candidate_output_price=0.0, edited_share=0.0, pdf_history_share=0.0,
         sample_size=cfg.curate.sample_size, pipeline=pipeline, config=str(config),
         candidate_output_tokens=max(c.max_tokens for c in candidates))
-    planned = {s.stage: s for s in project(args, shape, gem_prompt_overhead(tokenizer))}
+    planned = {s.stage: s for s in project(args, shape, gem_prompt_overhead(tokenizer), behaviour)}
     ingest, _ = ingest_plan(args, shape.reviews_per_paper)
     counted = {s["stage"]: s for s in stages}
     pairs = 0.0
     if "score.gem" in planned:   # conditional GEM requests per metric = pairs
         gem = [m for m in cfg.score.metrics if m.startswith("gem")]
-        pairs = sizes["sampled"] * (args.candidates * shape.reviews_per_paper
+        pairs = min(cfg.curate.sample_size, submissions * kept_share) * (args.candidates * shape.reviews_per_paper
                                     + shape.reviews_per_paper * (shape.reviews_per_paper - 1))
         pairs = pairs if gem else 0.0
     checks = {
@@ -77,7 +87,9 @@ def check_costs(config: Path, pipeline: str, submissions: int, stages: list[dict
         "generate output tokens": (planned["generate"].output_tokens, counted["generate"]["output_tokens"]),
         "score pairs": (pairs, counted["score"]["rows_in"]),
     }
-    out: dict[str, Any] = {"shape": shape.__dict__, "figures": {}, "lines": ["cost plan vs rehearsal (projected / counted):"]}
+    source = f"shape and behaviour from the pilot {pilot[0]}" if pilot else "shape from this run, no pilot"
+    out: dict[str, Any] = {"shape": shape.__dict__, "behaviour": behaviour.__dict__, "figures": {},
+                           "lines": [f"cost plan vs rehearsal (projected / counted; {source}):"]}
     for name, (projected, seen) in checks.items():
         ratio = projected / seen if seen else float("nan")
         ok = seen and abs(ratio - 1) <= TOLERANCE

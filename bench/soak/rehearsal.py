@@ -15,6 +15,8 @@ The cost plan is checked against each run (`--no-cost` skips it): bench/cost/ref
 the same venue (its submissions, the share curation kept, the sample, one candidate, the rehearsal's
 metrics) with the text sizes measured from the run's own outputs, and the ratio projected / counted is
 printed per stage for ingest requests, preprocess and generate LLM calls and tokens, and score pairs.
+The first size is the pilot of the others: their plans take text sizes and the chat models' behaviour
+(retries, answer lengths) from its run, so they predict runs they have not seen.
 Also timed apart: generating the venue and rendering its API pages (`venue_s`). The last line is JSON.
 """
 
@@ -136,6 +138,7 @@ def main() -> None:
         parser.error("--reuse reads the runs of --keep DIR")
     work = args.keep or Path(tempfile.mkdtemp(prefix="grebench-rehearsal-"))
     by_scale: dict[int, dict] = {}
+    pilot: tuple[Path, int] | None = None
     try:
         for scale in [int(s) for s in args.scales.split(",")]:
             n = round(FULL_SIZE / scale)
@@ -154,7 +157,8 @@ def main() -> None:
             if code == 0 and not args.no_cost:
                 from bench.cost.rehearsal_check import check_costs
 
-                run["cost_check"] = check_costs(config, pipeline, n, stages)
+                run["cost_check"] = check_costs(config, pipeline, n, stages, pilot)
+                pilot = pilot or (config.parent / "data" / pipeline, n)
             by_scale[scale] = run
             print(f"\n1/{scale}: {n:,} submissions, exit {code} {error}; run {wall:.0f} s; venue generated and "
                   f"rendered in {made:.1f} s", flush=True)

@@ -49,3 +49,36 @@ def test_the_sample_size_comes_from_the_named_pipeline() -> None:
     bench = _bench()
     assert bench.pipeline_config(_args(pipeline="demo")).curate.sample_size == 9
     assert bench.pipeline_config(_args(pipeline="refresh-2026")).curate.sample_size == 100
+
+
+def test_a_pilot_runs_retries_and_answer_lengths_enter_the_plan(tmp_path: Path) -> None:
+    import polars as pl
+
+    from tasks.core import schema
+
+    bench = _bench()
+    venue = tmp_path / "Venue" / "curate"
+    venue.mkdir(parents=True)
+    pl.DataFrame({"paper_id": ["p1", "p2", "p3"], "in_benchmark": [True, True, False]}).write_parquet(
+        venue / "papers.parquet")
+    pl.DataFrame({"paper_id": ["p1"] * 4 + ["p2"] * 4 + ["p3"] * 3,
+                  "review_id": [f"r{k}" for k in range(11)]}).write_parquet(venue / "reviews.parquet")
+    for stage, rows in (("preprocess", [("judgments", 10, 640), ("synopses", 0, 0)]),      # 8 reviews, 2 asked again
+                        ("generate", [("generate:a", 3, 300), ("generate:b", 2, 100), ("candidate_judgments", 4, 200)])):
+        (tmp_path / stage).mkdir()
+        schema.conform(pl.DataFrame({"purpose": [p for p, _, _ in rows], "requests": [n for _, n, _ in rows],
+                                     "output_tokens": [t for _, _, t in rows]}), schema.USAGE
+                       ).write_parquet(tmp_path / stage / "usage.parquet")
+    how = bench.measure_behaviour(tmp_path)
+    assert how.preprocess_retry == pytest.approx(10 / 8 - 1) and how.judgment_answer_tokens == 64
+    assert how.generate_retry == pytest.approx(5 / 4 - 1) and how.review_answer_tokens == 80
+
+    shape = bench.Shape(reviews_per_paper=4.0, review_tokens=600, lines_per_review=3, line_tokens=10)
+    overhead = {"raw": 120, "judgments": 130}
+    plain = {s.stage: s for s in bench.project(_args(), shape, overhead)}
+    piloted = {s.stage: s for s in bench.project(_args(), shape, overhead, how)}
+    assert piloted["preprocess"].requests == pytest.approx(200 * 4 * 1.25 + 200)
+    assert plain["preprocess"].requests == 200 * 4 + 200
+    assert piloted["generate"].requests == pytest.approx(200 * 10 * 1.25 + 200 * 10)   # reviews asked again, lines once
+    assert piloted["generate"].output_tokens == pytest.approx(200 * 10 * 1.25 * 80 + 200 * 10 * 64)
+    assert plain["generate"].output_tokens == pytest.approx(200 * 10 * 600 + 200 * 10 * 30)
