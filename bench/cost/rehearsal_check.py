@@ -23,7 +23,14 @@ from typing import Any
 
 import polars as pl
 
-from bench.cost.refresh_cost import Behaviour, Shape, gem_prompt_overhead, ingest_plan, measure_behaviour, project
+from bench.cost.refresh_cost import (
+    Behaviour,
+    Shape,
+    gem_prompt_overhead,
+    ingest_plan,
+    measure_behaviour,
+    project,
+)
 from tasks.core.config import load_config
 from tasks.lm.loading import load_tokenizer
 
