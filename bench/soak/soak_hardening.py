@@ -949,6 +949,9 @@ SCENARIOS: dict[str, tuple[Callable[[Path], None], bool]] = {   # name -> (attem
 
 
 def main() -> None:
+    from soak_surfaces import SURFACES
+
+    SCENARIOS.update(SURFACES)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", nargs="*", choices=sorted(SCENARIOS))
