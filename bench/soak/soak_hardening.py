@@ -65,10 +65,8 @@ def small_db(root: Path, database: str = "r.duckdb") -> Path:
 
 
 def built_project(root: Path, database: str = "data/{pipeline}/grebench.duckdb") -> Path:
-    sys.path.insert(0, str(ROOT / "tests"))
-    from test_materialize import write_outputs
-
     from tasks.core.config import load_config
+    from tests.stages.materialize.test_materialize import write_outputs
 
     path = root / "pipelines.toml"
     path.write_text(f"[paths]\ndata_dir = 'data'\ndatabase = '{database}'\n" + PIPES)
