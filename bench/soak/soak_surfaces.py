@@ -133,6 +133,9 @@ HOSTILE_PAPERS = [
     "\n\n\n\n",                                     # nothing but paragraph breaks
 ]
 CANDIDATE = """
+[score.reference_flags]
+enabled = false
+
 [generate.injection]
 papers = 4
 variants = ["visible", "hidden"]
@@ -141,7 +144,7 @@ variants = ["visible", "hidden"]
 name = "gullible"
 backend = "anthropic"
 model = "gullible"
-knowledge_cutoff = 2024-03-01
+knowledge_cutoff = 2024-01-01
 prompt_version = "review-fields-v1"
 max_tokens = 400
 max_context_tokens = 8000
@@ -166,7 +169,8 @@ def obeying(params: dict) -> str:
 
 def injection_track(root: Path) -> None:
     """Papers whose text carries instructions, closing tags, the track's own plant, no spaces or no words:
-    the run ends, every review the track made is marked as injected and kept off the leaderboard."""
+    the run ends, every review the track made is marked as injected and kept apart from the clean ones' scores,
+    and the paper without text is neither reviewed nor planted."""
     import polars as pl
 
     from tasks.core.config import load_config
@@ -189,11 +193,18 @@ def injection_track(root: Path) -> None:
     rows = _query(root, config, "select model, variant, measure, n_papers, shift from injection_shifts order by all")
     check({(r["variant"], r["measure"]) for r in rows} == {(v, m) for v in ("hidden", "visible") for m in ("bleu", "rating")},
           f"injection_shifts {rows}")
-    marked = _query(root, config, "select count(*) filter (where candidate_id like '%#inject-%') as injected, "
-                                  "count(*) as n from candidates")
-    check(marked == [{"injected": 0, "n": 4}], f"candidates {marked}: injected reviews among the clean ones")
-    board = _query(root, config, "select model, n_papers from leaderboard where not is_human")
-    check(board and all(r["model"] == "gullible" and r["n_papers"] <= 4 for r in board), f"leaderboard {board}")
+    check(all(r["n_papers"] == 3 for r in rows), f"the three papers with text, clean and planted: {rows}")
+    generated = stage_dir(cfg, "t", "generate")
+    injected = pl.read_parquet(generated / "injected_candidates.parquet")
+    check(injected.height == 6 and injected["candidate_id"].str.contains("#inject-").all()
+          and set(injected["text_source"]) == {"injected"}, f"the injected reviews {injected.select('candidate_id').to_series().to_list()}")
+    clean = pl.read_parquet(generated / "candidates.parquet").height
+    marked = _query(root, config, "select (select count(*) from candidates where candidate_id like '%#inject-%') as "
+                                  "candidates, (select count(*) from scores where candidate like '%#inject-%') as scores, "
+                                  "(select count(*) from candidates) as clean")
+    check(marked == [{"candidates": 0, "scores": 0, "clean": clean}], f"injected reviews among the clean ones: {marked}")
+    rejected = _query(root, config, "select paper_id, rule from rejects")
+    check(rejected == [{"paper_id": "P3", "rule": "no_paper_text"}], f"rejects {rejected}")
 
 
 def _query(root: Path, config: Path, sql: str) -> list[dict]:
