@@ -1,4 +1,4 @@
-"""Soak of the hardening list and of the leftovers a crash or a bad server must not turn into a blocked run (slots, options, submitted rows, raw caches, completions servers, flaky servers, submits) and of what a hostile user tried (form labels, credentials, PDF bombs, trickling servers, signals, odd inputs): every way a user could lose results or hang, tried again and again.
+"""Soak of the hardening list and of the leftovers a crash or a bad server must not turn into a blocked run (slots, options, submitted rows, raw caches, completions servers, flaky servers, submits) and of what a hostile user tried (form labels, credentials, PDF bombs, trickling servers, signals, odd inputs), with the surfaces round of bench/soak/soak_surfaces.py (slow PDFs, the injection track, plan and full, concurrent runs and queries, the site in a browser): every way a user could lose results or hang, tried again and again.
 
     .venv/bin/python bench/soak/soak_hardening.py [--rounds 3] [--only NAME ...] [--skip-slow]
 
