@@ -367,8 +367,8 @@ MUST_SHOW = ("papers.title", "papers.venue_id", "reviews.review_text", "candidat
 
 def hostile_site(root: Path) -> None:
     """Every field the site renders carries a payload (tags, attributes, javascript: URLs, RTL overrides,
-    control characters); headless Chromium builds each page's DOM: no injected element, attribute or
-    script ran, and each payload reads back as text."""
+    control characters), two paper ids share one slug; headless Chromium builds each page's DOM: no
+    injected element, attribute or script ran, each payload reads back as text, each paper has its page."""
     import duckdb
     import polars as pl
 
@@ -383,6 +383,8 @@ def hostile_site(root: Path) -> None:
                 planted[tag] = PAYLOADS[len(planted) % len(PAYLOADS)]
                 values.append(tag + planted[tag])
             frames[table] = frames[table].with_columns(pl.Series(column, values, dtype=pl.String))
+    for table in ("papers", "reviews", "candidates", "scores"):   # two ids of one slug: a page each
+        frames[table] = frames[table].with_columns(pl.col("paper_id").replace({"P1": "a<b", "P2": "a>b"}))
     names = dict(zip(["m-a", "m-b"], frames["leaderboard"].filter(~pl.col("is_human"))["model"].unique(maintain_order=True),
                      strict=False))
     frames["candidates"] = frames["candidates"].with_columns(pl.col("model").replace(names))
@@ -407,6 +409,8 @@ def hostile_site(root: Path) -> None:
         if at >= 0:
             text = shown[at + len(tag):at + len(tag) + len(payload)]
             check(text == payload or payload.startswith("bell"), f"{tag} reads {text!r}, planted {payload!r}")
+    index = _dom(root / "site" / "index.html", root).links
+    check(len(set(index)) == len(index) == 2, f"the index links papers to {index}")
     missing = [f for f in MUST_SHOW if f"\u27e6{f}.0\u27e7" not in shown]
     check(not missing, f"not on any page: {missing}")
 
@@ -417,11 +421,14 @@ class _Dom(HTMLParser):
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.injected: list[str] = []
+        self.links: list[str] = []   # to paper pages
         self.text, self.title, self.scripts, self._in = "", "", 0, ""
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self._in = tag
         self.scripts += tag == "script"
+        if tag == "a" and (dict(attrs).get("href") or "").startswith("papers/"):
+            self.links.append(dict(attrs)["href"])
         if tag in ("svg", "textarea", "iframe", "object", "embed") or (tag == "img" and not
                                                                                dict(attrs).get("src", "").startswith("charts/")):
             self.injected.append(f"<{tag}>")

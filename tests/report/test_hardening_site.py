@@ -28,3 +28,26 @@ def test_a_model_name_with_control_characters_is_drawn(tmp_path: Path) -> None:
 def test_xml_safe_keeps_tabs_line_breaks_and_other_text() -> None:
     spec = {"title": "a\x07b\tc\nd\u202ee", "data": {"values": [{"model": "\x00m\x1f\ufffe"}]}, "width": 480}
     assert xml_safe(spec) == {"title": "ab\tc\nd\u202ee", "data": {"values": [{"model": "m"}]}, "width": 480}
+
+
+def test_paper_ids_with_one_slug_get_pages_of_their_own(tmp_path: Path) -> None:
+    import html
+    import re
+
+    import duckdb
+
+    from tasks.report.site import build_site
+    from tests.site_data import write_database
+
+    database = write_database(tmp_path / "r.duckdb")
+    with duckdb.connect(str(database)) as con:
+        for table in ("papers", "reviews", "candidates", "scores"):
+            for old, new in (("P1", "a<b"), ("P2", "a>b")):
+                con.execute(f"update {table} set paper_id = ? where paper_id = ?", [new, old])
+        titles = [title for (title,) in con.execute("select title from papers where paper_id like 'a_b'").fetchall()]
+    out = build_site(database, tmp_path / "site").out_dir
+    index = (out / "index.html").read_text()
+    links = dict(re.findall(r'<a href="(papers/[^"]+)">([^<]*)</a>', index))   # page -> the title it links
+    assert sorted(html.unescape(t) for t in links.values()) == sorted(titles)   # before: one page for both
+    for page, title in links.items():
+        assert title in (out / html.unescape(page)).read_text()

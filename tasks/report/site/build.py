@@ -55,6 +55,15 @@ def number(value: object, digits: int = 3) -> str:
     return str(value)
 
 
+def page_name(paper_id: str) -> str:
+    """The file name of a paper's page: its id, or where the id is not a safe file name, its slug and a
+    hash of the id, so that two ids with the same slug ("a<b", "a>b") never share one page."""
+    import hashlib
+
+    name = slug(paper_id)
+    return name if name == paper_id else f"{name}-{hashlib.sha256(paper_id.encode()).hexdigest()[:10]}"
+
+
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
@@ -212,7 +221,7 @@ def build_site(database: Path, out_dir: Path) -> SiteResult:
 
     papers = rows(site_papers(tables))
     for paper in papers:
-        paper["page"] = f"papers/{slug(str(paper['paper_id']))}.html"
+        paper["page"] = f"papers/{page_name(str(paper['paper_id']))}.html"
         page("paper.html", out_dir / paper["page"], root="../", **paper_bundle(tables, paper))
 
     runs = run_groups(tables["runs"])
