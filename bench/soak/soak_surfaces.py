@@ -216,8 +216,8 @@ def _query(root: Path, config: Path, sql: str) -> list[dict]:
 # ---- plan and full with hostile arguments -------------------------------------------------------------
 
 def plan_arguments(root: Path) -> None:
-    """`grebench plan` with gaps of 0, < 0, nan, inf, an unknown or empty metric, levels off their range,
-    a database with no or empty scores, a hostile --pipeline: one line, exit 2."""
+    """`grebench plan` with gaps of 0, < 0, nan, inf, not a number or none, an unknown or empty metric, levels
+    off their range, a database with no or empty scores, a hostile --pipeline: one line, exit 2."""
     import duckdb
     import numpy as np
 
@@ -240,7 +240,8 @@ def plan_arguments(root: Path) -> None:
                          (["--gap", "0.5", "--power", "1"], "--power"), (["--gap", "0.5", "--alpha", "nan"], "--alpha"),
                          (["--gap", "0.5", "--metric", "nosuch"], "nosuch"), (["--gap", "0.5", "--metric", ""], "--metric"),
                          (["--gap", "0.5", "-p", "bare"], "no scores table"), (["--gap", "0.5", "-p", "empty"], "no pair"),
-                         (["--gap", "0.5", "-p", "../t"], "not allowed"), (["--gap", "0.5", "-p", "gone"], "no results")):
+                         (["--gap", "0.5", "-p", "../t"], "not allowed"), (["--gap", "0.5", "-p", "gone"], "no results"),
+                         (["--gap", "abc"], "Invalid value for '--gap'"), ([], "Missing option '--gap'")):
         if "-p" not in args:
             args = [*args, "-p", "t"]
         try:

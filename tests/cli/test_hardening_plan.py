@@ -44,3 +44,15 @@ def test_an_argument_no_plan_can_answer_is_one_line(config: Path, args: list[str
 def test_a_huge_finite_gap_still_plans(config: Path) -> None:
     result = CliRunner().invoke(app, ["plan", "--gap", "1e300", "-c", str(config), "-p", "t"])
     assert result.exit_code == 0 and "papers for the median pair" in result.output
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    (["plan", "--gap", "abc"], "error: grebench plan: Invalid value for '--gap'"),
+    (["plan"], "error: grebench plan: Missing option '--gap'."),
+    (["plan", "--gap", "0.5", "--bogus"], "error: grebench plan: No such option: --bogus"),
+    (["nosuchcmd"], "error: grebench: No such command 'nosuchcmd'."),
+])
+def test_a_usage_error_is_one_line_too(args: list[str], line: str) -> None:
+    result = CliRunner().invoke(app, args, prog_name="grebench")
+    assert result.exit_code == 2 and "╭" not in result.output       # before: click's framed box of 3+ lines
+    assert result.output.startswith(line) and result.output.count("\n") == 1
