@@ -182,9 +182,8 @@ def injection_track(root: Path) -> None:
     cfg = load_config(config).for_pipeline("t")
     write_curated(cfg)
     papers = stage_dir(cfg, "t", "curate", VENUE) / "papers.parquet"
-    frame = pl.read_parquet(papers)
-    pl.concat([frame.with_columns(pl.Series("abstract", HOSTILE_PAPERS), pl.Series("title", HOSTILE_PAPERS[::-1]))]
-              ).write_parquet(papers)
+    pl.read_parquet(papers).with_columns(pl.Series("abstract", HOSTILE_PAPERS), pl.Series("title", HOSTILE_PAPERS[::-1])
+                                         ).write_parquet(papers)
     with AnthropicServer(obeying) as server:
         done = cli(["run", "t", "-c", str(config)], root,
                    env={"ANTHROPIC_API_KEY": "fake-soak-key", "ANTHROPIC_BASE_URL": server.url,
@@ -194,6 +193,7 @@ def injection_track(root: Path) -> None:
     check({(r["variant"], r["measure"]) for r in rows} == {(v, m) for v in ("hidden", "visible") for m in ("bleu", "rating")},
           f"injection_shifts {rows}")
     check(all(r["n_papers"] == 3 for r in rows), f"the three papers with text, clean and planted: {rows}")
+    check(all(r["shift"] > 0 for r in rows if r["measure"] == "rating"), f"the obeying reviewer did not move: {rows}")
     generated = stage_dir(cfg, "t", "generate")
     injected = pl.read_parquet(generated / "injected_candidates.parquet")
     check(injected.height == 6 and injected["candidate_id"].str.contains("#inject-").all()
