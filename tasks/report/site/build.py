@@ -4,6 +4,7 @@
     leaderboard.html    per metric and evaluation LM: chart (mean, CI, human band) and a sortable table
     validation.html     pass / fail per metric and strategy (SMD, CI and p on hover), human correlation
     papers/<id>.html    title, abstract, human reviews and their judgments, candidates, per-pair scores
+                        (an id that is not a safe file name: its slug and a hash, `page_name`)
     runs.html           every pipeline run, stage by stage
     releases.html       the releases, newest first, each with what changed since the one before
     submissions.html    submitted candidates (`grebench submit`): counts and rejected rows by reason
