@@ -1,4 +1,4 @@
-"""Soak of the hardening list and of the leftovers a crash or a bad server must not turn into a blocked run (slots, options, submitted rows, raw caches, completions servers, flaky servers, submits) and of what a hostile user tried (form labels, credentials, PDF bombs, trickling servers, signals, odd inputs): every way a user could lose results or hang, tried again and again.
+"""Soak of the hardening list and of the leftovers a crash or a bad server must not turn into a blocked run (slots, options, submitted rows, raw caches, completions servers, flaky servers, submits) and of what a hostile user tried (form labels, credentials, PDF bombs, trickling servers, signals, odd inputs), with the surfaces round of bench/soak/soak_surfaces.py (slow PDFs, the injection track, plan and full, concurrent runs and queries, the site in a browser): every way a user could lose results or hang, tried again and again.
 
     .venv/bin/python bench/soak/soak_hardening.py [--rounds 3] [--only NAME ...] [--skip-slow]
 
@@ -65,10 +65,8 @@ def small_db(root: Path, database: str = "r.duckdb") -> Path:
 
 
 def built_project(root: Path, database: str = "data/{pipeline}/grebench.duckdb") -> Path:
-    sys.path.insert(0, str(ROOT / "tests"))
-    from test_materialize import write_outputs
-
     from tasks.core.config import load_config
+    from tests.stages.materialize.test_materialize import write_outputs
 
     path = root / "pipelines.toml"
     path.write_text(f"[paths]\ndata_dir = 'data'\ndatabase = '{database}'\n" + PIPES)
@@ -949,6 +947,9 @@ SCENARIOS: dict[str, tuple[Callable[[Path], None], bool]] = {   # name -> (attem
 
 
 def main() -> None:
+    from soak_surfaces import SURFACES
+
+    SCENARIOS.update(SURFACES)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", nargs="*", choices=sorted(SCENARIOS))

@@ -8,6 +8,13 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
+from typer.core import TyperGroup
+
+try:   # typer 0.29 carries its own copy of click
+    from typer._click import Context
+    from typer._click.exceptions import UsageError
+except ImportError:   # earlier typer: click itself
+    from click import Context, UsageError
 
 from tasks.checks import load_checked_config
 from tasks.core.config import Config, ConfigError
@@ -31,6 +38,18 @@ def fail(message: str) -> NoReturn:
 
     typer.echo(f"error: {printable(scrub(str(message)))}", err=True)
     raise typer.Exit(2)
+
+
+class OneLineUsage(TyperGroup):
+    """The command group whose usage errors (a missing option, a value that is not a number, an unknown
+    command) read like every other failure: one `error:` line, exit 2, instead of click's framed box."""
+
+    def invoke(self, ctx: Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except UsageError as error:
+            command = error.ctx.command_path if error.ctx is not None else ctx.command_path
+            fail(f"{command}: {error.format_message()} (see {command} --help)")
 
 
 def config_path(config: Path | None) -> Path:

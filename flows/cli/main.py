@@ -21,7 +21,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from flows.cli.common import ConfigOption, config_path, fail, read_config  # noqa: E402
+from flows.cli.common import ConfigOption, OneLineUsage, config_path, fail, read_config  # noqa: E402
 from flows.cli.failures import (  # noqa: E402, F401 - part of the CLI's API
     SITUATIONS,
     KnownFailureFilter,
@@ -45,6 +45,7 @@ from tasks.core.stage_inputs import check_inputs  # noqa: E402
 PLAN_YEARS = (1970, 2999)   # the dates `schedule --on` can plan from
 
 app = typer.Typer(
+    cls=OneLineUsage,
     help="GRE-bench: benchmark LLM-written peer reviews against fresh human reviews.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,

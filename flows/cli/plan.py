@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Annotated
 
 import typer
@@ -27,8 +28,12 @@ def plan(
     from tasks.stages.validate.planning import TooManyPapers
     from tasks.stages.validate.planning import plan as make_plan
 
-    if not (gap > 0 and 0 < power < 1 and 0 < alpha < 1):
-        fail("--gap must be positive, --power and --alpha between 0 and 1")
+    if not (math.isfinite(gap) and gap > 0):
+        fail(f"--gap {gap:g}: give a positive, finite difference")
+    if not (0 < power < 1 and 0 < alpha < 1):
+        fail("--power and --alpha must lie between 0 and 1")
+    if metric is not None and not metric.strip():
+        fail("--metric is empty: name one metric (grebench query \"select distinct metric from scores\")")
     cfg = read_config(config)
     database, note = results_database(cfg, pipeline)
     if note:
@@ -41,7 +46,7 @@ def plan(
             fail(f"{database.name} has no scores table: run the score stage first")
         pairs = pl.from_arrow(con.sql("select paper_id, candidate, source, reference, metric, eval_lm, score, "
                                           "reason from scores").to_arrow_table())
-    if metric:
+    if metric is not None:
         pairs = pairs.filter(pairs["metric"] == metric)
         if pairs.is_empty():
             fail(f"--metric {metric!r}: no scores of that metric in {database.name}")

@@ -4,6 +4,7 @@
     leaderboard.html    per metric and evaluation LM: chart (mean, CI, human band) and a sortable table
     validation.html     pass / fail per metric and strategy (SMD, CI and p on hover), human correlation
     papers/<id>.html    title, abstract, human reviews and their judgments, candidates, per-pair scores
+                        (an id that is not a safe file name: its slug and a hash, `page_name`)
     runs.html           every pipeline run, stage by stage
     releases.html       the releases, newest first, each with what changed since the one before
     submissions.html    submitted candidates (`grebench submit`): counts and rejected rows by reason
@@ -53,6 +54,15 @@ def number(value: object, digits: int = 3) -> str:
     if isinstance(value, float):
         return f"{value:.2e}" if value and abs(value) < 10 ** -digits else f"{value:.{digits}f}"
     return str(value)
+
+
+def page_name(paper_id: str) -> str:
+    """The file name of a paper's page: its id, or where the id is not a safe file name, its slug and a
+    hash of the id, so that two ids with the same slug ("a<b", "a>b") never share one page."""
+    import hashlib
+
+    name = slug(paper_id)
+    return name if name == paper_id else f"{name}-{hashlib.sha256(paper_id.encode()).hexdigest()[:10]}"
 
 
 def environment() -> jinja2.Environment:
@@ -212,7 +222,7 @@ def build_site(database: Path, out_dir: Path) -> SiteResult:
 
     papers = rows(site_papers(tables))
     for paper in papers:
-        paper["page"] = f"papers/{slug(str(paper['paper_id']))}.html"
+        paper["page"] = f"papers/{page_name(str(paper['paper_id']))}.html"
         page("paper.html", out_dir / paper["page"], root="../", **paper_bundle(tables, paper))
 
     runs = run_groups(tables["runs"])

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import altair as alt
@@ -46,7 +47,23 @@ def cost_quality_chart(points: list[dict[str, Any]], axis: str, metric: str) -> 
     ).properties(title=f"cost and quality ({metric})", width=420, height=260)
 
 
+# what XML 1.0 cannot hold (C0 controls but tab and line breaks, surrogates, U+FFFE / U+FFFF): one in a
+# label makes vl-convert's SVG parser panic, which aborts the whole process
+NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_safe(spec: Any) -> Any:
+    """`spec` (a Vega-Lite dict) with every string stripped of what XML cannot hold."""
+    if isinstance(spec, str):
+        return NOT_XML.sub("", spec)
+    if isinstance(spec, dict):
+        return {xml_safe(k): xml_safe(v) for k, v in spec.items()}
+    if isinstance(spec, list):
+        return [xml_safe(v) for v in spec]
+    return spec
+
+
 def to_svg(chart: alt.TopLevelMixin) -> str:
     import vl_convert as vlc
 
-    return vlc.vegalite_to_svg(chart.to_dict())
+    return vlc.vegalite_to_svg(xml_safe(chart.to_dict()))

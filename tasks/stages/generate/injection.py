@@ -73,12 +73,14 @@ def planted_sets(papers: pl.DataFrame, eligible: pl.DataFrame, pdf_texts: pl.Dat
     from the candidate (`eligible`: the ones it may see); empty without a track."""
     sample = sample_papers(papers, cfg).join(eligible.select("paper_id"), on="paper_id", how="semi") \
         if cfg.papers else papers.clear()
+    texts = {} if pdf_texts is None else dict(pdf_texts.select("paper_id", "text").iter_rows())
+    read = {row["paper_id"]: paper_text(row, texts.get(row["paper_id"]))[0] for row in sample.iter_rows(named=True)}
+    # a paper with no text has no clean review to compare with: its planted copy would be the instruction alone
+    sample = sample.filter(pl.col("paper_id").is_in([k for k, text in read.items() if text]))
     if sample.is_empty():
         return {}
-    texts = {} if pdf_texts is None else dict(pdf_texts.select("paper_id", "text").iter_rows())
     return {variant: ReviewSet(sample, pl.DataFrame({
-        "paper_id": sample["paper_id"],
-        "text": [plant(paper_text(row, texts.get(row["paper_id"]))[0], variant) for row in sample.iter_rows(named=True)],
+        "paper_id": sample["paper_id"], "text": [plant(read[k], variant) for k in sample["paper_id"]],
     }), suffix=f"#inject-{variant}") for variant in cfg.variants}
 
 

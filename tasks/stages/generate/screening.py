@@ -23,10 +23,13 @@ import unicodedata
 from dataclasses import dataclass
 
 INVISIBLE = re.compile("[\u200b-\u200f\u2060-\u2064\ufeff\u202a-\u202e\u2066-\u2069\U000e0000-\U000e007f]")
-HIDDEN_MARKUP = re.compile(
-    r"<!--.*?-->|<[a-z]+[^>]*style\s*=\s*[\"'][^\"']*(?:display\s*:\s*none|visibility\s*:\s*hidden|"
-    r"font-size\s*:\s*0|color\s*:\s*(?:white|#fff\b|#ffffff|transparent))[^\"']*[\"'][^>]*>",
-    re.IGNORECASE | re.DOTALL)
+# An element's opening tag, then whether its style hides it. Two steps, each linear in the review's length:
+# one pattern for both ("<!--.*?-->|<[a-z]+[^>]*style...") tried every "<" against the whole rest of a
+# review without a closing mark, and 60,000 characters of "<a style=\"" took 17 s.
+TAG = re.compile(r"<[a-z]+[^>]*>", re.IGNORECASE)   # searched only up to the last ">": every start finds its end
+HIDING_STYLE = re.compile(
+    r"style\s*=\s*[\"'][^\"']*(?:display\s*:\s*none|visibility\s*:\s*hidden|"
+    r"font-size\s*:\s*0|color\s*:\s*(?:white|#fff\b|#ffffff|transparent))[^\"']*[\"']", re.IGNORECASE)
 INSTRUCTIONS = re.compile(
     r"\b(?:ignore|disregard|forget)\b[^.\n]{0,40}\b(?:previous|prior|above|earlier|all|your)\b[^.\n]{0,20}"
     r"\b(?:instructions?|guidance|rules|prompt)\b"
@@ -58,13 +61,27 @@ def screen_review(text: str) -> list[Flag]:
         names = sorted({unicodedata.name(c, f"U+{ord(c):04X}") for c in hidden})
         flags.append(Flag("invisible_characters", f"{len(hidden)} x {', '.join(names)[:SHOWN_CHARS]}"))
     visible = INVISIBLE.sub("", text)
-    for match in HIDDEN_MARKUP.finditer(visible):
-        flags.append(Flag("hidden_markup", _shown(match.group(0))))
+    for hidden_markup in hidden_markups(visible):
+        flags.append(Flag("hidden_markup", _shown(hidden_markup)))
     for match in INSTRUCTIONS.finditer(visible):
         flags.append(Flag("evaluator_instruction", _shown(match.group(0))))
     if MASTER_KEYS.match(visible.strip()):
         flags.append(Flag("master_key", _shown(visible.strip())))
     return flags
+
+
+def hidden_markups(text: str) -> list[str]:
+    """The closed HTML comments and the opening tags styled not to show in `text`, in the order they appear."""
+    tags = TAG.finditer(text, 0, text.rfind(">") + 1)
+    found = [(m.start(), m.group(0)) for m in tags if HIDING_STYLE.search(m.group(0))]
+    at = text.find("<!--")
+    while at >= 0:
+        end = text.find("-->", at + 4)
+        if end < 0:
+            break
+        found.append((at, text[at:end + 3]))
+        at = text.find("<!--", end + 3)
+    return [markup for _, markup in sorted(found)]
 
 
 def _shown(text: str) -> str:

@@ -64,4 +64,4 @@ def test_grebench_plan_prints_a_paper_count_from_the_results_database(tmp_path):
     assert "papers needed to detect a gap of 0.2" in result.output
     assert "- gem (smollm2): " in result.output and "papers for the median pair" in result.output
     bad = runner.invoke(app, ["plan", "--gap", "-1", "-c", str(tmp_path / "pipelines.toml")])
-    assert bad.exit_code == 2 and "--gap must be positive" in bad.output
+    assert bad.exit_code == 2 and "--gap -1: give a positive, finite difference" in bad.output
