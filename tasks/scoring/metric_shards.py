@@ -5,7 +5,7 @@
     score/metric_shards/<shard>/table-<name>.parquet, counts.json                    its families' side tables
     score/metric_shards/<shard>/scores.parquet                                        SCORES rows, written last
 
-A shard is a group of papers: its candidates, their references (with the negatives drawn for them,
+A shard is one model's candidates (their `source`) on a group of papers: its candidates, their references (with the negatives drawn for them,
 which are other papers' reviews), their synopses, scored by `score_metrics` like the whole run would
 be. Its name hashes the metric names, the models that answer (the score config less its speed-only
 keys, the evaluation LM's key), the facts its families read besides the inputs (`Metric.facts`:
@@ -80,33 +80,53 @@ def family_facts(metrics: Sequence[Metric], resources: Resources) -> list[pl.Dat
 def write_metric_shards(folder: Path, cfg: Config, names: Sequence[str], eval_lm: str, candidates: pl.DataFrame,
                         references: pl.DataFrame, synopses: pl.DataFrame, negatives: pl.DataFrame | None,
                         papers_per_shard: int, facts: Sequence[pl.DataFrame] = ()) -> list[str]:
-    """Write the inputs of each group of `papers_per_shard` papers (by paper id) under `folder`; the shards'
-    names, which hash the rows of `facts` (frames with a paper_id) of their papers too."""
+    """Write the inputs of each model's candidates (`source`) on each group of `papers_per_shard` papers (by
+    paper id) under `folder`; the shards' names, which hash the rows of `facts` of their papers and reviews too.
+    One model's shards hold none of another's candidates, so a model added later adds shards and leaves every
+    earlier one as it was: its scores are reused, never recomputed in a batch that holds the newcomer (a
+    readout's padding and a judge's batch would move them)."""
     who = identity(cfg, names, eval_lm)
     reads_negatives = negatives is not None and any(m.negatives for m in get(list(names)))
     papers = sorted(candidates["paper_id"].unique().to_list())
+    sources = sorted(candidates["source"].unique().to_list()) if "source" in candidates.columns else [None]
     out = []
     for offset in range(0, len(papers), papers_per_shard):
         group = pl.Series(papers[offset:offset + papers_per_shard]).implode()
-        frames = {"candidates": candidates.filter(pl.col("paper_id").is_in(group)),
-                  "synopses": synopses.filter(pl.col("paper_id").is_in(group))}
-        drawn = None
-        if reads_negatives:
-            drawn = negatives.filter(pl.col("candidate").is_in(frames["candidates"]["candidate"].implode()))
-            frames["negatives"] = drawn
-        wanted = pl.col("paper_id").is_in(group)
-        if drawn is not None:
-            wanted = wanted | pl.col("review_id").is_in(drawn["negative"].implode())
-        frames["references"] = references.filter(wanted)
-        parts = [who, *(_rows(frames[n], INPUTS[n]) for n in sorted(frames)),
-                 *(_rows(f.filter(pl.col("paper_id").is_in(group)), ()) for f in facts)]
-        name = "metrics-" + _digest(*parts)[:16]
-        shard = Path(folder) / name
-        for n, frame in frames.items():
-            if not (shard / f"{n}.parquet").is_file():
-                write_parquet(frame, shard / f"{n}.parquet")
-        out.append(name)
+        for source in sources:
+            mine = candidates.filter(pl.col("paper_id").is_in(group))
+            if source is not None:
+                mine = mine.filter(pl.col("source") == source)
+            if mine.is_empty():
+                continue
+            frames = {"candidates": mine, "synopses": synopses.filter(pl.col("paper_id").is_in(group))}
+            drawn = None
+            if reads_negatives:
+                drawn = negatives.filter(pl.col("candidate").is_in(mine["candidate"].implode()))
+                frames["negatives"] = drawn
+            wanted = pl.col("paper_id").is_in(group)
+            if drawn is not None:
+                wanted = wanted | pl.col("review_id").is_in(drawn["negative"].implode())
+            frames["references"] = references.filter(wanted)
+            parts = [who, *(_rows(frames[n], INPUTS[n]) for n in sorted(frames)),
+                     *(_rows(_facts_of(f, group, mine, frames["references"]), ()) for f in facts)]
+            name = "metrics-" + _digest(*parts)[:16]
+            shard = Path(folder) / name
+            for n, frame in frames.items():
+                if not (shard / f"{n}.parquet").is_file():
+                    write_parquet(frame, shard / f"{n}.parquet")
+            out.append(name)
     return out
+
+
+def _facts_of(frame: pl.DataFrame, group: pl.Series, candidates: pl.DataFrame, references: pl.DataFrame
+              ) -> pl.DataFrame:
+    """A facts frame's rows a shard reads: its papers', and of a frame per review (`review_id`) only its own
+    candidates' and references' (another model's rating is no input of this model's scores)."""
+    rows = frame.filter(pl.col("paper_id").is_in(group))
+    if "review_id" in rows.columns:
+        own = pl.concat([candidates["candidate"], references["review_id"]]).implode()
+        rows = rows.filter(pl.col("review_id").is_in(own))
+    return rows
 
 
 def score_metric_shard(folder: Path, shard: str, names: Sequence[str], cfg: Config, pipeline: str,

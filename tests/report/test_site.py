@@ -209,3 +209,26 @@ def test_judges_and_review_quality_page_and_not_qualified_columns(tmp_path):
     assert "produced by judge:readout:local/smollm2" in board
     links = {a["href"] for t, a in scan(site.out_dir / "index.html").tags if t == "a"}
     assert "quality.html" in links
+
+
+def test_the_releases_page_lists_each_release_with_its_models_in_the_order_they_came():
+    """A release's row names no models (it is written once); the page reads them from `release_models`."""
+    from datetime import UTC, datetime
+
+    import polars as pl
+
+    from tasks.report.site.build import release_context
+    from tasks.stages.validate.releases import CHANGES, RELEASE_MODELS, RELEASES
+
+    t0, t1 = datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC)
+    releases = pl.DataFrame([{"release_id": "r1", "pipeline": "t", "created_at": t0, "n_papers": 2, "n_references": 4,
+                              "venues": ["V"], "papers": ["P0", "P1"], "metrics": ["bleu"], "eval_lms": [],
+                              "prompts": []}], schema=RELEASES)
+    models = pl.DataFrame({"release_id": ["r1", "r1", "r1"], "model": ["late", "human", "gen"],
+                           "added_at": [t1, t0, t0]}, schema=RELEASE_MODELS)
+    context = release_context({"releases": releases, "release_models": models,
+                               "release_changes": pl.DataFrame(schema=CHANGES)})
+    assert [r["models"] for r in context["releases"]] == [["gen", "human", "late"]]
+    empty = release_context({"releases": releases, "release_models": pl.DataFrame(),
+                             "release_changes": pl.DataFrame(schema=CHANGES)})
+    assert empty["releases"][0]["models"] == []

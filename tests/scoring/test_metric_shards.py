@@ -241,3 +241,33 @@ def test_a_killed_run_resumes_without_recomputing_a_finished_metric_shard(tmp_pa
         assert details["metric_shards_skipped"] == len(finished)
         assert details["metric_shards_scored"] == 4 - len(finished)
         assert all(p.stat().st_mtime_ns == ns for p, ns in finished.items())   # none rewritten
+
+
+def test_a_model_added_later_adds_shards_and_leaves_every_earlier_one_as_it_was(tmp_path) -> None:
+    """One model's shards hold none of another's candidates (nor its ratings in the facts they hash): the
+    shards of the models scored before a newcomer keep their names, so their finished scores are reused
+    instead of recomputed in a batch that holds the newcomer's questions."""
+    from tasks.metrics.negatives import draw_negatives
+    from tasks.scoring.metric_shards import write_metric_shards
+    from tests.scoring.test_eval_lms import write_generated
+
+    with OpenAIServer(answer) as server:
+        cfg = load_config(_config(tmp_path, server, n_papers=2)).for_pipeline("t")
+    write_generated(tmp_path)
+    inputs = read_inputs(cfg, "t")
+    names = tuple(METRICS)
+
+    def shards(candidates: pl.DataFrame, folder: str) -> dict[str, set[str]]:
+        negatives = draw_negatives(candidates, inputs.references, 2, 0)
+        facts = [candidates.select(pl.col("candidate").alias("review_id"), "paper_id",   # as review quality's ratings
+                                   rating=pl.col("candidate").str.len_chars().cast(pl.Float64))]
+        written = write_metric_shards(tmp_path / folder, cfg, names, "smollm2", candidates, inputs.references,
+                                      inputs.synopses, negatives, 8, facts)
+        return {name: set(pl.read_parquet(tmp_path / folder / name / "candidates.parquet")["source"])
+                for name in written}
+
+    assert {"human", "gen-a", "gen-b"} <= set(inputs.candidates["source"])
+    before = shards(inputs.candidates.filter(pl.col("source") != "gen-b"), "before")
+    after = shards(inputs.candidates, "after")
+    assert all(len(sources) == 1 for sources in after.values())          # one model a shard
+    assert set(before) < set(after) and {s for n in set(after) - set(before) for s in after[n]} == {"gen-b"}

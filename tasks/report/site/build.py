@@ -159,12 +159,17 @@ def run_groups(runs: pl.DataFrame) -> list[dict[str, Any]]:
 
 
 def release_context(tables: dict[str, pl.DataFrame]) -> dict[str, Any]:
-    """The releases newest first and each one's changelog rows."""
+    """The releases newest first, each with its models (in the order they came) and changelog rows."""
     changes: dict[str, list[dict[str, Any]]] = {}
     for row in rows(tables["release_changes"]):
         changes.setdefault(str(row["release_id"]), []).append(row)
-    return {"releases": rows(tables["releases"].sort("created_at", "release_id", descending=True)),
-            "changelog": changes}
+    models: dict[str, list[str]] = {}
+    if "model" in tables["release_models"].columns:
+        for row in rows(tables["release_models"].sort("added_at", "model")):
+            models.setdefault(str(row["release_id"]), []).append(str(row["model"]))
+    releases = [{**r, "models": models.get(str(r["release_id"]), [])}
+                for r in rows(tables["releases"].sort("created_at", "release_id", descending=True))]
+    return {"releases": releases, "changelog": changes}
 
 
 def submission_context(tables: dict[str, pl.DataFrame]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import polars as pl
 
 TABLES = ("papers", "reviews", "candidates", "judgments", "scores", "leaderboard", "validation",
           "human_correlation", "exclusions", "runs", "qualification", "review_quality_models", "points",
-          "comparisons", "releases", "release_changes", "submissions", "rejects", "injection_shifts",
+          "comparisons", "releases", "release_changes", "release_models", "submissions", "rejects", "injection_shifts",
           "candidate_costs")
 
 

@@ -15,9 +15,12 @@ A release id hashes five parts (each also kept as its own hash, so a changelog c
 
 The candidates are not part of it: adding a model, generated or submitted, keeps the release, so
 its scores are comparable with every other model's of the same release. Each leaderboard build
-records its release as data/<pipeline>/releases/<release_id>.parquet (one row: the parts' hashes
-and the lists a changelog compares: venues, papers, models, metrics, evaluation LMs, prompts), and
-the changelog lists what changed from each release to the next.
+records its release as data/<pipeline>/releases/<release_id>.parquet (one row, written once: the
+parts' hashes and the lists a changelog compares: venues, papers, metrics, evaluation LMs, prompts,
+all fixed by the release id), the models on it as releases/models/<release_id>.parquet (a row per
+model, added when the model first appears under the release and never rewritten), and the changelog
+lists what changed from each release to the next. So a published row under a release id never
+changes: a new model adds rows, it rewrites none.
 """
 
 from __future__ import annotations
@@ -45,11 +48,11 @@ PARTS = ("papers", "references", "prompts", "eval_lms", "metrics")
 
 RELEASES = pl.Schema({
     "release_id": pl.String, "pipeline": pl.String, "created_at": pl.Datetime("ms", "UTC"),
-    "updated_at": pl.Datetime("ms", "UTC"), "n_papers": pl.Int64, "n_references": pl.Int64,
-    "venues": pl.List(pl.String), "papers": pl.List(pl.String), "models": pl.List(pl.String),
+    "n_papers": pl.Int64, "n_references": pl.Int64, "venues": pl.List(pl.String), "papers": pl.List(pl.String),
     "metrics": pl.List(pl.String), "eval_lms": pl.List(pl.String), "prompts": pl.List(pl.String),
     **{f"{part}_hash": pl.String for part in PARTS},
 })
+RELEASE_MODELS = pl.Schema({"release_id": pl.String, "model": pl.String, "added_at": pl.Datetime("ms", "UTC")})
 CHANGES = pl.Schema({"release_id": pl.String, "previous_id": pl.String, "created_at": pl.Datetime("ms", "UTC"),
                      "what": pl.String, "added": pl.List(pl.String), "removed": pl.List(pl.String),
                      "detail": pl.String})
@@ -187,33 +190,49 @@ def read_releases(cfg: Config, pipeline: str) -> pl.DataFrame:
     files = sorted(releases_dir(cfg, pipeline).glob("*.parquet"))
     if not files:
         return pl.DataFrame(schema=RELEASES)
-    return pl.concat([pl.read_parquet(f).cast(dict(RELEASES)) for f in files]).sort("created_at", "release_id")
+    return pl.concat([pl.read_parquet(f).select(RELEASES.names()).cast(dict(RELEASES)) for f in files]
+                     ).sort("created_at", "release_id")
+
+
+def read_release_models(cfg: Config, pipeline: str, release_id: str) -> pl.DataFrame:
+    """RELEASE_MODELS: the models recorded under a release, in the order they came."""
+    path = releases_dir(cfg, pipeline) / "models" / f"{release_id}.parquet"
+    return pl.read_parquet(path).cast(dict(RELEASE_MODELS)) if path.is_file() else pl.DataFrame(schema=RELEASE_MODELS)
 
 
 def record_release(cfg: Config, pipeline: str, release: Release, models: list[str],
                    now: datetime | None = None) -> pl.DataFrame:
-    """Write (or update) the release's row: first seen at `created_at`, its models as of now. The row."""
+    """Write the release's row once (first seen at `created_at`) and add the models new to it (each with
+    the time it first appeared); rows already written stay as they are. The release's row."""
     now = now or datetime.now(UTC)
     path = releases_dir(cfg, pipeline) / f"{release.release_id}.parquet"
-    created = pl.read_parquet(path)["created_at"][0] if path.is_file() else now
-    row = pl.DataFrame([{
-        "release_id": release.release_id, "pipeline": pipeline, "created_at": created, "updated_at": now,
-        "n_papers": len(release.papers), "n_references": release.n_references, "venues": release.venues,
-        "papers": release.papers, "models": sorted(models), "metrics": release.metrics,
-        "eval_lms": release.eval_lms, "prompts": release.prompts,
-        **{f"{part}_hash": release.hashes[part] for part in PARTS},
-    }], schema=RELEASES)
-    write_parquet(row, path)
+    if path.is_file():
+        row = pl.read_parquet(path).select(RELEASES.names()).cast(dict(RELEASES))
+    else:
+        row = pl.DataFrame([{
+            "release_id": release.release_id, "pipeline": pipeline, "created_at": now,
+            "n_papers": len(release.papers), "n_references": release.n_references, "venues": release.venues,
+            "papers": release.papers, "metrics": release.metrics, "eval_lms": release.eval_lms,
+            "prompts": release.prompts, **{f"{part}_hash": release.hashes[part] for part in PARTS},
+        }], schema=RELEASES)
+        write_parquet(row, path)
+    known = read_release_models(cfg, pipeline, release.release_id)
+    new = [m for m in sorted(set(models)) if m not in set(known["model"].to_list())]
+    if new:
+        added = pl.DataFrame({"release_id": [release.release_id] * len(new), "model": new, "added_at": [now] * len(new)},
+                             schema=RELEASE_MODELS)
+        write_parquet(pl.concat([known, added]), releases_dir(cfg, pipeline) / "models" / f"{release.release_id}.parquet")
     return row
 
 
-LISTED = ("venues", "papers", "models", "metrics", "eval_lms", "prompts")
+LISTED = ("venues", "papers", "metrics", "eval_lms", "prompts")   # fixed by the release id: no row is rewritten
 
 
 def changelog(releases: pl.DataFrame) -> pl.DataFrame:
     """CHANGES: per release (oldest first) what differs from the one before it, one row per kind of
     change; the first release lists everything as added. A part whose hash moved while its lists did
-    not (e.g. a reference's judgments, a metric setting) gets a row of its own."""
+    not (e.g. a reference's judgments, a metric setting) gets a row of its own. Models are not listed:
+    they are not part of a release (`release_models` says which models each release holds)."""
     rows: list[dict[str, Any]] = []
     previous: dict[str, Any] | None = None
     for current in releases.sort("created_at", "release_id").iter_rows(named=True):

@@ -11,7 +11,13 @@ import polars as pl
 from tasks.core.config import load_config
 from tasks.core.layout import stage_dir
 from tasks.core.schema import CURATED_PAPERS, CURATED_REVIEWS, JUDGMENTS, conform
-from tasks.stages.validate.releases import changelog, read_releases, record_release, release_of
+from tasks.stages.validate.releases import (
+    changelog,
+    read_release_models,
+    read_releases,
+    record_release,
+    release_of,
+)
 
 VENUE = "Test.cc/2025/Conference"
 CONFIG = """
@@ -78,11 +84,14 @@ def test_a_rerun_keeps_the_release_row_and_the_changelog_lists_what_changed(tmp_
     write_inputs(cfg)
     first = release_of(cfg, "t")
     t0, t1, t2 = (datetime(2026, 1, d, tzinfo=UTC) for d in (1, 2, 3))
-    record_release(cfg, "t", first, ["human", "model-a"], now=t0)
+    written = record_release(cfg, "t", first, ["human", "model-a"], now=t0)
+    models = read_release_models(cfg, "t", first.release_id)
     record_release(cfg, "t", first, ["human", "model-a", "submitted-x"], now=t1)   # a submission: same release
     rows = read_releases(cfg, "t")
-    assert rows.height == 1 and rows["created_at"][0] == t0 and rows["updated_at"][0] == t1
-    assert rows["models"][0].to_list() == ["human", "model-a", "submitted-x"]
+    assert rows.height == 1 and rows.equals(written) and rows["created_at"][0] == t0   # the row as first written
+    now = read_release_models(cfg, "t", first.release_id)
+    assert now.head(models.height).equals(models)              # the earlier models' rows as they were ...
+    assert now.rows() == [*models.rows(), (first.release_id, "submitted-x", t1)]   # ... and one added
     write_inputs(cfg, papers=4)
     cfg = configure(tmp_path, metrics='["gem", "gem_raw"]')
     second = release_of(cfg, "t")
@@ -90,11 +99,11 @@ def test_a_rerun_keeps_the_release_row_and_the_changelog_lists_what_changed(tmp_
     changes = changelog(read_releases(cfg, "t"))
     latest = {r["what"]: r for r in changes.filter(pl.col("release_id") == second.release_id).iter_rows(named=True)}
     assert latest["papers"]["added"] == ["P3"] and latest["papers"]["removed"] == []
-    assert latest["models"]["removed"] == ["model-a"]
+    assert "models" not in latest       # not part of a release: a new model changes no changelog row
     assert latest["metrics"]["added"] == ["gem_raw"] and latest["metrics"]["previous_id"] == first.release_id
     assert "venues" not in latest and "eval_lms" not in latest
     initial = changes.filter(pl.col("release_id") == first.release_id)
-    assert set(initial["what"]) >= {"venues", "papers", "models", "metrics"} and initial["previous_id"].is_null().all()
+    assert set(initial["what"]) >= {"venues", "papers", "metrics"} and initial["previous_id"].is_null().all()
 
 
 def test_metric_code_is_in_the_release_but_docstrings_and_comments_are_not(tmp_path, monkeypatch):
