@@ -26,6 +26,31 @@ from tasks.testing.rehearsal import (
 )
 
 SCALE = 500
+PAPERS = 40           # submissions the local server serves (1/500 of ICLR 2026's 19,525 is 39)
+# The rehearsal shrunk so each run is short, every stage still doing real work: a sample of 2 papers,
+# shorter judgment answers, the rehearsal's int8 SmolLM2 candidate writing at most 48 tokens, and
+# validation on the 2 papers.
+EXTRA = f"""
+[pipelines.rehearsal-x{SCALE}.curate]
+sample_size = 2
+
+[pipelines.rehearsal-x{SCALE}.preprocess]
+max_tokens = 32
+
+[[pipelines.rehearsal-x{SCALE}.generate.candidates]]
+name = "smollm2-review"
+backend = "local"
+model = "smollm2"
+quantization = "int8"
+knowledge_cutoff = 2024-06-30
+max_tokens = 48
+max_context_tokens = 640
+prompt_version = "review-v1"
+batch_size = 2
+
+[pipelines.rehearsal-x{SCALE}.validate]
+max_papers = 2
+"""
 STAGES = ("ingest", "curate", "preprocess", "generate", "score", "validate", "materialize")
 INSIDE = 0.5          # seconds a stage runs before the kill
 
@@ -62,11 +87,11 @@ def kill_inside(config: Path, pipeline: str, stage: str, timeout: float = 1500) 
                            "--timeout 3600; not yet seen passing")
 def test_a_rehearsal_killed_inside_each_stage_ends_with_the_tables_of_an_uninterrupted_run(tmp_path):
     pipeline = pipeline_name(SCALE)
-    reference = rehearsal_project(tmp_path / "reference", SCALE)
+    reference = rehearsal_project(tmp_path / "reference", SCALE, extra=EXTRA, papers=PAPERS)
     run_to_end(reference, pipeline)
     expected = table_rows(reference.parent / "data" / pipeline / "grebench.duckdb")
 
-    config = rehearsal_project(tmp_path / "killed", SCALE)
+    config = rehearsal_project(tmp_path / "killed", SCALE, extra=EXTRA, papers=PAPERS)
     killed_in = []
     for stage in STAGES:
         before = Counter(request_key(r) for r in logged_requests(config, pipeline) if r["status"] == 200)
