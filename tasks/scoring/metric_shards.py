@@ -79,16 +79,20 @@ def family_facts(metrics: Sequence[Metric], resources: Resources) -> list[pl.Dat
 
 def write_metric_shards(folder: Path, cfg: Config, names: Sequence[str], eval_lm: str, candidates: pl.DataFrame,
                         references: pl.DataFrame, synopses: pl.DataFrame, negatives: pl.DataFrame | None,
-                        papers_per_shard: int, facts: Sequence[pl.DataFrame] = ()) -> list[str]:
+                        papers_per_shard: int, facts: Sequence[pl.DataFrame] = (), per_model: bool = True
+                        ) -> list[str]:
     """Write the inputs of each model's candidates (`source`) on each group of `papers_per_shard` papers (by
     paper id) under `folder`; the shards' names, which hash the rows of `facts` of their papers and reviews too.
     One model's shards hold none of another's candidates, so a model added later adds shards and leaves every
     earlier one as it was: its scores are reused, never recomputed in a batch that holds the newcomer (a
-    readout's padding and a judge's batch would move them)."""
+    readout's padding and a judge's batch would move them). `per_model` False: a shard holds every
+    candidate of its papers (validation, whose candidates are the human reviews and their perturbations:
+    no model joins them later)."""
     who = identity(cfg, names, eval_lm)
     reads_negatives = negatives is not None and any(m.negatives for m in get(list(names)))
     papers = sorted(candidates["paper_id"].unique().to_list())
-    sources = sorted(candidates["source"].unique().to_list()) if "source" in candidates.columns else [None]
+    sources = (sorted(candidates["source"].unique().to_list()) if per_model and "source" in candidates.columns
+               else [None])
     out = []
     for offset in range(0, len(papers), papers_per_shard):
         group = pl.Series(papers[offset:offset + papers_per_shard]).implode()
@@ -176,8 +180,10 @@ class MetricShards:
     calls are added to the log of the Resources a call is given."""
 
     def __init__(self, folder: Path, cfg: Config, pipeline: str, llm_cache: Path | None,
-                 run: MetricShardRunner = run_metric_shards_in_process, limit: SlotLimit | None = None) -> None:
+                 run: MetricShardRunner = run_metric_shards_in_process, limit: SlotLimit | None = None,
+                 per_model: bool = True) -> None:
         self.folder, self.cfg, self.pipeline, self.llm_cache, self.run = Path(folder), cfg, pipeline, llm_cache, run
+        self.per_model = per_model   # one model's candidates a shard (write_metric_shards)
         self.limit = limit     # the concurrency limit `run`'s tasks hold a slot of, if any
         self.runs: list[dict] = []
         self.shards = 0
@@ -202,7 +208,7 @@ class MetricShards:
         assert resources.eval_lm is not None, "a shard's name hashes the evaluation LM"
         shards = write_metric_shards(self.folder, self.cfg, names, resources.eval_lm, candidates, references,
                                      synopses, negatives, self.cfg.score.metric_shard_papers,
-                                     family_facts(metrics, resources))
+                                     family_facts(metrics, resources), self.per_model)
         try:
             self.runs += self.run(self.folder, shards, names, self.cfg, self.pipeline, self.llm_cache)
         finally:

@@ -138,7 +138,7 @@ def validate_pipeline(cfg: Config, pipeline: str, fan_out: bool = False) -> Vali
     log = LLMLog()
     llm_cache = cache_dir(cfg, "llm")
     by_paper = MetricShards(stage_dir(cfg, pipeline, "validate") / "metric_shards", cfg, pipeline, llm_cache,
-                            run_metrics, slots)
+                            run_metrics, slots, per_model=False)   # its candidates: human reviews, perturbed
 
     def resources(spec: ModelSpec) -> Resources:
         used.append(validation_loglikelihood(cfg, pipeline, spec, run))
