@@ -896,7 +896,8 @@ def leaderboard_recompute(root: Path) -> None:
         "paper_id": [f"p{p}" for p in papers], "candidate": [f"c{p}-{c}" for p, c in zip(papers, rng.integers(0, 3, n), strict=True)],
         "reference": [f"r{r}" for r in rng.integers(0, 5000, n)],
         "score": rng.normal(0, 1, n) * 10.0 ** rng.integers(-3, 4, n)})
-    flags = pl.DataFrame({"review_id": [f"r{r}" for r in range(5000)], "flagged": rng.random(5000) < 0.2})
+    flags = pl.DataFrame({"paper_id": [f"p{r % 8}" for r in range(5000)], "review_id": [f"r{r}" for r in range(5000)],
+                          "flagged": rng.random(5000) < 0.2})   # the reference flags' shape (staging.reference_flags)
     first = recompute(scores, flags)
     check(recompute(scores, flags) == first, "two recomputations differ")
 
