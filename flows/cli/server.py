@@ -6,6 +6,10 @@ server is started through a small launcher instead, which watches its parent's p
 and stops the server (SIGTERM, then exit) within about a second of the CLI's end. (The kernel's
 parent-death signal, PR_SET_PDEATHSIG, is not used: it follows the thread that started the
 child, and Prefect may start its server from a thread that ends long before the command.)
+
+Two commands that share a Prefect home (two runs on one project at once) start their servers one
+after the other: the launcher holds a lock in the Prefect home until its server answers, since each
+server migrates the same SQLite database as it starts and two at once fail with a logged traceback.
 """
 
 from __future__ import annotations
@@ -32,6 +36,32 @@ def watch():
 if os.getppid() != parent:
     sys.exit(1)
 threading.Thread(target=watch, daemon=True).start()
+def start_alone():
+    # servers of commands that share a Prefect home start one at a time: each migrates the same SQLite
+    # database at its start, and two at once fail ("index ... already exists", a logged traceback)
+    import fcntl, urllib.request
+    try:
+        from prefect.settings import PREFECT_HOME
+        home = PREFECT_HOME.value()
+        home.mkdir(parents=True, exist_ok=True)
+        held = open(home / "grebench-server-start.lock", "w")
+        fcntl.flock(held, fcntl.LOCK_EX)
+    except Exception:
+        return
+    args = sys.argv[2:]
+    port = args[args.index("--port") + 1] if "--port" in args else None
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))   # never through a proxy
+    def release_when_ready():
+        deadline = time.monotonic() + 300
+        while port and time.monotonic() < deadline:
+            try:
+                direct.open(f"http://127.0.0.1:{port}/api/health", timeout=1).read()
+                break
+            except Exception:
+                time.sleep(0.1)
+        held.close()
+    threading.Thread(target=release_when_ready, daemon=True).start()
+start_alone()
 sys.argv = ["uvicorn", *sys.argv[2:]]
 import runpy
 runpy.run_module("uvicorn", run_name="__main__", alter_sys=True)
