@@ -8,16 +8,18 @@ stages read). It sets the projection beside the run's counts: the requests the l
 (ingest), the LLM calls and tokens of the run record (preprocess, generate) and the (candidate,
 reference) pairs the score stage scored. Used by bench/soak/rehearsal.py; `ratio` is projected / counted.
 
-With a pilot (the data folder of another rehearsal run, e.g. a smaller size run first) the text sizes,
-the share curation kept and the chat models' behaviour (retry shares, answer lengths: refresh_cost's
-`measure_behaviour`) all come from the pilot, so the plan predicts a run it has not seen. Without one
-they come from the checked run itself and its behaviour is the plan's default (answered once, answers
-as long as what they keep).
+With a pilot (the data folder of another rehearsal run, e.g. a smaller size run first) the text sizes
+and the chat models' behaviour (retry shares, answer lengths: refresh_cost's `measure_behaviour`) come
+from the pilot, so the plan predicts LLM work it has not seen. What curation gives is taken from the
+checked run itself (`curated_counts`: the papers kept, the sample and its reviews per paper), as the
+refresh knows it before its first LLM request. Without a pilot everything comes from the checked run and
+the behaviour is the plan's default (answered once, answers as long as what they keep).
 """
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -56,16 +58,31 @@ def measured_shape(data: Path, tokenizer: Any) -> tuple[Shape, dict[str, float]]
                    "curated": papers.height}
 
 
+def curated_counts(data: Path) -> dict[str, float]:
+    """What the refresh knows once curation has run, before any LLM is asked: the papers curation kept, the
+    sample's size and its reviews per paper (a sample of a few papers with 4 or 5 reviews each varies by a
+    fifth from one draw to the next, so a pilot's figure would not predict another run's)."""
+    papers = pl.concat([pl.read_parquet(p) for p in sorted(data.glob("*/curate/papers.parquet"))])
+    reviews = pl.concat([pl.read_parquet(p) for p in sorted(data.glob("*/curate/reviews.parquet"))])
+    sample = papers.filter(pl.col("in_benchmark"))
+    sampled = reviews.filter(pl.col("paper_id").is_in(sample["paper_id"].implode())).height
+    return {"curated": papers.height, "sampled": sample.height, "reviews_per_paper": sampled / max(sample.height, 1)}
+
+
 def check_costs(config: Path, pipeline: str, submissions: int, stages: list[dict],
                 pilot: tuple[Path, int] | None = None) -> dict[str, Any]:
     """Projected and counted figures per stage, their ratio, and one printable line each. `pilot`: the
-    data folder of another run and its submissions, from which the plan takes its shape and behaviour."""
+    data folder of another run and its submissions, from which the plan takes its text sizes and the chat
+    models' behaviour; the counts curation gives (`curated_counts`) are this run's own, as the refresh
+    knows them before its first LLM request."""
     cfg = load_config(config).for_pipeline(pipeline)
     data = config.parent / "data" / pipeline
     tokenizer = load_tokenizer()
     shape, sizes = measured_shape(pilot[0] if pilot else data, tokenizer)
     behaviour = measure_behaviour(pilot[0]) if pilot else Behaviour()
-    kept_share = sizes["curated"] / (pilot[1] if pilot else submissions)
+    curated = curated_counts(data)
+    shape = replace(shape, reviews_per_paper=curated["reviews_per_paper"])
+    kept_share = curated["curated"] / submissions
     candidates = cfg.generate.candidates
     args = argparse.Namespace(
         submissions=submissions, venues=1, keep=kept_share, candidates=len(candidates),
@@ -94,7 +111,8 @@ def check_costs(config: Path, pipeline: str, submissions: int, stages: list[dict
         "generate output tokens": (planned["generate"].output_tokens, counted["generate"]["output_tokens"]),
         "score pairs": (pairs, counted["score"]["rows_in"]),
     }
-    source = f"shape and behaviour from the pilot {pilot[0]}" if pilot else "shape from this run, no pilot"
+    source = (f"text sizes and behaviour from the pilot {pilot[0]}, the curated sample from this run" if pilot
+              else "shape from this run, no pilot")
     out: dict[str, Any] = {"shape": shape.__dict__, "behaviour": behaviour.__dict__, "figures": {},
                            "lines": [f"cost plan vs rehearsal (projected / counted; {source}):"]}
     for name, (projected, seen) in checks.items():

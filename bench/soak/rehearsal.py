@@ -3,7 +3,7 @@
     nice -n 10 .venv/bin/python bench/soak/rehearsal.py [--scales 100,10,1] [--keep DIR]
 
 For each scale S the `rehearsal` pipeline of pipelines.toml (19,525 submissions, the 2026 form and
-access policy, reverted reviews, lazy PDFs; a sample of 4 papers, one SmolLM2 candidate, GEM and
+access policy, reverted reviews, lazy PDFs; a sample of 20 papers, one SmolLM2 candidate, GEM and
 BLEU) runs at 1/S of the size, as `grebench run` in a project folder of its own. Per stage it prints
 wall time (the run record), peak RSS of the run's process tree (sampled every 0.2 s while the run
 record says the stage runs; the local OpenReview server lives in the run's process, so ingest's figure

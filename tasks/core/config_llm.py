@@ -34,6 +34,11 @@ class LLMConfig(Frozen):
     output_price_per_mtok: float = Field(15.0, ge=0)  # USD per million output tokens
     cache_read_price_per_mtok: float = Field(0.3, ge=0)  # USD per million prompt-cache read tokens
     batch_size: int = Field(8, ge=1)      # local: prompts per generate() call
+    # local: each prompt decoded alone, with no prefix kept from an earlier call, so an answer depends on
+    # its prompt only (batched int8 quantizes a batch's activations with one scale, and a batch's float
+    # sums run in another order): a run killed and resumed decodes what an uninterrupted run did. Slower
+    # (one row a step); batch_size is then 1
+    batch_invariant: bool = False
     retry_max_seconds: float = Field(60.0, ge=0)  # anthropic, openai: ceiling of one back-off wait
     # anthropic, openai: seconds one HTTP request may take (connect and answer); past it the request
     # fails as transient (retried), so a server that accepts and never answers cannot hold a stage

@@ -70,7 +70,8 @@ class LocalLM(Backend):
     """A local causal LM (`spec`): generate and loglikelihood; `batch_size` prompts per generate()
     call, `token_budget` padded tokens per log-likelihood forward batch. `decoder`: "fast" (the
     loop of tasks/lm/decode.py, with drafts copied from the context), "stepwise" (the same loop,
-    one token per step) or "generate" (transformers' `generate`, the reference both must match)."""
+    one token per step) or "generate" (transformers' `generate`, the reference both must match).
+    `batch_invariant`: one prompt a call and no prompt head kept between calls (`LLMConfig.batch_invariant`)."""
 
     name = "local"
     cannot = {
@@ -80,12 +81,13 @@ class LocalLM(Backend):
     }
 
     def __init__(self, spec: ModelSpec, batch_size: int = 8, token_budget: int = 4096,
-                 decoder: Decoder = "fast") -> None:
+                 decoder: Decoder = "fast", batch_invariant: bool = False) -> None:
         if decoder not in ("fast", "stepwise", "generate"):
             raise ValueError(f"decoder must be 'fast', 'stepwise' or 'generate', not {decoder!r}")
         self.spec = spec
         self.decoder = decoder
-        self.batch_size = batch_size
+        self.batch_invariant = batch_invariant
+        self.batch_size = 1 if batch_invariant else batch_size
         self.token_budget = token_budget
         self.model = spec.name
         self.identity = f"local|{spec.resolved().key}|{DECODING}"
@@ -98,7 +100,7 @@ class LocalLM(Backend):
     def from_config(cls, cfg: LLMConfig, base_url: str | None = None, batch_store: object = None) -> LocalLM:
         """The local chat model of `cfg` (`chat_spec`), `cfg.batch_size` prompts per generate() call
         (tasks/lm/backends.py builds every backend so; a local model has no URL and no batches to keep)."""
-        return cls(chat_spec(cfg), batch_size=cfg.batch_size)
+        return cls(chat_spec(cfg), batch_size=cfg.batch_size, batch_invariant=cfg.batch_invariant)
 
     def _loaded(self) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
         return load_model(self.spec)
@@ -211,7 +213,10 @@ class LocalLM(Backend):
             if self._greedy is None:
                 from tasks.lm.decode import GreedyDecoder
 
-                self._greedy = GreedyDecoder(model, draft_tokens=DRAFT_TOKENS if self.decoder == "fast" else 0)
+                # batch-invariant: no prompt head kept between calls, so each prompt is computed the same
+                # way whatever was decoded before it in this process
+                self._greedy = GreedyDecoder(model, heads_kept=0 if self.batch_invariant else 4,
+                                             draft_tokens=DRAFT_TOKENS if self.decoder == "fast" else 0)
             with torch_threads(generation_threads()):
                 rows = self._greedy.generate(prompts, limits, self._stops(), constraint, prefills,
                                              step_threads=decode_threads())

@@ -38,13 +38,15 @@ SCALE = 500
 PAPERS = 40           # submissions the local server serves (1/500 of ICLR 2026's 19,525 is 39)
 # The rehearsal shrunk so each run is short, every stage still doing real work: a sample of 2 papers,
 # shorter judgment answers, the rehearsal's int8 SmolLM2 candidate writing at most 48 tokens, and
-# validation on the 2 papers.
+# validation on the 2 papers. The local chat models decode batch-invariant: a rerun asks what is left in
+# other company, and batched int8 greedy text depends on its batchmates (LLMConfig.batch_invariant).
 EXTRA = f"""
 [pipelines.rehearsal-x{SCALE}.curate]
 sample_size = 2
 
 [pipelines.rehearsal-x{SCALE}.preprocess]
 max_tokens = 32
+batch_invariant = true
 
 [[pipelines.rehearsal-x{SCALE}.generate.candidates]]
 name = "smollm2-review"
@@ -56,6 +58,7 @@ max_tokens = 48
 max_context_tokens = 640
 prompt_version = "review-v1"
 batch_size = 2
+batch_invariant = true
 
 [pipelines.rehearsal-x{SCALE}.validate]
 max_papers = 2

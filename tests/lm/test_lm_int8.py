@@ -121,3 +121,19 @@ def test_engines_and_their_prefix_caches_go_between_stages_the_weights_stay(tmp_
     assert engine() is None                       # the engine and its prefix caches are gone
     assert load_model(spec)[0] is weights          # the weights are not
     assert local_lm(spec).loglikelihood([LoglikelihoodRequest("a", "b a", "c b")]) == first
+
+
+@pytest.mark.slow
+def test_a_batch_invariant_model_answers_a_prompt_the_same_whatever_came_before_it() -> None:
+    """`batch_invariant`: an answer depends on its prompt only. A run killed and resumed asks what is left
+    in other company, after other calls: batched int8 scales a batch's activations together and a kept
+    prompt head splits a later prompt's prefill, so the same prompt could decode to other greedy text."""
+    requests = [ChatRequest("You review papers.", f"Say one thing about paper {i} on graphs.", 24) for i in range(4)]
+    together = LocalLM(ModelSpec(quantization="int8"), batch_size=4, batch_invariant=True)
+    assert together.batch_size == 1
+    in_company = together.generate(requests)
+    for order in ([3, 1], [2, 0]):   # a fresh process would start with nothing kept: so does a new LocalLM
+        alone = LocalLM(ModelSpec(quantization="int8"), batch_size=4, batch_invariant=True)
+        answers = [alone.generate([requests[i]])[0].text for i in order]
+        assert answers == [in_company[i].text for i in order]
+    assert together._greedy is not None and not together._greedy._heads   # nothing kept between calls
