@@ -28,6 +28,9 @@ def gem_table2(
                                                      "(repeatable; default: all ten)")] = None,
     strategies: Annotated[str | None, typer.Option("--strategies", "-s", help="comma-separated; default: the "
                                                    "table's six")] = None,
+    llm_papers: Annotated[int | None, typer.Option("--llm-papers", min=2, help="papers of the sample the LLM "
+                                                   "strategies rewrite (default: all of them; each rewrite is a "
+                                                   "long decode, slow on a CPU)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the rows as JSON instead of the table")] = False,
     config: ConfigOption = None,
 ) -> None:
@@ -41,6 +44,7 @@ def gem_table2(
     from tasks.report import gem_table2 as table2
     from tasks.stages.validate.reviews_file import ReviewsFileError, load_reviews_file
     from tasks.stages.validate.stage import validate_reviews
+    from tasks.stages.validate.strategies import strategy as strategy_named
 
     started = time.monotonic()
     cfg = read_config(config)
@@ -62,24 +66,38 @@ def gem_table2(
     run_strategies = tuple(s for s in chosen if s not in skipped)
     spec = eval_spec(cfg.score).resolved()
     n_papers = reviews["paper_id"].n_unique()
-    title = (f"GEM Table 2 (ICLR 2023): {n_papers} papers of the GEM release, evaluation LM {spec.key} on {spec.device}, "
-             f"strategies at the {'+'.join(cfg.validate.level)} level")
-    validation = None
-    if run_metrics and run_strategies:
-        # the paper's workflow: every review a candidate in turn, the paper's other reviews its references
-        settings = cfg.validate.model_copy(update={"max_papers": n_papers, "candidates": "all"})
-        run_cfg = cfg.model_copy(update={"validate": settings})
+    import polars as pl
+
+    # the LLM strategies may rewrite a subset of the sample (drawn from it with the same seed): a rewrite is a
+    # whole review decoded, where the other strategies edit text and cost only the rescoring
+    llm_run = tuple(s for s in run_strategies if strategy_named(s).needs_llm)
+    rule_run = tuple(s for s in run_strategies if s not in llm_run)
+    llm_n = min(llm_papers or n_papers, n_papers)
+    llm_reviews = reviews if llm_n == n_papers else table2.sample_papers(reviews, llm_n, cfg.validate.seed)
+    rewritten = f"; LLM strategies on {llm_n} of them" if llm_run and llm_n < n_papers else ""
+    title = (f"GEM Table 2 (ICLR 2023): {n_papers} papers of the GEM release{rewritten}, evaluation LM {spec.key} "
+             f"on {spec.device}, strategies at the {'+'.join(cfg.validate.level)} level")
+    parts = [(reviews, rule_run), (llm_reviews, llm_run)] if llm_n < n_papers else [(reviews, run_strategies)]
+    results = []
+    if run_metrics:
         try:
-            with tempfile.TemporaryDirectory() as folder:   # the sample in the reviews-file shape, read back checked
-                path = Path(folder) / "reviews.parquet"
-                reviews.drop([c for c in ("judgments", "abstract") if reviews[c].is_null().all()]).write_parquet(path)
-                frame = load_reviews_file(path)
             scorer = engine_loglikelihood(eval_spec(cfg.score), cfg.score.token_budget)
             resources = build_resources(cfg.score, scorer, llm_cache=cache_dir(cfg, "llm"))
-            validation = validate_reviews(run_cfg, frame, resources, run_metrics, run_strategies).validation
+            for sample, these in parts:
+                if not these:
+                    continue
+                # the paper's workflow: every review a candidate in turn, the paper's other reviews its references
+                settings = cfg.validate.model_copy(update={"max_papers": sample["paper_id"].n_unique(),
+                                                           "candidates": "all"})
+                run_cfg = cfg.model_copy(update={"validate": settings})
+                with tempfile.TemporaryDirectory() as folder:   # the sample in the reviews-file shape, read back checked
+                    path = Path(folder) / "reviews.parquet"
+                    sample.drop([c for c in ("judgments", "abstract") if sample[c].is_null().all()]).write_parquet(path)
+                    frame = load_reviews_file(path)
+                results.append(validate_reviews(run_cfg, frame, resources, run_metrics, these).validation)
         except (ValueError, ReviewsFileError, GrebenchError) as error:
             fail(str(error).splitlines()[0])
-    import polars as pl
+    validation = pl.concat(results, how="diagonal_relaxed") if results else None
 
     from tasks.stages.validate.stats import VALIDATION_COLUMNS
 

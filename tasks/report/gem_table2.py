@@ -162,6 +162,8 @@ def not_run(metrics: Sequence[str], strategies: Sequence[str], reviews: pl.DataF
             out[name] = "reads the paper's full text, which the release does not hold"
         elif need.startswith("abstract") and not has_abstract:
             out[name] = "is conditioned on the abstract, which the release file does not hold"
+    if "surface_report" in strategies and not has_abstract:
+        out["surface_report"] = "writes a review from the abstract alone, which the release file does not hold"
     if "rephrase_second" in strategies and not has_rephrase_llm:
         out["rephrase_second"] = "needs a second rephrasing LLM ([validate.rephrase_llm]; the paper used Llama-3.1)"
     return out

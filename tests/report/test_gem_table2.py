@@ -142,3 +142,30 @@ def test_reproduce_prints_the_table_beside_the_papers(release, config):
 def test_a_missing_release_fails_with_one_line(tmp_path, config):
     result = runner.invoke(app, ["reproduce", "gem-table2", "--release", str(tmp_path / "nope"), "--config", str(config)])
     assert result.exit_code == 2 and "no such file or folder" in result.output
+
+
+def test_the_llm_strategies_rewrite_a_subset_of_the_sample_when_asked(release, tmp_path, monkeypatch):
+    """`--llm-papers`: the rule-based strategies run on every sampled paper, the LLM ones (here rephrase, its
+    rewrites then preprocessed into judgments, both by the local Anthropic-compatible server) on a subset."""
+    from tasks.testing.anthropic_server import AnthropicServer
+
+    config = tmp_path / "llm.toml"
+    config.write_text('[paths]\ndata_dir = "data"\ndatabase = "data/r.duckdb"\n\n'
+                      '[preprocess]\nbackend = "anthropic"\nmodel = "claude-test"\nuse_batches = false\n'
+                      'max_retries = 0\n\n[validate]\nmin_pairs = 2\nbootstrap_resamples = 0\n')
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "fake-test-key-gem-table2")
+    with AnthropicServer() as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        args = ["reproduce", "gem-table2", "--release", str(release), "--papers", "6", "--llm-papers", "3",
+                "--metric", "bleu", "--strategies", "sentence_deletion,rephrase", "--config", str(config)]
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+        assert "6 papers of the GEM release; LLM strategies on 3 of them" in result.stdout
+        asked = len(server.received)
+        rows = json.loads(runner.invoke(app, [*args, "--json"]).stdout.strip().splitlines()[-1])
+        assert len(server.received) == asked                  # the rerun's rewrites all came from the cache
+    by = {r["strategy"]: r for r in rows}
+    assert by["sentence_deletion"]["n"] == 6 * 3                # every review of the 6 papers a candidate
+    assert by["rephrase"]["n"] == 3 * 3                         # the rewritten ones: 3 papers' reviews
+    rewrites = [b for b in server.received if "Rewrite the peer review" in json.dumps(b)]
+    assert 0 < len(rewrites) <= 3 * 3
