@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FULL_SIZE = 19_525    # ICLR 2026's submissions
 VOLATILE_TABLES = frozenset({"runs", "_build", "llm_usage"})   # a record per run, a build stamp, usage per run
 VOLATILE_COLUMNS = frozenset({"run_id", "started_at", "ended_at", "duration_s", "created_at", "built_at",
-                              "updated_at", "release_id", "finished"})
+                              "updated_at", "added_at", "release_id", "finished"})
 
 
 def pipeline_name(scale: int) -> str:
