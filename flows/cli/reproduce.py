@@ -110,4 +110,9 @@ def gem_table2(
     typer.echo(table2.render(table, title))
     for name, why in skipped.items():
         typer.echo(f"not run: {name}: {why}")
+    if llm_run and reviews["judgments"].is_not_null().any():
+        rewriter = cfg.validate.perturb_llm or cfg.preprocess
+        typer.echo(f"note: the LLM strategies' rewrites ({rewriter.backend}:{rewriter.model}) are turned into judgments "
+                   f"by {cfg.preprocess.backend}:{cfg.preprocess.model}, the originals' judgments come from the "
+                   "release (GPT-4o); with another preprocessor their cells also measure the two preprocessors' gap")
     typer.echo(f"wall time: {time.monotonic() - started:.0f} s")

@@ -161,6 +161,7 @@ def test_the_llm_strategies_rewrite_a_subset_of_the_sample_when_asked(release, t
         result = runner.invoke(app, args)
         assert result.exit_code == 0, result.output
         assert "6 papers of the GEM release; LLM strategies on 3 of them" in result.stdout
+        assert "note: the LLM strategies' rewrites (anthropic:claude-test) are turned into judgments" in result.stdout
         asked = len(server.received)
         rows = json.loads(runner.invoke(app, [*args, "--json"]).stdout.strip().splitlines()[-1])
         assert len(server.received) == asked                  # the rerun's rewrites all came from the cache
