@@ -5,8 +5,8 @@ answers of 32 tokens, the int8 SmolLM2 candidate writing 48 tokens, validation o
 stage runs and does real work) as `grebench run` subprocesses: one uninterrupted run, then seven runs
 each killed 0.5 s into one stage, then one run to the end; the run record says which stage is running.
 
-Opt-in (GREBENCH_REHEARSAL_KILLS=1): on 2 cores beside another CPU-bound job it took 13 min 40 s (820 s);
-generate and the model loads of every rerun past it dominate. The local chat models decode batch-invariant
+Opt-in (GREBENCH_REHEARSAL_KILLS=1): it passed in 12 min 57 s (777 s) on 2 cores beside two CPU-bound jobs
+(load 4 to 8); generate and the model loads of every rerun past it dominate. The local chat models decode batch-invariant
 here (EXTRA): before, one retried judgment, asked in other company after a kill, decoded to another greedy
 text (batched int8 scales a batch's activations together), and `judgments`, `comparisons` and
 `leaderboard` differed. Columns that stamp when a row was written (VOLATILE_COLUMNS: `added_at` of
