@@ -124,10 +124,22 @@ def test_engines_and_their_prefix_caches_go_between_stages_the_weights_stay(tmp_
 
 
 @pytest.mark.slow
-def test_a_batch_invariant_model_answers_a_prompt_the_same_whatever_came_before_it() -> None:
+def test_a_batch_invariant_model_answers_a_prompt_the_same_whatever_came_before_it(monkeypatch) -> None:
     """`batch_invariant`: an answer depends on its prompt only. A run killed and resumed asks what is left
     in other company, after other calls: batched int8 scales a batch's activations together and a kept
     prompt head splits a later prompt's prefill, so the same prompt could decode to other greedy text."""
+    from tasks.lm import loading
+
+    # the process's loaded models as this test found them afterwards: the session's shared model stays loaded
+    before = set(loading.loaded_specs())
+    monkeypatch.setattr(loading, "KEEP_LOADED", loading.KEEP_LOADED + 1)
+    try:
+        _decode_in_company_and_alone()
+    finally:
+        loading.release_models(lambda spec: spec not in before)
+
+
+def _decode_in_company_and_alone() -> None:
     requests = [ChatRequest("You review papers.", f"Say one thing about paper {i} on graphs.", 24) for i in range(4)]
     together = LocalLM(ModelSpec(quantization="int8"), batch_size=4, batch_invariant=True)
     assert together.batch_size == 1
