@@ -31,6 +31,10 @@ def gem_table2(
     llm_papers: Annotated[int | None, typer.Option("--llm-papers", min=2, help="papers of the sample the LLM "
                                                    "strategies rewrite (default: all of them; each rewrite is a "
                                                    "long decode, slow on a CPU)")] = None,
+    workflow: Annotated[str, typer.Option("--workflow", help="algorithm1 (the paper's: one seeded candidate per "
+                                          "paper, strategies on the raw review, candidates preprocessed by the "
+                                          "configured LLM) or judgment-lines (a cheaper proxy: every review a "
+                                          "candidate, strategies on the release's judgment lines)")] = "algorithm1",
     as_json: Annotated[bool, typer.Option("--json", help="print the rows as JSON instead of the table")] = False,
     config: ConfigOption = None,
 ) -> None:
@@ -47,6 +51,8 @@ def gem_table2(
     from tasks.stages.validate.strategies import strategy as strategy_named
 
     started = time.monotonic()
+    if workflow not in table2.WORKFLOWS:
+        fail(f"--workflow {workflow!r}: one of {', '.join(table2.WORKFLOWS)}")
     cfg = read_config(config)
     metrics = tuple(metric) if metric else tuple(table2.METRICS.values())
     chosen = tuple(s.strip() for s in strategies.split(",") if s.strip()) if strategies else tuple(table2.STRATEGIES.values())
@@ -75,8 +81,10 @@ def gem_table2(
     llm_n = min(llm_papers or n_papers, n_papers)
     llm_reviews = reviews if llm_n == n_papers else table2.sample_papers(reviews, llm_n, cfg.validate.seed)
     rewritten = f"; LLM strategies on {llm_n} of them" if llm_run and llm_n < n_papers else ""
+    preprocessor = f"{cfg.preprocess.backend}:{cfg.preprocess.model}"
+    how = table2.WORKFLOWS[workflow].format(preprocessor=preprocessor)
     title = (f"GEM Table 2 (ICLR 2023): {n_papers} papers of the GEM release{rewritten}, evaluation LM {spec.key} "
-             f"on {spec.device}, strategies at the {'+'.join(cfg.validate.level)} level")
+             f"on {spec.device}; {how}")
     parts = [(reviews, rule_run), (llm_reviews, llm_run)] if llm_n < n_papers else [(reviews, run_strategies)]
     results = []
     if run_metrics:
@@ -86,9 +94,13 @@ def gem_table2(
             for sample, these in parts:
                 if not these:
                     continue
-                # the paper's workflow: every review a candidate in turn, the paper's other reviews its references
-                settings = cfg.validate.model_copy(update={"max_papers": sample["paper_id"].n_unique(),
-                                                           "candidates": "all"})
+                # GEM Algorithm 1 (section 4.2): one seeded candidate per paper, the other reviews its references,
+                # the strategies on the raw review, original and perturbed candidate preprocessed alike; or the proxy
+                paper_way = workflow == "algorithm1"
+                settings = cfg.validate.model_copy(update={
+                    "max_papers": sample["paper_id"].n_unique(), "candidates": "one" if paper_way else "all",
+                    "level": ("raw",) if paper_way else ("judgments",),
+                    "candidate_judgments": "preprocess" if paper_way else "given"})
                 run_cfg = cfg.model_copy(update={"validate": settings})
                 with tempfile.TemporaryDirectory() as folder:   # the sample in the reviews-file shape, read back checked
                     path = Path(folder) / "reviews.parquet"
@@ -110,9 +122,12 @@ def gem_table2(
     typer.echo(table2.render(table, title))
     for name, why in skipped.items():
         typer.echo(f"not run: {name}: {why}")
-    if llm_run and reviews["judgments"].is_not_null().any():
+    if llm_run and reviews["judgments"].is_not_null().any() and workflow != "algorithm1":
         rewriter = cfg.validate.perturb_llm or cfg.preprocess
         typer.echo(f"note: the LLM strategies' rewrites ({rewriter.backend}:{rewriter.model}) are turned into judgments "
-                   f"by {cfg.preprocess.backend}:{cfg.preprocess.model}, the originals' judgments come from the "
+                   f"by {preprocessor}, the originals' judgments come from the "
                    "release (GPT-4o); with another preprocessor their cells also measure the two preprocessors' gap")
+    if workflow == "algorithm1" and cfg.preprocess.backend == "local":
+        typer.echo(f"note: the candidates' judgments come from {preprocessor}, the references' from the release "
+                   "(GPT-4o): GEM then also measures how far the two preprocessors' judgments differ in style")
     typer.echo(f"wall time: {time.monotonic() - started:.0f} s")

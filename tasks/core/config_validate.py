@@ -29,9 +29,14 @@ class ValidateConfig(Frozen):
     bootstrap_resamples: int = Field(2000, ge=0)  # paired-bootstrap interval of the SMD (0: none)
     adversary_steps: int = Field(4, ge=1)     # greedy steps of the "adversary" strategy (6 variants each)
     adversary_patience: int = Field(2, ge=1)  # steps without a gain before a candidate's search stops
-    # "judgments": deterministic strategies act on the judgment lines; "raw": on the raw review,
-    # preprocessed afterwards (GEM section 4); both may run (a string is read as one level)
-    level: tuple[Literal["raw", "judgments"], ...] = ("judgments",)
+    # "raw": every strategy acts on the raw review, preprocessed afterwards (GEM section 4.2, appendix D), so
+    # each metric is tested on the text its board reads; "judgments": the cheaper form, deterministic
+    # strategies on the judgment lines, which raw-reading metrics then read; both may run (a string is one level)
+    level: tuple[Literal["raw", "judgments"], ...] = ("raw",)
+    # "given": a candidate's judgments are those its input carries; "preprocess": the candidates' judgments are
+    # made again by the [preprocess] LLM, so that original and perturbed candidate come from one preprocessor
+    # (GEM Algorithm 1: the metric f, preprocessing included, scores both); the references keep theirs
+    candidate_judgments: Literal["given", "preprocess"] = "given"
     # The LLM that rewrites reviews for the LLM strategies, apart from the one that preprocesses
     # them (GEM uses different LLMs for the two); None: the [preprocess] LLM. Same keys as any backend.
     perturb_llm: LLMConfig | None = None

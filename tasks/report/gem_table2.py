@@ -12,9 +12,22 @@ paper's:
 * `release_reviews`: those files in the shape `grebench validate --reviews` reads (paper_id, reviewer,
   review, judgments[, abstract]), whichever of the known column names each file uses;
 * `not_run`: the paper's metrics and strategies the run cannot measure, each with its reason;
-* `side_by_side`: one row per (metric, strategy) of the paper: its SMD and whether its 95% interval
-  leaves out 0, the project's SMD and whether its p-value is below alpha, and whether the two agree
-  in sign and in significance.
+* `side_by_side`: one row per (metric, strategy) of the paper: its SMD and whether it is significant
+  in the paper's direction, the project's SMD with its 95% interval, its one-sided p-value and whether
+  that is below alpha, and whether the two agree in sign and in significance.
+
+Significance is one-sided in the paper's direction, as Table 2 marks its cells: a degradation's cell
+counts when the score falls significantly (p < 0.05 for a decrease), a manipulation's when it rises
+significantly. The paper's own cells count by their 95% interval (Tables 4 and 5 of appendix A.1)
+lying wholly below 0 for a degradation, wholly above 0 for a manipulation.
+
+Two workflows (`WORKFLOWS`): "algorithm1", GEM's Algorithm 1 as section 4.2 runs it (per paper one
+seeded candidate review and the other reviews as its references; each strategy applied to the text
+appendix D names: the raw review for deletion, completion and elongation, the judgments for the
+rephrase; original and perturbed candidate turned into judgments by the same configured preprocessor,
+the references keeping the release's GPT-4o judgments; raw-text metrics on raw text), and
+"judgment-lines", a cheaper proxy (every review a candidate in turn, the deterministic strategies on the
+release's judgment lines, which the raw-text metrics then read), whose name its output prints.
 
 The paper's figures below are its Table 2 SMDs with the 95% intervals of Tables 4 and 5.
 """
@@ -33,6 +46,16 @@ RELEASE_REPO = "yx-lu/Benchmarking-LLMs--Judgments-with-No-Gold-Standard"
 RELEASE_FILES = tuple(f"task_iclr23/dataset/dataset_human_review{k}.parquet" for k in (1, 2, 3))
 RELEASE_URL = "https://github.com/{repo}/raw/main/{path}"   # resolves files kept in Git LFS too
 DEFAULT_PAPERS = 300   # the paper's validation sample (section 4.2)
+WORKFLOWS = {
+    "algorithm1": "GEM Algorithm 1: one seeded candidate per paper, its other reviews the references; strategies "
+                  "on the raw review (appendix D; the rephrase on the judgments, D.2.1); original and perturbed "
+                  "candidate preprocessed by {preprocessor}, the references keeping the release's judgments",
+    "judgment-lines": "PROXY judgment-lines (not the paper's workflow): every review a candidate in turn, the "
+                      "deterministic strategies on the release's judgment lines, which the raw-text metrics read too",
+}
+# the paper's direction per strategy: a degradation must lower a metric, a manipulation must not raise it
+KIND = {"sentence_deletion": "degradation", "deletion_completion": "degradation", "surface_report": "degradation",
+        "rephrase": "manipulation", "rephrase_second": "manipulation", "meaningless_elongation": "manipulation"}
 
 # the paper's column and row names -> the project's registry names
 STRATEGIES = {"Sentence Deletion": "sentence_deletion", "Deletion & Completion": "deletion_completion",
@@ -170,25 +193,33 @@ def not_run(metrics: Sequence[str], strategies: Sequence[str], reviews: pl.DataF
 
 
 def significant(row: dict, alpha: float) -> bool | None:
-    """Whether the project's change is significant in either direction, as the paper's bold cells are:
-    its 95% interval of the mean change leaves out 0; without an interval, its (one-sided) p < `alpha`."""
-    low, high = row.get("ci_low"), row.get("ci_high")
-    if low is not None and high is not None and not (math.isnan(low) or math.isnan(high)):
-        return bool(low > 0 or high < 0)
+    """Whether the project's change is significant in the paper's direction: the workflow's one-sided
+    p-value (a fall for a degradation, a rise for a manipulation) below `alpha`; None without one."""
     p = row.get("p_value")
     return None if p is None or math.isnan(p) else bool(p < alpha)
 
 
+def paper_significant(strategy: str, low: float, high: float) -> bool:
+    """The paper's cell is significant in its direction: the 95% interval wholly below 0 for a
+    degradation, wholly above 0 for a manipulation (Table 2's green and red cells)."""
+    return high < 0 if KIND[strategy] == "degradation" else low > 0
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
 def side_by_side(validation: pl.DataFrame, skipped: dict[str, str], alpha: float) -> pl.DataFrame:
-    """One row per cell of the paper's table: the paper's SMD and significance (its 95% interval leaves
-    out 0), the project's SMD, p-value and significance (`significant`), and whether sign and
-    significance agree; a cell that was not measured says why in `reason`."""
+    """One row per cell of the paper's table: the paper's SMD and significance (`paper_significant`), the
+    project's SMD with its 95% interval, one-sided p-value and significance (`significant`), the level the
+    metric read and what perturbed it, and whether sign and significance agree; a cell that was not
+    measured says why in `reason`."""
     ours: dict[tuple[str, str], dict] = {}
     for row in validation.iter_rows(named=True):
         ours.setdefault((row["metric"], row["strategy"]), row)
     rows = []
     for cell in PAPER_TABLE.iter_rows(named=True):
-        paper_sig = cell["paper_low"] > 0 or cell["paper_high"] < 0
+        paper_sig = paper_significant(cell["strategy"], cell["paper_low"], cell["paper_high"])
         got = ours.get((cell["metric"], cell["strategy"]))
         smd = got["smd"] if got is not None else None
         p = got["p_value"] if got is not None else None
@@ -196,14 +227,21 @@ def side_by_side(validation: pl.DataFrame, skipped: dict[str, str], alpha: float
         reason = (skipped.get(cell["metric"]) or skipped.get(cell["strategy"]) or
                   ("not asked" if got is None else None if measured else (got.get("reason") or "no pairs")))
         sig = significant(got, alpha) if measured else None
-        rows.append({**cell, "paper_significant": paper_sig, "smd": smd if measured else None,
+        rows.append({**cell, "kind": KIND[cell["strategy"]], "paper_significant": paper_sig,
+                     "smd": smd if measured else None,
+                     "ci_low": _finite(got.get("ci_low")) if measured else None,
+                     "ci_high": _finite(got.get("ci_high")) if measured else None,
                      "p_value": p if measured else None, "significant": sig,
                      "n": got["n"] if got is not None else None,
+                     "level": got.get("level") if got is not None else None,
+                     "perturber": got.get("perturber") if got is not None else None,
                      "sign_agrees": (math.copysign(1, smd) == math.copysign(1, cell["paper_smd"])) if measured else None,
                      "significance_agrees": (sig == paper_sig) if sig is not None else None,
                      "reason": reason})
-    return pl.DataFrame(rows, schema_overrides={"smd": pl.Float64, "p_value": pl.Float64, "significant": pl.Boolean,
-                                                "n": pl.Int64, "sign_agrees": pl.Boolean,
+    return pl.DataFrame(rows, schema_overrides={"smd": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64,
+                                                "p_value": pl.Float64, "significant": pl.Boolean,
+                                                "n": pl.Int64, "level": pl.String, "perturber": pl.String,
+                                                "sign_agrees": pl.Boolean,
                                                 "significance_agrees": pl.Boolean, "reason": pl.String})
 
 
@@ -212,18 +250,24 @@ def render(table: pl.DataFrame, title: str) -> str:
     def cell(smd: float | None, sig: bool | None) -> str:
         return "-" if smd is None else f"{smd:+.3f}{'*' if sig else ''}"
 
-    header = f"{'metric':<14} {'strategy':<23} {'paper':>8} {'ours':>8} {'p':>7} {'n':>4}  sign  signif.  note"
+    def interval(row: dict) -> str:
+        return "-" if row["ci_low"] is None else f"[{row['ci_low']:+.2f},{row['ci_high']:+.2f}]"
+
+    header = (f"{'metric':<14} {'strategy':<23} {'paper':>8} {'ours':>8} {'95% CI':>13} {'p':>7} {'n':>4} "
+              f"{'level':<9} {'perturbed by':<22} sign  signif.  note")
     lines = [title, "", header, "-" * len(header)]
     for row in table.iter_rows(named=True):
         p = "-" if row["p_value"] is None else f"{row['p_value']:.3f}"
         agree = {True: "yes", False: "NO", None: "-"}
         lines.append(f"{row['paper_metric']:<14} {row['paper_strategy']:<23} "
                      f"{cell(row['paper_smd'], row['paper_significant']):>8} {cell(row['smd'], row['significant']):>8} "
-                     f"{p:>7} {'-' if row['n'] is None else row['n']:>4}  {agree[row['sign_agrees']]:<4}  "
+                     f"{interval(row):>13} {p:>7} {'-' if row['n'] is None else row['n']:>4} {row['level'] or '-':<9} "
+                     f"{row['perturber'] or '-':<22} {agree[row['sign_agrees']]:<4}  "
                      f"{agree[row['significance_agrees']]:<7}  {row['reason'] or ''}")
     measured = table.filter(pl.col("sign_agrees").is_not_null())
     lines += ["", f"cells measured: {measured.height} of {table.height}; sign agrees in "
               f"{int(measured['sign_agrees'].sum())}, significance in "
               f"{int(measured['significance_agrees'].fill_null(False).sum())} "
-              "(*: significant in either direction, both by 95% intervals; p: the workflow's one-sided test)"]
+              "(*: significant in the paper's direction, a fall after a degradation or a rise after a manipulation: "
+              "the paper's by its 95% interval, ours by the one-sided paired t-test, p < alpha; 95% CI: ours, of d)"]
     return "\n".join(lines)

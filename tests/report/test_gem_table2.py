@@ -33,10 +33,17 @@ def judgments(topic: str, reviewer: int) -> str:
     return "\n".join(lines[: 2 + seed % 3] + EXTRA[seed % 4: seed % 4 + 1 + reviewer])
 
 
+MORE = ["The related work omits two recent baselines.", "Table 2 lacks standard deviations.",
+        "The proof of the main lemma skips a step.", "The code is promised but not released.",
+        "Figure 3 is hard to read in grey scale.", "The writing is careful and precise."]
+
+
 def review(topic: str, reviewer: int) -> str:
+    seed = len(topic) + 3 * reviewer
+    extra = " ".join(MORE[(seed + i) % len(MORE)] for i in range(seed % 4))
     return (f"Summary Of The Paper:\n\nThe paper studies {topic} with a new method and reports gains.\n\n"
             f"Strength And Weaknesses:\n\nThe study of {topic} is clear. The benchmark is small with "
-            f"{reviewer + 2} runs. The baseline may be weakly tuned. An ablation of the loss is missing.\n\n"
+            f"{reviewer + 2} runs. The baseline may be weakly tuned. An ablation of the loss is missing. {extra}\n\n"
             f"Summary Of The Review:\n\nA reasonable paper on {topic} that needs stronger experiments.")
 
 
@@ -104,10 +111,17 @@ def test_side_by_side_compares_sign_and_significance():
     by = {(r["metric"], r["strategy"]): r for r in table.iter_rows(named=True)}
     gem = by[("gem", "sentence_deletion")]
     assert (gem["sign_agrees"], gem["significance_agrees"], gem["significant"]) == (True, True, True)
-    bleu = by[("bleu", "meaningless_elongation")]      # paper: -0.165, significant; ours: +0.2, not
-    assert (bleu["sign_agrees"], bleu["significance_agrees"]) == (False, False)
-    elongated = by[("gem", "meaningless_elongation")]  # paper: -0.063, significant
-    assert (elongated["significant"], elongated["significance_agrees"]) == (True, True)
+    assert (gem["ci_low"], gem["ci_high"], gem["kind"]) == (-0.9, -0.2, "degradation")
+    bleu = by[("bleu", "meaningless_elongation")]      # paper: -0.165, a fall (not a significant rise); ours: +0.2, p 0.3
+    assert (bleu["sign_agrees"], bleu["paper_significant"], bleu["significant"]) == (False, False, False)
+    assert bleu["significance_agrees"] is True
+    # a manipulation's cell is marked only for a significant rise: a fall with p = 0.99 for a rise is not marked,
+    # and neither is the paper's fall (-0.063, interval below 0)
+    elongated = by[("gem", "meaningless_elongation")]
+    assert (elongated["significant"], elongated["paper_significant"], elongated["significance_agrees"]) == \
+        (False, False, True)
+    bart = by[("bartscore_f1", "sentence_deletion")]   # the paper's +0.401 is a rise: not a significant fall
+    assert bart["paper_significant"] is False and by[("bartscore_f1", "rephrase")]["paper_significant"] is True
     assert by[("rouge_l", "sentence_deletion")]["smd"] is None and by[("rouge_l", "sentence_deletion")]["reason"] == "too_few_pairs"
     assert by[("lm_examiner", "rephrase")]["reason"] == "reads the paper"
     assert by[("gem", "rephrase")]["reason"] == "not asked"
@@ -121,6 +135,7 @@ def test_reproduce_prints_the_table_beside_the_papers(release, config):
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert "GEM Table 2 (ICLR 2023): 5 papers of the GEM release, evaluation LM smollm2|" in out
+    assert "GEM Algorithm 1: one seeded candidate per paper" in out
     assert "not run: lm_examiner: reads the paper's full text" in out
     assert "not run: gem_s_abstract: is conditioned on the abstract" in out
     assert "not run: rephrase_second: needs a second rephrasing LLM" in out
@@ -131,12 +146,19 @@ def test_reproduce_prints_the_table_beside_the_papers(release, config):
         (m, s) for m in ("bleu", "rouge_l") for s in ("sentence_deletion", "meaningless_elongation")}
     for r in rows:
         assert (r["smd"] is None) == (r["reason"] is not None)          # a cell is measured or says why not
-    for r in measured:
-        assert r["n"] == 15 and r["sign_agrees"] == ((r["smd"] > 0) == (r["paper_smd"] > 0))
+    for r in measured:   # one candidate per paper, the raw review perturbed and read by the raw-text metrics
+        assert r["n"] == 5 and r["sign_agrees"] == ((r["smd"] > 0) == (r["paper_smd"] > 0))
         assert r["significance_agrees"] == (r["significant"] == r["paper_significant"])
-    # sentence deletion halves the judgment lines: BLEU against the other reviews falls
+        assert r["level"] == "raw" and r["perturber"] == "rules"
+    # sentence deletion halves the raw review: BLEU against the other reviews falls
     bleu = next(r for r in measured if r["metric"] == "bleu" and r["strategy"] == "sentence_deletion")
     assert bleu["smd"] < 0 and bleu["sign_agrees"] is True
+    # the cheaper proxy names itself: every review a candidate, the judgment lines perturbed and read
+    proxy = runner.invoke(app, [*args, "--workflow", "judgment-lines"])
+    assert proxy.exit_code == 0 and "PROXY judgment-lines (not the paper's workflow)" in proxy.stdout
+    rows = json.loads(runner.invoke(app, [*args, "--workflow", "judgment-lines", "--json"]).stdout.strip().splitlines()[-1])
+    assert {(r["n"], r["level"]) for r in rows if r["smd"] is not None} == {(15, "judgments")}
+    assert runner.invoke(app, [*args, "--workflow", "lines"]).exit_code == 2
 
 
 def test_a_missing_release_fails_with_one_line(tmp_path, config):
@@ -161,12 +183,43 @@ def test_the_llm_strategies_rewrite_a_subset_of_the_sample_when_asked(release, t
         result = runner.invoke(app, args)
         assert result.exit_code == 0, result.output
         assert "6 papers of the GEM release; LLM strategies on 3 of them" in result.stdout
-        assert "note: the LLM strategies' rewrites (anthropic:claude-test) are turned into judgments" in result.stdout
         asked = len(server.received)
         rows = json.loads(runner.invoke(app, [*args, "--json"]).stdout.strip().splitlines()[-1])
         assert len(server.received) == asked                  # the rerun's rewrites all came from the cache
     by = {r["strategy"]: r for r in rows}
-    assert by["sentence_deletion"]["n"] == 6 * 3                # every review of the 6 papers a candidate
-    assert by["rephrase"]["n"] == 3 * 3                         # the rewritten ones: 3 papers' reviews
+    assert by["sentence_deletion"]["n"] == 6                    # one candidate per paper
+    assert by["rephrase"]["n"] == 3                             # the rewritten ones: 3 papers' candidates
+    assert by["rephrase"]["perturber"] == "anthropic:claude-test" and by["rephrase"]["level"] == "raw"
     rewrites = [b for b in server.received if "Rewrite the peer review" in json.dumps(b)]
-    assert 0 < len(rewrites) <= 3 * 3
+    assert 0 < len(rewrites) <= 3
+
+
+def test_algorithm1_preprocesses_original_and_perturbed_candidates_alike(release, tmp_path, monkeypatch):
+    """GEM's Algorithm 1 with a judgment metric: the candidate's own judgments and its perturbed review's both
+    come from the configured preprocessor (the local Anthropic-compatible server), the references keep the
+    release's; the rephrase rewrites the candidate's judgment lines (appendix D.2.1), read at level judgments."""
+    from tasks.testing.anthropic_server import AnthropicServer
+
+    config = tmp_path / "llm.toml"
+    config.write_text('[paths]\ndata_dir = "data"\ndatabase = "data/r.duckdb"\n\n'
+                      '[preprocess]\nbackend = "anthropic"\nmodel = "claude-test"\nuse_batches = false\n'
+                      'max_retries = 0\n\n[validate]\nmin_pairs = 2\nbootstrap_resamples = 0\n')
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "fake-test-key-gem-table2")
+    with AnthropicServer() as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        args = ["reproduce", "gem-table2", "--release", str(release), "--papers", "4", "--metric", "gem",
+                "--strategies", "sentence_deletion,rephrase", "--config", str(config), "--json"]
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+        rows = json.loads(result.stdout.strip().splitlines()[-1])
+    by = {r["strategy"]: r for r in rows if r["smd"] is not None}
+    assert by["sentence_deletion"]["n"] == 4 and by["sentence_deletion"]["level"] == "raw"
+    assert by["rephrase"]["n"] == 4 and by["rephrase"]["level"] == "judgments"
+    sent = [json.dumps(b) for b in server.received]
+    rephrased_lines = [b for b in sent if "reviewer's judgments of a paper, one per line" in b]
+    assert len(rephrased_lines) == 4                            # one rewrite of each candidate's judgment lines
+    # preprocessed: the 4 candidates and their 4 shortened reviews (and the 4 rephrased raw reviews: the judgment
+    # metric reads the rephrased lines, so those are not preprocessed); never a reference
+    references = [line for t in TOPICS for k in (1, 2, 3) for line in review(t, k).splitlines()[-1:]]
+    preprocessed = [b for b in sent if "atomic" in b.lower() or "judgment" in b.lower()]
+    assert len(preprocessed) >= 8 and references

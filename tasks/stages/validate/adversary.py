@@ -1,8 +1,8 @@
-"""The adaptive adversary: a bounded greedy search for the edits that raise a metric the most.
+"""The adaptive adversary: a bounded greedy search for the edits that raise a metric, tested on held-out papers.
 
 A fixed set of deterministic strategies tests only the attacks someone thought of. The adversary
-instead searches, per candidate and per metric, over small edits of the review and keeps whichever
-raises that metric's score (through the metric registry, with the run's evaluation LM):
+instead searches, per metric, over small edits of the review (through the metric registry, with the
+run's evaluation LM):
 
     praise     insert a generic praise sentence from a fixed pool
     critique   insert a generic critique sentence from a fixed pool
@@ -11,13 +11,22 @@ raises that metric's score (through the metric registry, with the run's evaluati
     delete     delete a sentence
     inject     add an instruction to the evaluator (see manipulations.INJECTION)
 
-Each step applies every operator once, at a position (and pool sentence) drawn with the seed, to
-the current text of every candidate still searching; all the variants of a step are scored in one
-call. A candidate moves to its best variant when that is strictly better than its current text
-("better" follows the metric's `higher_is_better`) and stops after `patience` steps without a gain
-or after `steps` steps. Since the edits add nothing about the paper, the strategy is a
-manipulation: a metric passes when the best texts found are not significantly better than the
-originals across candidates. The largest inflation found is reported beside the test.
+Selection and test never share data. The candidates' papers are split with the seed into a selection
+part and a test part (`selection_share`, half by default). On the selection part the search builds one
+recipe, a sequence of operators: each step applies every operator once to the current text of every
+selection candidate (at a position and pool sentence drawn with the seed), scores all the variants in
+one call, and appends the operator whose mean gain over the selection candidates is largest, when that
+gain is positive; it stops after `patience` steps without a gain or after `steps` steps. The recipe is
+then applied once to every test candidate, and only those pairs (original, edited) go to the
+significance test: the differences there can fall as well as rise, so a metric that no edit raises in
+expectation passes however much the search found by chance on the selection part.
+
+Since the edits add nothing about the paper, the strategy is a manipulation: a metric passes when the
+recipe's texts are not significantly better than the originals on the test part. The report gives each
+candidate's part, score change and the recipe.
+
+GEM's fixed strategies (section 4.3) apply one edit chosen in advance to every candidate; the
+adversary chooses its edit from the metric's own answers, so its test needs papers the choice never saw.
 """
 
 from __future__ import annotations
@@ -140,23 +149,26 @@ def apply_operator(text: str, op: str, rng: np.random.Generator, target: Target 
 
 
 @dataclass
-class Search:
-    """One candidate's search: its original and best text and score, and the edits that led there."""
+class Recipe:
+    """The edits the search chose on the selection part, and what they gained there."""
 
-    original_text: str
-    original_score: float
-    text: str
-    score: float
-    edits: list[str] = field(default_factory=list)
-    stale: int = 0
-    variants: int = 0       # variants of this candidate scored
+    edits: list[str] = field(default_factory=list)      # "<step>:<operator>", in order
+    gains: list[float] = field(default_factory=list)    # the mean gain of each accepted step on the selection part
+    variants: int = 0                                   # variants scored during the search
+    texts: list[str] = field(default_factory=list)      # the selection candidates' texts after the recipe
+    scores: list[float] = field(default_factory=list)   # and their scores
 
-
-def _gain(score: float, sign: float) -> float:
-    return -math.inf if not math.isfinite(score) else sign * score
+    @property
+    def operators(self) -> list[str]:
+        return [edit.split(":", 1)[1] for edit in self.edits]
 
 
-def greedy_search(
+def _gain(score: float, base: float, sign: float) -> float:
+    """How far `score` is better than `base`; 0 where either is not a number (the candidate did not move)."""
+    return sign * (score - base) if math.isfinite(score) and math.isfinite(base) else 0.0
+
+
+def search_recipe(
     texts: Sequence[str],
     original_scores: Sequence[float],
     score: ScoreFn,
@@ -167,64 +179,77 @@ def greedy_search(
     patience: int = 2,
     operators: Sequence[str] = OPERATORS,
     seed: int = 0,
-) -> list[Search]:
-    """Greedy search per candidate (see the module docstring); one `Search` per text, in order.
-
-    A candidate whose original score is NaN is not searched (its best stays the original).
-    """
+) -> Recipe:
+    """The recipe found on the selection texts (see the module docstring). A text whose score is NaN is
+    not edited; an operator that cannot edit a text leaves it as it is (no gain) at that step."""
     if len(texts) != len(original_scores):
         raise ValueError("texts and original_scores must have the same length")
     sign = 1.0 if higher_is_better else -1.0
     rng = np.random.default_rng(seed)
-    searches = [Search(t, s, t, s) for t, s in zip(texts, original_scores, strict=True)]
+    recipe = Recipe(texts=list(texts), scores=[float(s) for s in original_scores])
+    active = [i for i, s in enumerate(recipe.scores) if math.isfinite(s)]
+    stale = 0
     for step in range(steps):
-        active = [i for i, s in enumerate(searches) if s.stale < patience and math.isfinite(s.score)]
-        if not active:
+        if stale >= patience or not active:
             break
         batch: list[tuple[int, str]] = []
-        labels: list[str] = []
-        for i in active:
-            for op in operators:
-                variant = apply_operator(searches[i].text, op, rng, target)
-                if variant is not None and variant != searches[i].text:
+        ops: list[str] = []
+        for op in operators:
+            for i in active:
+                variant = apply_operator(recipe.texts[i], op, rng, target)
+                if variant is not None and variant != recipe.texts[i]:
                     batch.append((i, variant))
-                    labels.append(f"{step + 1}:{op}")
+                    ops.append(op)
         if not batch:
             break
         scores = score(batch)
         if len(scores) != len(batch):
             raise RuntimeError(f"score function answered {len(scores)} of {len(batch)} variants")
-        best: dict[int, tuple[float, str, str]] = {}
-        for (i, variant), s, label in zip(batch, scores, labels, strict=True):
-            searches[i].variants += 1
-            if i not in best or _gain(s, sign) > _gain(best[i][0], sign):
-                best[i] = (s, variant, label)
-        for i in active:
-            found = best.get(i)
-            if found is not None and _gain(found[0], sign) > _gain(searches[i].score, sign):
-                searches[i].score, searches[i].text = found[0], found[1]
-                searches[i].edits.append(found[2])
-                searches[i].stale = 0
-            else:
-                searches[i].stale += 1
-    return searches
+        recipe.variants += len(batch)
+        by_op: dict[str, list[tuple[int, str, float]]] = {}
+        for (i, variant), s, op in zip(batch, scores, ops, strict=True):
+            by_op.setdefault(op, []).append((i, variant, float(s)))
+        mean_gain = {op: math.fsum(_gain(s, recipe.scores[i], sign) for i, _, s in found) / len(active)
+                     for op, found in by_op.items()}
+        best = max(mean_gain, key=lambda op: (mean_gain[op], -operators.index(op)))
+        if mean_gain[best] <= 0:
+            stale += 1
+            continue
+        for i, variant, s in by_op[best]:
+            if math.isfinite(s):
+                recipe.texts[i], recipe.scores[i] = variant, s
+        recipe.edits.append(f"{step + 1}:{best}")
+        recipe.gains.append(mean_gain[best])
+        stale = 0
+    return recipe
 
 
-def inflation(search: Search, higher_is_better: bool = True) -> float:
-    """How far the search moved the score in the metric's better direction (0 when it found nothing)."""
-    if not (math.isfinite(search.score) and math.isfinite(search.original_score)):
-        return math.nan
-    return (search.score - search.original_score) * (1.0 if higher_is_better else -1.0)
+def apply_recipe(text: str, operators: Sequence[str], rng: np.random.Generator, target: Target = "review") -> str:
+    """`text` after each operator of a recipe in turn (one the text does not allow is skipped)."""
+    for op in operators:
+        text = apply_operator(text, op, rng, target) or text
+    return text
 
 
-DESCRIPTION = ("a bounded greedy search over generic edits (praise, critique, duplicate, reorder, delete, inject) "
-               "for the largest rise of each metric")
+def split_papers(paper_ids: Sequence[str], seed: int, selection_share: float = 0.5) -> set[str]:
+    """The papers of the selection part: a seeded draw of `selection_share` of them (at least one, and at least
+    one left for the test when there are two or more)."""
+    papers = sorted(set(paper_ids))
+    if len(papers) < 2:
+        return set(papers)
+    k = min(len(papers) - 1, max(1, round(len(papers) * selection_share)))
+    order = np.random.default_rng(seed).permutation(len(papers))
+    return {papers[i] for i in order[:k]}
+
+
+DESCRIPTION = ("a greedy search over generic edits (praise, critique, duplicate, reorder, delete, inject) for the "
+               "recipe that raises each metric most on half of the papers, tested on the other half")
 
 
 # ---------------------------------------------------------------- the strategy in the validation workflow
 
 ADVERSARY = pl.Schema({"metric": pl.String, "paper_id": pl.String, "candidate": pl.String, "target": pl.String,
-                       "original": pl.Float64, "best": pl.Float64, "inflation": pl.Float64,
+                       "split": pl.String, "original": pl.Float64, "best": pl.Float64, "inflation": pl.Float64,
                        "edits": pl.String, "variants_scored": pl.Int64})
 
 
@@ -241,14 +266,17 @@ def run_adversary(
     seed: int = 0,
     negatives: int = 4,
     negatives_seed: int = 0,
+    selection_share: float = 0.5,
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """The adversary against every metric: (pairs, perturbations, ADVERSARY report).
+    """The adversary against every metric: (pairs of the test part, perturbations, ADVERSARY report).
 
     `candidates`: paper_id, review_id, review_text, judgments of the candidate reviews;
     `original_scores`: their candidate scores (candidate = review_id, metric, score). A metric
-    reading raw text is attacked on the review, any other on its judgment lines. Variants are
-    scored through the metric registry with `resources`, against the same references and (for the
-    f-variational metrics) the same negative references as the original.
+    reading raw text is attacked on the review, any other on its judgment lines. The recipe is searched
+    on the selection part's candidates and tested on the others' (`split_papers`); the report has a row
+    per candidate of either part, `split` saying which, `best` its score after the recipe and `edits` the
+    recipe. Variants are scored through the metric registry with `resources`, against the same references
+    and (for the f-variational metrics) the same negative references as the original.
     """
     from tasks.core.schema import SCORING_CANDIDATES
     from tasks.metrics import get
@@ -259,20 +287,25 @@ def run_adversary(
     perturbation_rows: list[dict[str, Any]] = []
     report_rows: list[dict[str, Any]] = []
     rows = list(candidates.iter_rows(named=True))
+    chosen = split_papers([r["paper_id"] for r in rows], seed, selection_share)
     for metric in get(metrics):
         target: Target = "review" if metric.reads == "raw" else "judgments"
         column = "review_text" if target == "review" else "judgments"
+        level = "raw" if target == "review" else "judgments"
+        sign = 1.0 if metric.higher_is_better else -1.0
         known = {c: s for c, s in original_scores.filter(pl.col("metric") == metric.name)
                  .select("candidate", "score").iter_rows()}
         usable = [r for r in rows if isinstance(r[column], str) and r[column].strip()]
+        selection = [r for r in usable if r["paper_id"] in chosen]
+        test = [r for r in usable if r["paper_id"] not in chosen]
         counter = [0]
 
-        def score(batch: Sequence[tuple[int, str]], metric=metric, usable=usable, column=column,
+        def score(batch: Sequence[tuple[int, str]], part: list[dict[str, Any]], metric=metric, column=column,
                   counter=counter) -> list[float]:
             ids = []
             records = []
             for i, text in batch:
-                row = usable[i]
+                row = part[i]
                 counter[0] += 1
                 cid = f"{row['review_id']}{SEPARATOR}adversary:{metric.name}#{counter[0]}"
                 ids.append(cid)
@@ -285,27 +318,40 @@ def run_adversary(
             by_id = dict(found.select("candidate", "score").iter_rows())
             return [float(by_id.get(c, math.nan)) for c in ids]
 
-        searches = greedy_search([r[column] for r in usable],
-                                 [float(known.get(r["review_id"], math.nan)) for r in usable], score,
-                                 higher_is_better=metric.higher_is_better, target=target, steps=steps,
-                                 patience=patience, seed=seed)
-        for row, found in zip(usable, searches, strict=True):
+        originals = [float(known.get(r["review_id"], math.nan)) for r in selection]
+        recipe = search_recipe([r[column] for r in selection], originals, lambda b, part=selection: score(b, part),
+                               higher_is_better=metric.higher_is_better, target=target, steps=steps,
+                               patience=patience, seed=seed)
+        edits = ", ".join(recipe.edits)
+        # the test part: the recipe applied once to each candidate, at positions drawn with the seed
+        rng = np.random.default_rng([seed, 1])
+        edited = [apply_recipe(r[column], recipe.operators, rng, target) for r in test]
+        tested = [float(known.get(r["review_id"], math.nan)) for r in test]
+        todo = [(i, text) for i, text in enumerate(edited) if text != test[i][column]]
+        after = list(tested)   # an unedited text keeps its score
+        for (i, _), value in zip(todo, score(todo, test) if todo else [], strict=True):
+            after[i] = value
+        parts = [("selection", r, recipe.texts[k], originals[k], recipe.scores[k], recipe.variants if k == 0 else 0)
+                 for k, r in enumerate(selection)]
+        parts += [("test", r, edited[k], tested[k], after[k], 0) for k, r in enumerate(test)]
+        for split, row, text, before, best, variants in parts:
             rid = row["review_id"]
-            level = "raw" if target == "review" else "judgments"
+            moved = sign * (best - before) if math.isfinite(best) and math.isfinite(before) else math.nan
+            report_rows.append({"metric": metric.name, "paper_id": row["paper_id"], "candidate": rid,
+                                "target": target, "split": split, "original": before, "best": best,
+                                "inflation": moved, "edits": edits, "variants_scored": variants})
+            if split != "test":
+                continue
             pair_rows.append({"metric": metric.name, "strategy": "adversary", "kind": "manipulation", "level": level,
-                              "paper_id": row["paper_id"], "candidate": rid, "original": found.original_score,
-                              "perturbed": found.score, "higher_is_better": metric.higher_is_better})
+                              "paper_id": row["paper_id"], "candidate": rid, "original": before,
+                              "perturbed": best, "higher_is_better": metric.higher_is_better})
             perturbation_rows.append({
                 "paper_id": row["paper_id"], "review_id": rid,
                 "candidate": f"{rid}{SEPARATOR}adversary:{metric.name}", "strategy": "adversary",
                 "kind": "manipulation",
-                "review_text": found.text if target == "review" else row["review_text"],
-                "judgments": found.text if target == "judgments" else row["judgments"], "error": None,
+                "review_text": text if target == "review" else row["review_text"],
+                "judgments": text if target == "judgments" else row["judgments"], "error": None,
                 "level": level})
-            report_rows.append({"metric": metric.name, "paper_id": row["paper_id"], "candidate": rid,
-                                "target": target, "original": found.original_score, "best": found.score,
-                                "inflation": inflation(found, metric.higher_is_better),
-                                "edits": ", ".join(found.edits), "variants_scored": found.variants})
     pairs = pl.DataFrame(pair_rows, schema={"metric": pl.String, "strategy": pl.String, "kind": pl.String,
                                             "level": pl.String,
                                             "paper_id": pl.String, "candidate": pl.String, "original": pl.Float64,
@@ -314,9 +360,9 @@ def run_adversary(
 
 
 def largest_inflation(report: pl.DataFrame) -> dict[str, float]:
-    """Per metric, the largest inflation the adversary found over candidates (NaN when none could be measured)."""
+    """Per metric, the largest inflation the recipe caused on the test part (NaN when none could be measured)."""
     out: dict[str, float] = {}
-    for (metric,), part in report.group_by("metric", maintain_order=True):
+    for (metric,), part in report.filter(pl.col("split") == "test").group_by("metric", maintain_order=True):
         values = part["inflation"].drop_nulls().drop_nans()
         out[metric] = float(values.max()) if values.len() else math.nan
     return out

@@ -48,11 +48,13 @@ def apply_llm_perturbation(
     *,
     abstracts: Sequence[str | None] | None = None,
     max_tokens: int | None = None,
+    target: str = "review",
 ) -> list[Perturbation]:
     """Perturb every review with the named LLM strategy; one `Perturbation` per review, in order.
 
     surface_report needs `abstracts` (one per review). `max_tokens` overrides each prompt's own
-    budget. Rows without usable input fail with a reason and are not sent.
+    budget. Rows without usable input fail with a reason and are not sent. With `target="judgments"`
+    the texts are judgment lines, rewritten by a strategy that rewrites them (`Strategy.rewrites_judgments`).
     """
     if not lookup(strategy).needs_llm:
         raise ValueError(f"{strategy} is deterministic; use tasks.stages.validate.strategies.perturb_texts")
@@ -68,11 +70,12 @@ def apply_llm_perturbation(
                 out[i] = Perturbation(None, "no abstract")
                 continue
         elif not review or not review.strip():
-            out[i] = Perturbation(None, "empty review")
+            out[i] = Perturbation(None, "empty review" if target == "review" else "no judgments")
             continue
-        prompt = build_prompt(strategy, review or "", abstract)
+        prompt = build_prompt(strategy, review or "", abstract, target=target)
+        tag = strategy if target == "review" else f"{strategy}-judgments"
         requests.append(ChatRequest(prompt.system, prompt.user, max_tokens or prompt.max_tokens,
-                                    custom_id=_custom_id(strategy, i, prompt)))
+                                    custom_id=_custom_id(tag, i, prompt)))
         slots.append(i)
     if not requests:
         results: list[ChatResult] = []

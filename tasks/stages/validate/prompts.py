@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from tasks.stages.validate.perturb import sentence_deletion
 
-PROMPT_VERSION = "perturb-v2"   # v2: confident_tone and flattery added
+PROMPT_VERSION = "perturb-v3"   # v2: confident_tone and flattery added; v3: the rephrase of judgment lines
 GAP_MARKER = "[SENTENCE REMOVED]"
 ONLY_OUTPUT = "Reply with the resulting review text only: no preamble, no notes, no code fences."
 
@@ -145,8 +145,29 @@ BUILDERS: dict[str, Callable[[str], Prompt]] = {
 NEEDS_ABSTRACT = frozenset({"surface_report"})
 
 
-def build_prompt(strategy: str, review: str, abstract: str | None = None) -> Prompt:
-    """The prompt that perturbs `review` (or, for surface_report, writes one from `abstract`)."""
+def rephrase_judgments(judgments: str) -> Prompt:
+    """The rephrase of a review's judgment lines (GEM appendix D.2.1 rewrites the judgments, not the review)."""
+    system = (
+        "You receive a reviewer's judgments of a paper, one per line, each starting with 'The reviewer'. "
+        "Reword every line so that it reads more fluently and naturally: fix grammar and awkward phrasing. "
+        "Keep one judgment per line, in the same order, each still starting with 'The reviewer' and the same "
+        "verb of stance (appreciates, criticizes, questions, suggests, ...). Do not add, merge, split, drop, "
+        "soften or strengthen any judgment. Reply with the lines only: no preamble, no notes, no numbering."
+    )
+    return Prompt(system, judgments, _rewrite_budget(judgments))
+
+
+JUDGMENT_BUILDERS: dict[str, Callable[[str], Prompt]] = {"rephrase": rephrase_judgments,
+                                                         "rephrase_second": rephrase_judgments}
+
+
+def build_prompt(strategy: str, review: str, abstract: str | None = None, *, target: str = "review") -> Prompt:
+    """The prompt that perturbs `review` (or, for surface_report, writes one from `abstract`); with
+    `target="judgments"`, `review` is the judgment lines of a strategy that rewrites them."""
+    if target == "judgments":
+        if strategy not in JUDGMENT_BUILDERS:
+            raise ValueError(f"strategy {strategy!r} does not rewrite judgment lines")
+        return JUDGMENT_BUILDERS[strategy](review)
     if strategy == "surface_report":
         if not abstract or not abstract.strip():
             raise ValueError("surface_report needs the paper's abstract")

@@ -92,7 +92,7 @@ def validate_reviews(cfg: Config, reviews: pl.DataFrame, resources: Resources,
     backend = preprocess = None
     lines = "judgments" in reviews.columns and reviews["judgments"].is_not_null().any()
     judgment_metrics = any(m.reads == "judgments" for m in get(metrics))
-    raw_level = judgment_metrics and "raw" in v.level
+    raw_level = judgment_metrics and ("raw" in v.level or v.candidate_judgments == "preprocess")
     backends: dict[str, Any] = {}
     perturbers: dict[str, str] = {}
     if any(strategy(s).needs_llm for s in strategies) or (judgment_metrics and not lines) or raw_level:

@@ -38,10 +38,14 @@ class Strategy:
     description: str
     review: TextForm | None = None       # the raw-review form of a deterministic, text-by-text strategy
     judgments: TextForm | None = None    # its judgment-line form
+    # an LLM strategy that rewrites the judgment lines themselves for the metrics that read judgments (GEM
+    # appendix D.2.1: the rephrasers rewrite "the original review judgments"); the raw review is rewritten too,
+    # for the metrics that read raw text. False: the rewritten raw review is preprocessed into judgments.
+    rewrites_judgments: bool = False
 
 
-def _llm(name: str, kind: Kind, description: str) -> Strategy:
-    return Strategy(name, kind, True, description)
+def _llm(name: str, kind: Kind, description: str, rewrites_judgments: bool = False) -> Strategy:
+    return Strategy(name, kind, True, description, rewrites_judgments=rewrites_judgments)
 
 
 STRATEGIES: dict[str, Strategy] = {
@@ -55,7 +59,7 @@ STRATEGIES: dict[str, Strategy] = {
         _llm("surface_report", "degradation", "an LLM writes a review from the abstract alone"),
         _llm("ultra_concise", "degradation", "an LLM compresses the review to about 10% of its length"),
         _llm("opinion_flip", "degradation", "an LLM reverses the verdict, structure and topics kept"),
-        _llm("rephrase", "manipulation", "an LLM rewrites the review, meaning kept"),
+        _llm("rephrase", "manipulation", "an LLM rewrites the review and its judgments, meaning kept", True),
         Strategy("meaningless_elongation", "manipulation", False,
                  "the same content-free sentences added to every section of every review",
                  meaningless_elongation, judgment_elongation),
@@ -66,7 +70,8 @@ STRATEGIES: dict[str, Strategy] = {
         Strategy("adversary", "manipulation", False, adversary.DESCRIPTION),
         *(Strategy(name, "manipulation", False, text, manipulations.REVIEW_FORMS[name],
                    manipulations.JUDGMENT_FORMS[name]) for name, text in manipulations.DESCRIPTIONS.items()),
-        *(_llm(name, "manipulation", text) for name, text in manipulations.LLM_DESCRIPTIONS.items()),
+        *(_llm(name, "manipulation", text, name == "rephrase_second")
+          for name, text in manipulations.LLM_DESCRIPTIONS.items()),
     )
 }
 # the fixed deterministic strategies (the adversary is deterministic too, but a search: asked for by name)

@@ -143,12 +143,16 @@ def perturb_candidates(
     seed: int = 0,
     suffix: str = "",
     backends: Mapping[str, Any] | None = None,
+    rewrite_lines: bool = False,
 ) -> pl.DataFrame:
     """PERTURBATIONS of the rows flagged is_candidate, one row per (candidate, strategy).
 
     `judgment_lines`: the deterministic strategies also perturb the judgments column (level
     "judgments"; else the perturbed judgments stay null until `fill_judgments` preprocesses the
-    perturbed review: level "raw"). LLM strategies need `backend` and are always level "raw".
+    perturbed review: level "raw"). LLM strategies need `backend` and rewrite the raw review (level
+    "raw"); with `rewrite_lines`, a strategy that rewrites judgments (`Strategy.rewrites_judgments`, GEM
+    appendix D.2.1) also rewrites the candidate's judgment lines, which the judgment metrics then read
+    (level "judgments"). Random replacement takes the donor review's own judgments whenever it has them.
     `suffix` is appended to the candidate ids; `backends` names a backend for some strategies
     (a second rephraser, say) in place of `backend`.
     """
@@ -164,8 +168,7 @@ def perturb_candidates(
             donors = _donors(frame, seed, judgment_lines)
             picked = [donors[i] for i in idx]
             texts = [None if d is None else frame["review_text"][d] for d in picked]
-            if judgment_lines:
-                lines = [None if d is None else frame["judgments"][d] for d in picked]
+            lines = [None if d is None else frame["judgments"][d] for d in picked]
             errors = [None if d is not None else "no review of another paper in the group" for d in picked]
         elif not spec.needs_llm:
             texts, errors = perturb_texts(name, cand["review_text"].to_list(), target="review")
@@ -179,12 +182,17 @@ def perturb_candidates(
             done = apply_llm_perturbation(name, cand["review_text"].to_list(), llm,
                                           abstracts=cand["abstract"].to_list())
             texts, errors = [p.text for p in done], [p.error for p in done]
+            if rewrite_lines and spec.rewrites_judgments:
+                redone = apply_llm_perturbation(name, cand["judgments"].to_list(), llm, target="judgments")
+                lines = [p.text for p in redone]
+                errors = [e or (f"judgments: {p.error}" if p.error else None) for e, p in zip(errors, redone, strict=True)]
+        on_lines = (judgment_lines and not spec.needs_llm) or (rewrite_lines and spec.rewrites_judgments)
         for row, text, line, error in zip(cand.iter_rows(named=True), texts, lines, errors, strict=True):
             rows.append({"paper_id": row["paper_id"], "review_id": row["review_id"],
                          "candidate": f"{row['review_id']}{SEPARATOR}{name}{suffix}", "strategy": name,
                          "kind": spec.kind, "review_text": text if error is None else None,
                          "judgments": line if error is None else None, "error": error,
-                         "level": "judgments" if judgment_lines and not spec.needs_llm else "raw"})
+                         "level": "judgments" if on_lines else "raw"})
     return pl.DataFrame(rows, schema=PERTURBATIONS) if rows else pl.DataFrame(schema=PERTURBATIONS)
 
 
@@ -290,18 +298,25 @@ def run_validation(
         raise ValueError("no usable reviews (every row was rejected: " +
                          ", ".join(sorted(set(rejects["rule"].to_list()))) + ")")
     frame = sample(frame, v.max_papers, v.candidates, seed)
+    if v.candidate_judgments == "preprocess":
+        frame = frame.with_columns(judgments=pl.when("is_candidate").then(None).otherwise("judgments"))
     has_lines = frame["judgments"].is_not_null().any()
     needs_lines = any(m.reads == "judgments" for m in get(metrics))
     more_rejects = [rejects]
-    if needs_lines and not has_lines:   # reviews that carry some judgments are used as they are
-        if preprocess is None:
+    if needs_lines and frame["judgments"].is_null().any():
+        # reviews without judgments are preprocessed (a candidate whose judgments the caller cleared so that
+        # original and perturbed come from one preprocessor, say); without an LLM, those that carry some
+        # judgments are used as they are
+        if preprocess is None and not has_lines:
             raise ValueError("judgment metrics need judgments: give reviews with judgments or an LLM to preprocess")
-        frame, found = fill_judgments(frame, "review_id", preprocess)
-        more_rejects.append(found)
+        if preprocess is not None:
+            frame, found = fill_judgments(frame, "review_id", preprocess)
+            more_rejects.append(found)
+            has_lines = frame["judgments"].is_not_null().any()
     plain = [s for s in strategies if s != "adversary"]
-    on_lines = bool(has_lines and needs_lines and "judgments" in levels)
+    on_lines = bool(has_lines and "judgments" in levels)
     perturbed = perturb_candidates(frame, plain, judgment_lines=on_lines, backend=backend, seed=seed,
-                                   backends=backends)
+                                   backends=backends, rewrite_lines=bool(has_lines and needs_lines))
     rerun = [s for s in plain if not strategy(s).needs_llm]
     if on_lines and "raw" in levels and rerun:
         perturbed = pl.concat([perturbed, perturb_candidates(frame, rerun, judgment_lines=False, seed=seed,
