@@ -24,8 +24,8 @@ predictor column shows.
 
 The judge is `Resources.llm` (the `[score.oracle]` backend), or the panel `[score] judges`, whose
 ratings are averaged (tasks/metrics/panel.py). `llm_judge` writes its rating on each of the
-candidate's (candidate, reference) rows, so its candidate score is the rating itself; the
-reference-free judges write one row with no reference.
+candidate's one row with a null reference, since it read every reference of the paper at once; the
+reference-free judges do the same (the registry's `reads_references` tells the two apart).
 """
 
 from __future__ import annotations
@@ -128,8 +128,10 @@ def judge_family(metrics: Sequence[Metric], candidates: pl.DataFrame, references
             if user is not None:
                 key = hashlib.sha256(json.dumps([version, system, user]).encode()).hexdigest()[:32]
                 asks.setdefault(key, user)
-            targets = [None] if metric.name in REFERENCE_FREE else [r["review_id"] for r in refs] or [None]
-            plans += [({**base, "reference": ref, "reason": reason}, key) for ref in targets]
+            # one row, reference null: the rating reads all of the paper's references at once (or none), so no
+            # row of it may pass for a score against one reference (the board without flagged references drops
+            # the whole rating where any reference it read is flagged)
+            plans.append(({**base, "reference": None, "reason": reason}, key))
         analysis = metric.name == "lm_examiner"
         ratings, panel = rate_panel(resources, {k: (system, u) for k, u in asks.items()}, f"judge:{metric.name}",
                                     EXAMINER_TOKENS if analysis else MAX_ANSWER_TOKENS, analysis)
@@ -149,6 +151,9 @@ register_family(
     ("llm_judge", "raw", "abstract",
      "LLM-as-a-judge with references: reads the synopsis (abstract, and ASSW when made), the paper's human "
      f"reviews (the candidate left out) and the candidate's raw review, answers a 0-10 score alone; {_HOW}"),
+)
+register_family(
+    judge_family, LLM_JUDGE,
     ("llm_judge_noref", "raw", "abstract",
      "LLM-as-a-judge without references: reads the synopsis and the candidate's raw review, answers a 0-10 "
      f"score alone; {_HOW}"),
@@ -156,4 +161,5 @@ register_family(
      "GEM's LM-examiner (appendix D.3), reference-free: reads the paper's PDF text cut to the judge's "
      "context at section boundaries and the candidate's judgment lines, analyses understanding, coverage, "
      f"substantiation and constructiveness, then scores 0-10; {_HOW} after the analysis"),
+    reads_references=False,
 )

@@ -83,9 +83,14 @@ def quality_facts(resources: Resources) -> list[pl.DataFrame]:
     return [facts.reviews, facts.papers] if facts is not None else []
 
 
+# the review-quality metrics that read the paper, its decision or the candidate alone, never the human references
+NO_REFERENCES = ("question_score", "summary_coverage", "binoculars", "ai_rate", "accept_accuracy")
+
+
 def _m(name: str, reads: str, higher: bool, description: str, whole_run: bool = False) -> Metric:
     return Metric(name, reads, "none", REVIEW_QUALITY, higher, description, review_quality_family,  # type: ignore[arg-type]
-                  whole_run=whole_run, facts=quality_facts, role="matcher" if name in MATCH_METRICS else None)
+                  whole_run=whole_run, facts=quality_facts, role="matcher" if name in MATCH_METRICS else None,
+                  reads_references=name not in NO_REFERENCES)
 
 
 register(

@@ -248,6 +248,9 @@ class Metric:
     whole_run: bool = False         # reads every paper at once (a model's distribution): never cut into paper shards
     facts: Facts | None = field(default=None, compare=False, repr=False)
     role: Role | None = None        # the judging role behind its scores where not its need's (points_*: the matcher)
+    # whether a score reads the human references (False: the paper, its synopsis or the candidate alone); a score row
+    # with a null reference of a metric that reads them read all of the paper's references at once
+    reads_references: bool = True
 
     @property
     def judging_role(self) -> Role | None:

@@ -28,7 +28,7 @@ def recompute(scores: pl.DataFrame, flags: pl.DataFrame) -> list[tuple]:
         con.execute(f"create table staging.leaderboard ({BOARD})")
         con.execute("insert into staging.leaderboard (metric, eval_lm, model, kind, is_human) values "
                     "('gem', 'lm', 'human', 'human', true), ('gem', 'lm', 'm1', 'generated', false)")
-        con.execute(MART)
+        con.execute(MART, {"reference_free_metrics": ["llm_judge_noref"]})
         return con.execute("select model, mean_unflagged, flagged_shift from leaderboard order by model").fetchall()
 
 
@@ -42,7 +42,7 @@ def test_the_human_rows_flag_columns_are_identical_in_two_recomputations():
         "paper_id": [f"p{p}" for p in papers], "candidate": [f"c{p}-{c}" for p, c in zip(papers, rng.integers(0, 3, n), strict=True)],
         "reference": [f"r{r}" for r in references], "score": rng.normal(0, 1, n) * 10.0 ** rng.integers(-3, 4, n)})
     flags = pl.DataFrame({"paper_id": [f"p{r % 8}" for r in range(5000)], "review_id": [f"r{r}" for r in range(5000)],
-                          "flagged": rng.random(5000) < 0.2})
+                          "flagged": rng.random(5000) < 0.2, "reason": None})
     first = recompute(scores, flags)
     assert all(row[1] is not None for row in first)
     for _ in range(3):

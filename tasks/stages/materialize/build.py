@@ -165,6 +165,7 @@ def _metric_parameters(cfg: Config) -> dict[str, list[str]]:
     metrics = list(REGISTRY.values())
     return {"registry_metrics": [m.name for m in metrics], "registry_families": [m.needs.name for m in metrics],
             "registry_descriptions": [m.description for m in metrics],
+            "reference_free_metrics": [m.name for m in metrics if not m.reads_references],
             "asked_metrics": list(asked), "asked_as": list(asked.values())}
 
 

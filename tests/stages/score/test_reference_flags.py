@@ -156,3 +156,71 @@ def test_the_demo_lm_flags_the_synthetic_machine_review_and_not_a_human_one(embe
     spec = ModelSpec()
     flags = reference_flags(refs, (spec, spec), threshold=0.9015)
     assert flags["flagged"].to_list() == [True, False], flags["binoculars"].to_list()
+
+
+MARKER = "As an AI language model, I find this submission"
+
+
+def test_a_judge_swayed_by_a_flagged_reference_is_off_the_board_without_flagged_references(tmp_path, monkeypatch):
+    """The real judge (llm_judge through the Anthropic client and a local server) reads all of a paper's
+    references at once; on p1 one of them is flagged and pulls the rating down. The board without flagged
+    references must not keep that rating in any row, so its mean differs from the board's."""
+    from tasks.core.config import LLMConfig
+    from tasks.core.schema import REFERENCES, SCORING_CANDIDATES, SYNOPSES_WIDE
+    from tasks.lm import make_lm
+    from tasks.metrics import REGISTRY, Resources
+    from tasks.metrics.judge import judge_family
+    from tasks.testing.anthropic_server import AnthropicServer, user_text
+
+    def responder(params):
+        return "Score: 2" if MARKER in user_text(params) else "Score: 8"
+
+    cfg = make_config(tmp_path)
+    write_outputs(cfg)
+    candidates = pl.DataFrame([{"paper_id": p, "candidate": f"A/{p}", "source": "A", "review_id": None,
+                                "review_text": f"A careful review of {p}.", "judgments": None} for p in ("p1", "p2")],
+                              schema=SCORING_CANDIDATES)
+    references = pl.DataFrame([
+        {"paper_id": "p1", "review_id": "r1", "review_text": f"{MARKER} to be weak.", "judgments": None},
+        {"paper_id": "p1", "review_id": "r2", "review_text": "The proofs are sound.", "judgments": None},
+        {"paper_id": "p2", "review_id": "r3", "review_text": "The experiments are thin.", "judgments": None}],
+        schema=REFERENCES)
+    synopses = pl.DataFrame([{"paper_id": p, "abstract": "A method."} for p in ("p1", "p2")], schema=SYNOPSES_WIDE)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "fake-test-key-flagged-judge")
+    with AnthropicServer(responder) as server:
+        judge = make_lm(LLMConfig(backend="anthropic", model="claude-test", use_batches=False, max_retries=0),
+                        tmp_path / "llm", base_url=server.url)
+        scores = judge_family([REGISTRY["llm_judge"]], candidates, references, None, synopses,
+                              Resources(llm=judge, judge_method="generate")).scores
+    assert scores["reference"].to_list() == [None, None]       # one rating per candidate, read against all
+    assert dict(zip(scores["paper_id"], scores["score"], strict=True)) == {"p1": 2.0, "p2": 8.0}
+    write_parquet(conform(scores.with_columns(eval_lm=pl.lit("judge")), SCORES),
+                  stage_dir(cfg, "t", "score") / "scores.parquet")
+    write_parquet(pl.DataFrame([{**board_row("A", 5.0), "metric": "llm_judge", "eval_lm": "judge"}]),
+                  stage_dir(cfg, "t", "validate") / "leaderboard.parquet")
+    flags = pl.DataFrame({"paper_id": ["p1", "p1", "p2"], "review_id": ["r1", "r2", "r3"], "binoculars": [0.5, 1.2, 1.1],
+                          "threshold": [0.9015] * 3, "flagged": [True, False, False], "reason": [None] * 3,
+                          "observer": ["lm"] * 3, "performer": ["lm"] * 3})
+    write_parquet(conform(flags, REFERENCE_FLAGS), stage_dir(cfg, "t", "score") / "reference_flags.parquet")
+    build_database(cfg, "t")
+    with duckdb.connect(str(cfg.database), read_only=True) as con:
+        row = con.execute("select mean, mean_unflagged, n_flagged, unflagged_reason from leaderboard").fetchone()
+    assert row == (5.0, 8.0, 1, None)
+
+
+def test_uncalibrated_flags_are_not_measured_rather_than_zero(tmp_path) -> None:
+    """Binoculars without a calibrated threshold scores the references but flags none (flag null): the board
+    says "not measured" with the reason, never "0 flagged, shift 0"."""
+    cfg = make_config(tmp_path)
+    write_outputs(cfg)
+    write_board(cfg)
+    flags = pl.DataFrame({"paper_id": ["p1", "p1", "p2"], "review_id": ["r1", "r2", "r3"],
+                          "binoculars": [0.5, 1.2, 1.1], "threshold": [None] * 3, "flagged": [None] * 3,
+                          "reason": ["binoculars_uncalibrated"] * 3, "observer": ["lm"] * 3, "performer": ["lm"] * 3})
+    write_parquet(conform(flags, REFERENCE_FLAGS), stage_dir(cfg, "t", "score") / "reference_flags.parquet")
+    build_database(cfg, "t")
+    with duckdb.connect(str(cfg.database), read_only=True) as con:
+        row = con.execute("select mean, mean_unflagged, flagged_shift, n_flagged, unflagged_reason from leaderboard"
+                          ).fetchone()
+    assert row[:4] == (0.5, None, None, None)
+    assert row[4] == "not measured: no reference could be flagged (binoculars_uncalibrated)"
