@@ -70,6 +70,11 @@ def answer_probabilities(lm: ReadoutLM, prompts: Sequence[tuple[str, str]], answ
 
 # ---- a rating read as an expectation (G-Eval) --------------------------------------------------
 
+# A readout is a rating only where the model put at least this share of its probability at the answer position
+# on the scale's values; below it the model was answering something else (a word, a refusal), and renormalising
+# the crumbs on the scale would make a number out of noise. Such a readout gives no rating (None: NaN downstream).
+MIN_SCALE_MASS = 0.01
+
 @dataclass(frozen=True)
 class RatingReadout:
     """A rating read from the answer position: the expectation over the scale, and how much of the
@@ -105,13 +110,14 @@ def rating_masses(answers: Sequence[str], token_logprobs: Sequence[Sequence[floa
 
 
 def expected_ratings(lm: LanguageModel, prompts: Sequence[tuple[str, str]], prefill: str | Sequence[str],
-                     scale: Sequence[int], sep: str = " ") -> list[RatingReadout | None]:
+                     scale: Sequence[int], sep: str = " ", min_mass: float = MIN_SCALE_MASS) -> list[RatingReadout | None]:
     """The rating each (system, user) prompt gets, read at the answer position after `prefill` (e.g.
     "Score:"; one for all prompts or one per prompt) as G-Eval does: the expectation of the scale
     under the model's probabilities of each answer "<prefill><sep><n>", normalised over the scale.
     One log-likelihood request per prompt and rating through `lm.loglikelihood` (the local engine
     computes each prompt once and the answers on its cache); a backend without log-likelihoods
-    raises `Unsupported`. None where no mass at all fell on the scale (the value would be 0/0)."""
+    raises `Unsupported`. None where less than `min_mass` (MIN_SCALE_MASS) of the probability after the
+    prefill fell on the scale (with none at all the value would be 0/0)."""
     prefills = [prefill] * len(prompts) if isinstance(prefill, str) else list(prefill)
     per_prompt = [[f"{p}{sep}{n}" for n in scale] for p in prefills]
     requests = [LoglikelihoodRequest(system, user, answer)
@@ -132,8 +138,11 @@ def expected_ratings(lm: LanguageModel, prompts: Sequence[tuple[str, str]], pref
         # the answers' shared start ("Score:") has the same probability in every answer: the mass
         # on the scale is relative to it
         head = math.exp(math.fsum(chunk[0].token_logprobs[: _shared_tokens(chunk)]))   # type: ignore[index]
-        out.append(RatingReadout(float(p @ values), min(1.0, total / head) if head > 0 else math.nan,
-                                 tuple(float(x) for x in p)))
+        mass = min(1.0, total / head) if head > 0 else math.nan
+        if not mass >= min_mass:
+            out.append(None)
+            continue
+        out.append(RatingReadout(float(p @ values), mass, tuple(float(x) for x in p)))
     return out
 
 
@@ -158,7 +167,8 @@ READ_TOKENS = 8   # max_tokens of a top-list request (the backend asks only what
 
 
 def top_ratings(lm: TopLM, prompts: Sequence[tuple[str, str]], prefill: str | Sequence[str],
-                scale: Sequence[int], sep: str = " ", calls: list[ChatResult] | None = None) -> list[RatingReadout | None]:
+                scale: Sequence[int], sep: str = " ", calls: list[ChatResult] | None = None,
+                min_mass: float = MIN_SCALE_MASS) -> list[RatingReadout | None]:
     """The rating each (system, user) prompt gets from the model's top next tokens after
     "<prefill><sep>" (`lm.top_logprobs`; `Unsupported` where the backend shows none): the expectation
     of the scale under the probabilities of the tokens that spell each value, normalised over the scale.
@@ -174,7 +184,7 @@ def top_ratings(lm: TopLM, prompts: Sequence[tuple[str, str]], prefill: str | Se
       so p(10) = p("1") p("0" | "1") and, as `rating_masses` does, 1 keeps p("1") less p(10). A
       tokenizer with "10" as one token ("10" in the list) needs nothing more: "1" then means 1.
 
-    None where the request failed or no seen mass fell on the scale. `calls`, when given, receives one
+    None where the request failed or less than `min_mass` of the probability fell on the scale. `calls`, when given, receives one
     `ChatResult` per prompt with no text and the tokens its requests cost (for usage and the LLM log)."""
     prefills = [prefill] * len(prompts) if isinstance(prefill, str) else list(prefill)
     heads = [f"{p}{sep}" for p in prefills]
@@ -211,7 +221,7 @@ def top_ratings(lm: TopLM, prompts: Sequence[tuple[str, str]], prefill: str | Se
                 if head in mass:
                     mass[head] = max(0.0, mass[head] - mass[word])
         total = math.fsum(mass.values())
-        if not total > 0.0:
+        if not total > 0.0 or total < min_mass:
             out.append(None)
             continue
         p = np.array([mass[w] for w in words]) / total

@@ -98,3 +98,38 @@ def test_the_readout_judge_rates_with_the_expectation_by_hand(judge_folder, tmp_
     generated = judge_family([REGISTRY["llm_judge_noref"]], cands, refs, None, syn,
                              Resources(llm=judge, judge_method="generate")).scores
     assert generated["eval_lm"].to_list() == [f"generate:local/{judge_folder}"]
+
+
+class _FixedLM:
+    """A backend whose log-likelihoods are given: the answer "Score: n" gets `p[n]` after a sure "Score:"."""
+
+    model = "fixed"
+
+    def __init__(self, p: list[float]) -> None:
+        self.p = p
+
+    def loglikelihood(self, requests):
+        from tasks.lm.types import LoglikelihoodResult
+
+        out = []
+        for r in requests:
+            n = int(r.continuation.rsplit(" ", 1)[1])
+            digits = [math.log(self.p[n])] if n < 10 else [math.log(self.p[1]), math.log(self.p[10] / self.p[1])]
+            lps = [0.0, *digits, 0.0]      # "Score:", the number's tokens, end of turn
+            out.append(LoglikelihoodResult(math.fsum(lps[:-1]), len(lps), tuple(lps)))
+        return out
+
+
+def test_a_readout_with_almost_no_mass_on_the_scale_is_no_rating() -> None:
+    """A model that puts 1e-6 of its probability on the scale's values is answering something else: renormalised,
+    those crumbs would read as a confident rating. Below the floor the readout gives none (NaN downstream)."""
+    from tasks.lm.readout import MIN_SCALE_MASS
+
+    crumbs = [1e-7] * 11
+    crumbs[7] = 4e-7                   # 1.4e-6 in all, most of it on 7
+    (read,) = expected_ratings(_FixedLM(crumbs), [("s", "u")], "Score:", range(11))
+    assert read is None and MIN_SCALE_MASS == 0.01
+    sure = [0.02] * 11
+    sure[7] = 0.5
+    (read,) = expected_ratings(_FixedLM(sure), [("s", "u")], "Score:", range(11))
+    assert read is not None and read.mass == pytest.approx(0.5 + 0.02 * 9) and 6 < read.expected < 7
