@@ -184,8 +184,11 @@ def markdown(frames: Mapping[str, Any], figures: Mapping[str, Path]) -> str:
     return "\n".join(out) + "\n"
 
 
-def write_report(source: Path | str | Mapping[str, pl.DataFrame], out_dir: Path | str) -> dict[str, Path]:
-    """Write leaderboard.png, validation.png and report.md into `out_dir`; their paths by name."""
+def write_report(source: Path | str | Mapping[str, pl.DataFrame], out_dir: Path | str,
+                 benchmarks: pl.DataFrame | None = None) -> dict[str, Path]:
+    """Write leaderboard.png, validation.png and report.md into `out_dir`; their paths by name. With
+    `benchmarks` (model, benchmark, score: tasks/report/benchmarks.py), report.md also sets the leaderboard
+    beside them (Spearman per metric and benchmark) and benchmark_size.png draws its scores against size."""
     frames: dict[str, Any] = read_tables(Path(source), TABLES) if isinstance(source, str | Path) else dict(source)
     if isinstance(source, str | Path):
         from tasks.core.locks import built_for
@@ -209,5 +212,12 @@ def write_report(source: Path | str | Mapping[str, pl.DataFrame], out_dir: Path 
     figures |= {"cost_quality": cost} if cost is not None else {}
     summary = out / "report.md"
     section = quality.markdown(frames) + trust.trust_markdown(frames)
+    if benchmarks is not None:
+        from tasks.report.benchmarks import Comparison, plot_size
+
+        comparison = Comparison(frames.get("leaderboard", empty), benchmarks)
+        size = plot_size(comparison.points, out / "benchmark_size.png", "GRE-bench score against parameter size")
+        figures |= {"benchmark_size": size} if size is not None else {}
+        section += comparison.markdown(size)
     summary.write_text(markdown(frames, figures) + ("\n".join(section) + "\n" if section else ""), encoding="utf-8")
     return {**figures, "summary": summary}
