@@ -6,6 +6,7 @@ Registered on the main app as a command group: `app.add_typer(reproduce_app, nam
 from __future__ import annotations
 
 import json
+import math
 import tempfile
 import time
 from pathlib import Path
@@ -131,3 +132,50 @@ def gem_table2(
         typer.echo(f"note: the candidates' judgments come from {preprocessor}, the references' from the release "
                    "(GPT-4o): GEM then also measures how far the two preprocessors' judgments differ in style")
     typer.echo(f"wall time: {time.monotonic() - started:.0f} s")
+
+
+@reproduce_app.command("gem-table3")
+def gem_table3(
+    source: Annotated[str | None, typer.Option("--source", help="GRE-bench.xlsx of the GEM repository: a local path, "
+                                               "or a URL fetched once into the download cache (default: the "
+                                               "repository's file on GitHub)")] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out-dir", "-o", help="where the size figure goes (default: "
+                                                 "<data_dir>/report)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON row per cell instead of the table")] = False,
+    config: ConfigOption = None,
+) -> None:
+    """Spearman's correlation of GEM and GEM-S with seven other benchmarks from the GEM repository's file, each
+    cell with n and a 95% interval beside the paper's Table 3, and the scores against parameter size per family
+    (the paper's Figure 5)."""
+    from tasks.core.layout import cache_dir
+    from tasks.report import gem_table3 as table3
+    from tasks.report.benchmarks import plot_size
+
+    cfg = read_config(config)
+    try:
+        path = table3.source_file(source or table3.SOURCE_URL, cache_dir(cfg, "downloads") / "gem-table3")
+        book = table3.read_workbook(path)
+    except table3.SourceError as error:
+        fail(str(error))
+    table = table3.side_by_side(book)
+    folder = out_dir or cfg.data_dir / "report"
+    try:
+        figure = plot_size(table3.size_points(book), folder / "gem_figure5_size.png",
+                           "GRE-bench score against parameter size per family (GEM Figure 5, from the GEM file)")
+    except OSError as error:
+        fail(f"{folder}: cannot write the figure ({error.strerror or error})")
+    if as_json:
+        keys = ("metric", "benchmark", "spearman", "n", "ci_low", "ci_high", "interval", "paper_row", "paper",
+                "agreement", "why", "reason")
+        typer.echo(json.dumps([{k: None if isinstance(r[k], float) and math.isnan(r[k]) else r[k] for k in keys}
+                               for r in table.iter_rows(named=True)]))
+        return
+    matched, found, differ = table3.table7_match(book)
+    typer.echo(table3.render(table, f"GEM Table 3 (section 5) beside {path.name}: {book.height} models; "
+                             f"95% interval: {table3.INTERVAL}"))
+    typer.echo(f"note: the file's GEM and GEM-S equal the paper's Table 7 (appendix A.3, evaluation LM Llama-3.1 8B, "
+               f"GEM-S on the abstract) for {matched} of the {found} Table 7 models it names"
+               f"{' (not: ' + '; '.join(differ) + ')' if differ else ''}, so GEM-S is set beside "
+               "Table 3's GEM-S (abstract) row; the paper does not say which evaluation LM's scores Table 3 ranks "
+               "(its main results use Llama-3.1 70B) nor each cell's n")
+    typer.echo(f"figure: {figure}" if figure else "figure: none (no model has both a size and a score)")

@@ -20,13 +20,18 @@ def site(
                                              "(<data_dir>/<pipeline>/site with a database per pipeline)")] = None,
     pipeline: PipelineOption = None,
     config: ConfigOption = None,
+    benchmarks: Annotated[Path | None, typer.Option("--benchmarks", help="CSV of other benchmarks' scores (model, "
+                                                    "benchmark, score; benchmark parameter_size: the model's size): "
+                                                    "the leaderboard page adds their Spearman and the size plot")] = None,
 ) -> None:
     """Render the static results website (leaderboard, validation, papers, runs) from a results database."""
+    from flows.cli.validate import read_benchmarks
     from tasks.report.site import build_site
 
+    bench = read_benchmarks(benchmarks)
     database, folder = chosen_results(config, pipeline, out, "site")
     try:
-        result = build_site(database, folder)
+        result = build_site(database, folder, bench)
     except FileNotFoundError as error:
         fail(str(error))
     typer.echo(f"{len(result.pages)} pages, {len(result.charts)} charts in {result.out_dir}")

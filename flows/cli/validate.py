@@ -140,14 +140,30 @@ def report(
     out_dir: Annotated[Path | None, typer.Option("--out-dir", "-o", help="default: <data_dir>/report "
                                                  "(<data_dir>/<pipeline>/report with a database per pipeline)")] = None,
     pipeline: PipelineOption = None,
+    benchmarks: Annotated[Path | None, typer.Option("--benchmarks", help="CSV of other benchmarks' scores (model, "
+                                                    "benchmark, score; benchmark parameter_size: the model's size): "
+                                                    "adds their Spearman with each leaderboard and the size plot")] = None,
 ) -> None:
     """Write the leaderboard figure, the validation heat map and a markdown summary from a results database."""
     from tasks.report.validation import write_report
 
+    bench = read_benchmarks(benchmarks)
     database, folder = chosen_results(config, pipeline, out_dir, "report")
     try:
-        paths = write_report(database, folder)
+        paths = write_report(database, folder, bench)
     except FileNotFoundError as error:
         fail(str(error))
     for path in paths.values():
         typer.echo(str(path))
+
+
+def read_benchmarks(path: Path | None) -> pl.DataFrame | None:
+    """The --benchmarks CSV read and checked (one `error:` line when it is not usable); None without one."""
+    if path is None:
+        return None
+    from tasks.report.benchmarks import read_benchmarks_csv
+
+    try:
+        return read_benchmarks_csv(path)
+    except ValueError as error:
+        fail(f"--benchmarks: {error}")

@@ -136,6 +136,10 @@ class ScoreConfig(Frozen):
     judge_method: Literal["auto", "generate"] = "auto"
     # The judges' context in tokens for the paper text lm_examiner reads (cut at section boundaries)
     judge_context_tokens: int = Field(8192, ge=512)
+    # The pairwise judge (tasks/metrics/pairwise.py): pairs of generated candidates judged per paper, each
+    # in both orders with a revision of one review; 0: every pair, k: k pairs a paper, a different pair on
+    # each paper (rotated by the paper's id), so that a few calls still cover every pair of models
+    pairwise_pairs_per_paper: int = Field(0, ge=0)
     # BARTScore (tasks/metrics/bartscore.py): any seq2seq model (a folder or a model id); unset, the
     # bartscore_* metrics cannot run and say so
     bartscore_model: str | None = None

@@ -9,7 +9,18 @@ false-positive rate: `grebench calibrate binoculars`) and `parse_rating_answer` 
 <rating> answer on the common scale: the injection track).
 """
 
-from tasks.metrics import bartscore, classic, fmi, gem, judge, oracle, oracle_cells, quality, reviseval  # noqa: F401
+from tasks.metrics import (  # noqa: F401
+    bartscore,
+    classic,
+    fmi,
+    gem,
+    judge,
+    oracle,
+    oracle_cells,
+    pairwise,
+    quality,
+    reviseval,
+)
 from tasks.metrics.registry import (
     NEEDS,
     REGISTRY,

@@ -110,6 +110,7 @@ class Resources:
     quality: QualityWork | None = field(default=None, compare=False, repr=False)
     judge_method: Literal["auto", "generate"] = "auto"   # the judges' rating: readout where possible, or parse
     judge_context_tokens: int = 8192            # the judges' context, for the paper text lm_examiner reads
+    pairwise_pairs_per_paper: int = 0           # pairwise_judge: pairs judged per paper (0: all; tasks/metrics/pairwise.py)
     seq2seq: Seq2Seq | None = field(default=None, compare=False, repr=False)   # BARTScore's model
     # where the metrics that run in paper shards go (`Metric.by_paper`): tasks/scoring/metric_shards.py
     # MetricShards in the score and validate stages; None: in this process

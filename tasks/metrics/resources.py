@@ -107,6 +107,7 @@ def build_resources(cfg: ScoreConfig, loglikelihood: Loglikelihood | None = None
         quality=quality,
         judge_method=cfg.judge_method,
         judge_context_tokens=cfg.judge_context_tokens,
+        pairwise_pairs_per_paper=cfg.pairwise_pairs_per_paper,
         seq2seq=Seq2SeqScorer(cfg.bartscore_model) if cfg.bartscore_model else None,
     )
 

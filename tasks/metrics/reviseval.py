@@ -66,8 +66,10 @@ def content_key(*parts: str) -> str:
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
 
 
-def revise(resources: Resources, asks: dict[str, str]) -> dict[str, str | None]:
-    """key -> the reviser's revision of each user turn (None: the call failed or the answer is blank)."""
+def revise(resources: Resources, asks: dict[str, str], version: str = REVISE_VERSION,
+           purpose: str = "reviser:reviseval") -> dict[str, str | None]:
+    """key -> the reviser's revision of each user turn under the system prompt `version` (None: the call
+    failed or the answer is blank)."""
     from tasks.lm.ask import raise_if_transient
     from tasks.lm.types import ChatRequest
 
@@ -76,11 +78,11 @@ def revise(resources: Resources, asks: dict[str, str]) -> dict[str, str | None]:
         raise MissingResource("RevisEval needs a reviser ([score.reviser] or [score.oracle])")
     if not asks:
         return {}
-    system = load_prompt(REVISE_VERSION)
+    system = load_prompt(version)
     keys = sorted(asks)
     results = reviser.generate([ChatRequest(system, asks[k], reviser.cfg.max_tokens, custom_id=k) for k in keys])
     texts = {k: (r.text.strip() if r.error is None and usable(r.text) else None) for k, r in zip(keys, results, strict=True)}
-    resources.log.record("reviser:reviseval", reviser.name, reviser.model, reviser.cfg, keys, results,
+    resources.log.record(purpose, reviser.name, reviser.model, reviser.cfg, keys, results,
                          [None if texts[k] is None else float(len(texts[k].split())) for k in keys])
     raise_if_transient(results)
     return texts

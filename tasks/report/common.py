@@ -49,3 +49,21 @@ def markdown_table(frame: pl.DataFrame, columns: list[str]) -> str:
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(fmt(row[c]) for c in cols) + " |" for row in frame.iter_rows(named=True)]
     return "\n".join(lines)
+
+
+def download_once(url: str, target: Path, magic: bytes, kind: str, timeout_s: float = 120.0) -> Path:
+    """`target`, downloaded from `url` the first time (the download cache: a later call reads the file).
+    The answer must start with `magic`, else ValueError naming the URL (a Git LFS pointer, an error page)."""
+    import urllib.request
+
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(target.suffix + ".part")
+    with urllib.request.urlopen(url, timeout=timeout_s) as answer:   # noqa: S310 - http(s) URLs only, checked by callers
+        partial.write_bytes(answer.read())
+    if partial.read_bytes()[:len(magic)] != magic:
+        partial.unlink()
+        raise ValueError(f"{url}: not {kind} (a Git LFS pointer or an error page)")
+    partial.replace(target)
+    return target

@@ -36,11 +36,12 @@ from __future__ import annotations
 
 import math
 import re
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
+
+from tasks.report.common import download_once
 
 RELEASE_REPO = "yx-lu/Benchmarking-LLMs--Judgments-with-No-Gold-Standard"
 RELEASE_FILES = tuple(f"task_iclr23/dataset/dataset_human_review{k}.parquet" for k in (1, 2, 3))
@@ -120,16 +121,11 @@ def release_files(release: Path | None, cache: Path, timeout_s: float = 120.0) -
     out = []
     for path in RELEASE_FILES:
         target = cache / Path(path).name
-        if not target.is_file():
-            url = RELEASE_URL.format(repo=RELEASE_REPO, path=path)
-            partial = target.with_suffix(".part")
-            with urllib.request.urlopen(url, timeout=timeout_s) as answer:   # noqa: S310 - a fixed https URL
-                partial.write_bytes(answer.read())
-            if partial.read_bytes()[:4] != b"PAR1":
-                partial.unlink()
-                raise ReleaseError(f"{url}: not a Parquet file (a Git LFS pointer or an error page)")
-            partial.replace(target)
-        out.append(target)
+        url = RELEASE_URL.format(repo=RELEASE_REPO, path=path)
+        try:
+            out.append(download_once(url, target, b"PAR1", "a Parquet file", timeout_s))
+        except ValueError as error:
+            raise ReleaseError(str(error)) from None
     return out
 
 

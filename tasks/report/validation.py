@@ -26,7 +26,8 @@ from tasks.stages.validate.failures import failures_markdown
 
 TABLES = ("leaderboard", "validation", "human_correlation", "length_confound",
           "focus_categories", "review_quality_models", "rating_relation",   # these three: tasks/report/review_quality.py
-          "candidate_costs", "reference_flags", "injection_shifts")         # these three: tasks/report/trust.py
+          "candidate_costs", "reference_flags", "injection_shifts",         # these three: tasks/report/trust.py
+          "pairwise_board", "pairwise_bias")                                # the pairwise judge (sql/marts/pairwise_*.sql)
 
 
 def model_label(board: pl.DataFrame) -> pl.Expr:
@@ -161,6 +162,7 @@ def markdown(frames: Mapping[str, Any], figures: Mapping[str, Path]) -> str:
                     "by the pipeline."]
     else:
         out.append("No scores yet.")
+    out += pairwise_markdown(frames)
     out += ["", "## Metric validation", ""]
     if validation.height:
         out.append(markdown_table(validation, ["metric", "strategy", "kind", "level", "n", "mean_change", "smd", "ci_low",
@@ -184,8 +186,28 @@ def markdown(frames: Mapping[str, Any], figures: Mapping[str, Path]) -> str:
     return "\n".join(out) + "\n"
 
 
-def write_report(source: Path | str | Mapping[str, pl.DataFrame], out_dir: Path | str) -> dict[str, Path]:
-    """Write leaderboard.png, validation.png and report.md into `out_dir`; their paths by name."""
+def pairwise_markdown(frames: Mapping[str, Any]) -> list[str]:
+    """The pairwise judge's board (win rate with its Wilson interval) and its positional bias, when it ran."""
+    board, bias = frames.get("pairwise_board", pl.DataFrame()), frames.get("pairwise_bias", pl.DataFrame())
+    if not board.height and not bias.height:
+        return []
+    out = ["", "## Pairwise judge", "",
+           "Each order of each judged pair is one game (a tie half a win); 95% Wilson interval on the win rate. "
+           "Positional bias: the share of pairs answered in both orders whose verdict flips with the order, and "
+           "the share of decided verdicts that went to the review shown first.", ""]
+    if board.height:
+        out.append(markdown_table(board, ["judge", "model", "games", "wins", "win_rate", "ci_low", "ci_high"]))
+    if bias.height:
+        out += ["", markdown_table(bias, ["judge", "pairs", "answered_both", "flipped", "flip_rate", "decided",
+                                          "first_position_share", "reason"])]
+    return out
+
+
+def write_report(source: Path | str | Mapping[str, pl.DataFrame], out_dir: Path | str,
+                 benchmarks: pl.DataFrame | None = None) -> dict[str, Path]:
+    """Write leaderboard.png, validation.png and report.md into `out_dir`; their paths by name. With
+    `benchmarks` (model, benchmark, score: tasks/report/benchmarks.py), report.md also sets the leaderboard
+    beside them (Spearman per metric and benchmark) and benchmark_size.png draws its scores against size."""
     frames: dict[str, Any] = read_tables(Path(source), TABLES) if isinstance(source, str | Path) else dict(source)
     if isinstance(source, str | Path):
         from tasks.core.locks import built_for
@@ -209,5 +231,12 @@ def write_report(source: Path | str | Mapping[str, pl.DataFrame], out_dir: Path 
     figures |= {"cost_quality": cost} if cost is not None else {}
     summary = out / "report.md"
     section = quality.markdown(frames) + trust.trust_markdown(frames)
+    if benchmarks is not None:
+        from tasks.report.benchmarks import Comparison, plot_size
+
+        comparison = Comparison(frames.get("leaderboard", empty), benchmarks)
+        size = plot_size(comparison.points, out / "benchmark_size.png", "GRE-bench score against parameter size")
+        figures |= {"benchmark_size": size} if size is not None else {}
+        section += comparison.markdown(size)
     summary.write_text(markdown(frames, figures) + ("\n".join(section) + "\n" if section else ""), encoding="utf-8")
     return {**figures, "summary": summary}

@@ -183,8 +183,26 @@ def submission_context(tables: dict[str, pl.DataFrame]) -> dict[str, Any]:
     return {"submissions": rows(tables["submissions"].sort("name")), "rejects": by_name}
 
 
-def build_site(database: Path, out_dir: Path) -> SiteResult:
-    """Write the whole site into out_dir (overwriting the pages it writes) and say what was written."""
+def benchmark_context(board: pl.DataFrame, benchmarks: pl.DataFrame | None, out_dir: Path,
+                      result: SiteResult) -> dict[str, Any] | None:
+    """The leaderboard page's agreement with other benchmarks (tasks/report/benchmarks.py): the correlation
+    rows, the names on one side only, and charts/benchmark-size.svg when the file gives sizes."""
+    if benchmarks is None:
+        return None
+    from tasks.report.benchmarks import Comparison, plot_size
+
+    comparison = Comparison(board, benchmarks)
+    chart = plot_size(comparison.points, out_dir / "charts" / "benchmark-size.svg",
+                      "GRE-bench score against parameter size")
+    if chart is not None:
+        result.charts.append(chart)
+    return {"rows": rows(comparison.table), "interval": comparison.interval, "board_only": comparison.board_only,
+            "file_only": comparison.file_only, "chart": f"charts/{chart.name}" if chart else None}
+
+
+def build_site(database: Path, out_dir: Path, benchmarks: pl.DataFrame | None = None) -> SiteResult:
+    """Write the whole site into out_dir (overwriting the pages it writes) and say what was written; with
+    `benchmarks` (model, benchmark, score) the leaderboard page sets the boards beside them."""
     tables = read_tables(database, TABLES)
     env = environment()
     out_dir = Path(out_dir)
@@ -216,7 +234,8 @@ def build_site(database: Path, out_dir: Path) -> SiteResult:
     injection = tables["injection_shifts"]
     page("leaderboard.html", out_dir / "leaderboard.html", groups=groups, releases=release_ids,
          injection=rows(injection.sort("model", "variant", "measure")) if injection.height else [],
-         cost=cost_figure(board, tables["candidate_costs"], out_dir, result))
+         cost=cost_figure(board, tables["candidate_costs"], out_dir, result),
+         benchmarks=benchmark_context(board, benchmarks, out_dir, result))
     if common["has_releases"]:
         page("releases.html", out_dir / "releases.html", **release_context(tables))
     if common["has_submissions"]:
