@@ -27,7 +27,10 @@ class ReviewQualityConfig(Frozen):
     # The LLM that splits reviews into atomic points, matches points and checks questions (any
     # backend's keys); unset: the [preprocess] backend
     llm: LLMConfig | None = None
-    match_top_k: int = Field(3, ge=1)          # human points per candidate point put to the match judge
+    # None: every (candidate point, human point) pair goes to the match judge, as Beyond Rating's precision and
+    # Max-Recall are defined (eq. 2-3); k: only the k most similar by embedding, the rest counted unmatched, which
+    # makes both lower bounds (their score rows' eval_lm says "prefilter top-k, lower bound")
+    match_top_k: int | None = Field(None, ge=1)
     points_max_tokens: int = Field(768, ge=16)  # answer budget of one review field's atomic points
     kl_alpha: float = Field(1.0, gt=0)         # additive smoothing of the focus-KL category counts
     chunk_tokens: int = Field(512, ge=16)      # paper chunks: window in words ...

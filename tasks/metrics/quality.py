@@ -58,6 +58,8 @@ def review_quality_family(metrics: Sequence[Metric], candidates: pl.DataFrame, r
     values = work.evaluate(names, candidates, references, synopses, resources.embed, resources.log)
     llm = f"{work.llm.name}/{work.llm.model}" if work.llm is not None else None
     matched = f"{llm}|matcher:{work.matcher.name}/{work.matcher.model}" if work.matcher is not None else llm
+    if work.settings.match_top_k is not None:   # unasked pairs count unmatched: precision and recall are lower bounds
+        matched = f"{matched}|prefilter top-{work.settings.match_top_k}, lower bound"
     rows = []
     for cand in candidates.sort("paper_id", "candidate").iter_rows(named=True):
         for name in names:

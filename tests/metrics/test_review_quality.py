@@ -428,3 +428,34 @@ def test_ai_rate_counts_the_reviews_below_the_binoculars_threshold(monkeypatch):
     nan_candidate = next(c for c in cands["candidate"] if math.isnan(scores[c]))
     assert math.isnan(rates[nan_candidate][0]) and rates[nan_candidate][1] == "tokenizers_differ"
     assert got[(nan_candidate, "binoculars")][1] == "tokenizers_differ"
+
+
+def test_every_pair_is_judged_and_a_top_1_prefilter_misses_a_match(tmp_path, monkeypatch) -> None:
+    """M(a, h) over all pairs (Beyond Rating eq. 2-3). The human point the embedding ranks first shares the
+    candidate's words but not its point; the one it ranks second makes the same point in other words. All pairs:
+    the match is found. A top-1 prefilter never asks that pair and counts it unmatched: a lower bound."""
+    from tasks.metrics.review_quality.matching import match_points
+
+    def same_point(params: dict) -> str:
+        a, h = re.findall(r"<point_[ab]>\n(.*?)\n</point_[ab]>", user_text(params), re.DOTALL)
+        return "Yes" if ("ablation" in a) == ("ablation" in h or "removing each part" in h) else "No"
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    cand = pl.DataFrame([{"review_id": "c", "paper_id": "p", "field": "weaknesses", "position": 0,
+                          "text": "The paper lacks an ablation of the loss terms in the experiments."}])
+    human = pl.DataFrame([
+        {"review_id": "h", "paper_id": "p", "field": "weaknesses", "position": 0,
+         "text": "The experiments of the paper use the loss terms of prior work."},
+        {"review_id": "h", "paper_id": "p", "field": "weaknesses", "position": 1,
+         "text": "Nobody checked what removing each part of the objective does."}])
+    points = ["review_id", "paper_id", "field", "position", "text"]
+    cfg = LLMConfig(backend="anthropic", model="claude-test", use_batches=False, max_retries=0)
+    with AnthropicServer(same_point) as server:
+        llm = make_lm(cfg, tmp_path, base_url=server.url)
+        every = match_points(cand.select(points), human.select(points), [("c", "h")], bag_of_words, llm, "match?")
+        top1 = match_points(cand.select(points), human.select(points), [("c", "h")], bag_of_words, llm, "match?", 1)
+    sims = every.matches.sort("h_position")["similarity"].to_list()
+    assert sims[0] > sims[1]                                   # the prefilter's one pick is the wrong point
+    assert every.matches.sort("h_position")["match"].to_list() == [0, 1] and every.matches["asked"].all()
+    assert top1.matches.sort("h_position")["match"].to_list() == [0, 0]       # the match it never asked about
+    assert top1.matches.sort("h_position")["asked"].to_list() == [True, False]

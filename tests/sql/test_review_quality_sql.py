@@ -107,7 +107,7 @@ def test_config_keys_have_defaults_and_clear_errors(tmp_path) -> None:
 
     cfg = make_config(tmp_path)
     rq = cfg.score.review_quality
-    assert (rq.llm, rq.match_top_k, rq.kl_alpha, rq.chunk_tokens, rq.chunk_overlap, rq.chunk_top_k) == (None, 3, 1.0, 512, 128, 5)
+    assert (rq.llm, rq.match_top_k, rq.kl_alpha, rq.chunk_tokens, rq.chunk_overlap, rq.chunk_top_k) == (None, None, 1.0, 512, 128, 5)
     assert settings(cfg).binoculars is None and settings(cfg).rating_scale == (1, 3, 5, 6, 8, 10)
     for bad, message in (("chunk_overlap = 600", "chunk_overlap"), ('binoculars_observer = "a"', "binoculars")):
         (tmp_path / "pipelines.toml").write_text(f"[score.review_quality]\n{bad}\n[pipelines.t]\nvenues = []\n")

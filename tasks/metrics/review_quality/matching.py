@@ -2,9 +2,10 @@
 
 For each candidate review and field, every candidate point is compared by embedding (cosine of
 mean-pooled MiniLM vectors, or any `Embed` of the metric layer) with the human points of the same
-field in the paper's other reviews; only the `top_k` most similar are put to the LLM judge
-(temperature 0 / greedy, answers cached by content), the others are 0 without a call (`asked`
-false). An answer that is neither Yes nor No leaves `match` null with `match_unanswered`: the
+field in the paper's other reviews, and every pair is put to the LLM judge (temperature 0 / greedy,
+answers cached by content), as Beyond Rating defines precision and Max-Recall over all pairs. With a
+`top_k` prefilter only the k most similar are asked and the others are 0 without a call (`asked`
+false): a match the embedding ranks below k is then missed, so the metrics are lower bounds. An answer that is neither Yes nor No leaves `match` null with `match_unanswered`: the
 metrics that need that pair give NaN with that reason rather than guess it.
 
 Table `point_matches`: one row per (candidate point, human point) pair of a field.
@@ -73,7 +74,8 @@ class MatchOutput:
 
 
 def match_points(candidate_points: pl.DataFrame, human_points: pl.DataFrame, pairs: Sequence[tuple[str, str]],
-                 embed: Callable[[Sequence[str]], list[np.ndarray]], llm: Any, system: str, top_k: int) -> MatchOutput:
+                 embed: Callable[[Sequence[str]], list[np.ndarray]], llm: Any, system: str,
+                 top_k: int | None = None) -> MatchOutput:
     """POINT_MATCHES of each (candidate review id, human review id) in `pairs` (same paper), per
     field, from POINTS frames of the candidates and of the human references."""
     from tasks.lm.types import ChatRequest
@@ -96,7 +98,7 @@ def match_points(candidate_points: pl.DataFrame, human_points: pl.DataFrame, pai
             h_vec = np.vstack([vectors[t] for _, _, t in h_rows])
             for a_pos, a_text, paper in a_pts.select("position", "text", "paper_id").iter_rows():
                 sims = h_vec @ vectors[a_text]
-                chosen = set(np.argsort(-sims, kind="stable")[:top_k].tolist())
+                chosen = set(np.argsort(-sims, kind="stable")[:top_k].tolist()) if top_k else set(range(len(h_rows)))
                 for j, (r, h_pos, h_text) in enumerate(h_rows):
                     key = None
                     if j in chosen:

@@ -44,7 +44,7 @@ PAPER_FACTS = pl.Schema({"paper_id": pl.String, "decision": pl.String, "text": p
 class QualitySettings:
     """The `[score.review_quality]` keys the work reads (tasks/core/config_score.py ReviewQualityConfig)."""
 
-    match_top_k: int = 3
+    match_top_k: int | None = None   # None: every pair asked; k: an embedding prefilter (lower bounds)
     kl_alpha: float = 1.0
     chunk_tokens: int = 512
     chunk_overlap: int = 128
