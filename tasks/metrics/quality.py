@@ -47,7 +47,7 @@ from tasks.metrics.review_quality.work import (
     empty_tables,
 )
 
-RATING_METRICS = ("rating_mae", "accept_accuracy")
+RATING_METRICS = ("rating_mae", "rating_mae_readout", "accept_accuracy")
 
 
 def review_quality_family(metrics: Sequence[Metric], candidates: pl.DataFrame, references: pl.DataFrame,
@@ -123,7 +123,11 @@ register(
        "1 when the review's Binoculars score is below [score.review_quality] ai_threshold (0.9015, Beyond Rating "
        "section 4.6), so a model's mean is the share of its reviews classed as AI-written; NaN as binoculars"),
     _m("rating_mae", "raw", False,
-       "|candidate rating - mean human rating of the paper| on the common scale (the review-fields prompt's rating)"),
+       "|candidate rating - mean human rating of the paper| on the common scale, for ratings the review states (a "
+       "human's, a generated review's stated or parsed rating, a submitted one); a read-out rating is NaN here"),
+    _m("rating_mae_readout", "raw", False,
+       "the same error for ratings read out of the model at the rating position (an expectation over the scale, a "
+       "top-token list or a follow-up answer: `rating_method` readout/toplogprobs/asked); stated ratings are NaN here"),
     _m("accept_accuracy", "raw", True,
        "1 when the candidate's rating is on the paper's side of the accept threshold (accept vs reject decision)"),
 )
@@ -156,7 +160,7 @@ def load_facts(cfg: Config, pipeline: str) -> ReviewFacts:
     benchmark papers."""
     reviews, papers, pdf_texts = read_curated(cfg, pipeline)
     humans = reviews.select("review_id", "paper_id", pl.col("rating").cast(pl.Float64),
-                            pl.lit(None, pl.String).alias("rating_answer"))
+                            pl.lit(None, pl.String).alias("rating_answer"), pl.lit("stated").alias("rating_method"))
     generated = [cfg.data_dir / pipeline / "generate" / "candidates.parquet",   # submitted ratings count too
                  *(f / "submitted_candidates.parquet" for f in submission_folders(cfg, pipeline))]
     frames = [humans]
@@ -164,8 +168,10 @@ def load_facts(cfg: Config, pipeline: str) -> ReviewFacts:
         gen = pl.read_parquet(path)
         answer = pl.col("rating_answer") if "rating_answer" in gen.columns else pl.lit(None, pl.String)
         read = pl.col("rating") if "rating" in gen.columns else pl.lit(None, pl.Float64)   # read at generation
+        method = pl.col("rating_method") if "rating_method" in gen.columns else pl.lit(None, pl.String)
         frames.append(gen.select(pl.col("candidate_id").alias("review_id"), "paper_id",
-                                 read.cast(pl.Float64).alias("rating"), answer.cast(pl.String).alias("rating_answer")))
+                                 read.cast(pl.Float64).alias("rating"), answer.cast(pl.String).alias("rating_answer"),
+                                 method.cast(pl.String).alias("rating_method")))
     # the paper as Beyond Rating reads it (paper 003, section 3): without Related Work, appendices,
     # acknowledgements and references (the body text where a PDF's related-work section was not found)
     body = (pl.coalesce("text_no_related_work", "text") if pdf_texts is not None

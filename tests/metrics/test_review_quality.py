@@ -459,3 +459,30 @@ def test_every_pair_is_judged_and_a_top_1_prefilter_misses_a_match(tmp_path, mon
     assert every.matches.sort("h_position")["match"].to_list() == [0, 1] and every.matches["asked"].all()
     assert top1.matches.sort("h_position")["match"].to_list() == [0, 0]       # the match it never asked about
     assert top1.matches.sort("h_position")["asked"].to_list() == [True, False]
+
+
+def test_a_stated_rating_and_a_read_out_one_are_scored_apart() -> None:
+    """rating_mae reads ratings a review states, rating_mae_readout ratings read from the model at the rating
+    position (an expectation): one number never mixes the two, and each says where the other kind went."""
+    refs = pl.DataFrame([{"paper_id": "p0", "review_id": "r0", "review_text": "A review."},
+                         {"paper_id": "p0", "review_id": "r1", "review_text": "Another review."}], schema=REFERENCES)
+    generated = pl.DataFrame([{"paper_id": "p0", "candidate": f"{m}/p0", "source": m, "review_id": None,
+                               "review_text": "A generated review."} for m in ("said", "read")],
+                             schema=SCORING_CANDIDATES)
+    cands = pl.concat([human_candidates(refs).cast(dict(SCORING_CANDIDATES)), generated])
+    facts = ReviewFacts(pl.DataFrame([
+        {"review_id": "r0", "paper_id": "p0", "rating": 3.0, "rating_method": "stated"},
+        {"review_id": "r1", "paper_id": "p0", "rating": 5.0, "rating_method": "stated"},
+        {"review_id": "said/p0", "paper_id": "p0", "rating": 6.0, "rating_method": "stated"},
+        {"review_id": "read/p0", "paper_id": "p0", "rating": 5.4, "rating_method": "readout:local/smollm2"}],
+        schema=REVIEW_FACTS), pl.DataFrame([{"paper_id": "p0", "decision": "Reject"}], schema=PAPER_FACTS))
+    work = QualityWork(QualitySettings(), facts, None)
+    scores = score_metrics(["rating_mae", "rating_mae_readout"], cands, refs,
+                           pl.DataFrame(schema=SYNOPSES_WIDE), Resources("lm", quality=work))
+    got = {(c, m): (s, r) for c, m, s, r in scores.select("candidate", "metric", "score", "reason").iter_rows()}
+    assert got[("said/p0", "rating_mae")] == (pytest.approx(2.0), None)
+    assert math.isnan(got[("said/p0", "rating_mae_readout")][0])
+    assert got[("said/p0", "rating_mae_readout")][1] == "rating_stated: see rating_mae"
+    assert got[("read/p0", "rating_mae_readout")] == (pytest.approx(1.4), None)
+    assert got[("read/p0", "rating_mae")][1] == "rating_readout: see rating_mae_readout"
+    assert got[("r0", "rating_mae")] == (pytest.approx(2.0), None)       # a human's rating is stated

@@ -35,7 +35,11 @@ KL_FIELDS = ("strengths", "weaknesses", "questions")
 REVIEW_QUALITY = pl.Schema({"paper_id": pl.String, "candidate": pl.String, "source": pl.String,
                             "metric": pl.String, "value": pl.Float64, "reason": pl.String})
 REVIEW_FACTS = pl.Schema({"review_id": pl.String, "paper_id": pl.String, "rating": pl.Float64,
-                          "rating_answer": pl.String})
+                          "rating_answer": pl.String, "rating_method": pl.String})
+# how a rating came about (tasks/stages/generate/ratings.py `rating_method`): the review states it, or it is read
+# from the model at the rating position (an expectation, a top-token list, a follow-up answer)
+STATED_METHODS = (None, "stated", "submitted", "answer")
+RATING_ERRORS = {"rating_mae": "stated", "rating_mae_readout": "readout"}   # metric -> the ratings it reads
 PAPER_FACTS = pl.Schema({"paper_id": pl.String, "decision": pl.String, "text": pl.String})
 
 
@@ -67,6 +71,11 @@ class ReviewFacts:
     def answers(self) -> dict[str, str | None]:
         return dict(self.reviews.select("review_id", "rating_answer").iter_rows())
 
+    def methods(self) -> dict[str, str | None]:
+        if "rating_method" not in self.reviews.columns:
+            return {}
+        return dict(self.reviews.select("review_id", "rating_method").iter_rows())
+
 
 @dataclass
 class QualityWork:
@@ -86,9 +95,9 @@ class QualityWork:
         wanted = set(names)
         sets = list(reference_sets(candidates, references))
         out: dict[tuple[str, str], fm.Scored] = {}
-        if wanted & {"rating_mae", "accept_accuracy"}:
+        if wanted & {*RATING_ERRORS, "accept_accuracy"}:
             out.update(self._ratings(sets, wanted))
-        text_metrics = wanted - {"rating_mae", "accept_accuracy", "binoculars", "ai_rate"}
+        text_metrics = wanted - {*RATING_ERRORS, "accept_accuracy", "binoculars", "ai_rate"}
         if wanted & {"binoculars", "ai_rate"}:
             scores = self._binoculars(sets)
             if "binoculars" in wanted:
@@ -111,20 +120,26 @@ class QualityWork:
 
     # ---- rating outcomes --------------------------------------------------------------------
     def _ratings(self, sets: list, wanted: set[str]) -> dict[tuple[str, str], fm.Scored]:
-        ratings, answers = self.facts.ratings(), self.facts.answers()
+        ratings, answers, methods = self.facts.ratings(), self.facts.answers(), self.facts.methods()
         decisions = dict(self.facts.papers.select("paper_id", "decision").iter_rows())
         out = {}
         for cand, refs in sets:
+            how = "stated"
             if cand["review_id"] is not None:          # a human review: its own rating
                 own = ratings.get(cand["review_id"])
                 rating, why = (math.nan, "no_rating") if own is None else (own, None)
             elif ratings.get(cand["candidate"]) is not None:   # a generated review's rating, read at generation
                 rating, why = ratings[cand["candidate"]], None
+                how = "stated" if methods.get(cand["candidate"]) in STATED_METHODS else "readout"
             else:
                 rating, why = parse_rating(answers.get(cand["candidate"]), self.settings.rating_scale)
             humans = [ratings[r["review_id"]] for r in refs if r["review_id"] in ratings]
-            if "rating_mae" in wanted:
-                out[(cand["candidate"], "rating_mae")] = (math.nan, why) if why else fm.rating_error(rating, humans)
+            for name, reads in RATING_ERRORS.items():   # the error of a stated rating and of a read-out one apart
+                if name in wanted:
+                    out[(cand["candidate"], name)] = (
+                        (math.nan, why) if why else (math.nan, f"rating_{how}: see rating_mae"
+                                                               f"{'_readout' if how == 'readout' else ''}")
+                        if how != reads else fm.rating_error(rating, humans))
             if "accept_accuracy" in wanted:
                 out[(cand["candidate"], "accept_accuracy")] = (math.nan, why) if why else fm.accept_agreement(
                     rating, decisions.get(cand["paper_id"]), self.settings.accept_threshold)
