@@ -105,9 +105,9 @@ register(
            "(Beyond Rating eq. 3)"),
         _m(f"points_f1_{f}", "statements", True, f"harmonic mean of points_precision_{f} and points_recall_{f}"))),
     *(_m(f"focus_kl_{f}", "statements", False,
-         f"KL(humans || candidate model) of the eight-category distribution of {f} points over all the model's "
-         "papers, Laplace-smoothed (Beyond Rating eq. 4); every candidate of the model carries the model's value",
-         whole_run=True)
+         f"KL(the paper's humans || the candidate) of the eight-category distribution of {f} points, Laplace-smoothed "
+         "(Beyond Rating eq. 4 taken per paper, so a model's mean over papers has an interval; the paper pools all "
+         "of a model's papers into one distribution)")
       for f in ("strengths", "weaknesses", "questions")),
     _m("question_score", "statements", True,
        "share of the candidate's question points that are grounded (Explain: the paper holds what is asked about) "

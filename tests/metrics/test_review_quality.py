@@ -189,11 +189,17 @@ def test_metrics_through_the_anthropic_server(tmp_path, monkeypatch) -> None:
     assert got[("s1", "points_recall_weaknesses")] == (pytest.approx(math.nan, nan_ok=True), "no_reference_points")
     rejects = scored.tables["rejects"]
     assert rejects.select("entity_id", "rule").rows() == [("s0#weaknesses", "points_unparsed")]
-    # focus KL of modelA's weaknesses: humans' categories (Exp 2 + 1 on p1, Clarity 1, Soundness 1), modelA's (Exp 3, Soundness 1)
-    h = (np.array([0, 1, 3, 1, 0, 0, 0, 0]) + 1) / 13
-    a = (np.array([0, 1, 3, 0, 0, 0, 0, 0]) + 1) / 12
+    # focus KL per candidate: the paper's human weakness categories against the candidate's own (eq. 4 on one paper)
+    points = scored.tables["points"].filter(pl.col("field") == "weaknesses")
+
+    def counts(ids: list[str]) -> np.ndarray:
+        found = points.filter(pl.col("review_id").is_in(ids))["category"].to_list()
+        return np.array([found.count(c) for c in CATEGORIES], dtype=float)
+
+    h, a = (counts(["r0", "r1", "r2"]) + 1), (counts(["modelA/p0"]) + 1)
+    h, a = h / h.sum(), a / a.sum()
     assert value("modelA/p0", "focus_kl_weaknesses") == pytest.approx(float(np.sum(h * np.log(h / a))))
-    assert value("modelA/p1", "focus_kl_weaknesses") == value("modelA/p0", "focus_kl_weaknesses")
+    assert value("modelA/p1", "focus_kl_weaknesses") != value("modelA/p0", "focus_kl_weaknesses")
     # questions: threshold (Explain, in the paper: 1), momentum (Explain, not in the paper: 0); r1 asks for a
     # missing ablation (Supplement: 1); s0 has no questions
     assert value("modelA/p0", "question_score") == 0.5 and value("r1", "question_score") == 1.0

@@ -239,21 +239,19 @@ class QualityWork:
 
     def _focus(self, fields: list[str], sets: list, cand_points: pl.DataFrame,
                human_points: pl.DataFrame) -> dict[tuple[str, str], fm.Scored]:
-        """Focus KL per candidate model (source) and field, over all its papers; every candidate of
-        the model carries the model's value."""
+        """Focus KL per candidate and field: the category distribution of the paper's human points (its
+        references') against the candidate's own (Beyond Rating eq. 4 on one paper), so a model's board mean
+        over papers has an interval that says how much the papers differ."""
         out = {}
-        by_source: dict[str, list] = {}
         for cand, refs in sets:
-            by_source.setdefault(cand["source"], []).append((cand, refs))
-        for group in by_source.values():
-            cids = [c["candidate"] for c, _ in group]
-            ref_ids = sorted({r["review_id"] for _, refs in group for r in refs})
+            ref_ids = [r["review_id"] for r in refs]
             for f in fields:
-                ai = cand_points.filter(pl.col("cid").is_in(cids) & (pl.col("field") == f))["category"].to_list()
-                hu = human_points.filter(pl.col("review_id").is_in(ref_ids) & (pl.col("field") == f))["category"].to_list()
-                value = fm.focus_kl([hu.count(x) for x in fm.CATEGORIES], [ai.count(x) for x in fm.CATEGORIES],
-                                    self.settings.kl_alpha)
-                out.update({(c, f"focus_kl_{f}"): value for c in cids})
+                ai = cand_points.filter((pl.col("cid") == cand["candidate"]) & (pl.col("field") == f))["category"]
+                hu = human_points.filter(pl.col("review_id").is_in(ref_ids) & (pl.col("field") == f))["category"]
+                ai_list, hu_list = ai.to_list(), hu.to_list()
+                out[(cand["candidate"], f"focus_kl_{f}")] = fm.focus_kl(
+                    [hu_list.count(x) for x in fm.CATEGORIES], [ai_list.count(x) for x in fm.CATEGORIES],
+                    self.settings.kl_alpha)
         return out
 
     def _grounding(self, wanted: set[str], sets: list, cand_points: pl.DataFrame, synopses: pl.DataFrame,
