@@ -43,3 +43,25 @@ def test_every_registry_metric_has_a_number_or_a_reason(tmp_path: Path):
     assert rows["rouge_l"][2] == "absent" and rows["rouge_l"][3].startswith("asked for, but no score row yet")
     assert rows["tvd_mi"][0] is None and rows["tvd_mi"][3].startswith("not asked for")
     assert all(why for status, why in ((r[2], r[3]) for r in rows.values()) if status == "absent")
+
+
+def test_a_metric_only_the_humans_have_is_not_a_number_for_the_models(tmp_path: Path):
+    """A judge that rates every human review and never a model's: per metric "human only", per model "absent"
+    with the reason, where the coverage used to say "number"."""
+    (tmp_path / "pipelines.toml").write_text(
+        "[pipelines.t]\nvenues = ['Test.cc/2025/Conference']\nstages = ['score', 'materialize']\n"
+        "[pipelines.t.score]\nmetrics = ['gem']\nbaselines = ['llm_judge']\n")
+    cfg = load_config(tmp_path / "pipelines.toml").for_pipeline("t")
+    (cfg.data_dir / "t" / "score").mkdir(parents=True)
+    schema.conform(pl.DataFrame({
+        "paper_id": ["p1", "p2", "p1", "p2"], "candidate": ["r1", "r2", "m/p1", "m/p2"],
+        "metric": ["llm_judge"] * 4, "score": [6.0, 7.0, math.nan, math.nan], "eval_lm": ["judge"] * 4,
+        "reason": [None, None, "judge_unanswered", "judge_unanswered"], "source": ["human", "human", "m", "m"],
+        "reference": [None] * 4}), schema.SCORES).write_parquet(cfg.data_dir / "t" / "score" / "scores.parquet")
+    build_database(cfg, "t")
+    with duckdb.connect(str(cfg.database_for("t")), read_only=True) as con:
+        status, why = con.execute("select status, why from metric_coverage where metric = 'llm_judge'").fetchone()
+        per_model = con.execute("select model, candidates, with_number, status, why from metric_model_coverage "
+                                "order by model").fetchall()
+    assert status == "human only" and why.startswith("only the human reviews have a number")
+    assert per_model == [("human", 2, 2, "number", None), ("m", 2, 0, "absent", "judge_unanswered (2)")]
