@@ -223,7 +223,7 @@ def test_validation_scores_the_cells_with_the_originals_negatives() -> None:
     from tasks.stages.validate.workflow import run_validation
     from tests.stages.validate.test_validate_workflow import DETERMINISTIC, fake_loglikelihood, make_reviews
 
-    out = run_validation(make_reviews(n_papers=4), ValidateConfig(strategies=DETERMINISTIC, metrics=["gem", "tv_fvar_token"], seed=1, min_pairs=2), resources=Resources("fake-lm", fake_loglikelihood), negatives=2)
+    out = run_validation(make_reviews(n_papers=4), ValidateConfig(strategies=DETERMINISTIC, metrics=["gem", "tv_fvar_token"], seed=1, min_pairs=2, level=("judgments",)), resources=Resources("fake-lm", fake_loglikelihood), negatives=2)
     assert set(out.validation["metric"]) == {"gem", "tv_fvar_token"}
     fmi = out.scores.filter(pl.col("metric") == "tv_fvar_token")
     assert fmi["score"].is_nan().sum() == 0 and fmi["score"].is_between(-1, 1).all()

@@ -81,8 +81,10 @@ def leaderboard(candidate_scores: pl.DataFrame, exclusions: pl.DataFrame | None 
     return board.with_columns(rank=rank).sort("metric", "eval_lm", "rank", "model", nulls_last=True)
 
 
-def agreement(board: pl.DataFrame, include_human: bool = True) -> pl.DataFrame:
-    """Spearman rho between the model means of each pair of evaluation LMs, per metric."""
+def agreement(board: pl.DataFrame, include_human: bool = False) -> pl.DataFrame:
+    """Spearman rho between the model means of each pair of evaluation LMs, per metric (GEM section 4.4's
+    cross-LM consistency). Over the models only: the human row is a reference point, not a model being ranked,
+    and in a short board it would carry the correlation (`include_human` puts it back)."""
     rows = []
     for (metric,), group in board.group_by("metric", maintain_order=True):
         if not include_human:

@@ -324,7 +324,8 @@ def run_validation(
     unjudged = perturbed.filter(pl.col("judgments").is_null() & pl.col("review_text").is_not_null())
     if needs_lines and unjudged.height:
         if preprocess is None:
-            raise ValueError("LLM strategies with judgment metrics need an LLM to preprocess the rewrites")
+            raise ValueError("judgment metrics need an LLM to preprocess the perturbed reviews (the raw level, and any "
+                             "LLM strategy); give one, or validate at the judgments level (level = [\"judgments\"])")
         perturbed, found = fill_judgments(perturbed, "candidate", preprocess)
         more_rejects.append(found)
     failed = perturbed.filter(pl.col("error").is_not_null())

@@ -76,7 +76,7 @@ def resources():
 
 @pytest.fixture(scope="module")
 def result(resources):
-    return run_validation(make_reviews(), ValidateConfig(strategies=DETERMINISTIC, metrics=["gem", "bleu", "rouge_l", "bertscore_minilm"], seed=1, min_pairs=2), resources=resources)
+    return run_validation(make_reviews(), ValidateConfig(strategies=DETERMINISTIC, metrics=["gem", "bleu", "rouge_l", "bertscore_minilm"], seed=1, min_pairs=2, level=("judgments",)), resources=resources)
 
 
 @pytest.mark.slow
@@ -174,27 +174,37 @@ def test_bad_rows_are_rejected_and_bad_input_raises():
 
 
 def _responder(params: dict[str, Any]) -> str:
-    """Preprocessing prompts get judgment lines; the rephrase prompt gets a rewrite."""
+    """Preprocessing prompts get judgment lines; the rephrase of judgment lines gets reworded lines; the
+    rephrase of a review gets a rewrite."""
+    if "reviewer's judgments of a paper, one per line" in system_text(params):
+        return "The reviewer warmly appreciates the clarity.\nThe reviewer firmly criticizes the datasets."
     if "list of the reviewer's judgments" in system_text(params):
         return "The reviewer appreciates the rewritten clarity.\nThe reviewer criticizes the small datasets."
     return "Summary Of The Paper:\nA rewritten summary.\n\nStrengths And Weaknesses:\n" + user_text(params)[-40:]
 
 
 @pytest.mark.slow
-def test_llm_strategy_is_rewritten_then_preprocessed(resources, monkeypatch):
+def test_the_rephrase_rewrites_the_review_and_its_judgment_lines(resources, monkeypatch):
+    """GEM appendix D.2.1: the rephrasers rewrite the judgments; the raw review is rewritten too, for the metrics
+    that read raw text. Another LLM strategy's rewrite is preprocessed into judgments."""
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
     cfg = PreprocessConfig(backend="anthropic", model="claude-test", use_batches=False, max_retries=0,
                            max_in_flight=1)
     with AnthropicServer(_responder) as server:
         backend = AnthropicLM(cfg, base_url=server.url, sleep=lambda _: None)
-        out = run_validation(make_reviews(n_papers=3, lines=3), ValidateConfig(strategies=["rephrase"], metrics=["gem"], min_pairs=2), resources=resources, backend=backend, preprocess=llm_preprocessor(backend, cfg))
+        out = run_validation(make_reviews(n_papers=3, lines=3), ValidateConfig(strategies=["rephrase", "flattery"], metrics=["gem"], min_pairs=2), resources=resources, backend=backend, preprocess=llm_preprocessor(backend, cfg))
     rewritten = out.perturbations
-    assert rewritten.height == 3 and rewritten["error"].is_null().all()
+    assert rewritten.height == 6 and rewritten["error"].is_null().all()
     assert rewritten["review_text"].str.starts_with("Summary Of The Paper:\nA rewritten summary.").all()
-    assert rewritten["judgments"].to_list() == [
+    by = {s: f for (s,), f in rewritten.group_by("strategy")}
+    assert by["rephrase"]["judgments"].to_list() == [
+        "The reviewer warmly appreciates the clarity.\nThe reviewer firmly criticizes the datasets."] * 3
+    assert by["rephrase"]["level"].to_list() == ["judgments"] * 3
+    assert by["flattery"]["judgments"].to_list() == [      # the rewritten review, preprocessed
         "The reviewer appreciates the rewritten clarity.\nThe reviewer criticizes the small datasets."] * 3
-    row = out.validation.row(0, named=True)
-    assert (row["metric"], row["strategy"], row["kind"], row["n"]) == ("gem", "rephrase", "manipulation", 3)
+    rows = {r["strategy"]: r for r in out.validation.iter_rows(named=True)}
+    assert (rows["rephrase"]["kind"], rows["rephrase"]["n"], rows["rephrase"]["level"]) == ("manipulation", 3, "judgments")
+    assert rows["flattery"]["level"] == "raw"
 
 
 def test_leaderboard_means_intervals_exclusions_and_agreement():
@@ -222,10 +232,11 @@ def test_leaderboard_means_intervals_exclusions_and_agreement():
     z = board.filter((pl.col("eval_lm") == "lm-a") & (pl.col("model") == "model-z")).row(0, named=True)
     assert (z["n_papers"], z["n_excluded"], z["rank"]) == (5, 1, 2)
     assert board.filter(pl.col("eval_lm") == "lm-a").sort("rank")["model"].to_list()[0] == "human"
-    agree = agreement(board)
+    agree = agreement(board)     # over the three models, the human row apart
     assert agree.row(0, named=True) | {"p_value": None} == {
-        "metric": "gem", "eval_lm_a": "lm-a", "eval_lm_b": "lm-b", "n_models": 4, "rho": pytest.approx(1.0),
+        "metric": "gem", "eval_lm_a": "lm-a", "eval_lm_b": "lm-b", "n_models": 3, "rho": pytest.approx(1.0),
         "p_value": None, "reason": None}
+    assert agreement(board, include_human=True)["n_models"].to_list() == [4]
 
 
 @pytest.mark.slow
