@@ -10,8 +10,10 @@ present, else CPU; CUDA is always one GPU, this process's own (`cuda:<i>`, tasks
 a model goes there whole (NF4 too: `device_map={"": i}`, never spread over every visible GPU); "auto" dtype is bfloat16 where the hardware multiplies it natively (CUDA with
 bf16 support, a CPU with `avx512_bf16` or `amx_bf16`: `fast_dtype`) and float32 elsewhere (on a
 CPU without bf16 units torch's bfloat16 matmul is an emulation, 24x slower than float32 on an
-AVX2 EPYC, docs/bfloat16.md); "auto" quantization is NF4 (bitsandbytes, bfloat16 compute) on CUDA
-and none on CPU; NF4 on CPU is refused. "int8" (asked for by name; on CUDA it resolves to none, as
+AVX2 EPYC, docs/bfloat16.md); "auto" quantization on CUDA is none (bf16 weights) where the model's weights
+and the engine's working set fit in the GPU's free memory with room to spare, NF4 (bitsandbytes, bfloat16
+compute) only where they do not (`cuda_quantization`; the choice is logged, made once per model and GPU in a
+process, and part of the key); none on CPU; NF4 on CPU is refused. "int8" (asked for by name; on CUDA it resolves to none, as
 torch's dynamic int8 has CPU kernels only) is torch's dynamic int8 on a CPU:
 every linear layer's weights stored in int8 and each batch's activations quantized on the fly,
 everything else float32. Reviews decode at 2.8x float32's and 1.5x bfloat16's tokens/s that way (SmolLM2,
@@ -84,7 +86,7 @@ class ModelSpec:
         dtype = self.dtype if self.dtype != "auto" else fast_dtype(device)
         quantization = self.quantization
         if quantization == "auto":
-            quantization = "nf4" if is_cuda(device) else "none"
+            quantization = auto_cuda_quantization(self.name, device) if is_cuda(device) else "none"
         if quantization == "nf4" and not is_cuda(device):
             raise ValueError("4-bit NF4 quantization needs CUDA (bitsandbytes); use quantization='none' on CPU")
         if quantization == "int8":   # torch's dynamic int8 has CPU kernels only: elsewhere the plain model
@@ -147,6 +149,62 @@ def eval_specs(cfg: ScoreConfig) -> list[ModelSpec]:
     if repeated:
         raise ValueError(f"[score] eval_lms names one evaluation LM twice on this machine: {repeated}")
     return specs
+
+
+CUDA_HEADROOM = 0.10            # the share of a GPU's free memory "auto" leaves unplanned
+WORKING_SET_MIN = 2 * 2**30     # the engine's activations, head and caches beside the weights: at least 2 GiB,
+WORKING_SET_SHARE = 0.25        # or a quarter of the weights, whichever is larger
+
+
+def cuda_quantization(parameters: int | None, free_bytes: int) -> str:
+    """What "auto" quantization means on a GPU with `free_bytes` free: "none" (bf16 weights: the fast path and
+    the precise one) where the model's bf16 weights and the engine's working set fit in the free memory less
+    CUDA_HEADROOM, "nf4" only where they do not, or where the model's size is unknown."""
+    if parameters is None:
+        return "nf4"
+    weights = 2 * parameters
+    working = max(WORKING_SET_MIN, int(weights * WORKING_SET_SHARE))
+    return "none" if weights + working <= free_bytes * (1 - CUDA_HEADROOM) else "nf4"
+
+
+def parameter_count(name: str) -> int | None:
+    """The model's parameters, counted on the meta device from its config (no weights read); None when its
+    config cannot be read here."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    try:
+        source, kwargs = _source(name)
+        config = AutoConfig.from_pretrained(source, **kwargs)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+    except (OSError, ValueError) as error:
+        log.warning("%s: no config to size the model (%s)", name, str(error).splitlines()[0])
+        return None
+    return sum(p.numel() for p in model.parameters())
+
+
+_CUDA_CHOICES: dict[tuple[str, str], str] = {}
+
+
+def cuda_memory(device: str) -> tuple[int, int]:
+    """(free, total) bytes of a pinned GPU."""
+    import torch
+
+    return torch.cuda.mem_get_info(device_index(device))
+
+
+def auto_cuda_quantization(name: str, device: str) -> str:
+    """`cuda_quantization` for this model on this GPU, decided once per process (the free memory falls once the
+    model is loaded: a second look must not change the key) and logged."""
+    if (name, device) not in _CUDA_CHOICES:
+        free, total = cuda_memory(device)
+        parameters = parameter_count(name)
+        choice = cuda_quantization(parameters, free)
+        log.info("%s on %s: quantization auto -> %s (%s parameters, %.1f of %.1f GiB free)", name, device,
+                 "bf16" if choice == "none" else choice, parameters, free / 2**30, total / 2**30)
+        _CUDA_CHOICES[(name, device)] = choice
+    return _CUDA_CHOICES[(name, device)]
 
 
 def cuda_available() -> bool:

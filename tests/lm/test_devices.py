@@ -26,8 +26,10 @@ def test_cuda_is_pinned_to_this_processs_own_gpu(monkeypatch) -> None:
 
 def test_a_resolved_cuda_spec_names_one_device_and_nf4_stays_on_it(monkeypatch) -> None:
     monkeypatch.setenv(DEVICE_ENV, "1")
+    monkeypatch.setattr(loading, "_CUDA_CHOICES", {})
+    monkeypatch.setattr(loading, "cuda_memory", lambda device: (139 * 2**30, 141 * 2**30))
     spec = ModelSpec("some/model", dtype="bfloat16", quantization="auto", device="cuda").resolved()
-    assert (spec.device, spec.quantization) == ("cuda:1", "nf4")
+    assert (spec.device, spec.quantization) == ("cuda:1", "nf4")     # a model whose size is unknown here: NF4
     assert spec.key == "some/model|bfloat16|nf4", "the device is not part of a result's key: GPUs agree"
     assert ModelSpec("m", dtype="bfloat16", quantization="nf4", device="cuda:2").resolved().device == "cuda:2"
     assert nf4_device_map("cuda:2") == {"": 2} and nf4_device_map("cuda") == {"": 1}
@@ -70,3 +72,27 @@ def test_visible_devices_and_where_a_job_ran(monkeypatch) -> None:
     assert visible_devices() == []
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
     assert visible_devices() == []
+
+
+def test_auto_quantization_is_bf16_where_the_model_fits_and_nf4_where_it_does_not(monkeypatch, tmp_path) -> None:
+    """"auto" on a GPU: bf16 weights where the model and the engine's working set fit in the free memory with
+    room, NF4 only where they do not (the free memory passed in); the choice is made once per model and GPU and is
+    part of the key, so cached scores of the two precisions never mix."""
+    from tests.tiny_models import tiny_llama
+
+    folder = str(tiny_llama(tmp_path / "tiny", ["[UNK]", "a", "b", "c"], seed=0))
+    parameters = loading.parameter_count(folder)
+    assert parameters is not None and parameters > 0
+    assert loading.cuda_quantization(parameters, free_bytes=139 * 2**30) == "none"
+    assert loading.cuda_quantization(8_000_000_000, free_bytes=139 * 2**30) == "none"     # 8B in bf16: 16 GB
+    assert loading.cuda_quantization(8_000_000_000, free_bytes=16 * 2**30) == "nf4"       # no room beside it
+    assert loading.cuda_quantization(None, free_bytes=139 * 2**30) == "nf4"               # a size unknown
+
+    monkeypatch.setattr(loading, "_CUDA_CHOICES", {})
+    monkeypatch.setattr(loading, "cuda_memory", lambda device: (139 * 2**30, 141 * 2**30))
+    roomy = ModelSpec(folder, dtype="bfloat16", quantization="auto", device="cuda:0").resolved()
+    assert roomy.quantization == "none" and roomy.key == f"{folder}|bfloat16|none"
+    monkeypatch.setattr(loading, "cuda_memory", lambda device: (2**20, 141 * 2**30))   # the model is loaded now
+    assert ModelSpec(folder, dtype="bfloat16", quantization="auto", device="cuda:0").resolved().key == roomy.key
+    tight = ModelSpec(folder, dtype="bfloat16", quantization="auto", device="cuda:1").resolved()  # another GPU, full
+    assert tight.quantization == "nf4" and tight.key != roomy.key
