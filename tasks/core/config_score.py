@@ -18,6 +18,16 @@ class EvalLMConfig(Frozen):
     eval_lm_cuda: str | None = None          # used instead when CUDA is present (None: eval_lm there too)
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     quantization: Literal["auto", "none", "nf4"] = "auto"
+    # an OpenAI-compatible completions server holding this evaluation LM (the keys of [score.eval_server]): a
+    # second, different model beside a local one, for GEM section 4.4's cross-LM consistency; eval_lm is then unused
+    server: LLMConfig | None = None
+
+    @field_validator("server")
+    @classmethod
+    def _a_completions_server(cls, value: LLMConfig | None) -> LLMConfig | None:
+        if value is not None and (value.backend != "openai" or value.api != "completions"):
+            raise ValueError('an evaluation LM server needs backend = "openai" and api = "completions"')
+        return value
 
 
 class ReviewQualityConfig(Frozen):

@@ -142,7 +142,8 @@ def eval_specs(cfg: ScoreConfig) -> list[ModelSpec]:
     if not cfg.eval_lms:
         return [eval_spec(cfg)]
     cuda = cuda_available()
-    specs = [ModelSpec(name=(e.eval_lm_cuda or e.eval_lm) if cuda else e.eval_lm, dtype=e.dtype,
+    specs = [ModelSpec(name=e.server.model, server=e.server) if e.server is not None else
+             ModelSpec(name=(e.eval_lm_cuda or e.eval_lm) if cuda else e.eval_lm, dtype=e.dtype,
                        quantization=e.quantization) for e in cfg.eval_lms]
     keys = [s.resolved().key for s in specs]
     repeated = sorted({k for k in keys if keys.count(k) > 1})

@@ -48,6 +48,12 @@ def test_eval_lms_config_single_key_is_a_one_element_list() -> None:
     with pytest.raises(ValueError, match="extra"):
         ScoreConfig(eval_lms=[{"model": "smollm2"}])
     assert eval_lm_metrics(["gem", "bleu", "gem_raw", "rouge_l"]) == ("gem", "gem_raw")
+    # a served model beside a local one: two evaluation LMs, two boards, their agreement over the models
+    served = {"server": {"backend": "openai", "api": "completions", "model": "other-lm", "base_url": "http://h:1/v1"}}
+    mixed = eval_specs(ScoreConfig(eval_lms=["smollm2", served]))
+    assert [s.resolved().key for s in mixed] == [F32, "other-lm|completions|h"] and mixed[1].server is not None
+    with pytest.raises(ValueError, match="completions"):
+        ScoreConfig(eval_lms=[{"server": {"backend": "anthropic", "model": "x"}}])
     assert metrics_per_eval_lm(["gem", "bleu"], 3) == [("gem", "bleu"), ("gem",), ("gem",)]
 
 
