@@ -37,6 +37,7 @@ baselines = []
 metrics = {metrics}
 strategies = ["sentence_deletion", "meaningless_elongation"]
 min_pairs = 2
+level = ["judgments"]
 compare_resamples = 500
 {candidates}
 [pipelines.t]

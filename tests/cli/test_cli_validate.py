@@ -22,7 +22,8 @@ runner = CliRunner()
 @pytest.fixture
 def config(tmp_path):
     path = tmp_path / "pipelines.toml"
-    path.write_text('[paths]\ndata_dir = "data"\ndatabase = "data/r.duckdb"\n\n[validate]\nmax_papers = 10\nmin_pairs = 2\n')
+    path.write_text('[paths]\ndata_dir = "data"\ndatabase = "data/r.duckdb"\n\n[validate]\nmax_papers = 10\nmin_pairs = 2\n'
+                    'level = ["judgments"]\n')
     return path
 
 

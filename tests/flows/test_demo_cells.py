@@ -39,7 +39,8 @@ def test_score_validate_materialize_with_the_demo_cells(tmp_path, prefect_harnes
                             baselines=["llm_judge"], negatives=1)
     with config.open("a") as f:
         f.write('\n[validate]\nmetrics = ["gem", "tv_fvar_statement", "llm_judge"]\n'
-                'strategies = ["sentence_deletion", "case_upper"]\nmin_pairs = 2\nbootstrap_resamples = 200\n')
+                'strategies = ["sentence_deletion", "case_upper"]\nmin_pairs = 2\nbootstrap_resamples = 200\n'
+                'level = ["judgments"]\n')
     write_generated(tmp_path)
     cfg = load_config(config).for_pipeline("t")
     scored = score_flow(cfg, "t")

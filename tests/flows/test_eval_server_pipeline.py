@@ -16,7 +16,7 @@ SERVED = "smollm2|completions|served:smollm2"
 EVAL_SERVER = ('\n[score.eval_server]\nbackend = "openai"\napi = "completions"\nmodel = "smollm2"\n'
                'base_url = "served:smollm2"\napi_key_env = ""\nbatch_size = 8\n')
 VALIDATE = ('\n[validate]\nmetrics = ["gem", "tv_fvar_statement"]\nstrategies = ["sentence_deletion"]\n'
-            'min_pairs = 2\nbootstrap_resamples = 0\n')
+            'min_pairs = 2\nbootstrap_resamples = 0\nlevel = ["judgments"]\n')
 
 
 @pytest.mark.slow

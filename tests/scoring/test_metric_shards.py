@@ -181,7 +181,7 @@ def test_score_flow_fans_metric_shards_out_on_threads_and_on_dask(tmp_path, pref
 
 
 VALIDATE = ('\n[validate]\nmetrics = ["llm_judge", "tvd_mi"]\nstrategies = ["sentence_deletion", "case_upper"]\n'
-            'candidates = "one"\nmin_pairs = 2\nbootstrap_resamples = 0\n')
+            'candidates = "one"\nmin_pairs = 2\nbootstrap_resamples = 0\nlevel = ["judgments"]\n')
 CANDIDATE_SORT = ["paper_id", "candidate", "metric"]
 
 

@@ -16,7 +16,7 @@ from tests.scoring_data import note_shard_workers, write_pipeline
 
 ROOT = Path(__file__).resolve().parents[3]
 VALIDATE = ('\n[validate]\nmetrics = ["gem_s_abstract"]\nstrategies = ["sentence_deletion", "case_upper"]\n'
-            'candidates = "one"\nmin_pairs = 2\nbootstrap_resamples = 0\n')
+            'candidates = "one"\nmin_pairs = 2\nbootstrap_resamples = 0\nlevel = ["judgments"]\n')
 
 
 def _config(tmp_path: Path, n_papers: int, n_reviews: int, **score: object) -> Path:

@@ -35,7 +35,7 @@ METRICS = ["gem_s_abstract"]
 def _config(tmp_path):
     config = write_pipeline(tmp_path, n_papers=2, n_reviews=3, metrics=METRICS)
     with config.open("a") as f:
-        f.write('\n[validate]\nmetrics = ["gem_s_abstract", "bleu"]\ncandidates = "one"\nmin_pairs = 2\n'
+        f.write('\n[validate]\nmetrics = ["gem_s_abstract", "bleu"]\ncandidates = "one"\nmin_pairs = 2\nlevel = ["judgments"]\n'
                 'bootstrap_resamples = 50\n')
     return load_config(config).for_pipeline("t")
 

@@ -248,7 +248,7 @@ def test_validate_flow_writes_tables_that_materialize(tmp_path, prefect_harness,
 
     config = write_pipeline(tmp_path, n_papers=3, n_reviews=3)
     with config.open("a") as f:
-        f.write('\n[validate]\nmetrics = ["gem_s_abstract", "bleu"]\ncandidates = "one"\n')
+        f.write('\n[validate]\nmetrics = ["gem_s_abstract", "bleu"]\ncandidates = "one"\nlevel = ["judgments"]\n')
     score_dir = tmp_path / "data" / "t" / "score"
     score_dir.mkdir(parents=True)
     rows = [{"paper_id": f"paper{p}", "candidate": f"{c}-{p}-{lm}", "source": c, "metric": "gem", "eval_lm": lm,
@@ -278,7 +278,9 @@ def test_validate_flow_writes_tables_that_materialize(tmp_path, prefect_harness,
         failing = con.execute("SELECT metric, failed_tests FROM failing_metrics").fetchall()
         expected = validation.filter(pl.col("passed").not_()).group_by("metric").len()
         assert sorted(failing) == sorted(expected.rows())
-        assert con.execute("SELECT rho FROM leaderboard_agreement").fetchone()[0] == pytest.approx(1.0)
+        # the two evaluation LMs rank the two models alike; two models are too few for a Spearman rho (human apart)
+        assert con.execute("SELECT n_models, reason FROM leaderboard_agreement").fetchone() == (
+            2, "only 2 complete pair(s); need at least 3")
 
 
 def duckdb_connect(path):
