@@ -33,8 +33,8 @@ from tasks.metrics import Resources, check_names, get, higher_is_better
 from tasks.stages.validate.adversary import ADVERSARY, largest_inflation, run_adversary
 from tasks.stages.validate.llm_perturb import apply_llm_perturbation
 from tasks.stages.validate.perturb import random_replacement
-from tasks.stages.validate.review_data import VALIDATION_DATA
 from tasks.stages.validate.rescore import PERTURBATIONS, SEPARATOR, score_candidates
+from tasks.stages.validate.review_data import VALIDATION_DATA
 from tasks.stages.validate.stats import (
     LENGTH_CONFOUND,
     length_confound,
