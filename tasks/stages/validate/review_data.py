@@ -58,14 +58,20 @@ def sample_provenance(name: str) -> dict[str, object]:
         return tomllib.load(handle)
 
 
+def sample_file(name: str) -> Path | None:
+    """The review file of the shipped sample `name`, None when no sample has that name."""
+    return SAMPLES / name / str(sample_provenance(name)["file"]) if name in shipped_samples() else None
+
+
 def review_file(cfg: Config) -> Path | None:
     """The file `[validate] reviews` names (None: the pipeline's curated reviews); a ValueError in one
     line when it names neither a shipped sample nor a file that exists."""
     name = cfg.validate.reviews
     if name == CURATED:
         return None
-    if name in shipped_samples():
-        return SAMPLES / name / str(sample_provenance(name)["file"])
+    shipped = sample_file(name)
+    if shipped is not None:
+        return shipped
     path = Path(name) if Path(name).is_absolute() else cfg.root / name
     if not path.is_file():
         raise ValueError(f"{name!r} is neither {CURATED!r}, a shipped sample ({', '.join(shipped_samples())}) "
