@@ -109,7 +109,10 @@ def test_the_first_run_answers(demo_run, demo_database) -> None:
     [(data, license_, papers, levels)] = query(demo_database, "select data, license, papers_validated, levels "
                                                                "from validation_data")
     assert (data, license_, papers, levels) == ("iclr2023_gem", "Apache-2.0", 30, "judgments")
-    assert "gem 3/3" in found[0], found[0]   # GEM passes all three tests on real reviews
+    # GEM's score falls when sentences are deleted from a real review (GEM Table 2's direction), on 30 pairs
+    [(n, verdict)] = query(demo_database, "select n, verdict from validation where metric = 'gem' and "
+                                          "strategy = 'sentence_deletion'")
+    assert (n, verdict) == (30, "pass")
 
 
 # The metrics `full` leaves out, each with the reason a user reads in docs/running.md.
