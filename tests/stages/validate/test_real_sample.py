@@ -152,3 +152,21 @@ def test_gem_passes_sentence_deletion_on_the_real_reviews(tmp_path, embedded_lm)
     [row] = json.loads(result.stdout.strip().splitlines()[-1])
     assert (row["metric"], row["strategy"], row["n"]) == ("gem", "sentence_deletion", PAIRS)
     assert row["passed"] is True and row["smd"] < 0 and row["p_value"] < 0.05, row
+
+
+def test_the_site_shows_where_the_validated_reviews_come_from(tmp_path) -> None:
+    import duckdb
+
+    from tasks.report.site.build import build_site
+    from tests.site_data import write_database
+
+    database = write_database(tmp_path / "r.duckdb")
+    cfg = load_config(config_with(tmp_path, "iclr2023_gem"))
+    row = validation_data(load_review_data(cfg).provenance, cfg, 30)
+    with duckdb.connect(str(database)) as con:
+        con.register("row", row.to_arrow())
+        con.execute("create table validation_data as select * from row")
+    page = (build_site(database, tmp_path / "site").out_dir / "validation.html").read_text(encoding="utf-8")
+    assert "30 of the 30 papers of <strong>real ICLR 2023 reviews (GEM release sample)</strong>" in page
+    assert "Apache-2.0" in page and "yx-lu/Benchmarking-LLMs--Judgments-with-No-Gold-Standard" in page
+    assert "dataset_human_review1-3.parquet" in page
