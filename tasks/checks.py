@@ -38,7 +38,18 @@ def check_config(cfg: Config, pipelines: bool = True) -> Config:
             except ValueError as error:
                 raise ConfigError(f"{prefix}{key}: {error} (got {tuple(names)!r})") from None
         _check_seq2seq(prefix, scoped)
+        _check_reviews(prefix, scoped)
     return cfg
+
+
+def _check_reviews(prefix: str, cfg: Config) -> None:
+    """`[validate] reviews` names the curated reviews, a shipped sample or a review file that exists."""
+    from tasks.stages.validate.review_data import review_file
+
+    try:
+        review_file(cfg)
+    except ValueError as error:
+        raise ConfigError(f"{prefix}validate.reviews: {error}") from None
 
 
 def _check_seq2seq(prefix: str, cfg: Config) -> None:

@@ -87,9 +87,23 @@ def stage_table(summary: Mapping[str, StageSummary], run: pl.DataFrame) -> str:
     return "\n".join([line(header), rule, *body])
 
 
+LEVEL_WORDS = {"judgments": "judgment lines", "raw": "raw reviews"}
+
+
+def _data_words(data: tuple | None) -> str:
+    """' on <what the verdicts are about>' from the validation_data row, e.g. ' on 30 papers of real ICLR
+    2023 reviews (GEM release sample), one candidate and the other reviews as references, judgment lines'."""
+    if data is None:
+        return ""
+    label, papers, candidates, levels = data
+    levels = ", ".join(LEVEL_WORDS.get(level.strip(), level.strip()) for level in (levels or "").split(",") if level)
+    who = "one candidate a paper" if candidates == "one" else "every review a candidate in turn"
+    return f" on {papers} papers of {label} ({who}; {levels})"
+
+
 def findings(database: Path, first_metric: str | None) -> str | None:
-    """One line of what the run found, read from its database: how many validation tests each metric
-    passed (and which it failed), then on the board of `first_metric` the best model and whether the
+    """One line of what the run found, read from its database: on which data (validation_data) how many
+    validation tests each metric passed (and which it failed), then on the board of `first_metric` the best model and whether the
     paired comparison separates it from the next one. None where the database has neither table."""
     import duckdb
 
@@ -97,6 +111,8 @@ def findings(database: Path, first_metric: str | None) -> str | None:
         return None
     with duckdb.connect(str(database), read_only=True) as con:
         tables = {row[0] for row in con.execute("select table_name from information_schema.tables").fetchall()}
+        data = con.execute("select label, papers_validated, candidates, levels from validation_data limit 1"
+                           ).fetchone() if "validation_data" in tables else None
         tests = con.execute("select metric, count(*), count(*) filter (where verdict = 'pass'), "
                             "list(strategy order by strategy) filter (where verdict = 'fail'), "
                             "count(*) filter (where verdict = 'inconclusive') from validation group by metric "
@@ -118,7 +134,7 @@ def findings(database: Path, first_metric: str | None) -> str | None:
             if open_:
                 text += f" ({open_} inconclusive)"
             said.append(text)
-        parts.append("validation tests passed: " + "; ".join(said))
+        parts.append(f"validation{_data_words(data)} tests passed: " + "; ".join(said))
     if board:
         (top, mean, _), rest = board[0], board[1:]
         text = f"top model on {first_metric}: {top} ({mean:.3g})"

@@ -57,7 +57,8 @@ def text_table(frame: pl.DataFrame, columns: list[str]) -> str:
 
 def validate(
     reviews: Annotated[Path, typer.Option("--reviews", "-r", help="Parquet or CSV: paper_id, reviewer, review "
-                                          "[, judgments, abstract, quality]")],
+                                          "[, judgments, abstract, quality]; or a shipped sample's name "
+                                          "(iclr2023_gem: real ICLR 2023 reviews)")],
     metric: Annotated[list[str] | None, typer.Option("--metric", "-m", help="metric to test (repeatable); "
                                                      "default: validate.metrics")] = None,
     strategies: Annotated[str | None, typer.Option("--strategies", "-s", help="comma-separated strategies; "
@@ -70,6 +71,7 @@ def validate(
     from tasks.lm import eval_spec
     from tasks.metrics import check_names
     from tasks.metrics.resources import build_resources, engine_loglikelihood
+    from tasks.stages.validate.review_data import sample_file
     from tasks.stages.validate.reviews_file import ReviewsFileError, load_reviews_file
     from tasks.stages.validate.stage import validate_reviews
     from tasks.stages.validate.strategies import check_strategies
@@ -83,7 +85,7 @@ def validate(
     metrics = tuple(metric) if metric else cfg.validate.metrics
     try:
         check_names(metrics)
-        frame = load_reviews_file(reviews)
+        frame = load_reviews_file(reviews if reviews.exists() else sample_file(str(reviews)) or reviews)
     except (ValueError, ReviewsFileError) as error:
         fail(str(error))
     from tasks.core.errors import GrebenchError

@@ -21,6 +21,11 @@ class ValidateConfig(Frozen):
     alpha: float = Field(0.05, gt=0, lt=1)
     max_papers: int = Field(100, ge=1)       # papers drawn into the validation sample
     candidates: Literal["one", "all"] = "one"  # candidate reviews per paper (the others are references)
+    # The reviews validated on: "curated" (the pipeline's curated reviews of its benchmark papers), the name
+    # of a sample shipped in tasks/stages/validate/samples/ ("iclr2023_gem": real ICLR 2023 reviews with the
+    # GEM release's GPT-4o judgments) or the path of a review file (Parquet or CSV, the columns `grebench
+    # validate --reviews` reads), relative to pipelines.toml
+    reviews: str = Field("curated", min_length=1)
     seed: int = 0                            # sample, candidate choice and random replacement
     leaderboard_confidence: float = Field(0.90, gt=0, lt=1)
     # tests with fewer pairs than this are "inconclusive" (passed null), whatever their p-value

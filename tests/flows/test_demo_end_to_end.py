@@ -104,6 +104,15 @@ def test_the_first_run_answers(demo_run, demo_database) -> None:
     # the closing text says what was found in one line
     found = [line for line in printed.splitlines() if line.startswith("found: ")]
     assert len(found) == 1 and "gem " in found[0] and "top model on gem: smollm2-" in found[0], printed[-2000:]
+    # ... and which reviews its verdicts are about: the shipped real ones, with their provenance in the database
+    assert "validation on 30 papers of real ICLR 2023 reviews (GEM release sample)" in found[0], found[0]
+    [(data, license_, papers, levels)] = query(demo_database, "select data, license, papers_validated, levels "
+                                                               "from validation_data")
+    assert (data, license_, papers, levels) == ("iclr2023_gem", "Apache-2.0", 30, "judgments")
+    # GEM's score falls when sentences are deleted from a real review (GEM Table 2's direction), on 30 pairs
+    [(n, verdict)] = query(demo_database, "select n, verdict from validation where metric = 'gem' and "
+                                          "strategy = 'sentence_deletion'")
+    assert (n, verdict) == (30, "pass")
 
 
 # The metrics `full` leaves out, each with the reason a user reads in docs/running.md.

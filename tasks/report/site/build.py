@@ -242,7 +242,7 @@ def build_site(database: Path, out_dir: Path, benchmarks: pl.DataFrame | None = 
         page("submissions.html", out_dir / "submissions.html", **submission_context(tables))
 
     page("validation.html", out_dir / "validation.html", matrices=validation_matrix(tables["validation"]),
-         correlation=rows(tables["human_correlation"]))
+         correlation=rows(tables["human_correlation"]), data=rows(tables["validation_data"]))
 
     papers = rows(site_papers(tables))
     for paper in papers:

@@ -10,7 +10,7 @@ import re
 
 import polars as pl
 
-TABLES = ("papers", "reviews", "candidates", "judgments", "scores", "leaderboard", "validation",
+TABLES = ("papers", "reviews", "candidates", "judgments", "scores", "leaderboard", "validation", "validation_data",
           "human_correlation", "exclusions", "runs", "qualification", "review_quality_models", "points",
           "comparisons", "releases", "release_changes", "release_models", "submissions", "rejects", "injection_shifts",
           "candidate_costs")

@@ -11,6 +11,8 @@
     validate/perturbations.parquet          every perturbed candidate (text, judgments, error)
     validate/pairs.parquet                  original and perturbed score of every tested candidate
     validate/rejects.parquet                failed perturbations and preprocessing, unusable reviews
+    validate/validation_data.parquet        which reviews were validated on: source, license, papers, rows
+                                            ([validate] reviews: the curated ones, a shipped sample or a file)
     validate/requests/, results/            GEM scoring shards (resumable, as in the score stage, and in the
                                             validate flow fanned out the same way: tasks/scoring/fanout.py);
                                             requests the score stage already answered come from score/results/
@@ -21,7 +23,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import polars as pl
@@ -42,6 +44,7 @@ from tasks.stages.validate.eval_lms import validate_each_eval_lm
 from tasks.stages.validate.leaderboard import AGREEMENT, LEADERBOARD, agreement, leaderboard, per_paper
 from tasks.stages.validate.releases import Release, changelog, read_releases, record_release, release_of
 from tasks.stages.validate.reuse import ReusingLoglikelihood
+from tasks.stages.validate.review_data import curated_provenance, load_review_data, validation_data
 from tasks.stages.validate.strategies import strategy
 from tasks.stages.validate.workflow import Preprocessor, ValidationResult, run_validation
 
@@ -118,7 +121,9 @@ def validate_reviews(cfg: Config, reviews: pl.DataFrame, resources: Resources,
 
 
 def validate_pipeline(cfg: Config, pipeline: str, fan_out: bool = False) -> ValidationResult:
-    """The workflow on the pipeline's curated reviews, once per evaluation LM of `[score] eval_lms`
+    """The workflow on the reviews `[validate] reviews` names (the pipeline's curated reviews, a shipped
+    sample of real reviews or a review file: tasks/stages/validate/review_data.py), once per evaluation LM
+    of `[score] eval_lms`
     (tasks/stages/validate/eval_lms.py); log-likelihoods the score stage already has are reused, the rest
     scored as resumable shards (tasks/stages/validate/reuse.py): in this process, or with `fan_out` one
     Prefect task per shard on the score stage's task runner behind its concurrency limit
@@ -143,7 +148,11 @@ def validate_pipeline(cfg: Config, pipeline: str, fan_out: bool = False) -> Vali
     def resources(spec: ModelSpec) -> Resources:
         used.append(validation_loglikelihood(cfg, pipeline, spec, run))
         return run_resources(cfg, pipeline, cfg.validate.metrics, used[-1], spec, llm_cache, log, by_paper)
-    result = validate_each_eval_lm(cfg, read_reviews(cfg, pipeline), resources, validate_reviews)
+    data = load_review_data(cfg)   # [validate] reviews: a shipped sample or a review file; None: the curated ones
+    reviews = data.reviews if data is not None else read_reviews(cfg, pipeline)
+    provenance = data.provenance if data is not None else curated_provenance(cfg, pipeline, reviews)
+    result = validate_each_eval_lm(cfg, reviews, resources, validate_reviews)
+    result = replace(result, data=validation_data(provenance, cfg, int(result.stats.get("papers", 0))))
     runs = [r for u in used for r in u.inner.runs]
     result.stats |= {"loglikelihood_reused": sum(u.reused for u in used),
                      "loglikelihood_asked": sum(u.asked for u in used),
@@ -237,6 +246,7 @@ def write_outputs(cfg: Config, pipeline: str, result: ValidationResult, boards: 
         "perturbations": result.perturbations,
         "pairs": result.pairs,
         "rejects": result.rejects,
+        "validation_data": result.data,
     }
     if boards.release is not None:
         record_release(cfg, pipeline, boards.release, sorted(set(board["model"].to_list())))
@@ -259,6 +269,7 @@ def write_outputs(cfg: Config, pipeline: str, result: ValidationResult, boards: 
         rows_out=result.validation.height,
         details={
             **result.stats,
+            "data": result.data["label"][0] if result.data.height else None,
             "tests": result.validation.height,
             "tests_passed": int(result.validation["passed"].sum()),
             "tests_failed": failing.height,

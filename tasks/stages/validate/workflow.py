@@ -34,6 +34,7 @@ from tasks.stages.validate.adversary import ADVERSARY, largest_inflation, run_ad
 from tasks.stages.validate.llm_perturb import apply_llm_perturbation
 from tasks.stages.validate.perturb import random_replacement
 from tasks.stages.validate.rescore import PERTURBATIONS, SEPARATOR, score_candidates
+from tasks.stages.validate.review_data import VALIDATION_DATA
 from tasks.stages.validate.stats import (
     LENGTH_CONFOUND,
     length_confound,
@@ -66,6 +67,7 @@ class ValidationResult:
     stats: dict[str, Any] = field(default_factory=dict)
     length_confound: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=LENGTH_CONFOUND))
     adversary: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=ADVERSARY))
+    data: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=VALIDATION_DATA))   # provenance
 
 
 def _usable(value: Any) -> bool:
