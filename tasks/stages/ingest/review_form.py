@@ -30,7 +30,8 @@ Confidence options must lie inside `[curate] confidence_range` and are kept as t
 that cannot be mapped (no rating field, no options, no threshold in the labels, sides that
 interleave) raises `FormError`: one line that names the field and its options. So does a derived
 map that breaks numeric order (a higher option on a lower point) or that differs from the
-venue's hand-written table where both exist.
+venue's hand-written table where both exist (the invitation is fetched for the check when the
+raw cache lacks it, so the check never depends on what an earlier command cached).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,8 @@ RATING_NAMES = ("rating", "recommendation", "overall_recommendation", "overall_a
 CONFIDENCE_NAMES = ("confidence", "reviewer_confidence")
 FORM_FILE = "venue_form.json"
 LABEL_CHARS = 400   # an option label is kept as one printable line of at most this many characters
-MALFORMED = (KeyError, TypeError, ValueError, IndexError, AttributeError)   # openreview-py reading a bad answer
+# openreview-py reading a bad answer (RecursionError: JSON nested deeper than the parser follows)
+MALFORMED = (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError)
 _SIDE_WORD = re.compile(r"\b(below|above|reject|accept)", re.I)
 _SIDES = {"below": "reject", "reject": "reject", "above": "accept", "accept": "accept"}
 
@@ -227,17 +229,18 @@ def map_ratings(venue_id: str, field_name: str, options: list[Option], common_sc
     key = {o.value: option_key(o.value) for o in options}
     if all(o.value in scale for o in options):
         return {key[o.value]: o.value for o in options}, "identity"
-    shown = "; ".join(o.label for o in options)
     sides = [_side(o.label) for o in options]
     rejects = [o.value for o, s in zip(options, sides, strict=True) if s == "reject"]
     accepts = [o.value for o, s in zip(options, sides, strict=True) if s == "accept"]
     if not rejects or not accepts or max(rejects) >= min(accepts):
-        raise FormError(f"{venue_id}: cannot place the acceptance threshold in field {field_name!r} (options: {shown}): "
+        raise FormError(f"{venue_id}: cannot place the acceptance threshold in field {field_name!r} (options: "
+                        f"{'; '.join(o.label for o in options[:20])}{'; ...' if len(options) > 20 else ''}): "
                         f'add a [venues."{venue_id}"] rating_map')
-    lower = [o for o in options if o.value <= max(rejects)]
-    upper = [o for o in options if o.value >= min(accepts)]
+    last_reject, first_accept = max(rejects), min(accepts)   # once: per option it made the rule quadratic
+    lower = [o for o in options if o.value <= last_reject]
+    upper = [o for o in options if o.value >= first_accept]
     if len(lower) + len(upper) != len(options):
-        between = [o.label for o in options if max(rejects) < o.value < min(accepts)]
+        between = [o.label for o in options if last_reject < o.value < first_accept]
         raise FormError(f"{venue_id}: field {field_name!r} has options between its reject and accept labels "
                         f"({'; '.join(between)}): add a [venues.\"{venue_id}\"] rating_map")
     half = len(scale) // 2
@@ -252,29 +255,39 @@ def map_ratings(venue_id: str, field_name: str, options: list[Option], common_sc
 def read_form(client: Any, api_version: int, venue_id: str, group_content: dict[str, Any] | None, folder: Path,
               common_scale: Sequence[float], confidence_range: Sequence[float]) -> ReviewForm:
     """The venue's form through the real client (the invitation cached under `folder`)."""
+    invitation = fetch_invitation(client, venue_id, group_content, folder)
+    return derive_form(venue_id, invitation, group_content, common_scale, confidence_range)
+
+
+def fetch_invitation(client: Any, venue_id: str, group_content: dict[str, Any] | None, folder: Path
+                     ) -> dict[str, Any]:
+    """The venue's review invitation JSON, from the raw cache under `folder` or through the real
+    client (then cached); FormError when it cannot be read. An answer nested deeper than any parser
+    follows (a hostile server) is malformed like one without an `id`."""
     import openreview
 
     from tasks.stages.ingest.raw_cache import read_cached
 
     path = folder / "review_invitation.json"
     invitation = read_cached(path, folder, lambda c: None if isinstance(c, dict) else "not a JSON object")
-    if invitation is None:
-        ident = review_invitation_id(venue_id, group_content)
-        try:
-            found = client.get_invitation(ident)
-        except MALFORMED as error:   # the library cannot read what the server sent (no `id`, no list)
-            raise FormError(f"{venue_id}: the review invitation {ident} came back malformed ({_what(error)}): "
-                            f'add a [venues."{venue_id}"] table to pipelines.toml') from None
-        except openreview.OpenReviewException as error:
-            invitation = _first_child(client, ident)
-            if invitation is None:
-                raise FormError(f"{venue_id}: the review invitation {ident} cannot be read ({_name(error)}): add a "
-                                f'[venues."{venue_id}"] table to pipelines.toml') from None
-        else:
-            invitation = found.to_json()
-        folder.mkdir(parents=True, exist_ok=True)
-        write_bytes_atomic(path, json.dumps(invitation).encode())
-    return derive_form(venue_id, invitation, group_content, common_scale, confidence_range)
+    if invitation is not None:
+        return invitation
+    ident = review_invitation_id(venue_id, group_content)
+    try:
+        found = client.get_invitation(ident)
+    except MALFORMED as error:   # the library cannot read what the server sent (no `id`, no list)
+        raise FormError(f"{venue_id}: the review invitation {ident} came back malformed ({_what(error)}): "
+                        f'add a [venues."{venue_id}"] table to pipelines.toml') from None
+    except openreview.OpenReviewException as error:
+        invitation = _first_child(client, ident)
+        if invitation is None:
+            raise FormError(f"{venue_id}: the review invitation {ident} cannot be read ({_name(error)}): add a "
+                            f'[venues."{venue_id}"] table to pipelines.toml') from None
+    else:
+        invitation = found.to_json()
+    folder.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(path, json.dumps(invitation).encode())
+    return invitation
 
 
 def _first_child(client: Any, ident: str) -> dict[str, Any] | None:
@@ -306,15 +319,25 @@ def table_form(venue_id: str, venue: VenueConfig) -> ReviewForm:
 
 
 def checked_table_form(venue_id: str, venue: VenueConfig, folder: Path, common_scale: Sequence[float],
-                       confidence_range: Sequence[float]) -> ReviewForm:
-    """`table_form`, after checking the table against the map derived from the venue's own
-    invitation when the raw cache holds it (no request is made): FormError when they differ."""
+                       confidence_range: Sequence[float],
+                       fetch: Callable[[], dict[str, Any]] | None = None) -> ReviewForm:
+    """`table_form`, after checking the table's rating_map against the map derived from the venue's
+    own invitation: FormError when they differ. The invitation is read from the raw cache, else
+    through `fetch` (which caches it), so a fresh cache checks the table as a warm one does; a venue
+    whose invitation cannot be read or mapped keeps its table (that is why it has one)."""
     form = table_form(venue_id, venue)
-    try:
-        invitation = json.loads((folder / "review_invitation.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    if not venue.rating_map:
         return form
-    if not isinstance(invitation, dict) or not venue.rating_map:
+    try:
+        invitation: Any = json.loads((folder / "review_invitation.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        invitation = None
+    if not isinstance(invitation, dict) and fetch is not None:
+        try:
+            invitation = fetch()
+        except FormError:
+            return form
+    if not isinstance(invitation, dict):
         return form
     try:
         derived = derive_form(venue_id, invitation, None, common_scale, confidence_range)
