@@ -484,7 +484,7 @@ def same_port_other_server(root: Path) -> None:
         calls = len(second.log)
         again = ingest_venue(venue, cfg, root / "out", second.v2_url)
         asked = [r.params.get("limit") for r in second.log[calls:]]
-    check(again.papers == 8 and again.pages_fetched == 0 and asked == ["1"],
+    check(again.papers == 8 and again.pages_fetched == 0 and asked == ["5"],
           f"a rerun asked {asked} and fetched {again.pages_fetched} pages")
     check(len(list((root / "data" / "raw").rglob("v2.replaced-*"))) == 1, "the old cache was not kept aside")
 
