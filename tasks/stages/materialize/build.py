@@ -27,6 +27,7 @@ from pathlib import Path
 
 import duckdb
 
+from tasks.core import damage
 from tasks.core.config import Config
 from tasks.core.errors import DataTestError, FatalError
 from tasks.core.layout import pipeline_dir
@@ -180,6 +181,7 @@ def _run_layers(
     con.execute("CREATE SCHEMA IF NOT EXISTS staging")
     present: set[str] = set() if only is None else _existing_tables(con)
     standing_in: set[str] = set()   # empty stand-ins, and the tables built on one: there, but not counted
+    sources: dict[str, list[str]] = {}   # staging table -> the files it reads
     for layer in LAYERS:
         for sql in sql_files(layer, sql_dir):
             if only is not None and sql.table not in only:
@@ -196,11 +198,18 @@ def _run_layers(
                         present.add(sql.table)
                         standing_in.add(sql.table)
                     continue
-                params["files"] = files
+                params["files"] = sources[sql.table] = files
             if not set(sql.requires) <= present:
                 result.skipped.append(sql.table)
                 continue
-            con.execute(sql.text, _parameters(sql.text, params))
+            if sql.source:
+                _stage_from_files(con, sql, params)
+            else:
+                try:
+                    con.execute(sql.text, _parameters(sql.text, params))
+                except duckdb.BinderException as error:
+                    _blame_a_source(error, [f for table in sql.requires for f in sources.get(table, ())])
+                    raise
             present.add(sql.table)
             if set(sql.requires) & standing_in:
                 standing_in.add(sql.table)
@@ -209,6 +218,41 @@ def _run_layers(
             name = ".".join(f'"{part}"' for part in sql.table.split("."))
             counts[sql.table] = con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
     return present
+
+
+def _stage_from_files(con: duckdb.DuckDBPyConnection, sql: SqlFile, params: dict[str, object]) -> None:
+    """Run a staging file over its Parquet sources; a source DuckDB cannot read (cut short, not
+    Parquet, without a column the SQL reads) is one `DamagedFileError` naming it."""
+    files: list[str] = list(params["files"])   # type: ignore[arg-type]
+    unreadable = None
+    try:
+        con.execute(sql.text, _parameters(sql.text, params))
+        return
+    except duckdb.Error as error:
+        if any(words in str(error) for words in damage.SITUATIONS) or isinstance(error, duckdb.InterruptException):
+            raise
+        for name in files:
+            try:
+                con.execute("SELECT count(*) FROM parquet_metadata(?)", [name]).fetchone()
+            except duckdb.Error:
+                unreadable = name
+                break
+        what = str(error).strip().splitlines()[0][:300]
+    where = unreadable or (files[0] if len(files) == 1 else f"{len(files)} files of {sql.source} (e.g. {files[0]})")
+    raise damage.damaged(where, f"the {sql.table} table cannot be built from it: {what}")
+
+
+def _blame_a_source(error: duckdb.BinderException, files: list[str]) -> None:
+    """A `DamagedFileError` naming the source file that lacks the column `error` says is missing
+    (a staging view reads `*`, so a Parquet output without a column fails only where it is used)."""
+    import polars as pl
+
+    found = re.search(r'column "([^"]+)" not found', str(error))
+    for name in files if found else ():
+        with damage.reading(name):
+            schema = pl.read_parquet_schema(name)
+        if found.group(1) not in schema:
+            raise damage.damaged(name, f"no column {found.group(1)!r}") from None
 
 
 def _existing_tables(con: duckdb.DuckDBPyConnection) -> set[str]:
