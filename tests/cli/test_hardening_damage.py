@@ -71,3 +71,12 @@ def test_a_garbage_llm_cache_is_one_line(tmp_path):
     path.write_bytes(os.urandom(8192))
     with pytest.raises(DamagedFileError, match="llm.sqlite is damaged .* move it aside"):
         LLMCache(path)
+
+
+def test_a_stage_output_without_a_column_a_data_test_reads_is_named(tmp_path):
+    cfg = make_config(tmp_path)
+    write_outputs(cfg)
+    reviews = cfg.data_dir / "t" / "venue" / "curate" / "reviews.parquet"
+    pl.read_parquet(reviews).drop("rating").write_parquet(reviews)
+    with pytest.raises(DamagedFileError, match=r"curate/reviews.parquet is damaged .*no column 'rating'"):
+        build_database(cfg, "t")
