@@ -42,15 +42,7 @@ from tasks.core.venue_facts import history_hidden
 from tasks.stages.ingest.forms import normalise_submission, reject, value
 from tasks.stages.ingest.openreview_client import make_client
 from tasks.stages.ingest.raw_cache import quarantine, read_cached
-from tasks.stages.ingest.review_form import (
-    MALFORMED,
-    ReviewForm,
-    checked_table_form,
-    fetch_invitation,
-    read_form,
-    save_form,
-    table_form,
-)
+from tasks.stages.ingest.review_form import ReviewForm, checked_table_form, read_form, save_form, table_form
 from tasks.stages.ingest.source_identity import (
     fingerprint,
     holds_cache,
@@ -231,14 +223,6 @@ def _submission_invitations(client: Any, api_version: int, venue_id: str, folder
     content = _group_content(client, venue_id, folder)
     name = value(content, "submission_name")
     return [value(content, "submission_id") or f"{venue_id}/-/{name or 'Submission'}"]
-
-
-def _group_or_none(group: Callable[[], dict[str, Any] | None]) -> dict[str, Any] | None:
-    """The venue group's settings, None when the group cannot be read (its invitation's default name is tried)."""
-    try:
-        return group()
-    except (openreview.OpenReviewException, *MALFORMED):
-        return None
 
 
 def _group_content(client: Any, venue_id: str, folder: Path) -> dict[str, Any]:
@@ -439,15 +423,12 @@ def ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None 
 
 def venue_form(cfg: Config, venue_id: str, client: Any, api_version: int, folder: Path) -> ReviewForm:
     """The venue's `[venues."<id>"]` table when pipelines.toml has one (checked against the venue's
-    own form, its invitation fetched when the raw cache lacks it), else its own review form."""
-    def group() -> dict[str, Any] | None:
-        return _group_content(client, venue_id, folder) if api_version == 2 else None
-
+    own labels: shipped ones, and its cached invitation), else its own review form."""
     if venue_id in cfg.venues:
         return checked_table_form(venue_id, cfg.venues[venue_id], folder, cfg.curate.common_scale,
-                                  cfg.curate.confidence_range, lambda: fetch_invitation(client, venue_id,
-                                                                                        _group_or_none(group), folder))
-    return read_form(client, api_version, venue_id, group(), folder, cfg.curate.common_scale,
+                                  cfg.curate.confidence_range)
+    group = _group_content(client, venue_id, folder) if api_version == 2 else None
+    return read_form(client, api_version, venue_id, group, folder, cfg.curate.common_scale,
                      cfg.curate.confidence_range)
 
 

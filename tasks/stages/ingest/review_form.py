@@ -30,8 +30,9 @@ Confidence options must lie inside `[curate] confidence_range` and are kept as t
 that cannot be mapped (no rating field, no options, no threshold in the labels, sides that
 interleave) raises `FormError`: one line that names the field and its options. So does a derived
 map that breaks numeric order (a higher option on a lower point) or that differs from the
-venue's hand-written table where both exist (the invitation is fetched for the check when the
-raw cache lacks it, so the check never depends on what an earlier command cached).
+venue's hand-written table where both exist: the labels of such venues' forms ship with the
+code (`KNOWN_FORMS`), so the check never depends on what an earlier command cached; a cached
+invitation is checked too.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,7 @@ RATING_NAMES = ("rating", "recommendation", "overall_recommendation", "overall_a
                 "overall_score", "score")
 CONFIDENCE_NAMES = ("confidence", "reviewer_confidence")
 FORM_FILE = "venue_form.json"
+KNOWN_FORMS = Path(__file__).with_name("known_forms.toml")   # the labels of venues with a hand table
 LABEL_CHARS = 400   # an option label is kept as one printable line of at most this many characters
 # openreview-py reading a bad answer (RecursionError: JSON nested deeper than the parser follows)
 MALFORMED = (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError)
@@ -318,31 +320,40 @@ def table_form(venue_id: str, venue: VenueConfig) -> ReviewForm:
     return ReviewForm(venue_id, "pipelines.toml", rating, [], rating_map, confidence, [], "table")
 
 
+def known_labels(venue_id: str) -> list[str] | None:
+    """The rating labels of `venue_id`'s form as shipped in KNOWN_FORMS, or None."""
+    import tomllib
+
+    forms = tomllib.loads(KNOWN_FORMS.read_text(encoding="utf-8")).get("forms", {})
+    labels = (forms.get(venue_id) or {}).get("labels")
+    return [str(label) for label in labels] if isinstance(labels, list) else None
+
+
 def checked_table_form(venue_id: str, venue: VenueConfig, folder: Path, common_scale: Sequence[float],
-                       confidence_range: Sequence[float],
-                       fetch: Callable[[], dict[str, Any]] | None = None) -> ReviewForm:
-    """`table_form`, after checking the table's rating_map against the map derived from the venue's
-    own invitation: FormError when they differ. The invitation is read from the raw cache, else
-    through `fetch` (which caches it), so a fresh cache checks the table as a warm one does; a venue
-    whose invitation cannot be read or mapped keeps its table (that is why it has one)."""
+                       confidence_range: Sequence[float]) -> ReviewForm:
+    """`table_form`, after checking the table's rating_map against the map the label rule derives
+    from the venue's own labels: those shipped in KNOWN_FORMS (always, no request, whatever the raw
+    cache holds), and the venue's cached invitation when the raw cache holds one. FormError when
+    they differ; a form the rule cannot read keeps the table (that is why the venue has one)."""
     form = table_form(venue_id, venue)
     if not venue.rating_map:
         return form
+    labels = known_labels(venue_id)
+    if labels is not None:
+        options = sorted({Option(float(label.split(":")[0]), label) for label in labels}, key=lambda o: o.value)
+        derived_map, rule = map_ratings(venue_id, "rating", options, common_scale)
+        if rule == "threshold":
+            check_map(venue_id, "rating", derived_map, venue.rating_map)
     try:
-        invitation: Any = json.loads((folder / "review_invitation.json").read_text(encoding="utf-8"))
+        invitation = json.loads((folder / "review_invitation.json").read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
-        invitation = None
-    if not isinstance(invitation, dict) and fetch is not None:
-        try:
-            invitation = fetch()
-        except FormError:
-            return form
+        return form
     if not isinstance(invitation, dict):
         return form
     try:
         derived = derive_form(venue_id, invitation, None, common_scale, confidence_range)
     except FormError:
-        return form   # a form the rule cannot read: the table is why the venue has one
+        return form
     if derived.rule == "threshold":
         check_map(venue_id, derived.rating_field or "rating", derived.rating_map, venue.rating_map)
     return form

@@ -196,16 +196,19 @@ def test_a_wrong_neurips_table_stops_on_a_fresh_cache(hostile, tmp_path):
     from tasks.core.config import IngestConfig
     from tasks.stages.ingest.fetch import venue_form
     from tasks.stages.ingest.openreview_client import make_client
+    from tasks.stages.ingest.review_form import known_labels
 
-    server, serve = hostile
-    serve(v2_invitation(NEURIPS25, NEURIPS2025_LABELS))
+    server, _ = hostile
     tables = load_config(ROOT / "pipelines.toml").venues
-    wrong = tables[NEURIPS25].model_copy(update={"rating_map": {**tables[NEURIPS25].rating_map, "4": 5}})
-    cfg = Config(root=tmp_path, venues={NEURIPS25: wrong})
     client = make_client(2, server.v2_url, IngestConfig(max_retries=0))
-    folder = tmp_path / "raw"            # a fresh cache: no earlier command stored the invitation
-    with pytest.raises(FormError, match=r"differs from the venue table .*4: 6 vs 5"):
-        venue_form(cfg, NEURIPS25, client, 2, folder)
-    assert (folder / "review_invitation.json").is_file()
-    right = Config(root=tmp_path, venues={NEURIPS25: tables[NEURIPS25]})
-    assert venue_form(right, NEURIPS25, client, 2, tmp_path / "raw2").source == "pipelines.toml"
+    for venue, key, point in ((NEURIPS25, "4", 5), (NEURIPS24, "5", 5)):
+        wrong = tables[venue].model_copy(update={"rating_map": {**tables[venue].rating_map, key: point}})
+        folder = tmp_path / venue / "raw"            # a fresh cache: no earlier command stored the invitation
+        with pytest.raises(FormError, match=rf"differs from the venue table .*{key}: 6 vs 5"):
+            venue_form(Config(root=tmp_path, venues={venue: wrong}), venue, client, 2, folder)
+        assert not folder.exists()                   # no request was needed
+        right = Config(root=tmp_path, venues={venue: tables[venue]})
+        assert venue_form(right, venue, client, 2, folder).source == "pipelines.toml"
+    # the shipped labels are the invitations' own
+    assert known_labels(NEURIPS25) == list(NEURIPS2025_LABELS)
+    assert known_labels(NEURIPS24) == list(NEURIPS2024_RATINGS.values())
