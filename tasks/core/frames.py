@@ -43,10 +43,11 @@ def read_curated(cfg: Config, pipeline: str) -> tuple[pl.DataFrame, pl.DataFrame
             path = curated / f"{name}.parquet"
             if not path.is_file():
                 raise FileNotFoundError(f"{path} is missing: run the curate stage for {venue} first")
-            bucket.append(damage.read_parquet(path))
+            needs = ("paper_id", "review_id") if name == "reviews" else ("paper_id",)
+            bucket.append(damage.read_parquet(path, required=needs))
         pdf = stage_dir(cfg, pipeline, "ingest", venue) / "pdf_texts.parquet"
         if pdf.is_file():
-            texts.append(damage.read_parquet(pdf))
+            texts.append(damage.read_parquet(pdf, required=("paper_id",)))
     all_papers = pl.concat(papers, how="diagonal_relaxed")
     if "in_benchmark" in all_papers.columns:  # only the benchmark sample is preprocessed
         all_papers = all_papers.filter(pl.col("in_benchmark").fill_null(False))

@@ -80,3 +80,16 @@ def test_a_stage_output_without_a_column_a_data_test_reads_is_named(tmp_path):
     pl.read_parquet(reviews).drop("rating").write_parquet(reviews)
     with pytest.raises(DamagedFileError, match=r"curate/reviews.parquet is damaged .*no column 'rating'"):
         build_database(cfg, "t")
+
+
+def test_export_over_curated_papers_without_paper_id_is_one_line(tmp_path):
+    from tasks.core.config import load_config
+    from tests.submit_data import write_config, write_curated
+
+    config = write_config(tmp_path, ["bleu"], stages=("score", "validate", "materialize"))
+    write_curated(load_config(config).for_pipeline("t"))
+    papers = next(tmp_path.rglob("curate/papers.parquet"))
+    pl.read_parquet(papers).drop("paper_id").write_parquet(papers)
+    out = cli("export", "--out", str(tmp_path / "out"), "-c", str(config), cwd=tmp_path)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    assert out.stderr.count("\n") == 1 and f"{papers} is damaged" in out.stderr and "no column 'paper_id'" in out.stderr
