@@ -1,4 +1,4 @@
-"""Soak of the hardening list and of the leftovers a crash or a bad server must not turn into a blocked run (slots, options, submitted rows, raw caches, completions servers, flaky servers, submits) and of what a hostile user tried (form labels, credentials, PDF bombs, trickling servers, signals, odd inputs), with the surfaces round of bench/soak/soak_surfaces.py (slow PDFs, the injection track, plan and full, concurrent runs and queries, the site in a browser): every way a user could lose results or hang, tried again and again.
+"""Soak of the hardening list and of the leftovers a crash or a bad server must not turn into a blocked run (slots, options, submitted rows, raw caches, completions servers, flaky servers, submits) and of what a hostile user tried (form labels, credentials, PDF bombs, trickling servers, signals, odd inputs), with the surfaces round of bench/soak/soak_surfaces.py (slow PDFs, the injection track, plan and full, concurrent runs and queries, the site in a browser) and the breaks round of bench/soak/soak_breaks.py (echoed passwords, rendered hidden text, damaged files, hostile forms, release and calibration files, unbounded settings, the power plan, fresh caches): every way a user could lose results or hang, tried again and again.
 
     .venv/bin/python bench/soak/soak_hardening.py [--rounds 3] [--only NAME ...] [--skip-slow]
 
@@ -24,57 +24,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-VENUE = "Test.cc/2025/Conference"
-PIPES = "".join(f"[pipelines.{n}]\nvenues = ['{VENUE}']\nstages = ['ingest', 'curate', 'materialize']\n"
-                for n in ("t", "u"))
-
-
-class Broken(AssertionError):
-    """The attempt did not hold; the message says how."""
-
-
-def check(condition: bool, why: str) -> None:
-    if not condition:
-        raise Broken(why)
-
-
-def cli(args: list[str], cwd: Path, timeout: float = 300, env: dict[str, str] | None = None
-        ) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "flows.cli.main", *args], cwd=cwd, env={**ENV, **(env or {})},
-                          capture_output=True, text=True, timeout=timeout)
-
-
-def one_error_line(done: subprocess.CompletedProcess, code: int, needle: str) -> None:
-    errors = [x for x in done.stderr.splitlines() if x.startswith("error:")]
-    check(done.returncode == code, f"exit {done.returncode}, wanted {code}: {done.stderr[-300:]}")
-    check(len(errors) == 1 and needle in errors[0], f"error lines {errors}, wanted one with {needle!r}")
-    check("Traceback" not in done.stderr, "a traceback")
-
-
-def small_db(root: Path, database: str = "r.duckdb") -> Path:
-    import duckdb
-
-    path = root / "pipelines.toml"
-    path.write_text(f"[paths]\ndata_dir = 'data'\ndatabase = '{database}'\n[query]\nmemory_limit_mb = 256\n" + PIPES)
-    with duckdb.connect(str(root / "r.duckdb")) as con:
-        con.execute("create table reviews as select range as i from range(5)")
-    return path
-
-
-def built_project(root: Path, database: str = "data/{pipeline}/grebench.duckdb") -> Path:
-    from tasks.core.config import load_config
-    from tests.stages.materialize.test_materialize import write_outputs
-
-    path = root / "pipelines.toml"
-    path.write_text(f"[paths]\ndata_dir = 'data'\ndatabase = '{database}'\n" + PIPES)
-    cfg = load_config(path)
-    write_outputs(cfg)
-    shutil.copytree(cfg.data_dir / "t", cfg.data_dir / "u")
-    return path
-
+from soak_common import ENV, ROOT, Broken, built_project, check, cli, one_error_line, small_db, submit_project
 
 # ---- the scenarios --------------------------------------------------------------------------------
 
@@ -484,7 +434,7 @@ def same_port_other_server(root: Path) -> None:
         calls = len(second.log)
         again = ingest_venue(venue, cfg, root / "out", second.v2_url)
         asked = [r.params.get("limit") for r in second.log[calls:]]
-    check(again.papers == 8 and again.pages_fetched == 0 and asked == ["1"],
+    check(again.papers == 8 and again.pages_fetched == 0 and asked == ["5"],
           f"a rerun asked {asked} and fetched {again.pages_fetched} pages")
     check(len(list((root / "data" / "raw").rglob("v2.replaced-*"))) == 1, "the old cache was not kept aside")
 
@@ -599,19 +549,6 @@ def flaky_chat_server(root: Path) -> None:
     check(time.monotonic() - started < 60, "not stopped within a minute")
 
 
-def _submit_project(root: Path) -> Path:
-    sys.path.insert(0, str(ROOT))
-    from tasks.core.config import load_config
-    from tests.submit_data import good_review, write_config, write_curated
-
-    config = write_config(root, ["bleu"], stages=("score", "validate", "materialize"))
-    write_curated(load_config(config).for_pipeline("t"))
-    for name, papers in (("a", (1, 2, 3)), ("b", (1, 2))):
-        (root / f"{name}.jsonl").write_text("".join(json.dumps({"paper_id": f"P{k}", "review": good_review(k)}) + "\n"
-                                                  for k in papers))
-    return config
-
-
 def concurrent_submits(root: Path) -> None:
     """Two submits of one new name at once: one wins, the other says so in one line."""
     from tasks.testing.anthropic_server import AnthropicServer, heuristic_responder
@@ -620,7 +557,7 @@ def concurrent_submits(root: Path) -> None:
         time.sleep(1.0)
         return heuristic_responder(params)
 
-    config = _submit_project(root)
+    config = submit_project(root)
     env = {**ENV, "ANTHROPIC_API_KEY": "fake-soak-key"}
     with AnthropicServer(slow) as server:
         env["ANTHROPIC_BASE_URL"] = server.url
@@ -644,7 +581,7 @@ def killed_submit(root: Path) -> None:
     resubmission then finishes."""
     from tasks.testing.anthropic_server import AnthropicServer
 
-    config = _submit_project(root)
+    config = submit_project(root)
     env = {**ENV, "ANTHROPIC_API_KEY": "fake-soak-key", "PREFECT_HOME": str(root / "prefect")}
     with AnthropicServer() as server:
         env["ANTHROPIC_BASE_URL"] = server.url
@@ -948,9 +885,11 @@ SCENARIOS: dict[str, tuple[Callable[[Path], None], bool]] = {   # name -> (attem
 
 
 def main() -> None:
+    from soak_breaks import BREAKS
     from soak_surfaces import SURFACES
 
     SCENARIOS.update(SURFACES)
+    SCENARIOS.update(BREAKS)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", nargs="*", choices=sorted(SCENARIOS))

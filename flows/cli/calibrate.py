@@ -26,18 +26,27 @@ def labelled(path: Path) -> tuple[list[str] | None, list[float] | None]:
     computed, else a review text column (review, review_text or text); Parquet, CSV or JSON lines."""
     import polars as pl
 
+    from tasks.core import damage
+
     if not path.is_file():
         raise ValueError(f"{path}: no such file")
     read = {".parquet": pl.read_parquet, ".csv": pl.read_csv, ".jsonl": pl.read_ndjson, ".json": pl.read_ndjson}
     if path.suffix not in read:
         raise ValueError(f"{path}: not a .parquet, .csv or .jsonl file")
-    frame = read[path.suffix](path)
+    with damage.reading(path, "give a Parquet, CSV or JSON-lines file of labelled reviews"):
+        frame = read[path.suffix](path)
+    if frame.height == 0:
+        raise ValueError(f"{path}: no rows")
     if "binoculars" in frame.columns:
+        if not frame.schema["binoculars"].is_numeric():
+            raise ValueError(f"{path}: column binoculars holds {frame.schema['binoculars']}, not numbers")
         return None, [float("nan") if v is None else float(v) for v in frame["binoculars"].to_list()]
     column = next((c for c in TEXT_COLUMNS if c in frame.columns), None)
     if column is None:
         raise ValueError(f"{path}: no binoculars or review text column ({', '.join(TEXT_COLUMNS)}); "
                          f"found: {', '.join(frame.columns)}")
+    if frame.schema[column] not in (pl.String, pl.Categorical):
+        raise ValueError(f"{path}: column {column} holds {frame.schema[column]}, not text")
     return frame[column].cast(pl.String).to_list(), None
 
 
@@ -53,6 +62,7 @@ def binoculars(
     """Pick the Binoculars threshold that flags at most --fpr of the human reviews, on the configured pair
     (one LM twice: the single-model form), and write it with its source into the config."""
     from tasks.core.config_edit import set_keys
+    from tasks.core.errors import GrebenchError
     from tasks.lm import ModelSpec
     from tasks.metrics import binoculars_calibrate as calibrate
     from tasks.metrics import binoculars_scores
@@ -74,7 +84,7 @@ def binoculars(
             texts, given = labelled(path)
             scored.append(given if given is not None else [v for v, _ in binoculars_scores(specs, texts)])
         picked = calibrate(scored[0], scored[1], fpr)
-    except ValueError as error:
+    except (ValueError, GrebenchError) as error:
         fail(str(error).splitlines()[0])
     single = single_form(specs)
     pair = specs[0].resolved().key if single else f"{specs[0].resolved().key} / {specs[1].resolved().key}"

@@ -19,10 +19,10 @@ def plan(
     pipeline: PipelineOption = None,
 ) -> None:
     """Papers needed to tell two models apart at --gap, from the paired spread of the last release's scores."""
-    import duckdb
     import polars as pl
 
     from flows.cli.common import results_database
+    from tasks.core import damage
     from tasks.metrics.registry import candidate_scores
     from tasks.stages.validate.leaderboard import per_paper
     from tasks.stages.validate.planning import TooManyPapers
@@ -40,7 +40,7 @@ def plan(
         typer.echo(note)
     if not database.is_file():
         fail(f"no results database at {database}: run a pipeline first (grebench run demo)")
-    with duckdb.connect(str(database), read_only=True) as con:
+    with damage.results_database(database) as con, damage.reading(database, damage.REBUILD):
         tables = {row[0] for row in con.execute("select table_name from information_schema.tables").fetchall()}
         if "scores" not in tables:
             fail(f"{database.name} has no scores table: run the score stage first")

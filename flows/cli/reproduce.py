@@ -65,7 +65,7 @@ def gem_table2(
     try:
         files = table2.release_files(release, cache_dir(cfg, "downloads") / "gem-release")
         reviews = table2.sample_papers(table2.release_reviews(files), papers, cfg.validate.seed)
-    except (table2.ReleaseError, OSError) as error:
+    except (table2.ReleaseError, OSError, GrebenchError) as error:
         fail(str(error).splitlines()[0])
     skipped = table2.not_run(metrics, chosen, reviews, cfg.validate.rephrase_llm is not None,
                              {m: REGISTRY[m].conditioned_on for m in metrics})
@@ -106,7 +106,11 @@ def gem_table2(
                 with tempfile.TemporaryDirectory() as folder:   # the sample in the reviews-file shape, read back checked
                     path = Path(folder) / "reviews.parquet"
                     sample.drop([c for c in ("judgments", "abstract") if sample[c].is_null().all()]).write_parquet(path)
-                    frame = load_reviews_file(path)
+                    try:
+                        frame = load_reviews_file(path)
+                    except ReviewsFileError as error:   # about the release, not the scratch copy it names
+                        named = ", ".join(map(str, files))
+                        fail(f"the release ({named}): {str(error).splitlines()[0].replace(str(path), 'its sample')}")
                 results.append(validate_reviews(run_cfg, frame, resources, run_metrics, these).validation)
         except (ValueError, ReviewsFileError, GrebenchError) as error:
             fail(str(error).splitlines()[0])

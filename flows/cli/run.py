@@ -13,6 +13,7 @@ from pathlib import Path
 
 import polars as pl
 
+from tasks.core import damage
 from tasks.core.config import CONFIGURED_STAGES, Config
 from tasks.core.layout import slug
 from tasks.core.summary import StageSummary
@@ -46,7 +47,7 @@ def preload_first_local_model(cfg: Config, stages: Sequence[str]) -> threading.T
 def latest_run(cfg: Config, pipeline: str) -> pl.DataFrame:
     """The newest run record of `pipeline` (one row per stage), or an empty frame."""
     files = sorted((cfg.data_dir / pipeline / "runs").glob("*.parquet"), key=lambda p: p.stat().st_mtime)
-    return pl.read_parquet(files[-1]) if files else pl.DataFrame()
+    return damage.read_parquet(files[-1]) if files else pl.DataFrame()
 
 
 def _shown(path: Path) -> str:

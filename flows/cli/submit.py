@@ -123,6 +123,10 @@ def export(
     try:
         base = load_checked_config(config_path(config))
         chosen = pick_pipeline(base, pipeline)
+        data = base.data_dir.resolve()
+        if out.resolve() == data or data in out.resolve().parents:
+            raise ConfigError(f"--out {out} lies in the data folder {base.data_dir}, where the pipelines keep their "
+                              "outputs, caches and databases: choose a folder outside it")
         try:
             check_writable(out)     # a file, a folder under a file, /proc: said now, in one line
         except ConfigError as error:

@@ -12,13 +12,13 @@ from tasks.core.config_base import Frozen, check_pipeline_name, check_venue_id
 class QueryConfig(Frozen):
     """Limits of `grebench query` (flows/cli/query.py), set before the user's SQL runs and locked."""
 
-    timeout_seconds: float = Field(300.0, gt=0)   # --timeout overrides it; then the query is interrupted
-    memory_limit_mb: int = Field(2048, ge=64)     # DuckDB's memory_limit
-    max_spill_mb: int = Field(2048, ge=0)         # DuckDB's max_temp_directory_size (0: no spilling)
-    threads: int = Field(2, ge=1)
+    timeout_seconds: float = Field(300.0, gt=0, le=7 * 86400)   # --timeout overrides it; then the query is interrupted
+    memory_limit_mb: int = Field(2048, ge=64, le=4 * 1024 * 1024)     # DuckDB's memory_limit
+    max_spill_mb: int = Field(2048, ge=0, le=64 * 1024 * 1024)         # DuckDB's max_temp_directory_size (0: no spilling)
+    threads: int = Field(2, ge=1, le=1024)
     # The whole process's address space (RLIMIT_AS) is capped at memory_limit_mb plus this, so that
     # allocations DuckDB does not count (one huge string) fail as "Out of Memory" instead of swapping
-    address_space_headroom_mb: int = Field(1024, ge=256)
+    address_space_headroom_mb: int = Field(1024, ge=256, le=1024 * 1024)
 
 
 class ScheduleConfig(Frozen):

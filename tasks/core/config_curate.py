@@ -11,12 +11,12 @@ from tasks.core.config_base import Frozen
 
 class CurateConfig(Frozen):
     min_confidence: float = 4
-    min_reviews: int = Field(3, ge=1)
-    max_reviews: int = Field(5, ge=1)
+    min_reviews: int = Field(3, ge=1, le=1000)
+    max_reviews: int = Field(5, ge=1, le=1000)
     max_rating_variance: float = Field(1.5, ge=0)
     variance_ddof: Literal[0, 1] = 0
     common_scale: tuple[float, ...] = (1, 3, 5, 6, 8, 10)
-    sample_size: int = Field(100, ge=1)
+    sample_size: int = Field(100, ge=1, le=1_000_000)
     seed: int = 2025
     # The confidence forms' scale (curate): a confidence outside it is rejected as out of range.
     confidence_range: tuple[float, float] = (1, 5)

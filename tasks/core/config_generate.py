@@ -16,8 +16,8 @@ class CandidateConfig(LLMConfig):
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # the model's name on the leaderboard
     knowledge_cutoff: date            # papers first public on or before this date are left out
-    max_tokens: int = Field(2048, ge=1)
-    max_context_tokens: int = Field(8192, ge=256)  # prompt + answer; a longer paper is cut at a section
+    max_tokens: int = Field(2048, ge=1, le=1_000_000)
+    max_context_tokens: int = Field(8192, ge=256, le=10_000_000)  # prompt + answer; a longer paper is cut at a section
     prompt_version: str = "review-v1"  # tasks/prompts/<version>.md; part of every cache key
 
     @model_validator(mode="after")
@@ -32,7 +32,7 @@ class InjectionConfig(Frozen):
     also reviews copies of a few benchmark papers carrying a planted instruction to an AI reviewer;
     the score stage measures how far its rating and first metric move (`injection_shifts`)."""
 
-    papers: int = Field(0, ge=0)        # benchmark papers drawn for the track; 0: no track
+    papers: int = Field(0, ge=0, le=100_000)        # benchmark papers drawn for the track; 0: no track
     seed: int = 0                       # the draw
     variants: tuple[Literal["visible", "hidden"], ...] = ("visible", "hidden")
     confidence: float = Field(0.90, gt=0, lt=1)   # the level of the shifts' t intervals
@@ -44,9 +44,9 @@ class GenerateConfig(Frozen):
     chars_per_token: float = Field(3.5, gt=0)  # anthropic: context estimate (no local tokenizer)
     candidates: tuple[CandidateConfig, ...] = ()
     # candidates reviewing at once (local ones split the cores between them: tasks/lm/local.py `sharing_cores`)
-    candidates_at_once: int = Field(2, ge=1)
+    candidates_at_once: int = Field(2, ge=1, le=1024)
     # `grebench submit` (tasks/stages/generate/submit.py): a submitted review longer than this is rejected (review_too_long)
-    max_review_chars: int = Field(60000, ge=100)
+    max_review_chars: int = Field(60000, ge=100, le=10_000_000)
     # The injection track: papers with a planted instruction to AI reviewers
     injection: InjectionConfig = InjectionConfig()
 

@@ -16,21 +16,21 @@ class IngestConfig(Frozen):
     api_v1_url: str = "https://api.openreview.net"
     api_v2_url: str = "https://api2.openreview.net"
     page_size: int = Field(1000, ge=1, le=1000)
-    max_retries: int = Field(6, ge=0)
-    backoff_seconds: float = Field(1.0, ge=0)
-    max_backoff_seconds: float = Field(60.0, ge=0)
-    timeout_seconds: float = Field(60.0, gt=0)
+    max_retries: int = Field(6, ge=0, le=100)
+    backoff_seconds: float = Field(1.0, ge=0, le=3600)
+    max_backoff_seconds: float = Field(60.0, ge=0, le=86400)
+    timeout_seconds: float = Field(60.0, gt=0, le=86400)
     # the longest one whole request may take, its answer read in full (a PDF download too):
     # timeout_seconds bounds each read only, and a server sending a byte at a time never trips it
-    request_total_seconds: float = Field(600.0, gt=0)
+    request_total_seconds: float = Field(600.0, gt=0, le=7 * 86400)
     pdf: bool = True
-    pdf_max_bytes: int = Field(50 * 1024 * 1024, gt=0)
-    pdf_workers: int = Field(4, ge=1)
+    pdf_max_bytes: int = Field(50 * 1024 * 1024, gt=0, le=2 * 1024**3)
+    pdf_workers: int = Field(4, ge=1, le=256)
     # each PDF's text is read in a child process with these limits; a PDF over one is rejected
     # (pdf_over_limit) and the run goes on
-    pdf_memory_mb: int = Field(2048, ge=256)
+    pdf_memory_mb: int = Field(2048, ge=256, le=1024 * 1024)
     pdf_seconds: float = Field(120.0, gt=0, le=86400)
-    pdf_max_pages: int = Field(2000, ge=1)
+    pdf_max_pages: int = Field(2000, ge=1, le=1_000_000)
     # which papers' PDFs (and PDF histories) ingest fetches: "sample" (the benchmark sample the
     # curate rules draw, what later stages read), "curated" (every paper curation keeps) or "all"
     pdf_scope: Literal["sample", "curated", "all"] = "sample"
@@ -43,7 +43,7 @@ class IngestConfig(Frozen):
     logged_in_requests_per_minute: float = Field(0, ge=0)   # when OPENREVIEW_TOKEN or _USERNAME is set
     logged_in_pdfs_per_hour: float = Field(0, ge=0)
     edits_per_minute: float = Field(0, ge=0)   # revision histories (/notes/edits, /references), on top
-    max_rate_wait_seconds: float = Field(3900, ge=0)   # longest wait for a 429's reset time, else it surfaces
+    max_rate_wait_seconds: float = Field(3900, ge=0, le=7 * 86400)   # longest wait for a 429's reset time, else it surfaces
     # revision histories (tasks/stages/ingest/versions.py): the PDF the reviewers saw, first and final reviews
     versions: bool = True
     # false: a venue whose facts (tasks/core/venue_families.toml) say its edit history is hidden is not
@@ -90,8 +90,8 @@ class VenueConfig(Frozen):
 class SyntheticSource(Frozen):
     """The generated venue a "synthetic" pipeline serves from the local OpenReview server."""
 
-    n_papers: int = Field(12, ge=1)
-    reviews_per_paper: int = Field(4, ge=1)
+    n_papers: int = Field(12, ge=1, le=100_000)
+    reviews_per_paper: int = Field(4, ge=1, le=100)
     seed: int = 0
     pdfs: bool | Literal["lazy"] = True   # "lazy": each PDF rendered when first downloaded (large venues)
     bad_cases: bool = True

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from tasks.core.config_base import BackendName, Frozen
 
@@ -18,11 +18,11 @@ class LLMConfig(Frozen):
 
     backend: BackendName = "local"     # a name of the backend registry (tasks/lm/backends.py)
     model: str = "smollm2"                # local: "smollm2" (embedded), a path or a model id
-    max_tokens: int = Field(512, ge=1)
+    max_tokens: int = Field(512, ge=1, le=1_000_000)
     use_batches: bool = True              # anthropic: Message Batches API for bulk work
-    max_in_flight: int = Field(8, ge=1)   # anthropic: concurrent requests
-    max_retries: int = Field(5, ge=0)
-    poll_seconds: float = Field(30.0, gt=0)
+    max_in_flight: int = Field(8, ge=1, le=1024)   # anthropic: concurrent requests
+    max_retries: int = Field(5, ge=0, le=100)
+    poll_seconds: float = Field(30.0, gt=0, le=86400)
     load_in_4bit: bool = False            # local on CUDA: NF4 via bitsandbytes
     # local: "int8" (CPU only) is torch's dynamic int8 on every linear layer (reviews decode 2.8x float32's speed);
     # "nf4" is load_in_4bit; part of every cache key
@@ -33,23 +33,23 @@ class LLMConfig(Frozen):
     input_price_per_mtok: float = Field(3.0, ge=0)    # USD per million input tokens
     output_price_per_mtok: float = Field(15.0, ge=0)  # USD per million output tokens
     cache_read_price_per_mtok: float = Field(0.3, ge=0)  # USD per million prompt-cache read tokens
-    batch_size: int = Field(8, ge=1)      # local: prompts per generate() call
+    batch_size: int = Field(8, ge=1, le=4096)      # local: prompts per generate() call
     # local: each prompt decoded alone, with no prefix kept from an earlier call, so an answer depends on
     # its prompt only (batched int8 quantizes a batch's activations with one scale, and a batch's float
     # sums run in another order): a run killed and resumed decodes what an uninterrupted run did. Slower
     # (one row a step); batch_size is then 1
     batch_invariant: bool = False
-    retry_max_seconds: float = Field(60.0, ge=0)  # anthropic, openai: ceiling of one back-off wait
+    retry_max_seconds: float = Field(60.0, ge=0, le=86400)  # anthropic, openai: ceiling of one back-off wait
     # anthropic, openai: seconds one HTTP request may take (connect and answer); past it the request
     # fails as transient (retried), so a server that accepts and never answers cannot hold a stage
-    timeout_seconds: float = Field(300.0, gt=0)
+    timeout_seconds: float = Field(300.0, gt=0, le=86400)
     # anthropic, openai: the longest a backend goes on retrying while no request is answered; past it
     # the stage fails with one line naming the server (a server that drops every connection)
-    retry_budget_seconds: float = Field(120.0, gt=0)
+    retry_budget_seconds: float = Field(120.0, gt=0, le=7 * 86400)
     # anthropic, openai: the most one stage may spend on failed requests and their back-off waits in
     # all (summed over requests, answered ones in between do not reset it); past it the stage fails
     # with one line naming the server (a server failing every other request)
-    retry_total_seconds: float = Field(1800.0, gt=0)
+    retry_total_seconds: float = Field(1800.0, gt=0, le=30 * 86400)
     # openai (any OpenAI-compatible server: OpenAI, Gemini, DeepSeek, vLLM, SGLang, Ollama):
     base_url: str | None = None           # e.g. "https://api.openai.com/v1"; "served:smollm2": the
                                           # embedded model behind the local OpenAI-compatible server
@@ -62,3 +62,19 @@ class LLMConfig(Frozen):
     api: Literal["chat", "completions"] = "chat"
     tokenizer: str | None = None          # completions: the served model's tokenizer (a local path, a model
                                           # id or "smollm2"); None: `model` ("served:<m>": <m>)
+
+    @property
+    def in_process(self) -> bool:
+        """base_url "<scheme>:<model>": a local model behind a server this process starts."""
+        scheme, sep, _ = (self.base_url or "").partition(":")
+        return bool(sep) and scheme not in ("http", "https")
+
+    @model_validator(mode="after")
+    def _settings_the_backend_reads(self) -> LLMConfig:
+        if self.backend == "openai" and self.model == "smollm2" and not self.in_process:
+            raise ValueError('backend = "openai" sends `model` to the server: name the served model (e.g. gpt-5, '
+                             'deepseek-chat, the id a vLLM server serves), or set base_url = "served:smollm2"')
+        if self.batch_invariant and self.backend != "local" and not self.in_process:
+            raise ValueError(f"batch_invariant = true shapes local decoding only; backend = {self.backend!r} "
+                             "decodes on its server: remove it")
+        return self

@@ -13,7 +13,7 @@ from tasks.core.config_llm import LLMConfig
 class QualifyConfig(Frozen):
     """The qualification exam of the LLMs in a judging role (tasks/stages/qualify, Auto-PRE)."""
 
-    items: int = Field(20, ge=1)             # exam items per test (papers / review pairs), drawn with `seed`
+    items: int = Field(20, ge=1, le=100_000)             # exam items per test (papers / review pairs), drawn with `seed`
     seed: int = 0
     # pass lines; "mean": the mean score of the models examined in the role (as Auto-PRE does)
     consistency_threshold: float | Literal["mean"] = "mean"

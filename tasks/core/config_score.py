@@ -40,12 +40,12 @@ class ReviewQualityConfig(Frozen):
     # None: every (candidate point, human point) pair goes to the match judge, as Beyond Rating's precision and
     # Max-Recall are defined (eq. 2-3); k: only the k most similar by embedding, the rest counted unmatched, which
     # makes both lower bounds (their score rows' eval_lm says "prefilter top-k, lower bound")
-    match_top_k: int | None = Field(None, ge=1)
-    points_max_tokens: int = Field(768, ge=16)  # answer budget of one review field's atomic points
+    match_top_k: int | None = Field(None, ge=1, le=1000)
+    points_max_tokens: int = Field(768, ge=16, le=1_000_000)  # answer budget of one review field's atomic points
     kl_alpha: float = Field(1.0, gt=0)         # additive smoothing of the focus-KL category counts
-    chunk_tokens: int = Field(512, ge=16)      # paper chunks: window in words ...
-    chunk_overlap: int = Field(128, ge=0)      # ... and overlap in words
-    chunk_top_k: int = Field(5, ge=1)          # chunks a summary's coverage sums / a question is checked against
+    chunk_tokens: int = Field(512, ge=16, le=1_000_000)      # paper chunks: window in words ...
+    chunk_overlap: int = Field(128, ge=0, le=1_000_000)      # ... and overlap in words
+    chunk_top_k: int = Field(5, ge=1, le=1000)          # chunks a summary's coverage sums / a question is checked against
     accept_threshold: float = 6.0              # a candidate rating at or above it predicts accept (common scale)
     # Binoculars: two local causal LMs sharing one tokenizer (observer, performer); unset: NaN with the reason.
     # One model twice is the single-model form (its log-perplexity over its own entropy), as the reference
@@ -110,23 +110,23 @@ class ScoreConfig(Frozen):
     eval_lm_cuda: str = "meta-llama/Llama-3.1-8B-Instruct"  # used instead when CUDA is present
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     quantization: Literal["auto", "none", "nf4"] = "auto"   # auto: nf4 on CUDA, none on CPU
-    token_budget: int = Field(4096, ge=64)   # tokens per forward batch
-    shard_size: int = Field(256, ge=1)       # scoring requests per Parquet shard
-    metric_shard_papers: int = Field(8, ge=1)   # papers per shard of the LLM metrics (tasks/scoring/metric_shards.py)
+    token_budget: int = Field(4096, ge=64, le=10_000_000)   # tokens per forward batch
+    shard_size: int = Field(256, ge=1, le=1_000_000)       # scoring requests per Parquet shard
+    metric_shard_papers: int = Field(8, ge=1, le=100_000)   # papers per shard of the LLM metrics (tasks/scoring/metric_shards.py)
     task_runner: Literal["thread", "dask"] = "thread"
-    workers: int = Field(1, ge=1)            # workers of the dask cluster started locally (on a CPU)
+    workers: int = Field(1, ge=1, le=1024)            # workers of the dask cluster started locally (on a CPU)
     runner_address: str | None = None        # an existing dask scheduler (its workers hold a GPU resource each)
     # The GPUs of a dask cluster started locally, one worker each (as CUDA_VISIBLE_DEVICES names them:
     # indices or UUIDs); empty: every GPU this process sees (tasks/scoring/cluster.py)
     cuda_devices: tuple[str, ...] = ()
-    gpu_concurrency: int = Field(1, ge=1)    # scoring tasks allowed at once (the thread runner's slot files)
+    gpu_concurrency: int = Field(1, ge=1, le=1024)    # scoring tasks allowed at once (the thread runner's slot files)
     slot_wait_s: float = Field(3600.0, gt=0, le=30 * 86400)   # longest wait for one of those slots (tasks/core/slots.py)
     metrics: tuple[str, ...] = ("gem_raw", "gem", "gem_s_abstract", "gem_s_assw")  # names in tasks/metrics
     # More metrics scored into the same table for side-by-side comparison (any name in tasks/metrics)
     baselines: tuple[str, ...] = ("bleu", "rouge_l", "bertscore_minilm")
     # Negative references per (candidate, reference) pair for the f-variational metrics (tasks/metrics/fmi.py):
     # references of other papers of the same venue, drawn with `negatives_seed`
-    negatives: int = Field(4, ge=1)
+    negatives: int = Field(4, ge=1, le=1000)
     negatives_seed: int = 0
     # Several evaluation LMs in one run (tasks/scoring/eval_lms.py): each a model name or a table with
     # the keys above (eval_lm, eval_lm_cuda, dtype, quantization); empty: the single eval_lm above
@@ -148,11 +148,11 @@ class ScoreConfig(Frozen):
     # probabilities, and generates and parses "Score: N" for the others; "generate": always the latter
     judge_method: Literal["auto", "generate"] = "auto"
     # The judges' context in tokens for the paper text lm_examiner reads (cut at section boundaries)
-    judge_context_tokens: int = Field(8192, ge=512)
+    judge_context_tokens: int = Field(8192, ge=512, le=10_000_000)
     # The pairwise judge (tasks/metrics/pairwise.py): pairs of generated candidates judged per paper, each
     # in both orders with a revision of one review; 0: every pair, k: k pairs a paper, a different pair on
     # each paper (rotated by the paper's id), so that a few calls still cover every pair of models
-    pairwise_pairs_per_paper: int = Field(0, ge=0)
+    pairwise_pairs_per_paper: int = Field(0, ge=0, le=1000)
     # BARTScore (tasks/metrics/bartscore.py): any seq2seq model (a folder or a model id); unset, the
     # bartscore_* metrics cannot run and say so
     bartscore_model: str | None = None

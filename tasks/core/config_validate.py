@@ -19,7 +19,7 @@ class ValidateConfig(Frozen):
     metrics: tuple[str, ...] = ("gem_raw", "gem", "gem_s_abstract", "gem_s_assw", "bleu", "rouge_l", "bertscore_minilm")
     correction: Literal["none", "holm", "bonferroni", "bh"] = "none"  # p-value correction per metric
     alpha: float = Field(0.05, gt=0, lt=1)
-    max_papers: int = Field(100, ge=1)       # papers drawn into the validation sample
+    max_papers: int = Field(100, ge=1, le=100_000)       # papers drawn into the validation sample
     candidates: Literal["one", "all"] = "one"  # candidate reviews per paper (the others are references)
     # The reviews validated on: "curated" (the pipeline's curated reviews of its benchmark papers), the name
     # of a sample shipped in tasks/stages/validate/samples/ ("iclr2023_gem": real ICLR 2023 reviews with the
@@ -29,11 +29,11 @@ class ValidateConfig(Frozen):
     seed: int = 0                            # sample, candidate choice and random replacement
     leaderboard_confidence: float = Field(0.90, gt=0, lt=1)
     # tests with fewer pairs than this are "inconclusive" (passed null), whatever their p-value
-    min_pairs: int = Field(10, ge=2)
+    min_pairs: int = Field(10, ge=2, le=1_000_000)
     correction_scope: Literal["metric", "table"] = "metric"  # correct per metric or over the whole table
-    bootstrap_resamples: int = Field(2000, ge=0)  # paired-bootstrap interval of the SMD (0: none)
-    adversary_steps: int = Field(4, ge=1)     # greedy steps of the "adversary" strategy (6 variants each)
-    adversary_patience: int = Field(2, ge=1)  # steps without a gain before a candidate's search stops
+    bootstrap_resamples: int = Field(2000, ge=0, le=100_000)  # paired-bootstrap interval of the SMD (0: none)
+    adversary_steps: int = Field(4, ge=1, le=100)     # greedy steps of the "adversary" strategy (6 variants each)
+    adversary_patience: int = Field(2, ge=1, le=100)  # steps without a gain before a candidate's search stops
     # "raw": every strategy acts on the raw review, preprocessed afterwards (GEM section 4.2, appendix D), so
     # each metric is tested on the text its board reads; "judgments": the cheaper form, deterministic
     # strategies on the judgment lines, which raw-reading metrics then read; both may run (a string is one level)
@@ -51,7 +51,7 @@ class ValidateConfig(Frozen):
     # test per pair, corrected across a board's pairs; bootstrap intervals at leaderboard_confidence
     compare_correction: Literal["none", "holm", "bonferroni", "bh"] = "holm"
     compare_alpha: float = Field(0.05, gt=0, lt=1)
-    compare_resamples: int = Field(2000, ge=100)   # bootstrap replicates over papers
+    compare_resamples: int = Field(2000, ge=100, le=100_000)   # bootstrap replicates over papers
 
     @model_validator(mode="after")
     def _second_rephraser_configured(self) -> ValidateConfig:

@@ -13,6 +13,7 @@ from typing import Protocol
 
 import polars as pl
 
+from tasks.core import damage
 from tasks.core.config import Config
 from tasks.core.layout import stage_dir
 from tasks.core.schema import SCORING_CANDIDATES, SYNOPSES_WIDE, conform
@@ -42,10 +43,11 @@ def read_curated(cfg: Config, pipeline: str) -> tuple[pl.DataFrame, pl.DataFrame
             path = curated / f"{name}.parquet"
             if not path.is_file():
                 raise FileNotFoundError(f"{path} is missing: run the curate stage for {venue} first")
-            bucket.append(pl.read_parquet(path))
+            needs = ("paper_id", "review_id") if name == "reviews" else ("paper_id",)
+            bucket.append(damage.read_parquet(path, required=needs))
         pdf = stage_dir(cfg, pipeline, "ingest", venue) / "pdf_texts.parquet"
         if pdf.is_file():
-            texts.append(pl.read_parquet(pdf))
+            texts.append(damage.read_parquet(pdf, required=("paper_id",)))
     all_papers = pl.concat(papers, how="diagonal_relaxed")
     if "in_benchmark" in all_papers.columns:  # only the benchmark sample is preprocessed
         all_papers = all_papers.filter(pl.col("in_benchmark").fill_null(False))
@@ -100,7 +102,7 @@ def curated_reviews(cfg: Config, pipeline: str) -> pl.DataFrame:
         path = folder / "reviews.parquet"
         if not path.is_file():
             raise FileNotFoundError(f"{path}: curated reviews not found; run the curate stage first")
-        frames.append(benchmark_only(pl.read_parquet(path, columns=["paper_id", "review_id", "review_text"]), folder))
+        frames.append(benchmark_only(damage.read_parquet(path, columns=["paper_id", "review_id", "review_text"]), folder))
     return pl.concat(frames)
 
 
@@ -110,7 +112,7 @@ def benchmark_only(reviews: pl.DataFrame, curate_folder: Path) -> pl.DataFrame:
     papers = curate_folder / "papers.parquet"
     if not papers.is_file():
         return reviews
-    sample = pl.read_parquet(papers, columns=["paper_id", "in_benchmark"]).filter("in_benchmark")
+    sample = damage.read_parquet(papers, columns=["paper_id", "in_benchmark"]).filter("in_benchmark")
     return reviews.join(sample.select("paper_id"), on="paper_id", how="semi")
 
 
@@ -119,7 +121,7 @@ def paper_groups(cfg: Config, pipeline: str) -> dict[str, str]:
     groups: dict[str, str] = {}
     for venue in cfg.pipelines[pipeline].venues:
         path = stage_dir(cfg, pipeline, "curate", venue) / "reviews.parquet"
-        for paper in pl.read_parquet(path, columns=["paper_id"])["paper_id"].unique().to_list():
+        for paper in damage.read_parquet(path, columns=["paper_id"])["paper_id"].unique().to_list():
             groups.setdefault(paper, venue)
     return groups
 
@@ -133,7 +135,7 @@ def read_judgments(cfg: Config, pipeline: str, metrics: Sequence[ReadsFrames]) -
     if not path.is_file():
         names = sorted(m.name for m in metrics if m.reads == "judgments")
         raise FileNotFoundError(f"{path}: judgments not found; run the preprocess stage or drop metric(s) {names}")
-    return judgments_text(pl.read_parquet(path))
+    return judgments_text(damage.read_parquet(path))
 
 
 def read_synopses(cfg: Config, pipeline: str, metrics: Sequence[ReadsFrames]) -> pl.DataFrame | None:
@@ -144,7 +146,7 @@ def read_synopses(cfg: Config, pipeline: str, metrics: Sequence[ReadsFrames]) ->
     if not path.is_file():
         names = sorted(m.name for m in metrics if m.conditioned_on != "none")
         raise FileNotFoundError(f"{path}: synopses not found; run the preprocess stage or drop metric(s) {names}")
-    long = pl.read_parquet(path)
+    long = damage.read_parquet(path)
     wide = synopses_wide(long.select(c for c in ("paper_id", "kind", "text", "source") if c in long.columns))
     if any(m.conditioned_on == "paper" for m in metrics):
         wide = with_paper_texts(cfg, pipeline, wide)
@@ -154,7 +156,7 @@ def read_synopses(cfg: Config, pipeline: str, metrics: Sequence[ReadsFrames]) ->
 def with_paper_texts(cfg: Config, pipeline: str, wide: pl.DataFrame) -> pl.DataFrame:
     """`wide` with each paper's PDF text (the ingest stage's pdf_texts; null for a paper without one),
     for the metrics conditioned on the paper itself (lm_examiner)."""
-    frames = [pl.read_parquet(p, columns=["paper_id", "text"]) for venue in cfg.pipelines[pipeline].venues
+    frames = [damage.read_parquet(p, columns=["paper_id", "text"]) for venue in cfg.pipelines[pipeline].venues
               if (p := stage_dir(cfg, pipeline, "ingest", venue) / "pdf_texts.parquet").is_file()]
     if not frames:
         return wide
@@ -171,9 +173,9 @@ def scoring_candidates(cfg: Config, pipeline: str) -> pl.DataFrame:
     folder = cfg.data_dir / pipeline / "generate"
     if not (folder / "candidates.parquet").is_file():
         return pl.DataFrame(schema=SCORING_CANDIDATES)
-    generated = pl.read_parquet(folder / "candidates.parquet", columns=["candidate_id", "paper_id", "model", "review"])
+    generated = damage.read_parquet(folder / "candidates.parquet", columns=["candidate_id", "paper_id", "model", "review"])
     path = folder / "candidate_judgments.parquet"
-    judgments = judgments_text(pl.read_parquet(path)) if path.is_file() else pl.DataFrame(
+    judgments = judgments_text(damage.read_parquet(path)) if path.is_file() else pl.DataFrame(
         schema={"review_id": pl.String, "judgments": pl.String})
     return (
         generated.join(judgments, left_on="candidate_id", right_on="review_id", how="left")
@@ -190,7 +192,7 @@ def generate_frame(cfg: Config, pipeline: str, name: str, schema: pl.Schema) -> 
     path = cfg.data_dir / pipeline / "generate" / f"{name}.parquet"
     if not path.is_file():
         return pl.DataFrame(schema=schema)
-    return pl.read_parquet(path, columns=schema.names()).cast(dict(schema))
+    return damage.read_parquet(path, columns=schema.names()).cast(dict(schema))
 
 
 def candidate_judgments(cfg: Config, pipeline: str) -> pl.DataFrame:
@@ -198,7 +200,7 @@ def candidate_judgments(cfg: Config, pipeline: str) -> pl.DataFrame:
     path = cfg.data_dir / pipeline / "generate" / "candidate_judgments.parquet"
     if not path.is_file():
         return pl.DataFrame(schema={"review_id": pl.String, "judgments": pl.String})
-    return judgments_text(pl.read_parquet(path))
+    return judgments_text(damage.read_parquet(path))
 
 
 # ---- review versions ------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import polars as pl
 
+from tasks.core import damage
 from tasks.core.config import Config
 from tasks.core.frames import judgments_text
 from tasks.core.layout import pipeline_dir
@@ -41,7 +42,7 @@ def submitted_names(cfg: Config, pipeline: str) -> list[str]:
 
 def submitted_exclusions(cfg: Config, pipeline: str) -> pl.DataFrame:
     """EXCLUSIONS of every submission: its papers public on or before the declared cutoff."""
-    frames = [pl.read_parquet(f / "submitted_exclusions.parquet").cast(dict(EXCLUSIONS))
+    frames = [damage.read_parquet(f / "submitted_exclusions.parquet").cast(dict(EXCLUSIONS))
               for f in submission_folders(cfg, pipeline)]
     return pl.concat([pl.DataFrame(schema=EXCLUSIONS), *frames])
 
@@ -51,9 +52,9 @@ def submitted_candidates(cfg: Config, pipeline: str) -> pl.DataFrame:
     source = the submission's name, review_id null, judgments: the review's judgment lines in order."""
     frames = []
     for folder in submission_folders(cfg, pipeline):
-        reviews = pl.read_parquet(folder / "submitted_candidates.parquet",
+        reviews = damage.read_parquet(folder / "submitted_candidates.parquet",
                                   columns=["candidate_id", "paper_id", "model", "review"])
-        judgments = judgments_text(pl.read_parquet(folder / "candidate_judgments.parquet"))
+        judgments = judgments_text(damage.read_parquet(folder / "candidate_judgments.parquet"))
         frames.append(reviews.join(judgments, left_on="candidate_id", right_on="review_id", how="left")
                       .select("paper_id", pl.col("candidate_id").alias("candidate"), pl.col("model").alias("source"),
                               pl.lit(None, pl.String).alias("review_id"), pl.col("review").alias("review_text"),
@@ -64,7 +65,7 @@ def submitted_candidates(cfg: Config, pipeline: str) -> pl.DataFrame:
 def submitted_flags(cfg: Config, pipeline: str) -> dict[str, list[str]]:
     """candidate_id -> the kinds screening flagged in that submitted review (tasks/stages/generate/screening.py),
     sorted; reviews without a flag are absent."""
-    frames = [pl.read_parquet(f / "submission_flags.parquet", columns=["candidate_id", "kind"])
+    frames = [damage.read_parquet(f / "submission_flags.parquet", columns=["candidate_id", "kind"])
               for f in submission_folders(cfg, pipeline) if (f / "submission_flags.parquet").is_file()]
     flags = pl.concat([pl.DataFrame(schema={"candidate_id": pl.String, "kind": pl.String}),
                        *(f.cast(pl.String) for f in frames)]).drop_nulls("candidate_id")

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tasks.core import damage
 from tasks.lm.types import (
     Accept,
     ChatRequest,
@@ -84,9 +85,11 @@ class LLMCache:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as db:
+        with damage.reading(self.path, "move it aside (its answers are asked again) and rerun"), \
+                self._connect() as db:
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(_SCHEMA)
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:

@@ -22,6 +22,7 @@ from typing import Any
 
 import polars as pl
 
+from tasks.core import damage
 from tasks.core.config import Config
 from tasks.core.layout import stage_dir
 from tasks.stages.generate.submit import benchmark
@@ -37,7 +38,7 @@ def export_papers(cfg: Config, pipeline: str) -> pl.DataFrame:
     for venue in cfg.pipelines[pipeline].venues:
         path = stage_dir(cfg, pipeline, "ingest", venue) / "pdf_texts.parquet"
         if path.is_file():
-            texts.append(pl.read_parquet(path, columns=["paper_id", "text"]))
+            texts.append(damage.read_parquet(path, columns=["paper_id", "text"]))
     text = (pl.concat(texts).unique("paper_id", keep="first") if texts
             else pl.DataFrame(schema={"paper_id": pl.String, "text": pl.String}))
     columns = [c for c in ("paper_id", "venue_id", "title", "abstract", "pdf_url", "first_public_at")

@@ -41,6 +41,7 @@ from pathlib import Path
 
 import polars as pl
 
+from tasks.core import damage
 from tasks.report.common import download_once
 
 RELEASE_REPO = "yx-lu/Benchmarking-LLMs--Judgments-with-No-Gold-Standard"
@@ -143,9 +144,13 @@ def release_reviews(paths: Sequence[Path]) -> pl.DataFrame:
     (dataset_human_review2.parquet: reviewer 2)."""
     frames = []
     for path in paths:
-        raw = pl.read_parquet(path)
+        raw = damage.read_parquet(path, fix="give a Parquet file of the GEM release (or its shape)")
         picked = {name: _column(raw, name, path, required=name in ("paper_id", "review"))
                   for name in _ALIASES}
+        for name in ("review", "judgments", "abstract"):
+            kind = raw.schema[picked[name]] if picked[name] else pl.String
+            if kind not in (pl.String, pl.Null, pl.Categorical):
+                raise ReleaseError(f"{path}: column {picked[name]} ({name}) holds {kind}, not text")
         if "reviewer" in raw.columns:
             reviewer = pl.col("reviewer").cast(pl.String)
         else:

@@ -56,7 +56,7 @@ from tasks.testing.http import send
 from tasks.testing.openreview_render import RenderedNote, render_venue, review_invitation, venue_group
 from tasks.testing.synthetic import SyntheticVenue
 
-FaultKind = Literal["429", "5xx", "slow", "malformed", "bad_shape"]
+FaultKind = Literal["429", "5xx", "slow", "malformed", "bad_shape", "echo", "no_profile"]
 _SUBPATHS = {"mfa/verify": "mfa_verify", "notes/edits": "edits", "notes/edits/attachment": "edit_pdf", "references": "references",
              "references/pdf": "reference_pdf"}
 _SORTABLE = ("number", "id", "cdate", "tcdate", "mdate", "tmdate")
@@ -688,6 +688,10 @@ def _make_handler(server: OpenReviewServer) -> type[BaseHTTPRequestHandler]:
                 return self._send(429, _error(429, "Too many requests, slow down"), headers)
             if fault and fault.kind == "5xx":
                 return self._send(fault.status, _error(fault.status, "The server had a hiccup"))
+            if fault and fault.kind == "echo":   # a careless server quoting the request body in its error
+                return self._send(400, _error(400, f"Cannot parse {self._body.decode('utf-8', 'replace')}"))
+            if fault and fault.kind == "no_profile":   # a 200 that is not an answer of this API
+                return self._send(200, b'{"status": "ok"}')
             if endpoint in ("edits", "references") and self.command == "GET":
                 note_id = params.get("note.id" if endpoint == "edits" else "referent", "")
                 found = server.history(api, note_id)
@@ -719,6 +723,8 @@ def _make_handler(server: OpenReviewServer) -> type[BaseHTTPRequestHandler]:
                 if found is None:
                     return self._send(404, json.dumps({"name": "NotFoundError", "status": 404, "message":
                                                        f"The Invitation {params.get('id')} was not found"}).encode())
+                if isinstance(found, bytes):   # JSON text a test wrote itself (nested past json.dumps' depth)
+                    return self._send(200, b'{"invitations": [' + found + b'], "count": 1}')
                 return self._send(200, json.dumps({"invitations": [found], "count": 1}).encode())
             if endpoint == "login" and self.command == "POST":
                 status, answer = server.login(self._body)

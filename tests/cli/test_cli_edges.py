@@ -71,3 +71,12 @@ def test_export_out_where_nothing_can_be_written_is_one_line(benchmark, tmp_path
     result = CliRunner().invoke(app, ["export", "--out", str(out), "-c", str(benchmark.root / "pipelines.toml")])
     one_line_error(result, said)
     assert "--out" in result.output and a_file.read_text() == "x"
+
+
+@pytest.mark.parametrize("inside", [".", "t", "t/curate", "raw/x"])
+def test_export_out_into_the_pipelines_own_folders_is_one_line(benchmark, inside):
+    out = benchmark.data_dir / inside
+    before = sorted(p for p in benchmark.data_dir.rglob("*"))
+    result = CliRunner().invoke(app, ["export", "--out", str(out), "-c", str(benchmark.root / "pipelines.toml")])
+    one_line_error(result, "lies in the data folder")
+    assert sorted(p for p in benchmark.data_dir.rglob("*")) == before      # nothing written there

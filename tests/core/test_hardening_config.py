@@ -118,3 +118,36 @@ def test_bad_stages_option(tmp_path, stages, needle):
     result, _ = run(tmp_path, PIPELINE, "--stages", stages)
     assert_one_line(result, "--stages", needle)
     assert not (tmp_path / "data").exists()
+
+
+LIMITS = {
+    "bootstrap_resamples": ("[validate]\nbootstrap_resamples = 10000000000\n", "validate.bootstrap_resamples"),
+    "compare_resamples": ("[validate]\ncompare_resamples = 10000000000\n", "validate.compare_resamples"),
+    "n_papers": ("[pipelines.p.synthetic]\nn_papers = 1000000000\n", "n_papers"),
+    "reviews_per_paper": ("[pipelines.p.synthetic]\nreviews_per_paper = 100000\n", "reviews_per_paper"),
+    "pdf_workers": ("[ingest]\npdf_workers = 100000\n", "ingest.pdf_workers"),
+    "max_tokens": ("[preprocess]\nmax_tokens = 1000000000000\n", "preprocess.max_tokens"),
+    "token_budget": ("[score]\ntoken_budget = 1000000000000\n", "score.token_budget"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LIMITS))
+def test_a_setting_that_sizes_memory_or_time_is_bounded_when_the_config_loads(tmp_path, case):
+    text, needle = LIMITS[case]
+    started = __import__("time").monotonic()
+    result, _ = run(tmp_path, PIPELINE + text, "--stages", "curate")
+    assert_one_line(result, "pipelines.toml", needle, "less than or equal")
+    assert __import__("time").monotonic() - started < 30
+
+
+@pytest.mark.parametrize(("text", "needle"), [
+    ("[score.eval_server]\nbackend = 'openai'\napi = 'completions'\nmodel = 'smollm2'\n"
+     "base_url = 'http://127.0.0.1:9/v1'\n", "name the served model"),
+    ("[preprocess]\nbackend = 'anthropic'\nmodel = 'claude-x'\nbatch_invariant = true\n",
+     "batch_invariant = true shapes local decoding only"),
+    ("[preprocess]\nbackend = 'openai'\nmodel = 'gpt-x'\nbatch_invariant = true\n",
+     "batch_invariant = true shapes local decoding only"),
+])
+def test_settings_an_api_backend_cannot_honour_stop_when_the_config_loads(tmp_path, text, needle):
+    result, _ = run(tmp_path, text + PIPELINE, "--stages", "curate")
+    assert_one_line(result, "pipelines.toml", needle)

@@ -87,3 +87,26 @@ def test_ai_rate_takes_the_threshold_of_its_form():
     assert math.isnan(ai_threshold(two, ("a", "a")))                   # one LM twice, uncalibrated: no line
     calibrated = ReviewQualityConfig(ai_single_threshold=0.8)
     assert ai_threshold(calibrated, ("a", "a")) == 0.8
+
+
+@pytest.mark.parametrize(("human", "line"), [
+    (lambda p: pl.DataFrame({"binoculars": [[0.5, 0.6], [0.7]]}).write_parquet(p.with_suffix(".parquet")),
+     "holds List"),
+    (lambda p: p.with_suffix(".csv").write_bytes(b'binoculars\n"0.5\n0.6,,\x00\xff'), "is damaged or not what"),
+    (lambda p: p.with_suffix(".csv").write_bytes(b""), "is damaged or not what"),
+    (lambda p: pl.DataFrame({"binoculars": [-1.7e308, 0.9, 1.0]}).write_csv(p.with_suffix(".csv")),
+     "beyond +-1e+06"),
+    (lambda p: pl.DataFrame({"binoculars": [0.1, 0.2, 0.3]}).write_csv(p.with_suffix(".csv")),
+     "flags none of the 2 AI-written reviews"),
+], ids=["list_column", "malformed_csv", "empty_csv", "huge_negative", "no_separation"])
+def test_a_file_calibration_cannot_use_is_one_line_and_writes_nothing(tmp_path, human, line):
+    config = tmp_path / "pipelines.toml"
+    config.write_text('[paths]\ndata_dir = "data"\n')
+    human(tmp_path / "human")
+    path = next(tmp_path.glob("human.*"))
+    pl.DataFrame({"binoculars": [0.9, 0.95]}).write_csv(tmp_path / "ai.csv")
+    result = runner.invoke(app, ["calibrate", "binoculars", "--human", str(path), "--ai", str(tmp_path / "ai.csv"),
+                                 "--fpr", "0", "--config", str(config)])
+    assert result.exit_code == 2 and result.output.startswith("error:"), (result.output, result.exception)
+    assert result.output.count("\n") == 1 and line in result.output, result.output
+    assert "threshold" not in config.read_text()

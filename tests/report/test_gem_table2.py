@@ -223,3 +223,35 @@ def test_algorithm1_preprocesses_original_and_perturbed_candidates_alike(release
     references = [line for t in TOPICS for k in (1, 2, 3) for line in review(t, k).splitlines()[-1:]]
     preprocessed = [b for b in sent if "atomic" in b.lower() or "judgment" in b.lower()]
     assert len(preprocessed) >= 8 and references
+
+
+
+@pytest.mark.parametrize("content", [b"", b"forum,review\np1,text\n", "binary", "duplicates"])
+def test_a_release_file_that_cannot_be_read_is_one_line_naming_it(tmp_path, config, content):
+    path = tmp_path / "mine.parquet"
+    if content == "binary":
+        pl.DataFrame({"forum": ["p0", "p1"], "review": ["a", "b"], "judgments": [b"\xff\xfe", b"\x80"]}).write_parquet(path)
+    elif content == "duplicates":      # every review under one paper and one reviewer id
+        pl.DataFrame({"forum": ["p0"] * 6, "reviewer": ["1"] * 6, "review": [review(t, 1) for t in TOPICS[:6]],
+                      "review_summary": [judgments(t, 1) for t in TOPICS[:6]]}).write_parquet(path)
+    else:
+        path.write_bytes(content)
+    result = runner.invoke(app, ["reproduce", "gem-table2", "--release", str(path), "--papers", "5", "--metric", "bleu",
+                                 "--strategies", "sentence_deletion", "--config", str(config)])
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert result.output.startswith("error:") and result.output.count("\n") == 1, result.output
+    assert str(path) in result.output and "/tmp" not in result.output.replace(str(tmp_path), ""), result.output
+
+
+def test_near_constant_scores_are_no_effect_size():
+    import numpy as np
+
+    from tasks.stages.validate.stats import paired_test, smd
+
+    rng = np.random.default_rng(3)
+    original = -1e5 + rng.normal(0, 1e-11, 6)       # six identical long reviews: equal but for rounding
+    perturbed = -1e5 - 4e-5 + rng.normal(0, 1e-11, 6)
+    assert np.isnan(smd(original, perturbed))
+    test = paired_test(original, perturbed, "degradation", higher_is_better=True)
+    assert np.isnan(test.smd) and "do not vary" in test.reason
+    assert smd(np.array([1.0, 2.0, 3.0]), np.array([2.0, 3.0, 4.5])) > 0   # a real spread keeps its d

@@ -89,6 +89,9 @@ class Calibration:
     n_ai: int
 
 
+MAX_SCORE = 1e6   # a Binoculars score further from 0 than this is no ratio of perplexities
+
+
 def calibrate(human: Sequence[float], ai: Sequence[float], fpr: float) -> Calibration:
     """The largest threshold that flags at most `fpr` of the human reviews' scores (a review is flagged
     when its score is below the threshold): the (floor(fpr * n) + 1)-th smallest human score, lowered
@@ -99,9 +102,17 @@ def calibrate(human: Sequence[float], ai: Sequence[float], fpr: float) -> Calibr
     a = np.asarray([v for v in ai if not math.isnan(v)], dtype=float)
     if h.size == 0:
         raise ValueError("no human review with a Binoculars score: nothing to calibrate on")
+    for name, values in (("human", h), ("AI", a)):
+        wild = int(np.sum(~(np.abs(values) <= MAX_SCORE)))
+        if wild:
+            raise ValueError(f"{wild} {name} score(s) are infinite or beyond +-{MAX_SCORE:g}: a Binoculars score is a "
+                             "ratio of two log-perplexities near 1; nothing written")
     allowed = int(math.floor(fpr * h.size + 1e-9))
     threshold = float(h[min(allowed, h.size - 1)]) if allowed < h.size else float(np.nextafter(h[-1], np.inf))
     while float(np.mean(h < threshold)) > fpr:   # ties above the allowed rank: step below them
         threshold = float(h[h < threshold].max())
+    if a.size and not np.any(a < threshold):
+        raise ValueError(f"at FPR {fpr:g} the threshold {threshold:.6g} flags none of the {a.size} AI-written reviews: "
+                         "these scores do not tell the two apart; nothing written")
     return Calibration(threshold, fpr, float(np.mean(h < threshold)),
                        float(np.mean(a < threshold)) if a.size else math.nan, int(h.size), int(a.size))

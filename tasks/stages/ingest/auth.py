@@ -27,6 +27,7 @@ message and passed through `scrub`, which blanks any credential value that might
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -35,8 +36,9 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, quote_plus, urlsplit
 
 from tasks.core.errors import AuthenticationError
 
@@ -79,12 +81,27 @@ def secrets() -> list[str]:
     return sorted({v.strip() for v in values if v and v.strip()}, key=len, reverse=True)
 
 
+def _encodings(text: str) -> set[str]:
+    """`text` as a message can carry it: as it is, as repr() / ascii() escape it, as JSON writes it
+    (`\\"`, `\\\\`, `\\uXXXX` in either case of hex, or UTF-8 kept), and URL-encoded (a form body, a query)."""
+    json_ascii = json.dumps(text)[1:-1]
+    forms = {text, repr(text)[1:-1], ascii(text)[1:-1], text.encode("unicode_escape").decode("ascii"),
+             json_ascii, json.dumps(text, ensure_ascii=False)[1:-1],
+             re.sub(r"\\u[0-9a-f]{4}", lambda m: "\\u" + m.group()[2:].upper(), json_ascii),
+             quote(text, safe=""), quote_plus(text, safe="")}
+    forms |= {re.sub(r"%[0-9A-F]{2}", lambda m: m.group().lower(), f) for f in forms if "%" in f}
+    return {f for f in forms if f}
+
+
+@lru_cache(maxsize=64)
 def _forms(secret: str) -> list[str]:
-    """The ways `secret` can appear in text: as it is, escaped as repr() / JSON write it, and, for a
-    value broken by white space (a token with a line break), each long piece of it."""
-    escaped = secret.encode("unicode_escape").decode("ascii")
+    """The ways `secret` can appear in text: every encoding of `_encodings`, each once more (a JSON
+    body quoted inside another JSON or repr), and, for a value broken by white space (a token with a
+    line break), each long piece of it."""
+    once = _encodings(secret)
+    twice = {again for form in once for again in _encodings(form)}
     pieces = [p for p in re.split(r"\s+", secret) if len(p) >= MIN_SECRET_PIECE]
-    return sorted({secret, escaped, escaped.replace("\\", "\\\\"), *pieces}, key=len, reverse=True)
+    return sorted(once | twice | set(pieces), key=len, reverse=True)
 
 
 def scrub(text: str) -> str:

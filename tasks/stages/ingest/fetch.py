@@ -423,7 +423,7 @@ def ingest_venue(venue_id: str, cfg: Config, out_dir: Path, baseurl: str | None 
 
 def venue_form(cfg: Config, venue_id: str, client: Any, api_version: int, folder: Path) -> ReviewForm:
     """The venue's `[venues."<id>"]` table when pipelines.toml has one (checked against the venue's
-    own form when its invitation is in the raw cache), else its own review form."""
+    own labels: shipped ones, and its cached invitation), else its own review form."""
     if venue_id in cfg.venues:
         return checked_table_form(venue_id, cfg.venues[venue_id], folder, cfg.curate.common_scale,
                                   cfg.curate.confidence_range)
@@ -522,8 +522,8 @@ def same_source(client: Any, api_version: int, venue_id: str, folder: Path, sett
         why = "cannot be matched to its raw cache (it holds neither a fingerprint nor a first page)"
     else:
         try:
-            notes, count = _fetch(client, {"invitation": invitation, "limit": 1, "sort": SORT}, settings,
-                                  with_count=True)
+            notes, count = _fetch(client, {"invitation": invitation, "limit": settings.page_size, "sort": SORT},
+                                  settings, with_count=True)
             served = fingerprint(invitation, count, notes)
         except (openreview.OpenReviewException, MalformedPage) as error:
             served = f"unanswered: {error}"
@@ -537,7 +537,7 @@ def same_source(client: Any, api_version: int, venue_id: str, folder: Path, sett
 def _cached_fingerprint(folder: Path, invitation: str, settings: IngestConfig) -> str | None:
     """The fingerprint of the cached first page of `invitation`, or None when it is not cached."""
     page = read_cached(page_path(folder, invitation, settings.page_size, 0), folder, _page_problem(0))
-    return None if page is None else fingerprint(invitation, page["count"], page["notes"][:1])
+    return None if page is None else fingerprint(invitation, page["count"], page["notes"])
 
 
 def remember_source(client: Any, api_version: int, venue_id: str, folder: Path, settings: IngestConfig,

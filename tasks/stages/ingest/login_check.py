@@ -120,6 +120,9 @@ def check_login(baseurl: str, api_version: int, ingest: IngestConfig) -> Identit
             raise AuthenticationError(f"OpenReview at {baseurl} answered {reason} when asked who the login is: "
                                       "the login was not checked") from None
         profile, emails = None, []    # the login held (a refusal raises above); no profile to show
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError):   # a 200 not shaped as this API answers
+        raise AuthenticationError(f"OpenReview at {baseurl} answered who the login is without a profile (not "
+                                  "OpenReview's API shape): the login was not checked; check api_v2_url") from None
     claims = token_claims(token_now(login) or "")
     user = claims.get("user") if isinstance(claims.get("user"), dict) else {}
     profile = profile or (user.get("profile") or {}).get("id")

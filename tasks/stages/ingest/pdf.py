@@ -147,6 +147,26 @@ def _kept_spans(spans: list[dict], reasons: dict, page: int, hidden: list[tuple[
     return kept
 
 
+def _painted(spans: list[dict], reasons: dict, page: int, hidden: list[tuple[int, str, str]] | None,
+             strip: bool) -> list[dict]:
+    """`spans` less those extracted but never painted (`invisible`): text in render mode 7 only adds
+    to the clip path, so MuPDF's paint trace never sees it and its spans read alpha 0. A span of
+    characters the trace already judged is left to `_kept_spans`."""
+    kept = []
+    for span in spans:
+        chars = span.get("chars")
+        text = "".join(c["c"] for c in chars) if chars is not None else span["text"]
+        judged = chars is not None and any(char_key(c["c"], c["origin"]) in reasons for c in chars)
+        if span.get("alpha", 255) != 0 or judged or not text.strip():
+            kept.append(span)
+            continue
+        if hidden is not None:
+            hidden.append((page, "invisible", text.strip()[:HIDDEN_CHARS]))
+        if not strip:
+            kept.append(span)
+    return kept
+
+
 def _page_lines(page: pymupdf.Page, block_offset: int, hidden: list[tuple[int, str, str]] | None = None,
                 strip: bool = True) -> list[_Line]:
     """The page's text lines; hidden text is appended to `hidden` and, with `strip`, left out."""
@@ -158,8 +178,9 @@ def _page_lines(page: pymupdf.Page, block_offset: int, hidden: list[tuple[int, s
     lines = []
     for b, block in enumerate(blocks):
         for line in block.get("lines", ()):
-            kept = _kept_spans(line["spans"], ink.reasons, page.number + 1, hidden, strip) if ink.reasons \
-                else line["spans"]
+            spans = line["spans"] if ink.ocr_layer else _painted(line["spans"], ink.reasons, page.number + 1,
+                                                                   hidden, strip)
+            kept = _kept_spans(spans, ink.reasons, page.number + 1, hidden, strip) if ink.reasons else spans
             spans = [s for s in kept if s["text"].strip()]
             if not spans:
                 continue

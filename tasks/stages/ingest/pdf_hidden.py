@@ -7,9 +7,15 @@ A character is hidden (`PageInk.reasons`) when it is
 - too close in colour to what lies under it: a WCAG contrast ratio below `MIN_CONTRAST` between its
   colour (blended by its opacity) and the background, which is the last opaque filled shape drawn
   beneath it, else the white page (`white_text` for white on white, `low_contrast` otherwise);
-- painted over later by an opaque filled rectangle (`covered_by_shape`) or an opaque image
-  (`covered_by_image`) that covers at least `COVER_SHARE` of it;
+- painted over later by an opaque filled rectangle or an opaque stroke wide enough to cover it
+  (`covered_by_shape`: a straight, axis-aligned segment paints a band of the line's width) or by
+  an opaque image (`covered_by_image`) that covers at least `COVER_SHARE` of it;
+- drawn over an image and not shown by the rendered page (`low_contrast`: inside its box the
+  rendered pixels are one colour to the eye, as black text on a black photo renders);
 - or drawn entirely outside the page (`PageInk.off_page`).
+
+Text in render mode 7 (added to the clip path, never painted) is missing from the paint trace
+altogether; the text reader drops it as `invisible` (`pdf._painted`).
 
 Paint order comes from MuPDF's sequence numbers: `Page.get_texttrace` numbers every text span,
 `Page.get_bboxlog` lists every paint operation in that same numbering, and `Page.get_drawings`
@@ -19,8 +25,9 @@ A scan's OCR layer is text drawn invisibly with an image of the page: a page who
 invisible and that shows an image over at least `OCR_IMAGE_SHARE` of its area is read as text. A
 page of invisible text with no such image is an injection: all of it is hidden.
 
-Limits: the page is not rendered. Text over an image is judged against white; a gradient
-(shading) is not a background; a filled rectangle drawn with a blend mode (a highlight flattened
+Limits: only text over an image is judged on the rendered page (the rest by geometry and
+colour, so a page of figures is never rendered whole); a gradient (shading) is not a background,
+nor a slanted or curved stroke; a filled rectangle drawn with a blend mode (a highlight flattened
 into the content) counts as opaque, while highlight annotations are skipped; an image with a
 soft mask never covers.
 """
@@ -42,6 +49,8 @@ COVER_SHARE = 0.8       # ... when it covers at least this share of a character'
 OCR_IMAGE_SHARE = 0.5   # an image over at least this share of the page can carry an OCR layer
 BAND = 32.0             # points: height of the bands text boxes are filed by
 CELL = 32.0             # points: side of the grid cells fills are filed by
+RENDER_ZOOM = 2.0       # pixels per point where text over an image is judged on the rendered page
+ON_IMAGE = "on_image"   # `_char_reason`: the background is an image; rendering decides
 
 WHITE = (1.0, 1.0, 1.0)
 Key = tuple[str, float, float]          # (character, origin x, origin y), as in get_text("rawdict")
@@ -136,6 +145,31 @@ def _rectangles(drawing: dict) -> list[Box]:
     return boxes
 
 
+def _stroke_boxes(drawing: dict) -> list[Box]:
+    """The rectangles an opaque stroked path paints over: each straight, axis-aligned segment as a
+    band of the line's width (`1 1 1 RG 40 w ... S` paints a 40-point white bar). Curves and slanted
+    segments are left out (their band is no rectangle)."""
+    width = drawing.get("width") or 0.0
+    if drawing.get("color") is None or (drawing.get("stroke_opacity") or 0) < COVER_OPACITY or width <= 0:
+        return []
+    segments: list[tuple[pymupdf.Point, pymupdf.Point]] = []
+    for item in drawing.get("items", ()):
+        if item[0] == "l":
+            segments.append((pymupdf.Point(item[1]), pymupdf.Point(item[2])))
+        elif item[0] in ("re", "qu"):
+            quad = pymupdf.Rect(item[1]).quad if item[0] == "re" else pymupdf.Quad(item[1])
+            corners = [quad.ul, quad.ur, quad.lr, quad.ll]
+            segments += list(zip(corners, corners[1:] + corners[:1], strict=True))
+    half = width / 2
+    boxes = []
+    for a, b in segments:
+        if abs(a.y - b.y) < 0.01:
+            boxes.append((min(a.x, b.x), a.y - half, max(a.x, b.x), a.y + half))
+        elif abs(a.x - b.x) < 0.01:
+            boxes.append((a.x - half, min(a.y, b.y), a.x + half, max(a.y, b.y)))
+    return boxes
+
+
 def _near_text(text_boxes: list[Box], height: float) -> Callable[[Box], bool]:
     """A test whether a box overlaps some text box, with the text boxes filed by bands of height BAND
     over a page `height` tall (a page of figures paints thousands of paths)."""
@@ -161,15 +195,20 @@ def _fills(page: pymupdf.Page, log: list, text_boxes: list[Box]) -> list[_Fill]:
     """Opaque filled rectangles and images that overlap some text, in paint order."""
     overlaps_text = _near_text(text_boxes, page.cropbox.height)
     near = [(i, kind, tuple(box)) for i, (kind, box, *_) in enumerate(log)
-            if kind in ("fill-path", "fill-image") and overlaps_text(tuple(box))]
+            if kind in ("fill-path", "stroke-path", "fill-image") and overlaps_text(tuple(box))]
     fills: list[_Fill] = []
-    if any(kind == "fill-path" for _, kind, _ in near):
+    if any(kind in ("fill-path", "stroke-path") for _, kind, _ in near):
         markup = [tuple(a.rect) for a in page.annots(types=_TRANSPARENT_MARKUP)]
         drawings = {d.get("seqno"): d for d in page.get_drawings()}
         for i, kind, box in near:
             if kind == "fill-path" and i in drawings and not any(_covers(m, box) for m in markup):
                 color = rgb(drawings[i]["fill"])
                 fills += [_Fill(i, rect, color) for rect in _rectangles(drawings[i])]
+            elif kind == "stroke-path":   # a path filled and stroked logs its stroke one step after its fill
+                drawing = drawings.get(i) if drawings.get(i, {}).get("type") == "s" else drawings.get(i - 1)
+                if drawing is not None and "s" in drawing.get("type", ""):
+                    color = rgb(drawing["color"])
+                    fills += [_Fill(i, rect, color) for rect in _stroke_boxes(drawing)]
     if any(kind == "fill-image" for _, kind, _ in near):
         masked = [tuple(info["bbox"]) for info in page.get_image_info() if info.get("has-mask")]
         for i, kind, box in near:
@@ -222,14 +261,47 @@ def _faint(color: tuple[float, float, float], background: tuple[float, float, fl
 
 def _char_reason(box: Box, seqno: int, color: tuple[float, float, float], opacity: float,
                  fills: list[_Fill]) -> str | None:
-    """Why one visible character cannot be seen: covered later, or too faint on its background."""
-    background = WHITE
+    """Why one visible character cannot be seen: covered later, or too faint on its background;
+    ON_IMAGE when its background is an image (whose colour only rendering tells)."""
+    background: tuple[float, float, float] | None = WHITE
     for fill in fills:
         if fill.seqno != seqno and _covers(fill.box, box):
             if fill.seqno > seqno:
                 return "covered_by_shape" if fill.color is not None else "covered_by_image"
-            background = fill.color if fill.color is not None else WHITE
-    return _faint(color, background, opacity)
+            background = fill.color
+    return ON_IMAGE if background is None else _faint(color, background, opacity)
+
+
+def _unseen_on_images(page: pymupdf.Page, boxes: dict[Key, Box]) -> dict[Key, str]:
+    """Of characters drawn over an image, those the rendered page does not show: inside each one's
+    box the rendered pixels are all of one colour to the eye (WCAG contrast below MIN_CONTRAST
+    between the lightest and darkest pixel), as black text on a black photo renders. The page is
+    rendered once, clipped to the boxes, at RENDER_ZOOM."""
+    import numpy as np
+
+    if not boxes:
+        return {}
+    area = pymupdf.Rect(0, 0, page.cropbox.width, page.cropbox.height)
+    clip = pymupdf.Rect()
+    for box in boxes.values():
+        clip |= pymupdf.Rect(box)
+    clip &= area
+    if clip.is_empty:
+        return {}
+    pix = page.get_pixmap(matrix=pymupdf.Matrix(RENDER_ZOOM, RENDER_ZOOM), clip=clip, colorspace=pymupdf.csRGB,
+                          alpha=False)
+    pixels = np.frombuffer(pix.samples, dtype=np.uint8).reshape(pix.height, pix.stride)[:, : pix.width * 3]
+    channels = pixels.reshape(pix.height, pix.width, 3) / 255.0
+    linear = np.where(channels <= 0.04045, channels / 12.92, ((channels + 0.055) / 1.055) ** 2.4)
+    luminance = linear @ np.array([0.2126, 0.7152, 0.0722])
+    unseen = {}
+    for key, box in boxes.items():
+        x0, y0 = (int((box[0] - clip.x0) * RENDER_ZOOM), int((box[1] - clip.y0) * RENDER_ZOOM))
+        x1, y1 = (int(np.ceil((box[2] - clip.x0) * RENDER_ZOOM)), int(np.ceil((box[3] - clip.y0) * RENDER_ZOOM)))
+        inside = luminance[max(0, y0):max(0, y1), max(0, x0):max(0, x1)]
+        if inside.size and (inside.max() + 0.05) / (inside.min() + 0.05) < MIN_CONTRAST:
+            unseen[key] = "low_contrast"
+    return unseen
 
 
 def page_ink(page: pymupdf.Page) -> PageInk:
@@ -247,6 +319,7 @@ def page_ink(page: pymupdf.Page) -> PageInk:
     ocr_layer = all(invisible) and _ocr_image(log, area)
     grid = _Grid(_fills(page, log, [tuple(s["bbox"]) for s in written]), area)
     reasons: dict[Key, str] = {}
+    on_images: dict[Key, Box] = {}   # visible characters over an image: judged on the rendered page
     for span in on_page:
         if span["type"] == 3 or span["opacity"] == 0:
             reason = None if ocr_layer else "invisible"
@@ -262,6 +335,10 @@ def page_ink(page: pymupdf.Page) -> PageInk:
         for char in span["chars"]:
             box = tuple(char[3])
             why = reason or _char_reason(box, span["seqno"], color, span["opacity"], grid.at(box))
-            if why:
+            if why == ON_IMAGE:
+                if chr(char[0]).strip():
+                    on_images[char_key(chr(char[0]), char[2])] = box
+            elif why:
                 reasons[char_key(chr(char[0]), char[2])] = why
+    reasons.update(_unseen_on_images(page, on_images))
     return PageInk(reasons, off_page, ocr_layer)

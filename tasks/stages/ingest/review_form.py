@@ -30,7 +30,9 @@ Confidence options must lie inside `[curate] confidence_range` and are kept as t
 that cannot be mapped (no rating field, no options, no threshold in the labels, sides that
 interleave) raises `FormError`: one line that names the field and its options. So does a derived
 map that breaks numeric order (a higher option on a lower point) or that differs from the
-venue's hand-written table where both exist.
+venue's hand-written table where both exist: the labels of such venues' forms ship with the
+code (`KNOWN_FORMS`), so the check never depends on what an earlier command cached; a cached
+invitation is checked too.
 """
 
 from __future__ import annotations
@@ -52,8 +54,10 @@ RATING_NAMES = ("rating", "recommendation", "overall_recommendation", "overall_a
                 "overall_score", "score")
 CONFIDENCE_NAMES = ("confidence", "reviewer_confidence")
 FORM_FILE = "venue_form.json"
+KNOWN_FORMS = Path(__file__).with_name("known_forms.toml")   # the labels of venues with a hand table
 LABEL_CHARS = 400   # an option label is kept as one printable line of at most this many characters
-MALFORMED = (KeyError, TypeError, ValueError, IndexError, AttributeError)   # openreview-py reading a bad answer
+# openreview-py reading a bad answer (RecursionError: JSON nested deeper than the parser follows)
+MALFORMED = (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError)
 _SIDE_WORD = re.compile(r"\b(below|above|reject|accept)", re.I)
 _SIDES = {"below": "reject", "reject": "reject", "above": "accept", "accept": "accept"}
 
@@ -227,17 +231,18 @@ def map_ratings(venue_id: str, field_name: str, options: list[Option], common_sc
     key = {o.value: option_key(o.value) for o in options}
     if all(o.value in scale for o in options):
         return {key[o.value]: o.value for o in options}, "identity"
-    shown = "; ".join(o.label for o in options)
     sides = [_side(o.label) for o in options]
     rejects = [o.value for o, s in zip(options, sides, strict=True) if s == "reject"]
     accepts = [o.value for o, s in zip(options, sides, strict=True) if s == "accept"]
     if not rejects or not accepts or max(rejects) >= min(accepts):
-        raise FormError(f"{venue_id}: cannot place the acceptance threshold in field {field_name!r} (options: {shown}): "
+        raise FormError(f"{venue_id}: cannot place the acceptance threshold in field {field_name!r} (options: "
+                        f"{'; '.join(o.label for o in options[:20])}{'; ...' if len(options) > 20 else ''}): "
                         f'add a [venues."{venue_id}"] rating_map')
-    lower = [o for o in options if o.value <= max(rejects)]
-    upper = [o for o in options if o.value >= min(accepts)]
+    last_reject, first_accept = max(rejects), min(accepts)   # once: per option it made the rule quadratic
+    lower = [o for o in options if o.value <= last_reject]
+    upper = [o for o in options if o.value >= first_accept]
     if len(lower) + len(upper) != len(options):
-        between = [o.label for o in options if max(rejects) < o.value < min(accepts)]
+        between = [o.label for o in options if last_reject < o.value < first_accept]
         raise FormError(f"{venue_id}: field {field_name!r} has options between its reject and accept labels "
                         f"({'; '.join(between)}): add a [venues.\"{venue_id}\"] rating_map")
     half = len(scale) // 2
@@ -252,29 +257,39 @@ def map_ratings(venue_id: str, field_name: str, options: list[Option], common_sc
 def read_form(client: Any, api_version: int, venue_id: str, group_content: dict[str, Any] | None, folder: Path,
               common_scale: Sequence[float], confidence_range: Sequence[float]) -> ReviewForm:
     """The venue's form through the real client (the invitation cached under `folder`)."""
+    invitation = fetch_invitation(client, venue_id, group_content, folder)
+    return derive_form(venue_id, invitation, group_content, common_scale, confidence_range)
+
+
+def fetch_invitation(client: Any, venue_id: str, group_content: dict[str, Any] | None, folder: Path
+                     ) -> dict[str, Any]:
+    """The venue's review invitation JSON, from the raw cache under `folder` or through the real
+    client (then cached); FormError when it cannot be read. An answer nested deeper than any parser
+    follows (a hostile server) is malformed like one without an `id`."""
     import openreview
 
     from tasks.stages.ingest.raw_cache import read_cached
 
     path = folder / "review_invitation.json"
     invitation = read_cached(path, folder, lambda c: None if isinstance(c, dict) else "not a JSON object")
-    if invitation is None:
-        ident = review_invitation_id(venue_id, group_content)
-        try:
-            found = client.get_invitation(ident)
-        except MALFORMED as error:   # the library cannot read what the server sent (no `id`, no list)
-            raise FormError(f"{venue_id}: the review invitation {ident} came back malformed ({_what(error)}): "
-                            f'add a [venues."{venue_id}"] table to pipelines.toml') from None
-        except openreview.OpenReviewException as error:
-            invitation = _first_child(client, ident)
-            if invitation is None:
-                raise FormError(f"{venue_id}: the review invitation {ident} cannot be read ({_name(error)}): add a "
-                                f'[venues."{venue_id}"] table to pipelines.toml') from None
-        else:
-            invitation = found.to_json()
-        folder.mkdir(parents=True, exist_ok=True)
-        write_bytes_atomic(path, json.dumps(invitation).encode())
-    return derive_form(venue_id, invitation, group_content, common_scale, confidence_range)
+    if invitation is not None:
+        return invitation
+    ident = review_invitation_id(venue_id, group_content)
+    try:
+        found = client.get_invitation(ident)
+    except MALFORMED as error:   # the library cannot read what the server sent (no `id`, no list)
+        raise FormError(f"{venue_id}: the review invitation {ident} came back malformed ({_what(error)}): "
+                        f'add a [venues."{venue_id}"] table to pipelines.toml') from None
+    except openreview.OpenReviewException as error:
+        invitation = _first_child(client, ident)
+        if invitation is None:
+            raise FormError(f"{venue_id}: the review invitation {ident} cannot be read ({_name(error)}): add a "
+                            f'[venues."{venue_id}"] table to pipelines.toml') from None
+    else:
+        invitation = found.to_json()
+    folder.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(path, json.dumps(invitation).encode())
+    return invitation
 
 
 def _first_child(client: Any, ident: str) -> dict[str, Any] | None:
@@ -305,21 +320,40 @@ def table_form(venue_id: str, venue: VenueConfig) -> ReviewForm:
     return ReviewForm(venue_id, "pipelines.toml", rating, [], rating_map, confidence, [], "table")
 
 
+def known_labels(venue_id: str) -> list[str] | None:
+    """The rating labels of `venue_id`'s form as shipped in KNOWN_FORMS, or None."""
+    import tomllib
+
+    forms = tomllib.loads(KNOWN_FORMS.read_text(encoding="utf-8")).get("forms", {})
+    labels = (forms.get(venue_id) or {}).get("labels")
+    return [str(label) for label in labels] if isinstance(labels, list) else None
+
+
 def checked_table_form(venue_id: str, venue: VenueConfig, folder: Path, common_scale: Sequence[float],
                        confidence_range: Sequence[float]) -> ReviewForm:
-    """`table_form`, after checking the table against the map derived from the venue's own
-    invitation when the raw cache holds it (no request is made): FormError when they differ."""
+    """`table_form`, after checking the table's rating_map against the map the label rule derives
+    from the venue's own labels: those shipped in KNOWN_FORMS (always, no request, whatever the raw
+    cache holds), and the venue's cached invitation when the raw cache holds one. FormError when
+    they differ; a form the rule cannot read keeps the table (that is why the venue has one)."""
     form = table_form(venue_id, venue)
+    if not venue.rating_map:
+        return form
+    labels = known_labels(venue_id)
+    if labels is not None:
+        options = sorted({Option(float(label.split(":")[0]), label) for label in labels}, key=lambda o: o.value)
+        derived_map, rule = map_ratings(venue_id, "rating", options, common_scale)
+        if rule == "threshold":
+            check_map(venue_id, "rating", derived_map, venue.rating_map)
     try:
         invitation = json.loads((folder / "review_invitation.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return form
-    if not isinstance(invitation, dict) or not venue.rating_map:
+    if not isinstance(invitation, dict):
         return form
     try:
         derived = derive_form(venue_id, invitation, None, common_scale, confidence_range)
     except FormError:
-        return form   # a form the rule cannot read: the table is why the venue has one
+        return form
     if derived.rule == "threshold":
         check_map(venue_id, derived.rating_field or "rating", derived.rating_map, venue.rating_map)
     return form

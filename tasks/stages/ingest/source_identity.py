@@ -4,8 +4,8 @@ The raw cache of a venue is keyed by the API's scheme, host and port (tasks/stag
 The official hosts (`OFFICIAL_HOSTS`, over https) are identified by that address: a rerun against
 them reads its cache with no network call. Any other server (a loopback test server, a mirror) may
 be replaced by another on the same address, so its cache also holds a fingerprint of what it served
-(`IDENTITY_FILE`): the first page of the venue's first submission listing (the count, and the first
-note's id, number, forum and title; no edit times). A rerun asks for that page once with `limit=1`
+(`IDENTITY_FILE`): the first page of the venue's first submission listing (the count, and each
+note's id, number, forum and title; no edit times). A rerun asks for that page once
 (a cache a crashed run left has no fingerprint yet: its cached first page stands for it) and, when
 the fingerprint differs (or a cache holds neither), moves the old cache aside under
 `<cache>.replaced-<time>` (kept for inspection, not deleted) and fetches the venue anew, with one
@@ -38,11 +38,12 @@ def identified_by_address(baseurl: str) -> bool:
 
 
 def fingerprint(invitation: str, count: int | None, notes: list[dict[str, Any]]) -> str:
-    """What identifies the content a server serves for a venue: the size of its first submission
-    listing and that listing's first note (sorted by number), without volatile fields."""
-    first = notes[0] if notes else {}
-    identity = {"invitation": invitation, "count": count, "id": first.get("id"), "number": first.get("number"),
-                "forum": first.get("forum"), "title": value(first.get("content"), "title")}
+    """What identifies the content a server serves for a venue: the size of its submission listing
+    and every note of the listing's first page (sorted by number), without volatile fields. A server
+    with the same count and the same first note but other papers after it differs."""
+    identity = {"invitation": invitation, "count": count,
+                "notes": [[n.get("id"), n.get("number"), n.get("forum"), value(n.get("content"), "title")]
+                          for n in notes]}
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

@@ -22,11 +22,13 @@ crash leaves nothing that blocks the next run (tasks/core/locks.py), and rebuild
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 
+from tasks.core import damage
 from tasks.core.config import Config
 from tasks.core.errors import DataTestError, FatalError
 from tasks.core.layout import pipeline_dir
@@ -80,6 +82,7 @@ class BuildResult:
     staged: dict[str, int] = field(default_factory=dict)      # staging table -> rows read from Parquet
     skipped: list[str] = field(default_factory=list)
     tests_run: int = 0
+    sources: dict[str, list[str]] = field(default_factory=dict)   # staging table -> the files it read
 
     def summary(self) -> StageSummary:
         """Staging rows read in, mart rows written out."""
@@ -135,7 +138,7 @@ def build_database(cfg: Config, pipeline: str, sql_dir: Path = SQL_DIR) -> Build
                     "CREATE OR REPLACE TABLE _build AS SELECT $pipeline AS pipeline, now() AS built_at",
                     {"pipeline": pipeline},
                 )
-                failures = run_data_tests(con, present, params, sql_dir)
+                failures = run_data_tests(con, present, params, sql_dir, result.sources)
                 result.tests_run = sum(1 for t in sql_files("tests", sql_dir) if set(t.requires) <= present)
                 con.execute("CHECKPOINT")
             _swap_in_if_passed(failures, scratch, target)
@@ -181,6 +184,7 @@ def _run_layers(
     con.execute("CREATE SCHEMA IF NOT EXISTS staging")
     present: set[str] = set() if only is None else _existing_tables(con)
     standing_in: set[str] = set()   # empty stand-ins, and the tables built on one: there, but not counted
+    sources = result.sources
     for layer in LAYERS:
         for sql in sql_files(layer, sql_dir):
             if only is not None and sql.table not in only:
@@ -197,11 +201,18 @@ def _run_layers(
                         present.add(sql.table)
                         standing_in.add(sql.table)
                     continue
-                params["files"] = files
+                params["files"] = sources[sql.table] = files
             if not set(sql.requires) <= present:
                 result.skipped.append(sql.table)
                 continue
-            con.execute(sql.text, _parameters(sql.text, params))
+            if sql.source:
+                _stage_from_files(con, sql, params)
+            else:
+                try:
+                    con.execute(sql.text, _parameters(sql.text, params))
+                except duckdb.BinderException as error:
+                    _blame_a_source(error, _feeding(sql.requires, sources, sql_dir))
+                    raise
             present.add(sql.table)
             if set(sql.requires) & standing_in:
                 standing_in.add(sql.table)
@@ -210,6 +221,54 @@ def _run_layers(
             name = ".".join(f'"{part}"' for part in sql.table.split("."))
             counts[sql.table] = con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
     return present
+
+
+def _stage_from_files(con: duckdb.DuckDBPyConnection, sql: SqlFile, params: dict[str, object]) -> None:
+    """Run a staging file over its Parquet sources; a source DuckDB cannot read (cut short, not
+    Parquet, without a column the SQL reads) is one `DamagedFileError` naming it."""
+    files: list[str] = list(params["files"])   # type: ignore[arg-type]
+    unreadable = None
+    try:
+        con.execute(sql.text, _parameters(sql.text, params))
+        return
+    except duckdb.Error as error:
+        if any(words in str(error) for words in damage.SITUATIONS) or isinstance(error, duckdb.InterruptException):
+            raise
+        for name in files:
+            try:
+                con.execute("SELECT count(*) FROM parquet_metadata(?)", [name]).fetchone()
+            except duckdb.Error:
+                unreadable = name
+                break
+        what = str(error).strip().splitlines()[0][:300]
+    where = unreadable or (files[0] if len(files) == 1 else f"{len(files)} files of {sql.source} (e.g. {files[0]})")
+    raise damage.damaged(where, f"the {sql.table} table cannot be built from it: {what}")
+
+
+def _feeding(tables: Sequence[str], sources: dict[str, list[str]], sql_dir: Path) -> list[str]:
+    """The source files of the staging tables `tables` are built from, through the marts between."""
+    requires = {sql.table: sql.requires for layer in LAYERS for sql in sql_files(layer, sql_dir)}
+    seen: set[str] = set()
+    todo = list(tables)
+    while todo:
+        table = todo.pop()
+        if table not in seen:
+            seen.add(table)
+            todo += requires.get(table, ())
+    return [f for table in sorted(seen) for f in sources.get(table, ())]
+
+
+def _blame_a_source(error: duckdb.BinderException, files: list[str]) -> None:
+    """A `DamagedFileError` naming the source file that lacks the column `error` says is missing
+    (a staging view reads `*`, so a Parquet output without a column fails only where it is used)."""
+    import polars as pl
+
+    found = re.search(r'column "([^"]+)" not found', str(error))
+    for name in files if found else ():
+        with damage.reading(name):
+            schema = pl.read_parquet_schema(name)
+        if found.group(1) not in schema:
+            raise damage.damaged(name, f"no column {found.group(1)!r}") from None
 
 
 def _existing_tables(con: duckdb.DuckDBPyConnection) -> set[str]:
@@ -236,7 +295,7 @@ def update_tables(cfg: Config, pipeline: str, tables: set[str], sql_dir: Path = 
                 if holder != pipeline:
                     return result
                 present = _run_layers(con, pipeline_dir(cfg, pipeline), params, sql_dir, result, tables)
-                failures = run_data_tests(con, present, params, sql_dir)
+                failures = run_data_tests(con, present, params, sql_dir, result.sources)
                 con.execute("CHECKPOINT")
             _swap_in_if_passed(failures, scratch, target)
         finally:
@@ -245,14 +304,20 @@ def update_tables(cfg: Config, pipeline: str, tables: set[str], sql_dir: Path = 
 
 
 def run_data_tests(
-    con: duckdb.DuckDBPyConnection, present: set[str], params: dict[str, object], sql_dir: Path = SQL_DIR
+    con: duckdb.DuckDBPyConnection, present: set[str], params: dict[str, object], sql_dir: Path = SQL_DIR,
+    sources: dict[str, list[str]] | None = None,
 ) -> list[str]:
-    """Run every applicable data test; return one line per failing test with example rows."""
+    """Run every applicable data test; return one line per failing test with example rows. A test
+    that reads a column a source file lacks names that file (`DamagedFileError`)."""
     failures = []
     for test in sql_files("tests", sql_dir):
         if not set(test.requires) <= present:
             continue
-        rows = con.execute(test.text, _parameters(test.text, params)).fetchmany(5)
+        try:
+            rows = con.execute(test.text, _parameters(test.text, params)).fetchmany(5)
+        except duckdb.BinderException as error:
+            _blame_a_source(error, _feeding(test.requires, sources or {}, sql_dir))
+            raise
         if rows:
             failures.append(f"  {test.path.stem}: e.g. {rows}")
     return failures

@@ -28,6 +28,7 @@ from typing import Any
 
 import polars as pl
 
+from tasks.core import damage
 from tasks.core.config import Config, PreprocessConfig
 from tasks.core.frames import read_judgments, read_synopses
 from tasks.core.layout import cache_dir, stage_dir, write_parquet
@@ -70,7 +71,7 @@ def read_reviews(cfg: Config, pipeline: str) -> pl.DataFrame:
         path = stage_dir(cfg, pipeline, "curate", venue) / "reviews.parquet"
         if not path.is_file():
             raise FileNotFoundError(f"{path}: curated reviews not found; run the curate stage first")
-        frames.append(benchmark_only(pl.read_parquet(path, columns=["paper_id", "review_id", "review_text"]),
+        frames.append(benchmark_only(damage.read_parquet(path, columns=["paper_id", "review_id", "review_text"]),
                                      path.parent).with_columns(group=pl.lit(venue)))
     reviews = pl.concat(frames)
     metrics = get(cfg.validate.metrics)
@@ -178,9 +179,9 @@ def read_candidate_scores(cfg: Config, pipeline: str) -> pl.DataFrame | None:
     """The score stage's per-candidate scores (None when the score stage has not run)."""
     folder = stage_dir(cfg, pipeline, "score")
     if (folder / "candidate_scores.parquet").is_file():
-        return pl.read_parquet(folder / "candidate_scores.parquet")
+        return damage.read_parquet(folder / "candidate_scores.parquet")
     if (folder / "scores.parquet").is_file():
-        return candidate_scores(pl.read_parquet(folder / "scores.parquet"))
+        return candidate_scores(damage.read_parquet(folder / "scores.parquet"))
     return None
 
 
@@ -199,7 +200,7 @@ def read_exclusions(cfg: Config, pipeline: str) -> pl.DataFrame | None:
     from tasks.core.submitted import submitted_exclusions
 
     path = stage_dir(cfg, pipeline, "generate") / "exclusions.parquet"
-    frames = [pl.read_parquet(path)] if path.is_file() else []
+    frames = [damage.read_parquet(path)] if path.is_file() else []
     submitted = submitted_exclusions(cfg, pipeline)
     frames += [submitted] if submitted.height else []
     return pl.concat(frames, how="diagonal_relaxed") if frames else None
@@ -220,8 +221,8 @@ def build_leaderboard(cfg: Config, pipeline: str) -> BoardTables:
     board = leaderboard(scores, exclusions, v.leaderboard_confidence, submitted_names(cfg, pipeline))
     pairs = stage_dir(cfg, pipeline, "score") / "scores.parquet"
     exam = stage_dir(cfg, pipeline, "qualify") / "qualification.parquet"
-    board = annotate(board, pl.read_parquet(pairs) if pairs.is_file() else None,
-                     pl.read_parquet(exam) if exam.is_file() and "qualify" in cfg.pipelines[pipeline].stages else None)
+    board = annotate(board, damage.read_parquet(pairs) if pairs.is_file() else None,
+                     damage.read_parquet(exam) if exam.is_file() and "qualify" in cfg.pipelines[pipeline].stages else None)
     settings = CompareSettings(v.leaderboard_confidence, v.compare_alpha, v.compare_correction, v.compare_resamples,
                                v.seed)
     comparisons, ranks = compare(per_paper(scores, exclusions), settings, board.select("metric", "eval_lm", "model",

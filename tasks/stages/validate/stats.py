@@ -88,15 +88,22 @@ def _pairs(a: ArrayLike, b: ArrayLike) -> tuple[np.ndarray, np.ndarray, int]:
     return x[keep], y[keep], int(x.size - keep.sum())
 
 
+NUMERIC_SPREAD = 1e-9   # a spread below this share of the means' scale is rounding, not variation
+
+
 def smd(original: np.ndarray, perturbed: np.ndarray) -> float:
     """Standardized mean difference d = (mean(perturbed) - mean(original)) / s_pooled.
 
     s_pooled = sqrt((s^2 + s'^2) / 2) with sample standard deviations (ddof=1) of the two score
     sets. This is the form of the GEM paper (Algorithm 1, Cohen's d with the average variance), not
-    the mean difference over the sd of the differences (d_z). NaN when the scores do not vary.
+    the mean difference over the sd of the differences (d_z). NaN when the scores do not vary:
+    exactly, or only by rounding (a spread below `NUMERIC_SPREAD` of the means' scale: six identical
+    long reviews scoring -1e5 give a spread of 1e-11 from float sums, and a d of -3.7e15 that says
+    nothing about the metric).
     """
     pooled = math.sqrt((np.var(original, ddof=1) + np.var(perturbed, ddof=1)) / 2)
-    if pooled == 0 or not math.isfinite(pooled):
+    scale = max(abs(float(np.mean(original))), abs(float(np.mean(perturbed))))
+    if pooled == 0 or not math.isfinite(pooled) or pooled <= NUMERIC_SPREAD * scale:
         return math.nan
     return float((perturbed.mean() - original.mean()) / pooled)
 
@@ -213,7 +220,7 @@ def paired_test(
     d = smd(x, y)
     reason = None
     if math.isnan(d):
-        reason = "scores do not vary; smd undefined"
+        reason = "scores do not vary (or only by rounding); smd undefined"
         low = high = math.nan
     else:
         if np.all(diff == diff[0]):

@@ -167,3 +167,48 @@ def test_form_labels_are_printed_sanitised_and_cut(hostile, tmp_path):
     out = venues_form(server, tmp_path / "again")   # a project of its own: the first form is in the raw cache
     assert out.exit_code == 2 and out.output.count("\n") == 1 and "\x1b" not in out.output, out.output[:500]
     assert len(out.output) < 2100 and "cannot place the acceptance threshold" in out.output
+
+
+def test_an_invitation_nested_100000_deep_is_one_line(hostile, tmp_path):
+    server, serve = hostile
+    deep = '{"next": ' * 100_000 + '{"leaf": 1}' + "}" * 100_000
+    serve(f'{{"id": "{HOSTILE}/-/Official_Review", "edit": {{"note": {{"content": {{"rating": {deep}}}}}}}}}'.encode())
+    out = venues_form(server, tmp_path)
+    assert out.exit_code == 2 and out.output.count("\n") == 1, out.output[-2000:]
+    assert "came back malformed (RecursionError)" in out.output and not isinstance(out.exception, RecursionError)
+
+
+def test_100000_options_are_mapped_in_linear_time():
+    import time
+
+    def timed(count: int) -> float:
+        labels = [f"{i}: reject" for i in range(count // 2)] + [f"{i}: accept" for i in range(count // 2, count)]
+        started = time.perf_counter()
+        mapping, rule = map_ratings("X", "rating", options(labels), SCALE)
+        assert rule == "threshold" and mapping["0"] == 1 and mapping[str(count - 1)] == 10
+        return time.perf_counter() - started
+
+    assert timed(100_000) < 10
+    assert timed(100_000) < 40 * max(timed(10_000), 1e-3)   # quadratic would be 100x
+
+
+def test_a_wrong_neurips_table_stops_on_a_fresh_cache(hostile, tmp_path):
+    from tasks.core.config import IngestConfig
+    from tasks.stages.ingest.fetch import venue_form
+    from tasks.stages.ingest.openreview_client import make_client
+    from tasks.stages.ingest.review_form import known_labels
+
+    server, _ = hostile
+    tables = load_config(ROOT / "pipelines.toml").venues
+    client = make_client(2, server.v2_url, IngestConfig(max_retries=0))
+    for venue, key, point in ((NEURIPS25, "4", 5), (NEURIPS24, "5", 5)):
+        wrong = tables[venue].model_copy(update={"rating_map": {**tables[venue].rating_map, key: point}})
+        folder = tmp_path / venue / "raw"            # a fresh cache: no earlier command stored the invitation
+        with pytest.raises(FormError, match=rf"differs from the venue table .*{key}: 6 vs 5"):
+            venue_form(Config(root=tmp_path, venues={venue: wrong}), venue, client, 2, folder)
+        assert not folder.exists()                   # no request was needed
+        right = Config(root=tmp_path, venues={venue: tables[venue]})
+        assert venue_form(right, venue, client, 2, folder).source == "pipelines.toml"
+    # the shipped labels are the invitations' own
+    assert known_labels(NEURIPS25) == list(NEURIPS2025_LABELS)
+    assert known_labels(NEURIPS24) == list(NEURIPS2024_RATINGS.values())

@@ -131,3 +131,67 @@ def test_no_file_a_run_writes_holds_the_token_prefect_database_included(server, 
         assert piece not in out.stdout + out.stderr
         holding = [p for p in written if piece.encode() in p.read_bytes()]
         assert not holding, holding
+
+
+# A password with a quote, a backslash and a non-ASCII letter: JSON writes it as `\"`, `\\` and `\u00c4`,
+# a form body as `%22`, `%5C` and `%C3%84`. Its two ASCII words show a leak in any encoding.
+PASSWORD = 'Zebra"P\u00c4SS\\wQuokka91'
+
+
+def leaked(text: str) -> bool:
+    return "Zebra" in text or "Quokka91" in text
+
+
+def test_scrub_blanks_a_password_as_json_url_and_repr_carry_it(monkeypatch):
+    import json
+    from urllib.parse import quote, quote_plus
+
+    monkeypatch.setenv("OPENREVIEW_PASSWORD", PASSWORD)
+    body = json.dumps({"id": "me@x.org", "password": PASSWORD})
+    for text in (body, json.dumps(body), f"{PASSWORD!r}", ascii(PASSWORD), quote(PASSWORD), quote_plus(PASSWORD),
+                 json.dumps(PASSWORD).replace("\\u00c4", "\\u00C4"), quote(PASSWORD).lower()):
+        assert not leaked(scrub(f"echoed: {text}")), text
+
+
+def test_login_check_on_a_server_echoing_the_password_never_shows_it(server, project_config, tmp_path):
+    path = config(project_config, server)
+    server.inject(Fault("echo", times=10, endpoint="login"))
+    try:
+        out = cli("login", "--check", "-c", str(path), cwd=tmp_path,
+                  env={"OPENREVIEW_USERNAME": "me@x.org", "OPENREVIEW_PASSWORD": PASSWORD,
+                       "PREFECT_HOME": str(tmp_path / "prefect")})
+    finally:
+        server.clear()
+    assert out.returncode == 2 and out.stderr.startswith("error: OpenReview login as me@x.org failed"), out.stderr
+    assert "Cannot parse" in out.stderr and not leaked(out.stdout + out.stderr), out.stderr
+
+
+def test_login_check_on_a_200_without_a_profile_is_one_line(server, project_config, monkeypatch):
+    path = config(project_config, server)
+    monkeypatch.setenv("OPENREVIEW_TOKEN", server.issue_token())
+    server.inject(Fault("no_profile", times=4, endpoint="profiles"))
+    try:
+        answered = runner.invoke(app, ["login", "--check", "-c", str(path)])
+    finally:
+        server.clear()
+    assert answered.exit_code == 2 and "logged in" not in answered.output, answered.output
+    assert answered.output.startswith("error: OpenReview at") and "without a profile" in answered.output
+    assert len(answered.output.splitlines()) == 1 and not isinstance(answered.exception, KeyError)
+
+
+@pytest.mark.slow
+def test_no_file_a_run_writes_holds_an_echoed_password(server, project_config, tmp_path):
+    path = config(project_config, server)
+    server.inject(Fault("echo", times=50, endpoint="login"))
+    try:
+        out = cli("run", "leak", "-c", str(path), cwd=tmp_path,
+                  env={"OPENREVIEW_USERNAME": "me@x.org", "OPENREVIEW_PASSWORD": PASSWORD,
+                       "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": ""})
+    finally:
+        server.clear()
+    assert out.returncode == 2 and "Cannot parse" in out.stderr, out.stderr[-3000:]
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert any(p.name.startswith("prefect.db") for p in written)
+    assert not leaked(out.stdout + out.stderr)
+    holding = [p for p in written if b"Zebra" in p.read_bytes() or b"Quokka91" in p.read_bytes()]
+    assert not holding, holding

@@ -109,8 +109,9 @@ def test_rerun_makes_only_the_identity_request_and_writes_identical_files(server
     calls = len(server.log)
     second = ingest_venue(V2_VENUE, cfg, tmp_path / "out", server.v2_url)
     # pages, group and PDFs all cached; a server that is not the official API is asked once what it serves
+    # (the first page of the listing)
     asked = [(r.endpoint, r.params) for r in server.log[calls:]]
-    assert asked == [("notes", {"invitation": f"{V2_VENUE}/-/Submission", "limit": "1", "sort": "number:asc",
+    assert asked == [("notes", {"invitation": f"{V2_VENUE}/-/Submission", "limit": str(PAGE), "sort": "number:asc",
                                 "count": "true"})]
     assert second.pages_fetched == 0 and second.pages_cached == first.pages_fetched
     assert_same(before, read(tmp_path / "out"))

@@ -69,12 +69,27 @@ def test_another_server_on_the_same_port_gets_its_own_pages(tmp_path, caplog):
         calls = len(second.log)
         again = ingest_venue(VENUE, cfg, tmp_path / "a", second.v2_url)   # its own cache now
         assert again.papers == 8 and again.pages_fetched == 0
-        assert [r.params.get("limit") for r in second.log[calls:]] == ["1"]   # the identity request alone
+        assert [r.params.get("limit") for r in second.log[calls:]] == ["5"]   # the identity request alone
     raw = tmp_path / "data" / "raw" / slug(url_source(first.v2_url))
     folders = sorted(p.name for p in next(raw.iterdir()).iterdir())
     assert folders[0] == "v2" and len(folders) == 2 and folders[1].startswith("v2.replaced-")   # kept, not deleted
     moved = [r.getMessage() for r in caplog.records if "fetched anew" in r.getMessage()]
     assert len(moved) == 1 and "serves other content" in moved[0]
+
+
+def test_a_server_with_the_same_count_and_first_note_but_other_papers_gets_its_own_pages(tmp_path):
+    cfg = config(tmp_path)
+    served = make_venue(VENUE, n_papers=8, bad_cases=False, revisions=False)
+    other = make_venue(VENUE, n_papers=8, seed=3, bad_cases=False, revisions=False)
+    other.papers[0] = served.papers[0]           # 7 of 8 papers differ; the count and the first note do not
+    with serve_venues([served], page_limit=5) as first:
+        port = urlsplit(first.v2_url).port
+        assert ingest_venue(VENUE, cfg, tmp_path / "a", first.v2_url).papers == 8
+    with serve_venues([other], page_limit=5, port=port) as second:
+        result = ingest_venue(VENUE, cfg, tmp_path / "a", second.v2_url)
+    assert result.pages_cached == 0
+    titles = set(pl.read_parquet(tmp_path / "a" / "papers.parquet")["title"])
+    assert titles == {p.title for p in other.papers}
 
 
 def test_only_the_official_api_is_identified_by_its_address():
