@@ -166,18 +166,24 @@ def test_a_missing_release_fails_with_one_line(tmp_path, config):
     assert result.exit_code == 2 and "no such file or folder" in result.output
 
 
-def test_the_llm_strategies_rewrite_a_subset_of_the_sample_when_asked(release, tmp_path, monkeypatch):
-    """`--llm-papers`: the rule-based strategies run on every sampled paper, the LLM ones (here rephrase, its
-    rewrites then preprocessed into judgments, both by the local Anthropic-compatible server) on a subset."""
-    from tasks.testing.anthropic_server import AnthropicServer
-
+def anthropic_config(tmp_path, url: str, monkeypatch):
+    """A config whose preprocessing and rewriting LLM is the local Anthropic-compatible server at `url`."""
     config = tmp_path / "llm.toml"
     config.write_text('[paths]\ndata_dir = "data"\ndatabase = "data/r.duckdb"\n\n'
                       '[preprocess]\nbackend = "anthropic"\nmodel = "claude-test"\nuse_batches = false\n'
                       'max_retries = 0\n\n[validate]\nmin_pairs = 2\nbootstrap_resamples = 0\n')
     monkeypatch.setenv("ANTHROPIC_API_KEY", "fake-test-key-gem-table2")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", url)
+    return config
+
+
+def test_the_llm_strategies_rewrite_a_subset_of_the_sample_when_asked(release, tmp_path, monkeypatch):
+    """`--llm-papers`: the rule-based strategies run on every sampled paper, the LLM ones (here rephrase, its
+    rewrites then preprocessed into judgments, both by the local Anthropic-compatible server) on a subset."""
+    from tasks.testing.anthropic_server import AnthropicServer
+
     with AnthropicServer() as server:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        config = anthropic_config(tmp_path, server.url, monkeypatch)
         args = ["reproduce", "gem-table2", "--release", str(release), "--papers", "6", "--llm-papers", "3",
                 "--metric", "bleu", "--strategies", "sentence_deletion,rephrase", "--config", str(config)]
         result = runner.invoke(app, args)
@@ -200,13 +206,8 @@ def test_algorithm1_preprocesses_original_and_perturbed_candidates_alike(release
     release's; the rephrase rewrites the candidate's judgment lines (appendix D.2.1), read at level judgments."""
     from tasks.testing.anthropic_server import AnthropicServer
 
-    config = tmp_path / "llm.toml"
-    config.write_text('[paths]\ndata_dir = "data"\ndatabase = "data/r.duckdb"\n\n'
-                      '[preprocess]\nbackend = "anthropic"\nmodel = "claude-test"\nuse_batches = false\n'
-                      'max_retries = 0\n\n[validate]\nmin_pairs = 2\nbootstrap_resamples = 0\n')
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "fake-test-key-gem-table2")
     with AnthropicServer() as server:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        config = anthropic_config(tmp_path, server.url, monkeypatch)
         args = ["reproduce", "gem-table2", "--release", str(release), "--papers", "4", "--metric", "gem",
                 "--strategies", "sentence_deletion,rephrase", "--config", str(config), "--json"]
         result = runner.invoke(app, args)
