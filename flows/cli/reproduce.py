@@ -132,7 +132,8 @@ def gem_table2(
         typer.echo(f"note: the LLM strategies' rewrites ({rewriter.backend}:{rewriter.model}) are turned into judgments "
                    f"by {preprocessor}, the originals' judgments come from the "
                    "release (GPT-4o); with another preprocessor their cells also measure the two preprocessors' gap")
-    if workflow == "algorithm1" and cfg.preprocess.backend == "local":
+    reads_lines = any(REGISTRY[m].reads == "judgments" for m in run_metrics)
+    if workflow == "algorithm1" and cfg.preprocess.backend == "local" and reads_lines:
         typer.echo(f"note: the candidates' judgments come from {preprocessor}, the references' from the release "
                    "(GPT-4o): GEM then also measures how far the two preprocessors' judgments differ in style")
     typer.echo(f"wall time: {time.monotonic() - started:.0f} s")
