@@ -53,7 +53,8 @@ def test_site_in_chromium_shows_payloads_as_text_and_raises_no_dialog(tmp_path, 
     heads = [h.strip() for h in page.locator("section#gem-lm table.leaderboard thead th").all_inner_texts()]
     row = dict(zip(heads, rows[1], strict=True))
     assert rows[1][3:6] == ["1.900", "1.200", "2.600"]
-    assert row["papers scored"] == "2" and row["without flagged refs"] == row["shift"] == "–"   # no flags here
+    # no flags here: the mean without flagged references is not measured (never a 0 shift)
+    assert row["papers scored"] == "2" and row["without flagged refs"] == "not measured" and row["shift"] == "–"
     assert page.locator("section#gem-lm img").evaluate("img => img.naturalWidth") > 0    # the SVG chart loaded
     page.locator("section#gem-lm th", has_text="mean").first.click()                    # sort by mean, ascending
     assert gem.locator("td:nth-child(3)").all_inner_texts() == ["m-a", "m-b", "human (human baseline)"]
