@@ -21,9 +21,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from tasks.core.errors import FatalError, printable
 
@@ -33,12 +31,17 @@ SITUATIONS = ("No space left on device", "Read-only file system", "Permission de
 REBUILD = "move it aside and rebuild it (grebench run <pipeline> --stages materialize)"
 
 
+if TYPE_CHECKING:   # polars only where a frame is read: the LM layer imports this module on a bare GPU box
+    import polars as pl
+
+
 class DamagedFileError(FatalError):
     """A file the project wrote (or was given) that cannot be read as what it should be."""
 
 
 def _damage() -> tuple[type[BaseException], ...]:
     import duckdb
+    import polars as pl
 
     return (duckdb.Error, pl.exceptions.PolarsError, pl.exceptions.PanicException, json.JSONDecodeError,
             UnicodeDecodeError, sqlite3.DatabaseError, RecursionError)
@@ -71,6 +74,8 @@ def read_parquet(path: Path | str, columns: Sequence[str] | None = None, *, requ
     """The Parquet file `path` (its `columns`, when given); one line when it is damaged or lacks a
     column in `columns` or `required`."""
     with reading(path, fix):
+        import polars as pl
+
         schema = pl.read_parquet_schema(path)
         missing = [c for c in (*(columns or ()), *required) if c not in schema]
         if missing:

@@ -40,7 +40,9 @@ runner = CliRunner()
 def config(root: Path, **ingest) -> Config:
     settings = dict(page_size=5, backoff_seconds=0.01, max_backoff_seconds=0.05, timeout_seconds=5,
                     max_retries=3, pdf_max_bytes=2_000_000, pdf_workers=2, pdf=False)
-    venues = {v: VenueConfig(rating_map=ONE_TO_TEN) for v in (V2, V1, NIPS, OTHER)}
+    venues = {v: VenueConfig(rating_map=ONE_TO_TEN) for v in (V2, V1, OTHER)}
+    # NeurIPS 2025's table is checked against its shipped form labels (1-6) whatever the server serves
+    venues[NIPS] = VenueConfig(rating_map={"1": 1, "2": 3, "3": 5, "4": 6, "5": 8, "6": 10})
     return Config(root=root, ingest=IngestConfig(**{**settings, **ingest}), venues=venues)
 
 
