@@ -211,7 +211,9 @@ def test_a_matcher_apart_from_the_points_llm_matches_and_is_named(tmp_path, monk
     assert {m for m, is_match in asked if not is_match} == {"claude-points"}
     assert (scored.tables["point_matches"]["model"] == "anthropic/claude-matcher").all()
     names = dict(scores.select("metric", "eval_lm").unique().iter_rows())
-    assert names == {"points_precision_weaknesses": "anthropic/claude-points|matcher:anthropic/claude-matcher",
+    # a top-1 prefilter: the precision is a lower bound, and its predictor says so
+    assert names == {"points_precision_weaknesses": "anthropic/claude-points|matcher:anthropic/claude-matcher"
+                                                    "|prefilter top-1, lower bound",
                      "focus_kl_weaknesses": "anthropic/claude-points"}
     assert scores.filter((pl.col("candidate") == "modelA/p0") & (pl.col("metric") == "points_precision_weaknesses")
                          )["score"].item() == pytest.approx(2 / 3)
