@@ -834,7 +834,7 @@ def leaderboard_recompute(root: Path) -> None:
         "reference": [f"r{r}" for r in rng.integers(0, 5000, n)],
         "score": rng.normal(0, 1, n) * 10.0 ** rng.integers(-3, 4, n)})
     flags = pl.DataFrame({"paper_id": [f"p{r % 8}" for r in range(5000)], "review_id": [f"r{r}" for r in range(5000)],
-                          "flagged": rng.random(5000) < 0.2})   # the reference flags' shape (staging.reference_flags)
+                          "flagged": rng.random(5000) < 0.2, "reason": None})   # staging.reference_flags' shape
     first = recompute(scores, flags)
     check(recompute(scores, flags) == first, "two recomputations differ")
 
