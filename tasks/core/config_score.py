@@ -136,6 +136,12 @@ class ScoreConfig(Frozen):
     oracle_predictor: Literal["readout", "generate"] = "readout"
     # The generation backend of the "generate" oracle and of the LLM judges (same keys as any backend)
     oracle: LLMConfig = LLMConfig()
+    # The sampled oracle cells (`<cell>_sampled`, tasks/metrics/oracle_cells.py): the [score.oracle] backend at
+    # this temperature, asked `oracle_repeats` times per question, the answers averaged (each draw cached
+    # under its own key); the Scoring Rules paper's variance reduction by repeated oracle calls. The Anthropic
+    # API takes no temperature (API version 2026-10-21): its models draw at their own setting ("default")
+    oracle_temperature: float = Field(1.0, gt=0, le=2)
+    oracle_repeats: int = Field(1, ge=1, le=64)
     # A panel in the judging role (tasks/metrics/panel.py): the LLM judges and the "generate" oracle ask
     # every backend listed and average their values; empty: the [score.oracle] backend alone
     judges: tuple[LLMConfig, ...] = ()

@@ -4,7 +4,8 @@ front of any `LanguageModel`.
 The key hashes everything that changes an answer: the backend and its model identity (for a
 local model also dtype, quantization and decoding settings), max_tokens, the full system and user
 text (which carry the prompt version), the prefill and the line prefixes. Decoding is greedy or
-the remote default, never seeded sampling. Only usable answers are stored, so a rerun with the
+the remote default; a local model at a temperature above 0 samples with a seed of the request
+and its draw (`ChatRequest.sample`, part of the key), so each draw is cached on its own. Only usable answers are stored, so a rerun with the
 same inputs makes zero LLM calls while a failed or rejected answer is asked again. Answers are
 stored as the backend hands them back (its `on_answers` hook), each group in one transaction, and a
 batch API's batch id is kept until its answers are stored: a run killed after hours of calls loses
@@ -60,10 +61,12 @@ CREATE TABLE IF NOT EXISTS top_logprobs (key TEXT PRIMARY KEY, alternatives TEXT
 
 def request_key(identity: str, request: ChatRequest) -> str:
     """sha256 over the backend/model identity (with its decoding settings), max_tokens, the full
-    prompt text and, when set, the forced answer beginning and the line prefixes."""
+    prompt text and, when set, the forced answer beginning, the line prefixes and the draw (`sample`)."""
     parts: list[object] = [identity, request.max_tokens, request.system, request.user]
     if request.prefill or request.line_prefixes:
         parts.append({"prefill": request.prefill, "line_prefixes": list(request.line_prefixes)})
+    if request.sample:
+        parts.append({"sample": request.sample})
     payload = json.dumps(parts, ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 

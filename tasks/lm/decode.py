@@ -41,6 +41,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -54,6 +55,21 @@ if TYPE_CHECKING:
     from tasks.lm.line_prefixes import LinePrefixConstraint
 
 KV = list[tuple[torch.Tensor, torch.Tensor]]
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sampled decoding: the temperature and one seed per prompt (a prompt's generator is its own)."""
+
+    temperature: float
+    seeds: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if not self.temperature > 0:
+            raise ValueError(f"a sampling temperature must be above 0, not {self.temperature}")
+
+    def generators(self) -> list[torch.Generator]:
+        return [torch.Generator().manual_seed(seed) for seed in self.seeds]
 
 
 class SlotLayer(DynamicLayer):
@@ -200,25 +216,28 @@ class GreedyDecoder:
 
     def generate(self, prompts: Sequence[Tokens], limits: Sequence[int], stops: set[int],
                  constraint: LinePrefixConstraint | None = None, prefills: Sequence[str] | None = None,
-                 step_threads: int | None = None) -> list[list[int]]:
+                 step_threads: int | None = None, sampling: Sampling | None = None) -> list[list[int]]:
         """The answer tokens of each prompt, up to and including its first stop token or cut at
         its limit (the caller cuts at the stop, as it does for `generate`). `step_threads`: torch
-        threads for the decoding steps (default: as for the prompts)."""
+        threads for the decoding steps (default: as for the prompts). `sampling`: draw each token from
+        the (constrained) distribution at a temperature instead of taking the argmax, one seeded
+        generator per prompt, so a prompt's draw does not depend on the others in its batch (no drafts)."""
         n = len(prompts)
         rows = [constraint.start(text) for text in (prefills or [""] * n)] if constraint is not None else None
         threads = torch.get_num_threads()
         try:
             with torch.inference_mode():
-                return self._decode(prompts, limits, stops, constraint, rows, step_threads)
+                return self._decode(prompts, limits, stops, constraint, rows, step_threads, sampling)
         finally:
             torch.set_num_threads(threads)
 
     def _decode(self, prompts: Sequence[Tokens], limits: Sequence[int], stops: set[int],
                 constraint: LinePrefixConstraint | None, rows: list | None, step_threads: int | None,
-                ) -> list[list[int]]:
+                sampling: Sampling | None = None) -> list[list[int]]:
         """Prefill on the current threads, then the token-by-token steps (on `step_threads`)."""
-        if self.draft_tokens:
+        if self.draft_tokens and sampling is None:
             return self._decode_drafted(prompts, limits, stops, constraint, rows, step_threads)
+        draws = sampling.generators() if sampling is not None else None
         n = len(prompts)
         first, cache, mask, lengths = self._prefill(prompts, max(limits))
         if step_threads:
@@ -227,7 +246,8 @@ class GreedyDecoder:
         alive = list(range(n))          # batch row -> prompt index
         logits = first
         while alive:
-            token_ids = self._pick(logits, constraint, [rows[i] for i in alive] if rows is not None else None)
+            token_ids = self._pick(logits, constraint, [rows[i] for i in alive] if rows is not None else None,
+                                   None if draws is None else (sampling.temperature, [draws[i] for i in alive]))
             finished = []
             for slot, (i, token) in enumerate(zip(alive, token_ids, strict=True)):
                 answers[i].append(token)
@@ -320,13 +340,19 @@ class GreedyDecoder:
     # -- internals ------------------------------------------------------------------------------
 
     @staticmethod
-    def _pick(logits: torch.Tensor, constraint: LinePrefixConstraint | None, rows: list | None) -> list[int]:
-        """Argmax of the (constrained) scores, as `generate` takes it after its logits processors."""
+    def _pick(logits: torch.Tensor, constraint: LinePrefixConstraint | None, rows: list | None,
+              draws: tuple[float, list[torch.Generator]] | None = None) -> list[int]:
+        """Argmax of the (constrained) scores, as `generate` takes it after its logits processors; with
+        `draws` (temperature, one generator per row) a token drawn from each row's softmax at that temperature."""
         if constraint is not None and rows is not None:
             allowed = torch.stack([constraint.allowed(row) for row in rows])
             allowed[~allowed.any(dim=1)] = constraint.stops
             logits = logits.masked_fill(~allowed.to(logits.device), float("-inf"))
-        return logits.argmax(dim=-1).tolist()
+        if draws is None:
+            return logits.argmax(dim=-1).tolist()
+        temperature, generators = draws
+        probs = torch.softmax(logits.float().cpu() / temperature, dim=-1)
+        return [int(torch.multinomial(p, 1, generator=g)) for p, g in zip(probs, generators, strict=True)]
 
     def _retire(self, finished: list[int], alive: list[int], prompts: Sequence[Tokens], answers: list[list[int]],
                 cache: Cache, mask: torch.Tensor, lengths: torch.Tensor,

@@ -1,4 +1,5 @@
-"""The local backend: a transformers causal LM that generates (greedy) and gives log-likelihoods.
+"""The local backend: a transformers causal LM that generates (greedy, or sampled at `temperature` > 0 with
+a seed per request and draw) and gives log-likelihoods.
 
 `generate`: prompts go through the model's chat template and are generated in batches, longest first so an
 out-of-memory error shows up on the first batch (prompts that share a long prefix kept together, so
@@ -27,6 +28,8 @@ the encoder (`tasks.lm.embedder()`).
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import logging
 import os
 import threading
@@ -81,16 +84,21 @@ class LocalLM(Backend):
     }
 
     def __init__(self, spec: ModelSpec, batch_size: int = 8, token_budget: int = 4096,
-                 decoder: Decoder = "fast", batch_invariant: bool = False) -> None:
+                 decoder: Decoder = "fast", batch_invariant: bool = False, temperature: float = 0.0) -> None:
         if decoder not in ("fast", "stepwise", "generate"):
             raise ValueError(f"decoder must be 'fast', 'stepwise' or 'generate', not {decoder!r}")
+        if temperature < 0:
+            raise ValueError(f"temperature must be 0 (greedy) or above, not {temperature}")
         self.spec = spec
         self.decoder = decoder
         self.batch_invariant = batch_invariant
         self.batch_size = 1 if batch_invariant else batch_size
         self.token_budget = token_budget
         self.model = spec.name
-        self.identity = f"local|{spec.resolved().key}|{DECODING}"
+        # temperature 0: greedy; above 0: each token drawn at that temperature, seeded by the request (`seed`)
+        self.temperature = float(temperature)
+        decoding = DECODING if not self.temperature else DECODING.replace("greedy", f"sample-t{self.temperature:g}")
+        self.identity = f"local|{spec.resolved().key}|{decoding}"
         self.generated_tokens = 0
         self.generate_seconds = 0.0
         self._engines = threading.local()   # one engine per thread: its prefix caches and counters are its own
@@ -100,7 +108,9 @@ class LocalLM(Backend):
     def from_config(cls, cfg: LLMConfig, base_url: str | None = None, batch_store: object = None) -> LocalLM:
         """The local chat model of `cfg` (`chat_spec`), `cfg.batch_size` prompts per generate() call
         (tasks/lm/backends.py builds every backend so; a local model has no URL and no batches to keep)."""
-        return cls(chat_spec(cfg), batch_size=cfg.batch_size, batch_invariant=cfg.batch_invariant)
+        temperature = cfg.temperature if isinstance(cfg.temperature, (int, float)) else 0.0
+        return cls(chat_spec(cfg), batch_size=cfg.batch_size, batch_invariant=cfg.batch_invariant,
+                   temperature=temperature)
 
     def _loaded(self) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
         return load_model(self.spec)
@@ -178,7 +188,8 @@ class LocalLM(Backend):
             first = requests[chunk[0]]
             constraint = self.constraint(first.line_prefixes) if first.line_prefixes else None
             answers = self._generate([prompts[i] for i in chunk], [requests[i].max_tokens for i in chunk],
-                                     constraint, [requests[i].prefill for i in chunk])
+                                     constraint, [requests[i].prefill for i in chunk],
+                                     [seed(self.identity, requests[i]) for i in chunk] if self.temperature else None)
             done = [(i, replace(result, text=requests[i].prefill + result.text))
                     for i, result in zip(chunk, answers, strict=True)]
             for i, result in done:
@@ -203,23 +214,29 @@ class LocalLM(Backend):
         return {token for token in found if token is not None}
 
     def _generate(self, prompts: list[Tokens], limits: list[int], constraint: LinePrefixConstraint | None = None,
-                  prefills: list[str] | None = None) -> list[ChatResult]:
-        """Greedy answers for one batch. Greedy decoding is deterministic, so generating up to
-        the largest limit and cutting each row at its own limit equals generating each alone
-        (the line-prefix constraint is per row, so it keeps that true)."""
+                  prefills: list[str] | None = None, seeds: list[int] | None = None) -> list[ChatResult]:
+        """Greedy answers for one batch (sampled ones with `seeds`, one per prompt, at the model's
+        temperature). Decoding each row on its own (greedy, or its own generator) makes generating up
+        to the largest limit and cutting each row at its own limit equal generating each alone (the
+        line-prefix constraint is per row, so it keeps that true)."""
         model, tokenizer = self._loaded()
         started = time.perf_counter()
         if self.decoder != "generate":
-            if self._greedy is None:
-                from tasks.lm.decode import GreedyDecoder
+            from tasks.lm.decode import GreedyDecoder, Sampling
 
+            if self._greedy is None:
                 # batch-invariant: no prompt head kept between calls, so each prompt is computed the same
                 # way whatever was decoded before it in this process
                 self._greedy = GreedyDecoder(model, heads_kept=0 if self.batch_invariant else 4,
                                              draft_tokens=DRAFT_TOKENS if self.decoder == "fast" else 0)
+            sampling = Sampling(self.temperature, tuple(seeds)) if seeds is not None else None
             with torch_threads(generation_threads()):
                 rows = self._greedy.generate(prompts, limits, self._stops(), constraint, prefills,
-                                             step_threads=decode_threads())
+                                             step_threads=decode_threads(), sampling=sampling)
+        elif seeds is not None:
+            rows = [self._hf_generate([ids], [limit], constraint, [prefill], seed)[0]
+                    for ids, limit, prefill, seed in zip(prompts, limits, prefills or [""] * len(prompts), seeds,
+                                                         strict=True)]
         else:
             rows = self._hf_generate(prompts, limits, constraint, prefills)
         self.generate_seconds += time.perf_counter() - started
@@ -242,8 +259,9 @@ class LocalLM(Backend):
         return results
 
     def _hf_generate(self, prompts: list[Tokens], limits: list[int], constraint: LinePrefixConstraint | None,
-                     prefills: list[str] | None) -> list[list[int]]:
-        """Answer tokens of one left-padded batch through transformers' `generate`."""
+                     prefills: list[str] | None, seed: int | None = None) -> list[list[int]]:
+        """Answer tokens of one left-padded batch through transformers' `generate` (sampled at the model's
+        temperature after seeding torch with `seed`, for a batch of one)."""
         import torch
         from transformers import LogitsProcessorList
 
@@ -256,20 +274,31 @@ class LocalLM(Backend):
         processors = LogitsProcessorList()
         if constraint is not None:
             processors.append(constraint.processor(prefills or [""] * len(prompts), width))
+        sampled = {"do_sample": True, "temperature": self.temperature, "top_k": 0, "top_p": 1.0} \
+            if seed is not None else {"do_sample": False}
         with torch_threads(generation_threads()), torch.inference_mode():
+            if seed is not None:
+                torch.manual_seed(seed)
             output = model.generate(
                 input_ids=input_ids.to(device),
                 attention_mask=mask.to(device),
                 max_new_tokens=max(limits),
-                do_sample=False,
                 pad_token_id=pad,
                 logits_processor=processors,
+                **sampled,
             )
         return output[:, width:].tolist()
 
     @property
     def tokens_per_second(self) -> float:
         return self.generated_tokens / self.generate_seconds if self.generate_seconds else 0.0
+
+
+def seed(identity: str, request: ChatRequest) -> int:
+    """The seed of one sampled answer: a hash of the model's identity, the prompt and the draw index, so
+    the same request draws the same answer in any batch and each draw (`ChatRequest.sample`) its own."""
+    blob = json.dumps([identity, request.system, request.user, request.prefill, request.sample], ensure_ascii=False)
+    return int.from_bytes(hashlib.sha256(blob.encode()).digest()[:8], "little") & (2**63 - 1)
 
 
 def generation_threads() -> int:

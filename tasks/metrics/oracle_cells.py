@@ -29,7 +29,7 @@ import hashlib
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import polars as pl
@@ -39,7 +39,16 @@ from tasks.core.prompts import load_prompt
 from tasks.metrics import fmi
 from tasks.metrics.oracle import ORACLE_VERSION, question, statements
 from tasks.metrics.predictors import Kind, ask, oracle_key
-from tasks.metrics.registry import LLM_ORACLE, FamilyResult, Metric, Resources, register_family, scores_frame
+from tasks.metrics.registry import (
+    LLM_ORACLE,
+    LLM_SAMPLED,
+    REGISTRY,
+    FamilyResult,
+    Metric,
+    Resources,
+    register_family,
+    scores_frame,
+)
 
 SAME_PAPER_VERSION = "oracle-same-paper-v1"     # report-level critic
 SUPPORT_BINS_VERSION = "oracle-support-bins-v1"  # likelihood-style, both levels
@@ -173,9 +182,27 @@ _WHAT = {("KL", "direct"): "oracle support bins as log r: L(x,y)",
 _LEVEL = {"report": "report-level (candidate vs the whole reference)",
           "statement": "statement-level (candidate vs each judgment line of the reference, mean)"}
 
+SAMPLED = "_sampled"   # the suffix of a cell asked to the sampled oracle
+
+
+def sampled_oracle_family(metrics: Sequence[Metric], candidates: pl.DataFrame, references: pl.DataFrame,
+                          negatives: pl.DataFrame | None, synopses: pl.DataFrame, resources: Resources) -> FamilyResult:
+    """The `<cell>_sampled` metrics: the same cells, every question asked `[score] oracle_repeats` times to
+    the `[score.oracle]` backend at `[score] oracle_temperature` and the draws averaged (the Scoring Rules
+    paper's repeated oracle calls), so the cell sits beside its readout or greedy form on one board."""
+    base = [REGISTRY[m.name.removesuffix(SAMPLED)] for m in metrics]
+    result = oracle_family(base, candidates, references, negatives, synopses, replace(resources, oracle="sampled"))
+    return FamilyResult(result.scores.with_columns(pl.col("metric") + SAMPLED), result.tables, result.counts)
+
+
 for (_f, _e, _r), _name in _NAMES.items():
     CELLS[_name] = Cell(_f, _e, _r)  # type: ignore[arg-type]
+    _about = f"{_f}, {'f-variational' if _e == 'fvar' else 'direct'}, {_LEVEL[_r]}"
     register_family(oracle_family, LLM_ORACLE,
-                    (_name, "judgments", "none", f"{_f}, {'f-variational' if _e == 'fvar' else 'direct'}, "
-                     f"{_LEVEL[_r]}, LLM oracle ([score] oracle_predictor): {_WHAT[(_f, _e)]}"),
+                    (_name, "judgments", "none", f"{_about}, LLM oracle ([score] oracle_predictor): {_WHAT[(_f, _e)]}"),
+                    negatives=_e == "fvar")
+    register_family(sampled_oracle_family, LLM_SAMPLED,
+                    (_name + SAMPLED, "judgments", "none",
+                     f"{_about}, sampled LLM oracle ([score.oracle] at oracle_temperature, oracle_repeats draws "
+                     f"averaged): {_WHAT[(_f, _e)]}"),
                     negatives=_e == "fvar")

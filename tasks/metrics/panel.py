@@ -50,24 +50,36 @@ def member_weight(resources: Resources, llm: ChatLM) -> float:
 
 
 def ask_panel(resources: Resources, questions: Mapping[str, tuple[str, str]], parse: Callable[[str], float],
-              purpose: str, max_tokens: int, prefill: str = "") -> dict[str, float]:
+              purpose: str, max_tokens: int, prefill: str = "", models: Sequence[ChatLM] | None = None,
+              repeats: int = 1) -> dict[str, float]:
     """key -> the panel's mean value for each (system, user) question (NaN where no member answered);
-    `prefill` is the answer's forced start (e.g. "Score:"), so a small model answers in the format."""
+    `prefill` is the answer's forced start (e.g. "Score:"), so a small model answers in the format.
+    `models`: who answers (default: the judging role's panel). `repeats`: draws per question and member
+    (each its own request, `ChatRequest.sample`, cached under its own key), a member's value the mean of
+    its draws that parse: the Scoring Rules paper's variance reduction by repeated oracle calls."""
     from tasks.lm.ask import raise_if_transient
     from tasks.lm.types import ChatRequest
 
     if not questions:
         return {}
     keys = sorted(questions)
+    members = tuple(models) if models is not None else resources.panel()
     per_member: list[list[float]] = []
-    for llm in resources.panel():
-        results = llm.generate([ChatRequest(*questions[k], max_tokens=max_tokens, custom_id=k[:64], prefill=prefill) for k in keys])
+    for llm in members:
+        asked = [(k, draw) for k in keys for draw in range(repeats)]
+        results = llm.generate([ChatRequest(*questions[k], max_tokens=max_tokens, custom_id=_custom_id(k, draw),
+                                            prefill=prefill, sample=draw) for k, draw in asked])
         values = [parse(r.text) if r.error is None else math.nan for r in results]
-        resources.log.record(purpose, llm.name, llm.model, llm.cfg, keys, results,
+        resources.log.record(purpose, llm.name, llm.model, llm.cfg, [k if not d else f"{k}|draw={d}" for k, d in asked], results,
                              [None if math.isnan(v) else v for v in values])
         raise_if_transient(results)   # a 429 / 5xx is retried by the stage's task, never scored NaN
-        per_member.append(values)
+        per_member.append([mean_of_members(values[i * repeats:(i + 1) * repeats]) for i in range(len(keys))])
     if not per_member:
         raise ValueError("no model in the judging role (neither [score] judges nor [score.oracle])")
-    weights = [member_weight(resources, llm) for llm in resources.panel()]
+    weights = [member_weight(resources, llm) for llm in members]
     return {k: mean_of_members([member[i] for member in per_member], weights) for i, k in enumerate(keys)}
+
+
+def _custom_id(key: str, draw: int) -> str:
+    """A request's id in a batch and in the LLM log: the question key, with the draw after the first."""
+    return key[:64] if not draw else f"{key[:56]}-d{draw}"

@@ -14,6 +14,10 @@ Two implementations, chosen by `Resources.oracle` (`[score] oracle_predictor`):
   or the mean over a panel of local LMs read the same way (`[score] oracle_readouts`, readout_panel.py).
   Critic: t = P(Yes) / (P(Yes) + P(No)) - 1/2. Bins: the expected log r under the readout's
   distribution over the seven bin tokens, renormalised. Deterministic, no generation.
+* `sampled` (the `*_sampled` cells, whatever `oracle_predictor` says): the `[score.oracle]` backend at
+  `[score] oracle_temperature`, asked `[score] oracle_repeats` times per question (each draw its own
+  request and cache key), the parsed answers averaged: the Scoring Rules paper's variance reduction by
+  repeated oracle calls. The readout needs no repeats: it is already the expectation over the answers.
 * `generate`: any generation backend (`Resources.llm`, a CachedLM built from `[score.oracle]`),
   greedy / temperature 0, batched and cached like preprocessing. Critic: +1/2 for an answer whose
   first yes/no word is "yes", -1/2 for "no"; bins: the first digit 1-7 of the answer. An answer
@@ -66,7 +70,15 @@ def bins_from_probabilities(probs: np.ndarray) -> np.ndarray:
 
 
 def oracle_key(resources: Resources) -> str:
-    """Names the predictor in score rows (`eval_lm`): readout:<eval LM> or generate:<backend>/<model>."""
+    """Names the predictor in score rows (`eval_lm`): readout:<eval LM>, generate:<backend>/<model>, or
+    sampled:<backend>/<model>|t=<temperature>|draws=<k> for the sampled cells."""
+    if resources.oracle == "sampled":
+        from tasks.metrics.panel import model_key
+
+        assert resources.sampler is not None   # checked by the registry
+        t = resources.sampler.cfg.temperature
+        return (f"sampled:{model_key(resources.sampler)}|t={t if isinstance(t, str) else format(t, 'g')}"
+                f"|draws={resources.oracle_repeats}")
     if resources.oracle == "readout":
         from tasks.metrics.readout_panel import panel_name
 
@@ -85,8 +97,13 @@ def ask(resources: Resources, kind: Kind, questions: Mapping[str, tuple[str, str
         return dict(zip(keys, _readout(resources, kind, [questions[k] for k in keys]), strict=True))
     from tasks.metrics.panel import ask_panel
 
+    parse = parse_critic if kind == "critic" else parse_bin
+    if resources.oracle == "sampled":   # the sampled cells: k draws of one backend, averaged
+        assert resources.sampler is not None   # checked by the registry
+        return ask_panel(resources, questions, parse, purpose, MAX_ANSWER_TOKENS, models=(resources.sampler,),
+                         repeats=resources.oracle_repeats)
     # one model, or the panel `[score] judges`: each member answers, the values are averaged
-    return ask_panel(resources, questions, parse_critic if kind == "critic" else parse_bin, purpose, MAX_ANSWER_TOKENS)
+    return ask_panel(resources, questions, parse, purpose, MAX_ANSWER_TOKENS)
 
 
 def _readout(resources: Resources, kind: Kind, prompts: list[tuple[str, str]]) -> list[float]:

@@ -56,7 +56,7 @@ Embed = Callable[[Sequence[str]], list[np.ndarray]]      # texts -> one (tokens 
 Readout = Callable[[pl.DataFrame], pl.DataFrame]         # ORACLE_REQUESTS -> ORACLE_RESULTS (the eval LM's yes/no readout)
 # (system, user) prompts, answers -> (prompts x answers) probabilities of each answer's first token (the eval LM's readout)
 AnswerReadout = Callable[[Sequence[tuple[str, str]], Sequence[str]], np.ndarray]
-OraclePredictor = Literal["readout", "generate"]
+OraclePredictor = Literal["readout", "generate", "sampled"]   # "sampled": the *_sampled cells' draws
 
 
 class ChatLM(Protocol):
@@ -100,6 +100,8 @@ class Resources:
     readout: Readout | None = None              # lm_readout: yes/no oracle read from the evaluation LM's logits
     read_answers: AnswerReadout | None = None   # the same readout over any answers (the oracle's support bins)
     oracle: OraclePredictor = "readout"         # what answers the llm_oracle cells: the readout or `llm`
+    sampler: ChatLM | None = None               # the sampled oracle cells' backend ([score.oracle] at oracle_temperature)
+    oracle_repeats: int = 1                     # its draws per question, averaged (tasks/metrics/panel.py)
     log: LLMLog = field(default_factory=LLMLog, compare=False, repr=False)  # the metrics' LLM usage and answers
     reviser: ChatLM | None = None               # llm_reviser (RevisEval, tasks/metrics/reviseval.py); None: `llm`
     judges: tuple[ChatLM, ...] = ()             # a panel (tasks/metrics/panel.py): used instead of `llm`, averaged
@@ -163,13 +165,15 @@ LM_READOUT = Need("lm_readout", _readout, "readout", reads_eval_lm=True)
 EMBEDDING = Need("embedding", lambda r: r.embed is not None, "embedding")
 LLM_ORACLE = Need("llm_oracle", lambda r: (_readout(r) or bool(r.readouts)) if r.oracle == "readout" else _llm(r),
                   "", sharded=True, role="oracle")
+LLM_SAMPLED = Need("llm_sampled_oracle", lambda r: r.sampler is not None, "", sharded=True,
+                   hint="the [score.oracle] backend at [score] oracle_temperature: a run with an LLM cache folder")
 LLM_JUDGE = Need("llm_judge", _llm, "judge", sharded=True, role="judge")
 LLM_REVISER = Need("llm_reviser", lambda r: r.reviser is not None or r.llm is not None, "reviser", sharded=True)
 REVIEW_QUALITY = Need("review_quality", lambda r: r.quality is not None, "review_quality", sharded=True)
 SEQ2SEQ = Need("seq2seq", lambda r: r.seq2seq is not None, "seq2seq",
                hint="a seq2seq model and none is installed: set [score] bartscore_model to a folder or id of one "
                     "(e.g. facebook/bart-large-cnn)")
-NEEDS = {n.name: n for n in (NOTHING, LM_LOGPROBS, LM_READOUT, EMBEDDING, LLM_ORACLE, LLM_JUDGE, LLM_REVISER,
+NEEDS = {n.name: n for n in (NOTHING, LM_LOGPROBS, LM_READOUT, EMBEDDING, LLM_ORACLE, LLM_SAMPLED, LLM_JUDGE, LLM_REVISER,
                              REVIEW_QUALITY, SEQ2SEQ)}
 
 

@@ -15,7 +15,8 @@
 * the generation backend (`llm`) of the LLM judges and of the "generate" oracle: `tasks.lm.make_lm`
   on `[score.oracle]` (temperature 0 / greedy, batched, answers cached under the run's LLM cache),
   built on its first call (`LazyLM`), so a run without judges needs no key for it; the judges read
-  their rating from its log-likelihoods where the backend has them (tasks/lm/readout.py).
+  their rating from its log-likelihoods where the backend has them (tasks/lm/readout.py); the same
+  backend at `[score] oracle_temperature` (`sampler`) draws the sampled oracle cells' answers.
 The log-likelihood resource is `memoized`: a request key already answered in this run is not asked again.
 Both load their model on first use, so building Resources costs nothing.
 """
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
-from tasks.core.config import Config, ScoreConfig
+from tasks.core.config import Config, LLMConfig, ScoreConfig
 from tasks.core.schema import LOGLIK_RESULTS, with_truncated
 from tasks.lm import LoglikelihoodRequest, ModelSpec, embedder, eval_model, eval_spec
 from tasks.lm.lazy import LazyLM
@@ -97,6 +98,8 @@ def build_resources(cfg: ScoreConfig, loglikelihood: Loglikelihood | None = None
         embed_model=EMBED_MODEL,
         readout=engine_readout(spec, cfg.token_budget, cache_dir=llm_cache),
         llm=LazyLM(cfg.oracle, llm_cache) if llm_cache is not None else None,
+        sampler=LazyLM(sampling(cfg), llm_cache) if llm_cache is not None else None,
+        oracle_repeats=cfg.oracle_repeats,
         read_answers=engine_answers(spec, cfg.token_budget, llm_cache),
         oracle=cfg.oracle_predictor,
         log=log if log is not None else LLMLog(),
@@ -110,6 +113,13 @@ def build_resources(cfg: ScoreConfig, loglikelihood: Loglikelihood | None = None
         pairwise_pairs_per_paper=cfg.pairwise_pairs_per_paper,
         seq2seq=Seq2SeqScorer(cfg.bartscore_model) if cfg.bartscore_model else None,
     )
+
+
+def sampling(cfg: ScoreConfig) -> LLMConfig:
+    """The sampled oracle cells' backend: `[score.oracle]` at `oracle_temperature`; an Anthropic model at its
+    own (the API takes no temperature since its version 2026-10-21, so the draws' setting is "default")."""
+    temperature = "default" if cfg.oracle.backend == "anthropic" else cfg.oracle_temperature
+    return cfg.oracle.model_copy(update={"temperature": temperature})
 
 
 def run_resources(cfg: Config, pipeline: str, names: Sequence[str], loglikelihood: Loglikelihood | None = None,

@@ -119,6 +119,10 @@ class AnthropicServer(ScriptedAPI):
         if fault is not None and fault.kind == "error":
             return _send_error(handler, fault.status, fault.message, fault.retry_after)
         if route == "messages":
+            # API version 2026-10-21 takes no sampling parameters, not even their defaults
+            sampling = [name for name in ("temperature", "top_p", "top_k") if name in body]
+            if sampling:
+                return _send_error(handler, 400, f"{sampling[0]}: Extra inputs are not permitted")
             if fault is not None and fault.kind == "bad_json":
                 return send(handler, 200, b'{"id": "msg_broken", "content": [', "application/json")
             message = self._message(body, no_text=fault is not None)
