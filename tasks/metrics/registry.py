@@ -256,6 +256,9 @@ class Metric:
     # whether a score reads the human references (False: the paper, its synopsis or the candidate alone); a score row
     # with a null reference of a metric that reads them read all of the paper's references at once
     reads_references: bool = True
+    # compares the models' candidates of a paper with each other (the pairwise judge): its paper shards hold
+    # every model's candidates of their papers, where the others' hold one model's each
+    across_models: bool = False
 
     @property
     def judging_role(self) -> Role | None:
@@ -327,15 +330,24 @@ def score_with_tables(names: Sequence[str], candidates: pl.DataFrame, references
         if together:
             by_paper.take_ahead()
             # in the run's context (its Prefect flow is the shards' parent), while the families score here
-            later = beside.submit(contextvars.copy_context().run, by_paper, sharded, candidates, references,
-                                  synopses, negatives, resources)
+            later = beside.submit(contextvars.copy_context().run, _in_shards, by_paper, sharded, candidates,
+                                  references, synopses, negatives, resources)
         parts = [group[0].fn(group, candidates, references, negatives, synopses, resources)
                  for group in families.values()]
         if later is not None:
             parts.append(later.result())
         elif sharded and by_paper is not None:
-            parts.append(by_paper(sharded, candidates, references, synopses, negatives, resources))
+            parts.append(_in_shards(by_paper, sharded, candidates, references, synopses, negatives, resources))
     return merge_results(parts)
+
+
+def _in_shards(by_paper: PaperShards, sharded: Sequence[Metric], candidates: pl.DataFrame, references: pl.DataFrame,
+               synopses: pl.DataFrame, negatives: pl.DataFrame | None, resources: Resources) -> FamilyResult:
+    """The sharded metrics through `by_paper`: those of one model's candidates at a time in one call, those
+    that compare the models of a paper (`across_models`) in another, whose shards hold every model."""
+    groups = [[m for m in sharded if not m.across_models], [m for m in sharded if m.across_models]]
+    return merge_results([by_paper(group, candidates, references, synopses, negatives, resources)
+                          for group in groups if group])
 
 
 def _cores_split(together: bool) -> AbstractContextManager[None]:

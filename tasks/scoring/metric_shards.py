@@ -206,9 +206,11 @@ class MetricShards:
                  synopses: pl.DataFrame, negatives: pl.DataFrame | None, resources: Resources) -> FamilyResult:
         names = tuple(dict.fromkeys(m.name for m in metrics))
         assert resources.eval_lm is not None, "a shard's name hashes the evaluation LM"
+        # a metric comparing the models of a paper (the pairwise judge) reads them all in one shard
+        per_model = self.per_model and not any(m.across_models for m in metrics)
         shards = write_metric_shards(self.folder, self.cfg, names, resources.eval_lm, candidates, references,
                                      synopses, negatives, self.cfg.score.metric_shard_papers,
-                                     family_facts(metrics, resources), self.per_model)
+                                     family_facts(metrics, resources), per_model)
         try:
             self.runs += self.run(self.folder, shards, names, self.cfg, self.pipeline, self.llm_cache)
         finally:

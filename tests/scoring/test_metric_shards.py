@@ -271,3 +271,39 @@ def test_a_model_added_later_adds_shards_and_leaves_every_earlier_one_as_it_was(
     after = shards(inputs.candidates, "after")
     assert all(len(sources) == 1 for sources in after.values())          # one model a shard
     assert set(before) < set(after) and {s for n in set(after) - set(before) for s in after[n]} == {"gen-b"}
+
+
+def pairwise_answer(body: dict) -> str:
+    """A revision for the reviser, and for the pairwise judge the review holding "questions the baselines"
+    (gen-a's) as the better one, in whichever position it is shown."""
+    user = user_text(body)
+    if "Which review is better" not in user:
+        return "A revised review: the reviewer questions the baselines."
+    first = user.split("<review_a>")[1].split("</review_a>")[0]
+    return "A" if "questions the baselines" in first else "B"
+
+
+def test_the_pairwise_judge_sees_every_model_of_a_paper_in_its_shard(tmp_path) -> None:
+    """The shards of the other metrics hold one model's candidates each; the pairwise judge compares the
+    models of a paper, so its shards hold them all and its rows equal the unsharded ones."""
+    from tests.scoring.test_eval_lms import write_generated
+
+    with OpenAIServer(pairwise_answer) as server:
+        config = write_pipeline(tmp_path, n_papers=2, n_reviews=3, metrics=["pairwise_judge", "llm_judge_noref"],
+                                judge_method="generate", metric_shard_papers=1)
+        with config.open("a") as f:
+            f.write(f'\n[score.oracle]\nbackend = "openai"\nmodel = "judge-x"\nbase_url = "{server.base_url}"\n'
+                    'api_key_env = ""\nuse_batches = false\nmax_retries = 0\n')
+        write_generated(tmp_path)
+        cfg = load_config(config).for_pipeline("t")
+        assert get(["pairwise_judge"])[0].across_models and not get(["llm_judge_noref"])[0].across_models
+        whole, _, _, whole_tables = _score(cfg, sharded=False)
+        sharded, _, by_paper, tables = _score(cfg, sharded=True)
+    # 2 papers: the pairwise judge's shard per paper (both models) and llm_judge_noref's per paper and model
+    assert by_paper.details()["metric_shards"] == 2 + 2 * 3   # human, gen-a, gen-b
+    pairwise = sharded.filter(metric="pairwise_judge").sort("candidate")
+    assert pairwise.equals(whole.filter(metric="pairwise_judge").sort("candidate"))
+    assert dict(pairwise.select("candidate", "score").iter_rows()) == {
+        "gen-a/paper0": 1.0, "gen-a/paper1": 1.0, "gen-b/paper0": 0.0, "gen-b/paper1": 0.0}
+    assert tables["pairwise"].height == 2 and not tables["pairwise"]["flipped"].any()
+    assert tables["pairwise"].sort("paper_id").equals(whole_tables["pairwise"].sort("paper_id"))
