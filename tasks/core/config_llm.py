@@ -39,6 +39,9 @@ class LLMConfig(Frozen):
     # sums run in another order): a run killed and resumed decodes what an uninterrupted run did. Slower
     # (one row a step); batch_size is then 1
     batch_invariant: bool = False
+    # local: an answer whose last tokens repeat one block over and over (4 times, 64 tokens or more) stops
+    # there, cut off and marked (tasks/lm/loops.py): a small model's loops ran to max_tokens; part of the key
+    stop_loops: bool = True
     retry_max_seconds: float = Field(60.0, ge=0, le=86400)  # anthropic, openai: ceiling of one back-off wait
     # anthropic, openai: seconds one HTTP request may take (connect and answer); past it the request
     # fails as transient (retried), so a server that accepts and never answers cannot hold a stage

@@ -48,6 +48,7 @@ import torch
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
 from tasks.lm.loading import Tokens, common_prefix
+from tasks.lm.loops import LoopWatch
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -216,9 +217,11 @@ class GreedyDecoder:
 
     def generate(self, prompts: Sequence[Tokens], limits: Sequence[int], stops: set[int],
                  constraint: LinePrefixConstraint | None = None, prefills: Sequence[str] | None = None,
-                 step_threads: int | None = None, sampling: Sampling | None = None) -> list[list[int]]:
+                 step_threads: int | None = None, sampling: Sampling | None = None, stop_loops: bool = False,
+                 ) -> list[list[int]]:
         """The answer tokens of each prompt, up to and including its first stop token or cut at
-        its limit (the caller cuts at the stop, as it does for `generate`). `step_threads`: torch
+        its limit (the caller cuts at the stop, as it does for `generate`); with `stop_loops`, a row
+        whose answer ends in a loop (tasks/lm/loops.py) stops there too. `step_threads`: torch
         threads for the decoding steps (default: as for the prompts). `sampling`: draw each token from
         the (constrained) distribution at a temperature instead of taking the argmax, one seeded
         generator per prompt, so a prompt's draw does not depend on the others in its batch (no drafts)."""
@@ -227,18 +230,19 @@ class GreedyDecoder:
         threads = torch.get_num_threads()
         try:
             with torch.inference_mode():
-                return self._decode(prompts, limits, stops, constraint, rows, step_threads, sampling)
+                return self._decode(prompts, limits, stops, constraint, rows, step_threads, sampling, stop_loops)
         finally:
             torch.set_num_threads(threads)
 
     def _decode(self, prompts: Sequence[Tokens], limits: Sequence[int], stops: set[int],
                 constraint: LinePrefixConstraint | None, rows: list | None, step_threads: int | None,
-                sampling: Sampling | None = None) -> list[list[int]]:
+                sampling: Sampling | None = None, stop_loops: bool = False) -> list[list[int]]:
         """Prefill on the current threads, then the token-by-token steps (on `step_threads`)."""
         if self.draft_tokens and sampling is None:
-            return self._decode_drafted(prompts, limits, stops, constraint, rows, step_threads)
+            return self._decode_drafted(prompts, limits, stops, constraint, rows, step_threads, stop_loops)
         draws = sampling.generators() if sampling is not None else None
         n = len(prompts)
+        watches = [LoopWatch() for _ in range(n)] if stop_loops else None
         first, cache, mask, lengths = self._prefill(prompts, max(limits))
         if step_threads:
             torch.set_num_threads(step_threads)
@@ -253,7 +257,8 @@ class GreedyDecoder:
                 answers[i].append(token)
                 if rows is not None:
                     constraint.advance(rows[i], token)
-                if token in stops or len(answers[i]) >= limits[i]:
+                looped = watches is not None and watches[i].add(token)
+                if token in stops or len(answers[i]) >= limits[i] or looped:
                     finished.append(slot)
             if finished:
                 keep, mask, lengths = self._retire(finished, alive, prompts, answers, cache, mask, lengths)
@@ -268,7 +273,7 @@ class GreedyDecoder:
 
     def _decode_drafted(self, prompts: Sequence[Tokens], limits: Sequence[int], stops: set[int],
                         constraint: LinePrefixConstraint | None, rows: list | None, step_threads: int | None,
-                        ) -> list[list[int]]:
+                        stop_loops: bool = False) -> list[list[int]]:
         """As `_decode`, each step feeding every row's next token plus its draft (`PromptLookup`)."""
         n = len(prompts)
         first, cache, mask, lengths = self._prefill(prompts, max(limits) + self.spare_columns)
@@ -276,6 +281,7 @@ class GreedyDecoder:
             torch.set_num_threads(step_threads)
         answers: list[list[int]] = [[] for _ in range(n)]
         lookups = [PromptLookup(ids) for ids in prompts]
+        watches = [LoopWatch() for _ in range(n)] if stop_loops else None
         alive = list(range(n))                    # batch row -> prompt index
         drafts: list[list[int]] = [[] for _ in range(n)]
         logits = first[:, None, :]                # [rows, 1 + drafted, vocabulary]
@@ -289,7 +295,8 @@ class GreedyDecoder:
                 lookups[i].extend(taken)
                 self.drafted += len(drafts[slot])
                 self.kept += len(taken) - 1
-                if taken[-1] in stops or len(answers[i]) >= limits[i]:
+                looped = watches is not None and watches[i].extend(taken) is not None
+                if taken[-1] in stops or len(answers[i]) >= limits[i] or looped:
                     finished.append(slot)
                 kept.append(len(taken))
             if fed:   # the fed columns after each row's kept tokens are masked out for good

@@ -43,6 +43,7 @@ from tasks.lm.batching import batches
 from tasks.lm.fitting import request_window
 from tasks.lm.line_prefixes import LinePrefixConstraint
 from tasks.lm.loading import ModelSpec, Tokens, chat_ids, chat_spec, load_model
+from tasks.lm.loops import LOOP_RULE, loop_criterion, loop_end
 from tasks.lm.types import (
     Accept,
     Backend,
@@ -74,7 +75,8 @@ class LocalLM(Backend):
     call, `token_budget` padded tokens per log-likelihood forward batch. `decoder`: "fast" (the
     loop of tasks/lm/decode.py, with drafts copied from the context), "stepwise" (the same loop,
     one token per step) or "generate" (transformers' `generate`, the reference both must match).
-    `batch_invariant`: one prompt a call and no prompt head kept between calls (`LLMConfig.batch_invariant`)."""
+    `batch_invariant`: one prompt a call and no prompt head kept between calls (`LLMConfig.batch_invariant`).
+    `stop_loops`: an answer that ends in a loop stops there, cut off and marked (tasks/lm/loops.py)."""
 
     name = "local"
     cannot = {
@@ -84,7 +86,8 @@ class LocalLM(Backend):
     }
 
     def __init__(self, spec: ModelSpec, batch_size: int = 8, token_budget: int = 4096,
-                 decoder: Decoder = "fast", batch_invariant: bool = False, temperature: float = 0.0) -> None:
+                 decoder: Decoder = "fast", batch_invariant: bool = False, temperature: float = 0.0,
+                 stop_loops: bool = True) -> None:
         if decoder not in ("fast", "stepwise", "generate"):
             raise ValueError(f"decoder must be 'fast', 'stepwise' or 'generate', not {decoder!r}")
         if temperature < 0:
@@ -98,6 +101,9 @@ class LocalLM(Backend):
         # temperature 0: greedy; above 0: each token drawn at that temperature, seeded by the request (`seed`)
         self.temperature = float(temperature)
         decoding = DECODING if not self.temperature else DECODING.replace("greedy", f"sample-t{self.temperature:g}")
+        self.stop_loops = stop_loops
+        if stop_loops:   # answers that loop are cut where they begin to: another answer, another key
+            decoding += f"|{LOOP_RULE}"
         self.identity = f"local|{spec.resolved().key}|{decoding}"
         self.generated_tokens = 0
         self.generate_seconds = 0.0
@@ -110,7 +116,7 @@ class LocalLM(Backend):
         (tasks/lm/backends.py builds every backend so; a local model has no URL and no batches to keep)."""
         temperature = cfg.temperature if isinstance(cfg.temperature, (int, float)) else 0.0
         return cls(chat_spec(cfg), batch_size=cfg.batch_size, batch_invariant=cfg.batch_invariant,
-                   temperature=temperature)
+                   temperature=temperature, stop_loops=cfg.stop_loops)
 
     def _loaded(self) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
         return load_model(self.spec)
@@ -232,7 +238,8 @@ class LocalLM(Backend):
             sampling = Sampling(self.temperature, tuple(seeds)) if seeds is not None else None
             with torch_threads(generation_threads()):
                 rows = self._greedy.generate(prompts, limits, self._stops(), constraint, prefills,
-                                             step_threads=decode_threads(), sampling=sampling)
+                                             step_threads=decode_threads(), sampling=sampling,
+                                             stop_loops=self.stop_loops)
         elif seeds is not None:
             rows = [self._hf_generate([ids], [limit], constraint, [prefill], seed)[0]
                     for ids, limit, prefill, seed in zip(prompts, limits, prefills or [""] * len(prompts), seeds,
@@ -246,6 +253,11 @@ class LocalLM(Backend):
             row = row[:limit]
             end = next((k for k, token in enumerate(row) if token in stops), None)
             answer = row if end is None else row[:end]
+            # every decoder cuts a looping answer at the token where it first loops (a drafted step may
+            # have taken a few past it; transformers' rows go on to their stop criterion's end)
+            looped = loop_end(answer) if self.stop_loops else None
+            if looped is not None:
+                answer = answer[:looped]
             self.generated_tokens += len(answer)
             results.append(
                 ChatResult(
@@ -253,7 +265,8 @@ class LocalLM(Backend):
                     input_tokens=len(ids),
                     output_tokens=len(answer),
                     model=self.model,
-                    truncated=end is None,
+                    truncated=end is None or looped is not None,
+                    looped=looped is not None,
                 )
             )
         return results
@@ -263,7 +276,7 @@ class LocalLM(Backend):
         """Answer tokens of one left-padded batch through transformers' `generate` (sampled at the model's
         temperature after seeding torch with `seed`, for a batch of one)."""
         import torch
-        from transformers import LogitsProcessorList
+        from transformers import LogitsProcessorList, StoppingCriteriaList
 
         model, tokenizer = self._loaded()
         width = max(len(ids) for ids in prompts)
@@ -272,6 +285,7 @@ class LocalLM(Backend):
         mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in prompts])
         device = next(model.parameters()).device
         processors = LogitsProcessorList()
+        criteria = StoppingCriteriaList([loop_criterion(len(prompts), width)] if self.stop_loops else [])
         if constraint is not None:
             processors.append(constraint.processor(prefills or [""] * len(prompts), width))
         sampled = {"do_sample": True, "temperature": self.temperature, "top_k": 0, "top_p": 1.0} \
@@ -285,6 +299,7 @@ class LocalLM(Backend):
                 max_new_tokens=max(limits),
                 pad_token_id=pad,
                 logits_processor=processors,
+                stopping_criteria=criteria,
                 **sampled,
             )
         return output[:, width:].tolist()

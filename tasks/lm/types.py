@@ -83,7 +83,8 @@ class ChatResult:
     model: str = ""
     cache_write_tokens: int = 0
     retryable: bool = False         # the error was transient (rate limit, overload, 5xx)
-    truncated: bool = False         # generation stopped at max_tokens
+    truncated: bool = False         # generation stopped at max_tokens (or where it began to loop: `looped`)
+    looped: bool = False            # a local answer stopped where it began repeating itself (tasks/lm/loops.py)
     batch: bool = False             # answered through the Message Batches API
 
     @property

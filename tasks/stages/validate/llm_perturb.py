@@ -34,6 +34,8 @@ def _check(strategy: str, result: ChatResult) -> Perturbation:
     text = result.text.strip()
     if not text:
         return Perturbation(None, "llm returned no text", result.cached)
+    if result.looped:
+        return Perturbation(None, "llm answer loops (stopped where it began repeating itself)", result.cached)
     if result.truncated:
         return Perturbation(None, "llm answer cut off at max_tokens", result.cached)
     if strategy == "deletion_completion" and GAP_MARKER in text:
