@@ -435,7 +435,6 @@ def test_the_rating_position_is_after_the_rating_tag_or_after_the_review():
 def test_candidates_run_at_most_so_many_at_once_and_come_back_in_order(prefect_harness):
     """`submit_at_most`: a sliding window of Prefect task runs (the next starts when any finishes)."""
     import threading
-    import time
 
     from prefect import flow, task
 
