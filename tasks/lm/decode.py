@@ -9,6 +9,10 @@ less work:
   KV kept for later calls (a few, least recently used; a later prompt starting with a kept prefix
   reuses it); each prompt's body then runs alone on top of it, so no padded position is ever
   computed and attention runs without a padding mask;
+* **shared heads read in place** (`share_heads`, tasks/lm/shared_heads.py): each step attends to a
+  prompt head where it is, once for all the rows starting with it, and then to each row's own
+  columns; the buffer below holds only what follows each head (a float32 or int8 model; others
+  copy the head into every row);
 * **one preallocated KV buffer per layer** (`SlotLayer`): the prompts' KV are laid out
   left-padded in a buffer sized for the longest prompt plus the answer, and each decoding step
   writes its column in place, instead of copying the whole cache every step (`torch.cat`);
@@ -47,6 +51,8 @@ from typing import TYPE_CHECKING
 import torch
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
+from tasks.lm import shared_heads
+from tasks.lm.flat_attention import use_dispatching_attention
 from tasks.lm.loading import Tokens, common_prefix
 from tasks.lm.loops import LoopWatch
 
@@ -199,10 +205,12 @@ class GreedyDecoder:
     """Greedy decoding on one causal LM; keeps the KV of a few shared prompt heads between calls.
     `draft_tokens`: the most tokens drafted per row and step (0: one token per step, no drafts);
     `draft_budget`: the most tokens one step feeds in all, so a full batch drafts little (its step
-    already costs compute) and the last rows draft much (their step costs reading the weights)."""
+    already costs compute) and the last rows draft much (their step costs reading the weights);
+    `share_heads`: the steps attend to each prompt head where it is, once for every row starting with
+    it, instead of to a copy in each row (where the model allows it: `shared_heads.can_share`)."""
 
     def __init__(self, model: PreTrainedModel, heads_kept: int = 4, draft_tokens: int = 0,
-                 draft_budget: int = 16) -> None:
+                 draft_budget: int = 16, share_heads: bool = True) -> None:
         self.model = model
         self.device = next(model.parameters()).device
         self.heads_kept = heads_kept
@@ -214,6 +222,8 @@ class GreedyDecoder:
         self.kept = 0
         self.squeezes = 0          # times the KV buffer's rejected columns were dropped
         self._heads: OrderedDict[Tokens, KV] = OrderedDict()
+        # the steps read each shared head in place, once for the rows sharing it (tasks/lm/shared_heads.py)
+        self.share_heads = share_heads and shared_heads.can_share(model) and use_dispatching_attention(model)
 
     def generate(self, prompts: Sequence[Tokens], limits: Sequence[int], stops: set[int],
                  constraint: LinePrefixConstraint | None = None, prefills: Sequence[str] | None = None,
@@ -380,11 +390,17 @@ class GreedyDecoder:
         if store is None:
             return
         used = cache.layers[0].used
+        shared = _shared(cache)
         for slot in finished:
             columns = mask[slot, :used].nonzero().flatten().to(self.device)
-            ids = [*prompts[alive[slot]], *answers[alive[slot]]][: columns.numel()]
-            store.add(ids, [(layer.keys[slot : slot + 1, :, columns], layer.values[slot : slot + 1, :, columns])
-                            for layer in cache.layers])
+            kv = [(layer.keys[slot : slot + 1, :, columns], layer.values[slot : slot + 1, :, columns])
+                  for layer in cache.layers]
+            head = shared.of_row[slot] if shared is not None else None
+            if head is not None:    # the row's head first, then its own columns
+                kv = [(torch.cat([hk, k], dim=2), torch.cat([hv, v], dim=2))
+                      for (hk, hv), (k, v) in zip(shared.heads[head], kv, strict=True)]
+            ids = [*prompts[alive[slot]], *answers[alive[slot]]][: kv[0][0].shape[2]]
+            store.add(ids, kv)
 
     def _keep_rows(self, keep: list[int], cache: Cache, mask: torch.Tensor, lengths: torch.Tensor,
                    ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -392,18 +408,21 @@ class GreedyDecoder:
         index = torch.tensor(keep, device=self.device)
         for layer in cache.layers:
             layer.keep(index)
+        if _shared(cache) is not None:
+            cache.shared_heads = cache.shared_heads.keep(keep)
         return mask.index_select(0, index.cpu()), lengths.index_select(0, index.cpu())
 
     def _step(self, token_ids: list[int], cache: Cache, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         used = cache.layers[0].used
         mask[:, used] = 1
-        out = self.model(
-            input_ids=torch.tensor(token_ids, device=self.device)[:, None],
-            attention_mask=mask[:, : used + 1].to(self.device),
-            position_ids=lengths[:, None].to(self.device),
-            past_key_values=cache,
-            use_cache=True,
-        )
+        with shared_heads.reading(_shared(cache)):
+            out = self.model(
+                input_ids=torch.tensor(token_ids, device=self.device)[:, None],
+                attention_mask=mask[:, : used + 1].to(self.device),
+                position_ids=lengths[:, None].to(self.device),
+                past_key_values=cache,
+                use_cache=True,
+            )
         return out.logits[:, -1, :].float()
 
     def _feed(self, feed: list[list[int]], cache: Cache, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -415,7 +434,7 @@ class GreedyDecoder:
             ids[slot, : len(tokens)] = torch.tensor(tokens)
             mask[slot, used : used + len(tokens)] = 1
             mask[slot, used + len(tokens) : used + width] = 0
-        with _kv_heads_in_sdpa(width > 1):
+        with _kv_heads_in_sdpa(width > 1), shared_heads.reading(_shared(cache)):
             out = self.model(
                 input_ids=ids.to(self.device),
                 attention_mask=mask[:, : used + width].to(self.device),
@@ -427,15 +446,19 @@ class GreedyDecoder:
 
     def _prefill(self, prompts: Sequence[Tokens], new_tokens: int
                  ) -> tuple[torch.Tensor, Cache, torch.Tensor, torch.Tensor]:
-        """Last-position logits of every prompt and the left-padded KV buffer holding them."""
+        """Last-position logits of every prompt and the left-padded KV buffer holding them (with
+        `share_heads`, the buffer holds what follows each prompt's head, and the cache its heads:
+        `shared_heads.SharedHeads`, read by the steps)."""
         heads = self._shared_heads(prompts)
-        width = max(map(len, prompts))
+        starts = [head_len if self.share_heads else 0 for head_len, _ in heads]
+        width = max(len(ids) - start for ids, start in zip(prompts, starts, strict=True))
         n = len(prompts)
         buffers: list[tuple[torch.Tensor, torch.Tensor]] = []
         mask = torch.zeros((n, width + new_tokens), dtype=torch.long)
         logits = []
         for i, ids in enumerate(prompts):
             head_len, head = heads[i]
+            own = len(ids) - starts[i]
             cache = DynamicCache([(k, v) for k, v in head]) if head else None
             out = self.model(input_ids=torch.tensor([ids[head_len:]], device=self.device),
                              past_key_values=cache, use_cache=True, logits_to_keep=1)
@@ -445,10 +468,19 @@ class GreedyDecoder:
                     shape = (n, state.keys.shape[1], width + new_tokens, state.keys.shape[3])
                     buffers.append((state.keys.new_zeros(shape), state.values.new_zeros(shape)))
                 keys, values = buffers[layer]
-                keys[i, :, width - len(ids) : width] = state.keys[0]
-                values[i, :, width - len(ids) : width] = state.values[0]
-            mask[i, width - len(ids) : width] = 1
+                keys[i, :, width - own : width] = state.keys[0, :, starts[i]:]
+                values[i, :, width - own : width] = state.values[0, :, starts[i]:]
+            mask[i, width - own : width] = 1
         cache = Cache(layers=[SlotLayer(k, v, width) for k, v in buffers])
+        if self.share_heads:
+            distinct: dict[int, int] = {}
+            kept: list[KV] = []
+            for start, (_, head) in zip(starts, heads, strict=True):
+                if start and id(head) not in distinct:
+                    distinct[id(head)] = len(kept)
+                    kept.append(head)
+            cache.shared_heads = shared_heads.SharedHeads(
+                kept, [distinct[id(head)] if start else None for start, (_, head) in zip(starts, heads, strict=True)])
         lengths = torch.tensor([len(ids) for ids in prompts], dtype=torch.long)
         return torch.stack(logits), cache, mask, lengths
 
@@ -537,6 +569,11 @@ def _per_thread_gqa() -> bool:
 
     sdpa_attention.use_gqa_in_sdpa = per_thread
     return True
+
+
+def _shared(cache: Cache) -> shared_heads.SharedHeads | None:
+    """The heads the cache's rows start from, kept apart from its buffer (`GreedyDecoder.share_heads`)."""
+    return getattr(cache, "shared_heads", None)
 
 
 def _squeeze(cache: Cache, mask: torch.Tensor) -> torch.Tensor:

@@ -20,7 +20,8 @@ is in the batch. The linear layers' products do not depend on the other rows eit
 the same alone and inside any batch, in bfloat16 as in float32 (in bfloat16, float32 sums added in
 another order used to flip a rounding and move a request's value by up to half a nat).
 
-The decoder keeps SDPA for everything else (generation, any mask without a plan):
+A decoding step whose rows read shared prompt heads goes to tasks/lm/shared_heads.py, and SDPA does
+everything else (generation's prompts, any mask without a plan):
 `use_flat_attention(model)` registers an attention function that sends a flex `BlockMask` to flex
 attention, a mask with a plan to the segment loop and any other mask to transformers' SDPA
 function, and the mask function SDPA uses, under one name.
@@ -35,7 +36,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from tasks.lm import cpu_kernels
+from tasks.lm import cpu_kernels, shared_heads
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -79,6 +80,9 @@ def _attention(module, query, key, value, attention_mask, scaling=None, dropout=
     from torch.nn.attention.flex_attention import BlockMask
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+    shared = shared_heads.active()
+    if shared is not None:     # a decoding step reading its rows' shared heads (tasks/lm/shared_heads.py)
+        return shared_heads.attention(module, query, key, value, attention_mask, scaling, shared), None
     plan = getattr(attention_mask, PLAN, None)
     if plan is not None:
         return _by_path(query, key, value, plan, scaling), None
@@ -242,12 +246,18 @@ def use_flat_attention(model: PreTrainedModel) -> str | None:
     """Switch an SDPA model to the dispatching attention: "flex" on a GPU with flex attention, "paths" on a
     CPU; None where it cannot be (another attention implementation, a GPU without flex attention): the
     engine then packs rows instead."""
-    current = getattr(model.config, "_attn_implementation", None)
-    if current not in ("sdpa", NAME) or not available():
-        return None
     kind = "flex" if model.device.type == "cuda" else "paths" if model.device.type == "cpu" else None
-    if kind is None:
+    if kind is None or not available() or not use_dispatching_attention(model):
         return None
+    return kind
+
+
+def use_dispatching_attention(model: PreTrainedModel) -> bool:
+    """Give an SDPA model the dispatching attention function (`_attention`: SDPA for any mask it has no
+    other way for, so the model computes what it did); False where the model attends some other way."""
+    current = getattr(model.config, "_attn_implementation", None)
+    if current not in ("sdpa", NAME):
+        return False
     if current != NAME:
         from transformers import AttentionInterface
         from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
@@ -255,7 +265,7 @@ def use_flat_attention(model: PreTrainedModel) -> str | None:
         AttentionInterface.register(NAME, _attention)
         AttentionMaskInterface.register(NAME, sdpa_mask)
         model.set_attn_implementation(NAME)
-    return kind
+    return True
 
 
 def compile_layers(model: PreTrainedModel, compiled: bool = True) -> None:
