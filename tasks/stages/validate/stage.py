@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -50,13 +51,22 @@ from tasks.stages.validate.strategies import strategy
 from tasks.stages.validate.workflow import Preprocessor, ValidationResult, run_validation
 
 
-def llm_preprocessor(backend: Any, cfg: PreprocessConfig) -> Preprocessor:
-    """Reviews -> (judgment lines, rejects) with the preprocessing stage's prompt and checks."""
+def llm_preprocessor(backend: Any, cfg: PreprocessConfig, beside: Any = None) -> Preprocessor:
+    """Reviews -> (judgment lines, rejects) with the preprocessing stage's prompt and checks. With `beside`
+    (a second backend of the same local model), the reviews are dealt in turn to two lanes that run side
+    by side on half the cores each (tasks/lm/local.py `sharing_cores`), fixed by the rows' order."""
     from tasks.judgments.extract import preprocess_reviews
+    from tasks.lm.local import sharing_cores
 
     def run(reviews: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-        out = preprocess_reviews(reviews, backend, cfg)
-        return out.judgments, out.rejects
+        if beside is None or reviews.height < 2:
+            out = preprocess_reviews(reviews, backend, cfg)
+            return out.judgments, out.rejects
+        halves = [reviews.gather_every(2), reviews.gather_every(2, offset=1)]
+        with sharing_cores(2), ThreadPoolExecutor(max_workers=2, thread_name_prefix="preprocess-lane") as pool:
+            outs = list(pool.map(lambda half, llm: preprocess_reviews(half, llm, cfg), halves, [backend, beside]))
+        return (pl.concat([o.judgments for o in outs], how="vertical_relaxed"),
+                pl.concat([o.rejects for o in outs], how="vertical_relaxed"))
     return run
 
 
@@ -89,24 +99,28 @@ def validate_reviews(cfg: Config, reviews: pl.DataFrame, resources: Resources,
     """`run_validation` with the config's settings; the LLM backends are built only when needed.
 
     The preprocessor is the [preprocess] LLM; the LLM strategies rewrite with [validate.perturb_llm]
-    when it is set (else the [preprocess] LLM), rephrase_second with [validate.rephrase_llm].
+    when it is set (else the [preprocess] LLM), rephrase_second with [validate.rephrase_llm]. A local
+    preprocessor or rewriter gets a second instance on the same weights: they work in two lanes.
     """
     v = cfg.validate
     metrics, strategies = metrics or v.metrics, strategies or v.strategies
-    backend = preprocess = None
+    backend = preprocess = beside = None
     lines = "judgments" in reviews.columns and reviews["judgments"].is_not_null().any()
     judgment_metrics = any(m.reads == "judgments" for m in get(metrics))
     raw_level = judgment_metrics and ("raw" in v.level or v.candidate_judgments == "preprocess")
     backends: dict[str, Any] = {}
     perturbers: dict[str, str] = {}
     if any(strategy(s).needs_llm for s in strategies) or (judgment_metrics and not lines) or raw_level:
-        from tasks.lm import make_lm
+        from tasks.lm import make_lm, runs_locally
 
         backend = make_lm(cfg.preprocess, cache_dir(cfg, "llm"))
-        preprocess = llm_preprocessor(backend, cfg.preprocess)
+        if runs_locally(cfg.preprocess):    # a second lane on the same weights
+            beside = make_lm(cfg.preprocess, cache_dir(cfg, "llm"))
+        preprocess = llm_preprocessor(backend, cfg.preprocess, beside)
         rewriter = v.perturb_llm or cfg.preprocess
         if v.perturb_llm is not None:
             backend = make_lm(v.perturb_llm, cache_dir(cfg, "llm"))
+            beside = make_lm(v.perturb_llm, cache_dir(cfg, "llm")) if runs_locally(v.perturb_llm) else None
         for name in strategies:
             if strategy(name).needs_llm:
                 perturbers[name] = f"{rewriter.backend}:{rewriter.model}"
@@ -118,7 +132,7 @@ def validate_reviews(cfg: Config, reviews: pl.DataFrame, resources: Resources,
     settings = v.model_copy(update={"metrics": tuple(metrics), "strategies": tuple(strategies)})
     return run_validation(reviews, settings, resources, backend=backend, preprocess=preprocess,
                           negatives=cfg.score.negatives, negatives_seed=cfg.score.negatives_seed,
-                          backends=backends, perturbers=perturbers)
+                          backends=backends, perturbers=perturbers, beside=beside)
 
 
 def validate_pipeline(cfg: Config, pipeline: str, fan_out: bool = False) -> ValidationResult:

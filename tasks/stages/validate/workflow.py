@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -146,6 +147,7 @@ def perturb_candidates(
     suffix: str = "",
     backends: Mapping[str, Any] | None = None,
     rewrite_lines: bool = False,
+    beside: Any = None,
 ) -> pl.DataFrame:
     """PERTURBATIONS of the rows flagged is_candidate, one row per (candidate, strategy).
 
@@ -156,10 +158,13 @@ def perturb_candidates(
     appendix D.2.1) also rewrites the candidate's judgment lines, which the judgment metrics then read
     (level "judgments"). Random replacement takes the donor review's own judgments whenever it has them.
     `suffix` is appended to the candidate ids; `backends` names a backend for some strategies
-    (a second rephraser, say) in place of `backend`.
+    (a second rephraser, say) in place of `backend`. `beside`: a second backend of the same local model;
+    the LLM strategies then rewrite in two lanes side by side, on half the cores each (`rewrite_in_lanes`).
     """
     cand = frame.filter("is_candidate")
     idx = [i for i, c in enumerate(frame["is_candidate"].to_list()) if c]
+    llm_names = [name for name in strategies if strategy(name).needs_llm]
+    rewritten = rewrite_in_lanes(llm_names, cand, backend, backends or {}, beside, rewrite_lines)
     rows: list[dict[str, Any]] = []
     for name in strategies:
         spec = strategy(name)
@@ -178,16 +183,8 @@ def perturb_candidates(
                 lines, line_errors = perturb_texts(name, cand["judgments"].to_list(), target="judgments")
                 errors = [e or (f"judgments: {j}" if j else None) for e, j in zip(errors, line_errors, strict=True)]
         else:
-            llm = (backends or {}).get(name, backend)
-            if llm is None:
-                raise ValueError(f"strategy {name} needs an LLM backend")
-            done = apply_llm_perturbation(name, cand["review_text"].to_list(), llm,
-                                          abstracts=cand["abstract"].to_list())
-            texts, errors = [p.text for p in done], [p.error for p in done]
-            if rewrite_lines and spec.rewrites_judgments:
-                redone = apply_llm_perturbation(name, cand["judgments"].to_list(), llm, target="judgments")
-                lines = [p.text for p in redone]
-                errors = [e or (f"judgments: {p.error}" if p.error else None) for e, p in zip(errors, redone, strict=True)]
+            texts, new_lines, errors = rewritten[name]
+            lines = new_lines if new_lines is not None else lines
         on_lines = (judgment_lines and not spec.needs_llm) or (rewrite_lines and spec.rewrites_judgments)
         for row, text, line, error in zip(cand.iter_rows(named=True), texts, lines, errors, strict=True):
             rows.append({"paper_id": row["paper_id"], "review_id": row["review_id"],
@@ -196,6 +193,43 @@ def perturb_candidates(
                          "judgments": line if error is None else None, "error": error,
                          "level": "judgments" if on_lines else "raw"})
     return pl.DataFrame(rows, schema=PERTURBATIONS) if rows else pl.DataFrame(schema=PERTURBATIONS)
+
+
+Rewrite = tuple[list[str | None], list[str | None] | None, list[str | None]]   # texts, lines (or None), errors
+
+
+def rewrite_in_lanes(names: Sequence[str], cand: pl.DataFrame, backend: Any, backends: Mapping[str, Any],
+                     beside: Any, rewrite_lines: bool) -> dict[str, Rewrite]:
+    """Each LLM strategy's rewrites of the candidates. With `beside` (a second backend of the same local
+    model), the strategies on `backend` are dealt in turn to two lanes that run side by side, each local
+    call on half the cores (tasks/lm/local.py `sharing_cores`): a decoding step is small and gains little
+    from a second core, so two batches on one core each decode more than one on two. The lanes are fixed
+    by the strategies' order, not by timing, so every answer is the same in every run."""
+    from tasks.lm.local import sharing_cores
+
+    def run(name: str, llm: Any) -> Rewrite:
+        if llm is None:
+            raise ValueError(f"strategy {name} needs an LLM backend")
+        done = apply_llm_perturbation(name, cand["review_text"].to_list(), llm, abstracts=cand["abstract"].to_list())
+        texts, errors = [p.text for p in done], [p.error for p in done]
+        lines = None
+        if rewrite_lines and strategy(name).rewrites_judgments:
+            redone = apply_llm_perturbation(name, cand["judgments"].to_list(), llm, target="judgments")
+            lines = [p.text for p in redone]
+            errors = [e or (f"judgments: {p.error}" if p.error else None) for e, p in zip(errors, redone, strict=True)]
+        return texts, lines, errors
+
+    own = [name for name in names if name in backends]
+    shared = [name for name in names if name not in backends]
+    found = {name: run(name, backends[name]) for name in own}
+    if beside is None or len(shared) < 2:
+        return found | {name: run(name, backend) for name in shared}
+    lanes = [(shared[0::2], backend), (shared[1::2], beside)]
+    with sharing_cores(2), ThreadPoolExecutor(max_workers=2, thread_name_prefix="rewrite-lane") as pool:
+        futures = [pool.submit(lambda lane=lane, llm=llm: {name: run(name, llm) for name in lane}) for lane, llm in lanes]
+        for future in futures:
+            found |= future.result()
+    return found
 
 
 def fill_judgments(frame: pl.DataFrame, id_col: str, preprocess: Preprocessor) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -269,6 +303,7 @@ def run_validation(
     negatives_seed: int = 0,
     backends: Mapping[str, Any] | None = None,
     perturbers: Mapping[str, str] | None = None,
+    beside: Any = None,
 ) -> ValidationResult:
     """The whole workflow on REVIEWS_IN-like rows; see the module docstring.
 
@@ -285,7 +320,8 @@ def run_validation(
     "raw" perturbs the raw review and preprocesses the result with `preprocess`. With both, the
     deterministic strategies run at both levels and each validation row says its `level`.
 
-    `backends` overrides `backend` per strategy; `perturbers` names what perturbed each strategy
+    `beside`: a second backend of `backend`'s local model, for the LLM strategies' rewrites in two lanes
+    (`rewrite_in_lanes`). `backends` overrides `backend` per strategy; `perturbers` names what perturbed each strategy
     (an LLM's model, by default "rules" for the deterministic ones and "search" for the adversary),
     written into the table with the evaluation LM and the seed. `negatives` / `negatives_seed` are
     the score stage's negative references (`[score]`), for the metrics that read them.
@@ -318,7 +354,7 @@ def run_validation(
     plain = [s for s in strategies if s != "adversary"]
     on_lines = bool(has_lines and "judgments" in levels)
     perturbed = perturb_candidates(frame, plain, judgment_lines=on_lines, backend=backend, seed=seed,
-                                   backends=backends, rewrite_lines=bool(has_lines and needs_lines))
+                                   backends=backends, rewrite_lines=bool(has_lines and needs_lines), beside=beside)
     rerun = [s for s in plain if not strategy(s).needs_llm]
     if on_lines and "raw" in levels and rerun:
         perturbed = pl.concat([perturbed, perturb_candidates(frame, rerun, judgment_lines=False, seed=seed,

@@ -374,3 +374,38 @@ def test_a_killed_batch_run_collects_its_batch_in_flight_instead_of_resubmitting
     assert sizes == [4, 4, 4, 2]       # reviews 1-4, 5-8 (collected by the rerun), 9-12; then the papers
     assert summary["llm_cached"] == 4 and summary["llm_sent"] == 10 and stored(tmp_path) == 14
     assert server.counts["messages"] == 0
+
+
+def test_validation_preprocesses_in_two_lanes_with_the_same_lines_as_one(tmp_path):
+    """Validation's preprocessor with a second backend beside the first deals the reviews in turn to two
+    lanes (every other review to each, both at work at once) and returns every review's lines, the
+    same ones a single lane gives, and every reject."""
+    import threading
+
+    from tasks.stages.validate.stage import llm_preprocessor
+    from tasks.testing.anthropic_server import heuristic_responder
+
+    frame = reviews("The theory is elegant. The experiments lack error bars.", "   ",
+                    "The paper is clear. The baselines are weak.", "Why is the bound tight? Add an ablation.")
+    both = threading.Barrier(2, timeout=30)
+    seen: list[str] = []
+    lock = threading.Lock()
+
+    def responder(params):
+        with lock:
+            seen.append(params["model"])
+            first = seen.count(params["model"]) == 1
+        if first:
+            both.wait()     # each lane's first request waits for the other lane's
+        return heuristic_responder(params)
+
+    with AnthropicServer(responder) as server:
+        lanes = llm_preprocessor(make_lm(cfg(), tmp_path / "a", base_url=server.url), cfg(),
+                                 beside=make_lm(cfg(model="claude-beside"), tmp_path / "b", base_url=server.url))
+        lines, rejects = lanes(frame)
+    with AnthropicServer() as server:
+        alone, alone_rejects = llm_preprocessor(make_lm(cfg(), tmp_path / "c", base_url=server.url), cfg())(frame)
+    assert not both.broken and set(seen) == {"claude-test", "claude-beside"}
+    key = ["review_id", "position"]
+    assert lines.sort(key).select("review_id", "text").rows() == alone.sort(key).select("review_id", "text").rows()
+    assert rejects["entity_id"].to_list() == alone_rejects["entity_id"].to_list() == ["r1"]

@@ -44,3 +44,36 @@ def test_each_rephraser_rewrites_with_its_own_model(monkeypatch):
     assert dict(result.validation.select("strategy", "perturber").rows()) == {
         "rephrase": "anthropic:first", "rephrase_second": "anthropic:second"}
     assert result.validation["seed"].to_list() == [0, 0] and result.validation["level"].to_list() == ["raw", "raw"]
+
+
+def test_llm_strategies_rewrite_in_two_lanes_side_by_side_in_a_fixed_order(monkeypatch):
+    """With a second backend beside the first, the LLM strategies are dealt in turn to two lanes that
+    run at the same time (a request of each lane is in flight at once); which lane rewrites what
+    follows the strategies' order, and the rows come back in that order."""
+    import threading
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    both = threading.Barrier(2, timeout=30)     # the first request of each lane waits for the other's
+    waited: set[str] = set()
+    lock = threading.Lock()
+
+    def responder(params: dict[str, Any]) -> str:
+        with lock:
+            first = params["model"] not in waited
+            waited.add(params["model"])
+        if first:
+            both.wait()
+        return f"[{params['model']}] {user_text(params)}"
+
+    strategies = ["rephrase", "opinion_shift_positive", "surface_report"]
+    with AnthropicServer(responder) as server:
+        lane_a = AnthropicLM(CFG.model_copy(update={"model": "lane-a"}), base_url=server.url, sleep=lambda _: None)
+        lane_b = AnthropicLM(CFG.model_copy(update={"model": "lane-b"}), base_url=server.url, sleep=lambda _: None)
+        result = run_validation(make_reviews(n_papers=3), ValidateConfig(strategies=strategies, metrics=["bleu"],
+                                                                        bootstrap_resamples=0, min_pairs=2),
+                                resources=Resources(), backend=lane_a, beside=lane_b)
+    assert not both.broken and waited == {"lane-a", "lane-b"}
+    done = result.perturbations.filter(result.perturbations["error"].is_null())
+    lanes = {s: t.split("]")[0] + "]" for s, t in done.select("strategy", "review_text").rows()}
+    assert lanes == {"rephrase": "[lane-a]", "opinion_shift_positive": "[lane-b]", "surface_report": "[lane-a]"}
+    assert list(dict.fromkeys(result.perturbations["strategy"].to_list())) == strategies
