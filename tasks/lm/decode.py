@@ -543,12 +543,8 @@ def _kv_heads_in_sdpa(on: bool) -> Iterator[None]:
     if not on or not _per_thread_gqa():
         yield
         return
-    before = getattr(_GQA, "on", False)
-    _GQA.on = True
-    try:
+    with shared_heads.thread_setting(_GQA, "on", True):
         yield
-    finally:
-        _GQA.on = before
 
 
 _GQA = threading.local()

@@ -71,14 +71,19 @@ _ACTIVE = threading.local()
 
 
 @contextlib.contextmanager
-def reading(shared: SharedHeads | None) -> Iterator[None]:
-    """This thread's forward passes attend to `shared`'s heads before each row's own KV."""
-    before = getattr(_ACTIVE, "shared", None)
-    _ACTIVE.shared = shared
+def thread_setting(local: threading.local, name: str, value: object) -> Iterator[None]:
+    """`local.<name>` is `value` in this thread for the section, and what it was after it."""
+    before = getattr(local, name, None)
+    setattr(local, name, value)
     try:
         yield
     finally:
-        _ACTIVE.shared = before
+        setattr(local, name, before)
+
+
+def reading(shared: SharedHeads | None) -> contextlib.AbstractContextManager[None]:
+    """This thread's forward passes attend to `shared`'s heads before each row's own KV."""
+    return thread_setting(_ACTIVE, "shared", shared)
 
 
 def active() -> SharedHeads | None:
@@ -86,14 +91,13 @@ def active() -> SharedHeads | None:
 
 
 def can_share(model: PreTrainedModel) -> bool:
-    """Whether `model`'s decoding steps may read shared heads: float32, SDPA-style attention (also the
-    engine's dispatching one, tasks/lm/flat_attention.py), no sliding window and no logit cap. An int8 model
-    counts as float32: its activations and KV are (tasks/lm/loading.py `quantize_int8`)."""
-    from tasks.lm.flat_attention import NAME
-
+    """Whether `model`'s decoding steps may read shared heads: float32 (or float64), no sliding window and no
+    logit cap. An int8 model counts as float32: its activations and KV are (tasks/lm/loading.py
+    `quantize_int8`). The model must also take the dispatching attention function that sends its steps
+    here (tasks/lm/flat_attention.py `use_dispatching_attention`: an SDPA model)."""
     config = model.config
     wide = next(model.parameters()).dtype in (torch.float32, torch.float64)
-    return wide and getattr(config, "_attn_implementation", None) in ("sdpa", NAME) and not any(
+    return wide and not any(
         getattr(config, name, None) for name in ("sliding_window", "attn_logit_softcapping", "use_sliding_window"))
 
 
