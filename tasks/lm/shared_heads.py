@@ -52,10 +52,6 @@ class SharedHeads:
         """The rows `slots` go on (finished rows leave the batch)."""
         return SharedHeads(self.heads, [self.of_row[s] for s in slots])
 
-    def length(self, row: int) -> int:
-        head = self.of_row[row]
-        return 0 if head is None else self.heads[head][0][0].shape[2]
-
     def groups(self) -> list[tuple[int, torch.Tensor]]:
         """(head, the batch rows reading it) for every head some row reads."""
         if self._groups is None:
