@@ -32,11 +32,13 @@ import hashlib
 import json
 import logging
 import os
+import queue
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from tasks.core.progress import track
 from tasks.lm.batching import batches
@@ -347,6 +349,48 @@ def sharing_cores(ways: int) -> Iterator[None]:
     finally:
         _WAYS = before_ways
         torch.set_num_threads(before_threads)   # also torch's process-wide count, which a worker thread moved
+
+
+
+Job = TypeVar("Job")
+Model = TypeVar("Model")
+Out = TypeVar("Out")
+
+
+def in_lanes(jobs: Sequence[Job], models: Sequence[Model], run: Callable[[Job, Model], Out],
+             name: str = "lane") -> list[Out]:
+    """`run(job, model)` for every job, in one lane per model side by side on an equal share of the cores
+    (`sharing_cores`), results in the jobs' order. A lane takes the next job as soon as it is free, so
+    the lanes end together instead of one waiting on the other's longest job.
+
+    Which lane runs a job depends on timing, so the lanes must answer alike: the models are instances
+    of one model on the same weights, every lane has the same share of the cores, and a job is a call
+    of its own (its answers never depend on batchmates from another job). Give the longest jobs first.
+    With one model or one job the jobs run in order on the calling thread."""
+    if len(models) < 2 or len(jobs) < 2:
+        return [run(job, models[0]) for job in jobs]
+    todo: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for k in range(len(jobs)):
+        todo.put(k)
+    found: dict[int, Out] = {}
+
+    def lane(model: Model) -> None:
+        while True:
+            try:
+                k = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                found[k] = run(jobs[k], model)
+            except BaseException:
+                while not todo.empty():     # the other lanes stop after their current job
+                    todo.get_nowait()
+                raise
+
+    with sharing_cores(len(models)), ThreadPoolExecutor(len(models), thread_name_prefix=name) as pool:
+        for future in [pool.submit(lane, model) for model in models]:
+            future.result()
+    return [found[k] for k in range(len(jobs))]
 
 
 def decode_threads() -> int | None:

@@ -91,3 +91,41 @@ def test_a_section_of_jobs_side_by_side_splits_the_cores_for_every_thread_and_se
     monkeypatch.setenv("GREBENCH_LOCAL_THREADS", "1")
     with sharing_cores(3):
         assert generation_threads() == 1                 # never below one thread
+
+
+def test_lanes_take_the_next_job_when_free_on_half_the_cores_each(monkeypatch):
+    """Two lanes side by side: while one lane holds a long job, the other takes every job after it; each
+    call runs on half the cores, and the results come back in the jobs' order."""
+    import threading
+
+    from tasks.lm.local import in_lanes
+
+    monkeypatch.setenv("GREBENCH_LOCAL_THREADS", "4")
+    shorts_done = threading.Event()
+    seen: list[tuple[str, str, int]] = []
+
+    def run(job: str, model: str) -> str:
+        if job == "long":
+            assert shorts_done.wait(30), "the other lane did not take the short jobs"
+        seen.append((job, model, generation_threads()))
+        if sum(j.startswith("short") for j, _, _ in seen) == 3:
+            shorts_done.set()
+        return f"{job}@{model}"
+
+    out = in_lanes(["long", "short-1", "short-2", "short-3"], ["a", "b"], run)
+    assert out == ["long@a", "short-1@b", "short-2@b", "short-3@b"]
+    assert {threads for _, _, threads in seen} == {2}
+    assert generation_threads() == 4
+
+
+def test_a_failing_job_fails_the_lanes_and_one_model_runs_the_jobs_in_order():
+    from tasks.lm.local import in_lanes
+
+    def run(job: int, model: str) -> int:
+        if job == 0:
+            raise ValueError("bad job")
+        return job
+
+    with pytest.raises(ValueError, match="bad job"):
+        in_lanes([0, 1, 2, 3, 4, 5], ["a", "b"], run)
+    assert in_lanes([3, 1, 2], ["only"], lambda job, model: (job, model)) == [(3, "only"), (1, "only"), (2, "only")]

@@ -23,7 +23,6 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -53,18 +52,22 @@ from tasks.stages.validate.workflow import Preprocessor, ValidationResult, run_v
 
 def llm_preprocessor(backend: Any, cfg: PreprocessConfig, beside: Any = None) -> Preprocessor:
     """Reviews -> (judgment lines, rejects) with the preprocessing stage's prompt and checks. With `beside`
-    (a second backend of the same local model), the reviews are dealt in turn to two lanes that run side
-    by side on half the cores each (tasks/lm/local.py `sharing_cores`), fixed by the rows' order."""
+    (a second backend of the same local model), the reviews, longest first, are cut into batches of
+    `cfg.batch_size` that two lanes take in turn as they come free, side by side on half the cores each
+    (tasks/lm/local.py `in_lanes`); a batch's answers depend on it alone, so not on which lane ran it."""
     from tasks.judgments.extract import preprocess_reviews
-    from tasks.lm.local import sharing_cores
+    from tasks.lm.local import in_lanes
 
     def run(reviews: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         if beside is None or reviews.height < 2:
             out = preprocess_reviews(reviews, backend, cfg)
             return out.judgments, out.rejects
-        halves = [reviews.gather_every(2), reviews.gather_every(2, offset=1)]
-        with sharing_cores(2), ThreadPoolExecutor(max_workers=2, thread_name_prefix="preprocess-lane") as pool:
-            outs = list(pool.map(lambda half, llm: preprocess_reviews(half, llm, cfg), halves, [backend, beside]))
+        ordered = reviews.sort(pl.col("review_text").str.len_chars().fill_null(0), "review_id",
+                               descending=[True, False], maintain_order=True)
+        size = max(1, cfg.batch_size)
+        chunks = [ordered.slice(k, size) for k in range(0, ordered.height, size)]
+        outs = in_lanes(chunks, [backend, beside], lambda chunk, llm: preprocess_reviews(chunk, llm, cfg),
+                        "preprocess-lane")
         return (pl.concat([o.judgments for o in outs], how="vertical_relaxed"),
                 pl.concat([o.rejects for o in outs], how="vertical_relaxed"))
     return run

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -201,11 +200,12 @@ Rewrite = tuple[list[str | None], list[str | None] | None, list[str | None]]   #
 def rewrite_in_lanes(names: Sequence[str], cand: pl.DataFrame, backend: Any, backends: Mapping[str, Any],
                      beside: Any, rewrite_lines: bool) -> dict[str, Rewrite]:
     """Each LLM strategy's rewrites of the candidates. With `beside` (a second backend of the same local
-    model), the strategies on `backend` are dealt in turn to two lanes that run side by side, each local
-    call on half the cores (tasks/lm/local.py `sharing_cores`): a decoding step is small and gains little
-    from a second core, so two batches on one core each decode more than one on two. The lanes are fixed
-    by the strategies' order, not by timing, so every answer is the same in every run."""
-    from tasks.lm.local import sharing_cores
+    model), the strategies on `backend` run in two lanes side by side, each local call on half the cores
+    (tasks/lm/local.py `in_lanes`): a decoding step is small and gains little from a second core, so two
+    batches on one core each decode more than one on two. A free lane takes the next strategy, those that
+    also rewrite judgment lines (twice the work) first; each strategy is its own calls on one instance of
+    the model with one core, so its answers are the same whichever lane ran it."""
+    from tasks.lm.local import in_lanes
 
     def run(name: str, llm: Any) -> Rewrite:
         if llm is None:
@@ -219,17 +219,11 @@ def rewrite_in_lanes(names: Sequence[str], cand: pl.DataFrame, backend: Any, bac
             errors = [e or (f"judgments: {p.error}" if p.error else None) for e, p in zip(errors, redone, strict=True)]
         return texts, lines, errors
 
-    own = [name for name in names if name in backends]
-    shared = [name for name in names if name not in backends]
-    found = {name: run(name, backends[name]) for name in own}
-    if beside is None or len(shared) < 2:
-        return found | {name: run(name, backend) for name in shared}
-    lanes = [(shared[0::2], backend), (shared[1::2], beside)]
-    with sharing_cores(2), ThreadPoolExecutor(max_workers=2, thread_name_prefix="rewrite-lane") as pool:
-        futures = [pool.submit(lambda lane=lane, llm=llm: {name: run(name, llm) for name in lane}) for lane, llm in lanes]
-        for future in futures:
-            found |= future.result()
-    return found
+    found = {name: run(name, backends[name]) for name in names if name in backends}
+    shared = sorted((name for name in names if name not in backends),
+                    key=lambda name: not (rewrite_lines and strategy(name).rewrites_judgments))
+    lanes = [backend] if beside is None else [backend, beside]
+    return found | dict(zip(shared, in_lanes(shared, lanes, run, "rewrite-lane"), strict=True))
 
 
 def fill_judgments(frame: pl.DataFrame, id_col: str, preprocess: Preprocessor) -> tuple[pl.DataFrame, pl.DataFrame]:

@@ -377,9 +377,9 @@ def test_a_killed_batch_run_collects_its_batch_in_flight_instead_of_resubmitting
 
 
 def test_validation_preprocesses_in_two_lanes_with_the_same_lines_as_one(tmp_path):
-    """Validation's preprocessor with a second backend beside the first deals the reviews in turn to two
-    lanes (every other review to each, both at work at once) and returns every review's lines, the
-    same ones a single lane gives, and every reject."""
+    """Validation's preprocessor with a second backend beside the first cuts the reviews into batches
+    (`batch_size`, here one review) that two lanes take as they come free, both at work at once, and
+    returns every review's lines, the same ones a single lane gives, and every reject."""
     import threading
 
     from tasks.stages.validate.stage import llm_preprocessor
@@ -400,7 +400,7 @@ def test_validation_preprocesses_in_two_lanes_with_the_same_lines_as_one(tmp_pat
         return heuristic_responder(params)
 
     with AnthropicServer(responder) as server:
-        lanes = llm_preprocessor(make_lm(cfg(), tmp_path / "a", base_url=server.url), cfg(),
+        lanes = llm_preprocessor(make_lm(cfg(), tmp_path / "a", base_url=server.url), cfg(batch_size=1),
                                  beside=make_lm(cfg(model="claude-beside"), tmp_path / "b", base_url=server.url))
         lines, rejects = lanes(frame)
     with AnthropicServer() as server:

@@ -46,10 +46,10 @@ def test_each_rephraser_rewrites_with_its_own_model(monkeypatch):
     assert result.validation["seed"].to_list() == [0, 0] and result.validation["level"].to_list() == ["raw", "raw"]
 
 
-def test_llm_strategies_rewrite_in_two_lanes_side_by_side_in_a_fixed_order(monkeypatch):
-    """With a second backend beside the first, the LLM strategies are dealt in turn to two lanes that
-    run at the same time (a request of each lane is in flight at once); which lane rewrites what
-    follows the strategies' order, and the rows come back in that order."""
+def test_llm_strategies_rewrite_in_two_lanes_side_by_side(monkeypatch):
+    """With a second backend beside the first, the LLM strategies run in two lanes at the same time (a
+    request of each lane is in flight at once): each lane starts with the next strategy, a free lane takes
+    the one after, and the rows come back in the strategies' order."""
     import threading
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
@@ -75,5 +75,6 @@ def test_llm_strategies_rewrite_in_two_lanes_side_by_side_in_a_fixed_order(monke
     assert not both.broken and waited == {"lane-a", "lane-b"}
     done = result.perturbations.filter(result.perturbations["error"].is_null())
     lanes = {s: t.split("]")[0] + "]" for s, t in done.select("strategy", "review_text").rows()}
-    assert lanes == {"rephrase": "[lane-a]", "opinion_shift_positive": "[lane-b]", "surface_report": "[lane-a]"}
+    assert lanes["rephrase"] == "[lane-a]" and lanes["opinion_shift_positive"] == "[lane-b]"
+    assert lanes["surface_report"] in ("[lane-a]", "[lane-b]")     # whichever lane came free first
     assert list(dict.fromkeys(result.perturbations["strategy"].to_list())) == strategies
