@@ -3,8 +3,9 @@
 The workflow runs once per evaluation LM: every metric with the first, then only the metrics that
 read an evaluation LM (GEM, the f-MI cells, the logit oracle) with each further one, so the
 validation table has one row per (metric, strategy, level, eval_lm). The perturbed candidates are
-the same in every run (deterministic rules; LLM rewrites and preprocessing answered from the LLM
-cache), so `perturbations` and `rejects` come from the first run. `pairs`, `adversary` and
+made once, by the first run, and every later run tests the same texts (`made`: no rewrite or
+preprocessing is asked again, not even one that failed, which the LLM cache does not keep), so
+`perturbations` and `rejects` come from the first run. `pairs`, `adversary` and
 `length_confound` get an `eval_lm` column (the evaluation LM behind each metric's scores).
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import polars as pl
 
@@ -57,9 +59,11 @@ def merge_results(results: list[ValidationResult]) -> ValidationResult:
 
 def validate_each_eval_lm(cfg: Config, reviews: pl.DataFrame, resources: Callable[[ModelSpec], Resources],
                           validate: Callable[..., ValidationResult]) -> ValidationResult:
-    """`validate(cfg, reviews, resources, metrics)` once per evaluation LM, merged."""
+    """`validate(cfg, reviews, resources, metrics, made=...)` once per evaluation LM, merged; the runs share
+    the perturbations the first one made."""
     specs = eval_specs(cfg.score)
-    results = [tag_eval_lm(validate(cfg, reviews, resources(spec), metrics))
+    made: dict[bool, Any] = {}
+    results = [tag_eval_lm(validate(cfg, reviews, resources(spec), metrics, made=made))
                for spec, metrics in zip(specs, metrics_per_eval_lm(cfg.validate.metrics, len(specs)), strict=True)
                if metrics]
     return merge_results(results)

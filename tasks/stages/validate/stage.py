@@ -47,7 +47,7 @@ from tasks.stages.validate.releases import Release, changelog, read_releases, re
 from tasks.stages.validate.reuse import ReusingLoglikelihood
 from tasks.stages.validate.review_data import curated_provenance, load_review_data, validation_data
 from tasks.stages.validate.strategies import strategy
-from tasks.stages.validate.workflow import Preprocessor, ValidationResult, run_validation
+from tasks.stages.validate.workflow import Perturbed, Preprocessor, ValidationResult, run_validation
 
 
 def llm_preprocessor(backend: Any, cfg: PreprocessConfig, beside: Any = None) -> Preprocessor:
@@ -98,12 +98,14 @@ def read_reviews(cfg: Config, pipeline: str) -> pl.DataFrame:
 
 
 def validate_reviews(cfg: Config, reviews: pl.DataFrame, resources: Resources,
-                     metrics: tuple[str, ...] | None = None, strategies: tuple[str, ...] | None = None) -> ValidationResult:
+                     metrics: tuple[str, ...] | None = None, strategies: tuple[str, ...] | None = None,
+                     made: dict[bool, Perturbed] | None = None) -> ValidationResult:
     """`run_validation` with the config's settings; the LLM backends are built only when needed.
 
     The preprocessor is the [preprocess] LLM; the LLM strategies rewrite with [validate.perturb_llm]
     when it is set (else the [preprocess] LLM), rephrase_second with [validate.rephrase_llm]. A local
     preprocessor or rewriter gets a second instance on the same weights: they work in two lanes.
+    `made`: perturbations an earlier call made on the same reviews (`run_validation`); none is built twice.
     """
     v = cfg.validate
     metrics, strategies = metrics or v.metrics, strategies or v.strategies
@@ -112,30 +114,30 @@ def validate_reviews(cfg: Config, reviews: pl.DataFrame, resources: Resources,
     judgment_metrics = any(m.reads == "judgments" for m in get(metrics))
     raw_level = judgment_metrics and ("raw" in v.level or v.candidate_judgments == "preprocess")
     backends: dict[str, Any] = {}
-    perturbers: dict[str, str] = {}
-    if any(strategy(s).needs_llm for s in strategies) or (judgment_metrics and not lines) or raw_level:
+    rewriter = v.perturb_llm or cfg.preprocess
+    perturbers = {name: f"{rewriter.backend}:{rewriter.model}" for name in strategies
+                  if strategy(name).needs_llm and name != "rephrase_second"}
+    if "rephrase_second" in strategies:
+        if v.rephrase_llm is None:
+            raise ValueError("strategy rephrase_second needs a [validate.rephrase_llm] table")
+        perturbers["rephrase_second"] = f"{v.rephrase_llm.backend}:{v.rephrase_llm.model}"
+    wanted = any(strategy(s).needs_llm for s in strategies) or (judgment_metrics and not lines) or raw_level
+    if wanted and judgment_metrics not in (made or {}):
         from tasks.lm import make_lm, runs_locally
 
         backend = make_lm(cfg.preprocess, cache_dir(cfg, "llm"))
         if runs_locally(cfg.preprocess):    # a second lane on the same weights
             beside = make_lm(cfg.preprocess, cache_dir(cfg, "llm"))
         preprocess = llm_preprocessor(backend, cfg.preprocess, beside)
-        rewriter = v.perturb_llm or cfg.preprocess
         if v.perturb_llm is not None:
             backend = make_lm(v.perturb_llm, cache_dir(cfg, "llm"))
             beside = make_lm(v.perturb_llm, cache_dir(cfg, "llm")) if runs_locally(v.perturb_llm) else None
-        for name in strategies:
-            if strategy(name).needs_llm:
-                perturbers[name] = f"{rewriter.backend}:{rewriter.model}"
         if "rephrase_second" in strategies:
-            if v.rephrase_llm is None:
-                raise ValueError("strategy rephrase_second needs a [validate.rephrase_llm] table")
-            backends["rephrase_second"] = make_lm(v.rephrase_llm, cache_dir(cfg, "llm"))
-            perturbers["rephrase_second"] = f"{v.rephrase_llm.backend}:{v.rephrase_llm.model}"
+            backends["rephrase_second"] = make_lm(v.rephrase_llm, cache_dir(cfg, "llm"))   # type: ignore[arg-type]
     settings = v.model_copy(update={"metrics": tuple(metrics), "strategies": tuple(strategies)})
     return run_validation(reviews, settings, resources, backend=backend, preprocess=preprocess,
                           negatives=cfg.score.negatives, negatives_seed=cfg.score.negatives_seed,
-                          backends=backends, perturbers=perturbers, beside=beside)
+                          backends=backends, perturbers=perturbers, beside=beside, made=made)
 
 
 def validate_pipeline(cfg: Config, pipeline: str, fan_out: bool = False) -> ValidationResult:

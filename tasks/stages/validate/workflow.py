@@ -286,45 +286,28 @@ def human_correlation(scores: pl.DataFrame, reviews: pl.DataFrame, metrics: Sequ
     return pl.DataFrame(rows, schema=HUMAN_CORRELATION)
 
 
-def run_validation(
-    reviews: pl.DataFrame,
-    settings: ValidateConfig,
-    resources: Resources,
-    *,
-    backend: Any = None,
-    preprocess: Preprocessor | None = None,
-    negatives: int = 4,
-    negatives_seed: int = 0,
-    backends: Mapping[str, Any] | None = None,
-    perturbers: Mapping[str, str] | None = None,
-    beside: Any = None,
-) -> ValidationResult:
-    """The whole workflow on REVIEWS_IN-like rows; see the module docstring.
+@dataclass(frozen=True)
+class Perturbed:
+    """The perturbation half of the workflow (`perturb_reviews`): the sampled reviews with their judgments,
+    every perturbation with its own, the failed ones, whether the deterministic strategies also acted on
+    judgment lines, the rejects and how many of them are reviews `prepare` refused. It reads no evaluation LM, so one serves every evaluation LM's run:
+    done once, no LLM call is repeated (a rewrite or judgment list the cache would not keep, because it
+    failed, is not asked again) and every run tests the same texts."""
 
-    `settings` is the `[validate]` table (strategies, metrics, sample, tests, levels);
-    `resources` serve the metrics (tasks/metrics/resources.py); `backend` serves the LLM
-    strategies; `preprocess` turns reviews without judgments into judgments (needed when a judgment
-    metric is asked for and the reviews, or LLM-perturbed ones, carry none). `min_pairs`,
-    `correction_scope` ("metric" or the whole "table") and `bootstrap_resamples` shape the tests
-    (tasks/stages/validate/stats.py). The "adversary" strategy searches `adversary_steps` steps per
-    candidate and metric (tasks/stages/validate/adversary.py) after the other strategies are scored.
+    frame: pl.DataFrame
+    perturbed: pl.DataFrame
+    failed: pl.DataFrame
+    on_lines: bool
+    rejects: pl.DataFrame
+    rejected_reviews: int
 
-    `levels` (GEM section 4 perturbs the raw review, then preprocesses it): "judgments" lets the
-    deterministic strategies act on the judgment lines when the reviews carry them (cheap, no LLM);
-    "raw" perturbs the raw review and preprocesses the result with `preprocess`. With both, the
-    deterministic strategies run at both levels and each validation row says its `level`.
 
-    `beside`: a second backend of `backend`'s local model, for the LLM strategies' rewrites in two lanes
-    (`rewrite_in_lanes`). `backends` overrides `backend` per strategy; `perturbers` names what perturbed each strategy
-    (an LLM's model, by default "rules" for the deterministic ones and "search" for the adversary),
-    written into the table with the evaluation LM and the seed. `negatives` / `negatives_seed` are
-    the score stage's negative references (`[score]`), for the metrics that read them.
-    """
-    v = settings
-    strategies, metrics, levels, seed = tuple(v.strategies), tuple(v.metrics), tuple(v.level), v.seed
-    check_names(metrics)
-    for name in strategies:
-        strategy(name)
+def perturb_reviews(reviews: pl.DataFrame, v: ValidateConfig, needs_lines: bool, *, backend: Any = None,
+                    preprocess: Preprocessor | None = None, backends: Mapping[str, Any] | None = None,
+                    beside: Any = None) -> Perturbed:
+    """Sample the candidates, fill their judgments, perturb them with every strategy but the adversary and
+    fill the perturbed reviews' judgments (`needs_lines`: a metric reads judgment lines); see `run_validation`."""
+    strategies, levels, seed = tuple(v.strategies), tuple(v.level), v.seed
     frame, rejects = prepare(reviews)
     if frame.is_empty():
         raise ValueError("no usable reviews (every row was rejected: " +
@@ -333,7 +316,6 @@ def run_validation(
     if v.candidate_judgments == "preprocess":
         frame = frame.with_columns(judgments=pl.when("is_candidate").then(None).otherwise("judgments"))
     has_lines = frame["judgments"].is_not_null().any()
-    needs_lines = any(m.reads == "judgments" for m in get(metrics))
     more_rejects = [rejects]
     if needs_lines and frame["judgments"].is_null().any():
         # reviews without judgments are preprocessed (a candidate whose judgments the caller cleared so that
@@ -364,7 +346,60 @@ def run_validation(
     more_rejects.append(schema.rejects([
         _reject("perturbation_failed", "perturbation", r["candidate"], r["paper_id"], r["error"])
         for r in failed.iter_rows(named=True)]))
+    return Perturbed(frame, perturbed, failed, on_lines,
+                     pl.concat(more_rejects, how="vertical_relaxed").cast(dict(schema.REJECTS)), rejects.height)
 
+
+def run_validation(
+    reviews: pl.DataFrame,
+    settings: ValidateConfig,
+    resources: Resources,
+    *,
+    backend: Any = None,
+    preprocess: Preprocessor | None = None,
+    negatives: int = 4,
+    negatives_seed: int = 0,
+    backends: Mapping[str, Any] | None = None,
+    perturbers: Mapping[str, str] | None = None,
+    beside: Any = None,
+    made: dict[bool, Perturbed] | None = None,
+) -> ValidationResult:
+    """The whole workflow on REVIEWS_IN-like rows; see the module docstring.
+
+    `settings` is the `[validate]` table (strategies, metrics, sample, tests, levels);
+    `resources` serve the metrics (tasks/metrics/resources.py); `backend` serves the LLM
+    strategies; `preprocess` turns reviews without judgments into judgments (needed when a judgment
+    metric is asked for and the reviews, or LLM-perturbed ones, carry none). `min_pairs`,
+    `correction_scope` ("metric" or the whole "table") and `bootstrap_resamples` shape the tests
+    (tasks/stages/validate/stats.py). The "adversary" strategy searches `adversary_steps` steps per
+    candidate and metric (tasks/stages/validate/adversary.py) after the other strategies are scored.
+
+    `levels` (GEM section 4 perturbs the raw review, then preprocesses it): "judgments" lets the
+    deterministic strategies act on the judgment lines when the reviews carry them (cheap, no LLM);
+    "raw" perturbs the raw review and preprocesses the result with `preprocess`. With both, the
+    deterministic strategies run at both levels and each validation row says its `level`.
+
+    `beside`: a second backend of `backend`'s local model, for the LLM strategies' rewrites in two lanes
+    (`rewrite_in_lanes`). `backends` overrides `backend` per strategy; `perturbers` names what perturbed each strategy
+    (an LLM's model, by default "rules" for the deterministic ones and "search" for the adversary),
+    written into the table with the evaluation LM and the seed. `negatives` / `negatives_seed` are
+    the score stage's negative references (`[score]`), for the metrics that read them. `made`: the
+    perturbations of an earlier call on the same reviews and settings (one per evaluation LM), by whether
+    the metrics read judgment lines; what this call perturbs is added to it (`perturb_reviews`).
+    """
+    v = settings
+    strategies, metrics, levels, seed = tuple(v.strategies), tuple(v.metrics), tuple(v.level), v.seed
+    check_names(metrics)
+    for name in strategies:
+        strategy(name)
+    needs_lines = any(m.reads == "judgments" for m in get(metrics))
+    done = (made or {}).get(needs_lines)
+    if done is None:
+        done = perturb_reviews(reviews, v, needs_lines, backend=backend, preprocess=preprocess, backends=backends,
+                               beside=beside)
+        if made is not None:
+            made[needs_lines] = done
+    frame, perturbed, failed, on_lines = done.frame, done.perturbed, done.failed, done.on_lines
     scored_originals = frame if frame["quality"].is_not_null().any() else frame.filter("is_candidate")
     cands = pl.concat([
         scored_originals.select("paper_id", pl.col("review_id").alias("candidate"), pl.lit("human").alias("source"),
@@ -408,7 +443,7 @@ def run_validation(
                                eval_lm=pl.lit(resources.eval_lm, pl.String), seed=pl.lit(seed, pl.Int64))
     stats = {"papers": frame["paper_id"].n_unique(), "reviews": frame.height,
              "candidates": int(frame["is_candidate"].sum()), "perturbations": perturbed.height,
-             "perturbations_failed": failed.height, "rejected_reviews": rejects.height,
+             "perturbations_failed": failed.height, "rejected_reviews": done.rejected_reviews,
              "scored_candidates": cands.height}
     if "adversary" in strategies:
         stats["adversary_largest_inflation"] = largest_inflation(attacks)
@@ -416,10 +451,10 @@ def run_validation(
                             "words": [word_count(t) for t in cands["review_text"].to_list()]},
                            schema={"candidate": pl.String, "words": pl.Float64})
     return ValidationResult(table, human_correlation(scores, frame, metrics), scores, pairs, perturbed,
-                            pl.concat(more_rejects, how="vertical_relaxed").cast(dict(schema.REJECTS)), stats,
+                            done.rejects, stats,
                             length_confound(scores.filter(pl.col("source") == "human"), lengths), attacks)
 
 
-__all__ = ["PERTURBATIONS", "REVIEWS_IN", "STRATEGIES", "ValidationResult", "fill_judgments", "human_correlation",
-           "paired_scores", "perturb_candidates", "prepare", "run_validation",
+__all__ = ["PERTURBATIONS", "REVIEWS_IN", "STRATEGIES", "Perturbed", "ValidationResult", "fill_judgments", "human_correlation",
+           "paired_scores", "perturb_candidates", "perturb_reviews", "prepare", "run_validation",
            "sample", "score_candidates"]

@@ -78,3 +78,30 @@ def test_llm_strategies_rewrite_in_two_lanes_side_by_side(monkeypatch):
     assert lanes["rephrase"] == "[lane-a]" and lanes["opinion_shift_positive"] == "[lane-b]"
     assert lanes["surface_report"] in ("[lane-a]", "[lane-b]")     # whichever lane came free first
     assert list(dict.fromkeys(result.perturbations["strategy"].to_list())) == strategies
+
+
+def test_a_second_evaluation_lms_run_tests_the_same_perturbations_without_asking_again(tmp_path, monkeypatch):
+    """Runs that share `made` (one per evaluation LM) perturb once: the second asks the LLM nothing, not
+    even the rewrite that failed (the cache keeps no failed answer, so a run on its own asks it again)."""
+    from tasks.lm import make_lm
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    asked: list[str] = []
+
+    def responder(params: dict[str, Any]) -> str:
+        asked.append(user_text(params))
+        return "" if len(asked) == 1 else f"Rewritten. {user_text(params)[-200:]}"
+
+    settings = ValidateConfig(strategies=["rephrase", "surface_report"], metrics=["bleu"], bootstrap_resamples=0,
+                              min_pairs=2)
+    made: dict = {}
+    with AnthropicServer(responder) as server:
+        llm = make_lm(CFG, tmp_path / "llm", base_url=server.url)
+        first = run_validation(make_reviews(n_papers=3), settings, resources=Resources(), backend=llm, made=made)
+        sent = len(asked)
+        second = run_validation(make_reviews(n_papers=3), settings, resources=Resources(), backend=None, made=made)
+        assert len(asked) == sent
+        alone = run_validation(make_reviews(n_papers=3), settings, resources=Resources(), backend=llm)
+    assert first.perturbations["error"].is_not_null().sum() == 1 and list(made) == [False]
+    assert second.perturbations.equals(first.perturbations) and second.rejects.equals(first.rejects)
+    assert len(asked) == sent + 1 and alone.perturbations["error"].is_null().all()
