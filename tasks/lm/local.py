@@ -357,6 +357,14 @@ Model = TypeVar("Model")
 Out = TypeVar("Out")
 
 
+def lane_parts(n: int, lanes: int, batch_size: int) -> list[range]:
+    """`n` rows cut into consecutive parts for `in_lanes`: a part is at most one batch of the model
+    (`batch_size` prompts, so each is one generate() call) and at most 1/`lanes` of the rows, so that
+    few rows still give every lane a part (10 rows, two lanes: two parts of 5, not one of 8 and one of 2)."""
+    size = max(1, min(batch_size, -(-n // max(1, lanes))))
+    return [range(k, min(k + size, n)) for k in range(0, n, size)]
+
+
 def in_lanes(jobs: Sequence[Job], models: Sequence[Model], run: Callable[[Job, Model], Out],
              name: str = "lane") -> list[Out]:
     """`run(job, model)` for every job, in one lane per model side by side on an equal share of the cores

@@ -129,3 +129,12 @@ def test_a_failing_job_fails_the_lanes_and_one_model_runs_the_jobs_in_order():
     with pytest.raises(ValueError, match="bad job"):
         in_lanes([0, 1, 2, 3, 4, 5], ["a", "b"], run)
     assert in_lanes([3, 1, 2], ["only"], lambda job, model: (job, model)) == [(3, "only"), (1, "only"), (2, "only")]
+
+
+def test_lane_parts_are_a_batch_at_most_and_give_every_lane_work():
+    from tasks.lm.local import lane_parts
+
+    assert [len(p) for p in lane_parts(10, 2, 8)] == [5, 5]
+    assert [len(p) for p in lane_parts(60, 2, 8)] == [8] * 7 + [4]
+    assert [list(p) for p in lane_parts(3, 2, 8)] == [[0, 1], [2]]
+    assert lane_parts(0, 2, 8) == [] and [len(p) for p in lane_parts(5, 1, 2)] == [2, 2, 1]

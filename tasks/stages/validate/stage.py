@@ -52,11 +52,12 @@ from tasks.stages.validate.workflow import Perturbed, Preprocessor, ValidationRe
 
 def llm_preprocessor(backend: Any, cfg: PreprocessConfig, beside: Any = None) -> Preprocessor:
     """Reviews -> (judgment lines, rejects) with the preprocessing stage's prompt and checks. With `beside`
-    (a second backend of the same local model), the reviews, longest first, are cut into batches of
-    `cfg.batch_size` that two lanes take in turn as they come free, side by side on half the cores each
-    (tasks/lm/local.py `in_lanes`); a batch's answers depend on it alone, so not on which lane ran it."""
+    (a second backend of the same local model), the reviews, longest first, are cut into batches
+    (`lane_parts`: at most `cfg.batch_size`, at most half the reviews) that two lanes take as they come free,
+    side by side on half the cores each (tasks/lm/local.py `in_lanes`); a batch's answers depend on it
+    alone, so not on which lane ran it."""
     from tasks.judgments.extract import preprocess_reviews
-    from tasks.lm.local import in_lanes
+    from tasks.lm.local import in_lanes, lane_parts
 
     def run(reviews: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         if beside is None or reviews.height < 2:
@@ -64,8 +65,7 @@ def llm_preprocessor(backend: Any, cfg: PreprocessConfig, beside: Any = None) ->
             return out.judgments, out.rejects
         ordered = reviews.sort(pl.col("review_text").str.len_chars().fill_null(0), "review_id",
                                descending=[True, False], maintain_order=True)
-        size = max(1, cfg.batch_size)
-        chunks = [ordered.slice(k, size) for k in range(0, ordered.height, size)]
+        chunks = [ordered[part.start:part.stop] for part in lane_parts(ordered.height, 2, cfg.batch_size)]
         outs = in_lanes(chunks, [backend, beside], lambda chunk, llm: preprocess_reviews(chunk, llm, cfg),
                         "preprocess-lane")
         return (pl.concat([o.judgments for o in outs], how="vertical_relaxed"),

@@ -200,30 +200,50 @@ Rewrite = tuple[list[str | None], list[str | None] | None, list[str | None]]   #
 def rewrite_in_lanes(names: Sequence[str], cand: pl.DataFrame, backend: Any, backends: Mapping[str, Any],
                      beside: Any, rewrite_lines: bool) -> dict[str, Rewrite]:
     """Each LLM strategy's rewrites of the candidates. With `beside` (a second backend of the same local
-    model), the strategies on `backend` run in two lanes side by side, each local call on half the cores
+    model), the rewrites on `backend` run in two lanes side by side, each local call on half the cores
     (tasks/lm/local.py `in_lanes`): a decoding step is small and gains little from a second core, so two
-    batches on one core each decode more than one on two. A free lane takes the next strategy, those that
-    also rewrite judgment lines (twice the work) first; each strategy is its own calls on one instance of
-    the model with one core, so its answers are the same whichever lane ran it."""
-    from tasks.lm.local import in_lanes
+    batches on one core each decode more than one on two. The work is cut into jobs of one strategy, one
+    target (the review, or the judgment lines a rephraser also rewrites) and one part of the candidates
+    (`lane_parts`: a batch at most), which a free lane takes in turn; a job is calls of its own on one
+    instance of the model with one core, so its answers are the same whichever lane ran it. Without
+    `beside`, each strategy and target is one call over every candidate."""
+    from tasks.lm.local import in_lanes, lane_parts
 
-    def run(name: str, llm: Any) -> Rewrite:
+    reviews, lines, abstracts = cand["review_text"].to_list(), cand["judgments"].to_list(), cand["abstract"].to_list()
+    Job = tuple[str, str, range]     # strategy, target, the candidates' part
+
+    def rewrite(job: Job, llm: Any) -> list[Any]:
+        name, target, part = job
         if llm is None:
             raise ValueError(f"strategy {name} needs an LLM backend")
-        done = apply_llm_perturbation(name, cand["review_text"].to_list(), llm, abstracts=cand["abstract"].to_list())
-        texts, errors = [p.text for p in done], [p.error for p in done]
-        lines = None
-        if rewrite_lines and strategy(name).rewrites_judgments:
-            redone = apply_llm_perturbation(name, cand["judgments"].to_list(), llm, target="judgments")
-            lines = [p.text for p in redone]
-            errors = [e or (f"judgments: {p.error}" if p.error else None) for e, p in zip(errors, redone, strict=True)]
-        return texts, lines, errors
+        if target == "judgments":
+            return apply_llm_perturbation(name, lines[part.start:part.stop], llm, target="judgments")
+        return apply_llm_perturbation(name, reviews[part.start:part.stop], llm,
+                                      abstracts=abstracts[part.start:part.stop])
 
-    found = {name: run(name, backends[name]) for name in names if name in backends}
-    shared = sorted((name for name in names if name not in backends),
-                    key=lambda name: not (rewrite_lines and strategy(name).rewrites_judgments))
+    def jobs(name: str, parts: list[range]) -> list[Job]:
+        targets = ["review"] + (["judgments"] if rewrite_lines and strategy(name).rewrites_judgments else [])
+        return [(name, target, part) for target in targets for part in parts]
+
+    whole = [range(cand.height)]
     lanes = [backend] if beside is None else [backend, beside]
-    return found | dict(zip(shared, in_lanes(shared, lanes, run, "rewrite-lane"), strict=True))
+    batch = getattr(getattr(backend, "cfg", None), "batch_size", None) or max(1, cand.height)
+    split = lane_parts(cand.height, len(lanes), batch) if beside is not None else whole
+    parts = {name: whole if name in backends else split for name in names}
+    done = {job: rewrite(job, backends[name]) for name in names if name in backends for job in jobs(name, whole)}
+    todo = [job for name in names if name not in backends for job in jobs(name, split)]
+    done |= dict(zip(todo, in_lanes(todo, lanes, rewrite, "rewrite-lane"), strict=True))
+    found: dict[str, Rewrite] = {}
+    for name in names:
+        made = [p for part in parts[name] for p in done[(name, "review", part)]]
+        texts, errors = [p.text for p in made], [p.error for p in made]
+        new_lines = None
+        if rewrite_lines and strategy(name).rewrites_judgments:
+            redone = [p for part in parts[name] for p in done[(name, "judgments", part)]]
+            new_lines = [p.text for p in redone]
+            errors = [e or (f"judgments: {p.error}" if p.error else None) for e, p in zip(errors, redone, strict=True)]
+        found[name] = (texts, new_lines, errors)
+    return found
 
 
 def fill_judgments(frame: pl.DataFrame, id_col: str, preprocess: Preprocessor) -> tuple[pl.DataFrame, pl.DataFrame]:
