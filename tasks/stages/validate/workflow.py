@@ -235,8 +235,8 @@ def rewrite_in_lanes(names: Sequence[str], cand: pl.DataFrame, backend: Any, bac
     done |= dict(zip(todo, in_lanes(todo, lanes, rewrite, "rewrite-lane"), strict=True))
     found: dict[str, Rewrite] = {}
     for name in names:
-        made = [p for part in parts[name] for p in done[(name, "review", part)]]
-        texts, errors = [p.text for p in made], [p.error for p in made]
+        rows = [p for part in parts[name] for p in done[(name, "review", part)]]
+        texts, errors = [p.text for p in rows], [p.error for p in rows]
         new_lines = None
         if rewrite_lines and strategy(name).rewrites_judgments:
             redone = [p for part in parts[name] for p in done[(name, "judgments", part)]]
@@ -310,9 +310,9 @@ def human_correlation(scores: pl.DataFrame, reviews: pl.DataFrame, metrics: Sequ
 class Perturbed:
     """The perturbation half of the workflow (`perturb_reviews`): the sampled reviews with their judgments,
     every perturbation with its own, the failed ones, whether the deterministic strategies also acted on
-    judgment lines, the rejects and how many of them are reviews `prepare` refused. It reads no evaluation LM, so one serves every evaluation LM's run:
-    done once, no LLM call is repeated (a rewrite or judgment list the cache would not keep, because it
-    failed, is not asked again) and every run tests the same texts."""
+    judgment lines, the rejects and how many of them are reviews `prepare` refused. It reads no evaluation
+    LM, so one serves every evaluation LM's run: done once, no LLM call is repeated (a rewrite or judgment
+    list the cache would not keep, because it failed, is not asked again) and every run tests the same texts."""
 
     frame: pl.DataFrame
     perturbed: pl.DataFrame
