@@ -351,7 +351,6 @@ def sharing_cores(ways: int) -> Iterator[None]:
         torch.set_num_threads(before_threads)   # also torch's process-wide count, which a worker thread moved
 
 
-
 Job = TypeVar("Job")
 Model = TypeVar("Model")
 Out = TypeVar("Out")
