@@ -16,6 +16,9 @@ less work:
 * **one preallocated KV buffer per layer** (`SlotLayer`): the prompts' KV are laid out
   left-padded in a buffer sized for the longest prompt plus the answer, and each decoding step
   writes its column in place, instead of copying the whole cache every step (`torch.cat`);
+* **a repeated prompt is run once**: the same prompt twice in a call (the draws of one sampled
+  question) has its KV copied from the first row, not computed again (the same numbers: both
+  would run alone on the same head);
 * **finished rows leave the batch**: when a row ends (a stop token or its own `max_tokens`) the
   buffer is compacted to the rows still running;
 * **the constraint's masks are precomputed per state** (`LinePrefixConstraint.allowed`), one
@@ -221,6 +224,7 @@ class GreedyDecoder:
         self.drafted = 0           # drafted tokens fed / kept
         self.kept = 0
         self.squeezes = 0          # times the KV buffer's rejected columns were dropped
+        self.prefilled = 0         # prompt bodies run (a prompt repeated in one call runs once)
         self._heads: OrderedDict[Tokens, KV] = OrderedDict()
         # the steps read each shared head in place, once for the rows sharing it (tasks/lm/shared_heads.py)
         self.share_heads = share_heads and shared_heads.can_share(model) and use_dispatching_attention(model)
@@ -456,9 +460,19 @@ class GreedyDecoder:
         buffers: list[tuple[torch.Tensor, torch.Tensor]] = []
         mask = torch.zeros((n, width + new_tokens), dtype=torch.long)
         logits = []
+        computed: dict[tuple[int, Tokens], int] = {}     # (head length, prompt) -> the row that ran it
         for i, ids in enumerate(prompts):
             head_len, head = heads[i]
             own = len(ids) - starts[i]
+            twin = computed.setdefault((head_len, tuple(ids)), i)
+            if twin != i:   # the same prompt on the same head (a sampled question's other draws): its KV copied
+                logits.append(logits[twin])
+                for keys, values in buffers:
+                    keys[i, :, width - own : width] = keys[twin, :, width - own : width]
+                    values[i, :, width - own : width] = values[twin, :, width - own : width]
+                mask[i, width - own : width] = 1
+                continue
+            self.prefilled += 1
             cache = DynamicCache([(k, v) for k, v in head]) if head else None
             out = self.model(input_ids=torch.tensor([ids[head_len:]], device=self.device),
                              past_key_values=cache, use_cache=True, logits_to_keep=1)

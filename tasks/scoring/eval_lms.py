@@ -15,13 +15,18 @@ finished shard of one is never taken for another's.
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 import polars as pl
 
 from tasks.lm import ModelSpec
 from tasks.metrics import Resources, get
 from tasks.metrics.registry import FamilyResult, merge_results, score_with_tables
+
+Out = TypeVar("Out")
 
 
 def eval_lm_metrics(names: Sequence[str]) -> tuple[str, ...]:
@@ -36,9 +41,29 @@ def metrics_per_eval_lm(names: Sequence[str], n_lms: int) -> list[tuple[str, ...
 
 def score_each_eval_lm(names: Sequence[str], specs: Sequence[ModelSpec], resources: Callable[[ModelSpec], Resources],
                        candidates: pl.DataFrame, references: pl.DataFrame, synopses: pl.DataFrame,
-                       negatives: pl.DataFrame | None = None) -> FamilyResult:
+                       negatives: pl.DataFrame | None = None, side_by_side: bool = False) -> FamilyResult:
     """SCORES rows and side tables of `names` under every evaluation LM in `specs`; `resources(spec)` builds
-    one evaluation LM's Resources (the score stage: over its shards)."""
-    return merge_results([score_with_tables(metrics, candidates, references, synopses, resources(spec), negatives)
-                          for spec, metrics in zip(specs, metrics_per_eval_lm(names, len(specs)), strict=True)
-                          if metrics])
+    one evaluation LM's Resources (the score stage: over its shards). `side_by_side`: the evaluation LMs
+    score at once, each in its own thread (their shards take the concurrency limit's slots as they come),
+    so the later ones' work fills the cores the first one leaves idle at its end, instead of following it."""
+    runs = [(spec, metrics) for spec, metrics in zip(specs, metrics_per_eval_lm(names, len(specs)), strict=True)
+            if metrics]
+
+    def score(spec: ModelSpec, metrics: tuple[str, ...]) -> FamilyResult:
+        return score_with_tables(metrics, candidates, references, synopses, resources(spec), negatives)
+    if not side_by_side or len(runs) < 2:
+        return merge_results([score(*run) for run in runs])
+    return merge_results(side_by_side_runs(score, runs))
+
+
+def side_by_side_runs(run: Callable[..., Out], arguments: Sequence[tuple]) -> list[Out]:
+    """`run(*args)` for each of `arguments` at once, the first in this thread and each other in its own (in
+    this thread's context: a Prefect flow stays their subflows' parent), results in order. The local models
+    take half the cores throughout (tasks/lm/local.py `sharing_cores`), as they do in a run's paper shards
+    beside its other families, so no number depends on which run happens to be going at a moment."""
+    from tasks.lm.local import sharing_cores
+
+    with sharing_cores(2), ThreadPoolExecutor(len(arguments) - 1, thread_name_prefix="eval-lm") as pool:
+        later = [pool.submit(contextvars.copy_context().run, run, *args) for args in arguments[1:]]
+        first = run(*arguments[0])
+        return [first, *(f.result() for f in later)]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -187,6 +188,7 @@ class MetricShards:
         self.limit = limit     # the concurrency limit `run`'s tasks hold a slot of, if any
         self.runs: list[dict] = []
         self.shards = 0
+        self._counting = threading.Lock()   # evaluation LMs scoring side by side share these counts
 
     def take_ahead(self) -> None:
         """Take a slot for the first shard now (tasks/core/slots.py `take_ahead`), before the families
@@ -212,11 +214,13 @@ class MetricShards:
                                      synopses, negatives, self.cfg.score.metric_shard_papers,
                                      family_facts(metrics, resources), per_model)
         try:
-            self.runs += self.run(self.folder, shards, names, self.cfg, self.pipeline, self.llm_cache)
+            runs = self.run(self.folder, shards, names, self.cfg, self.pipeline, self.llm_cache)
         finally:
             if self.limit is not None:
                 let_go_ahead(self.limit)   # one taken ahead that no shard needed (all were done)
-        self.shards += len(shards)
+        with self._counting:
+            self.runs += runs
+            self.shards += len(shards)
         missing = [s for s in shards if not (self.folder / s / "scores.parquet").is_file()]
         if missing:
             raise FileNotFoundError(f"{len(missing)} metric shard(s) have no scores, e.g. {missing[0]}")

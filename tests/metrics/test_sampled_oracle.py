@@ -129,6 +129,20 @@ def test_local_model_samples_with_a_seed_of_the_request_and_its_draw(tmp_path) -
     assert math.isfinite(hot.tokens_per_second)
 
 
+def test_the_draws_of_one_prompt_run_its_prompt_once_and_draw_as_alone(tmp_path) -> None:
+    from tasks.lm.loading import ModelSpec
+    from tasks.lm.local import LocalLM
+
+    spec = ModelSpec(tiny_llama(tmp_path / "lm", WORDS, sharpen=1.0), dtype="float32", device="cpu")
+    hot = LocalLM(spec, batch_size=6, temperature=1.0)
+    ask = [ChatRequest("the review", text, 6, sample=draw)
+           for text in ("the paper is clear", "the paper is weak") for draw in range(3)]
+    together = [r.text for r in hot.generate(ask)]
+    assert hot._greedy.prefilled == 2                                      # two prompts, six rows
+    alone = [LocalLM(spec, batch_size=6, temperature=1.0).generate([request])[0].text for request in ask]
+    assert together == alone and len(set(together)) > 2
+
+
 def test_panel_mean_of_draws_leaves_out_draws_without_an_answer() -> None:
     from tasks.lm.types import ChatResult
     from tasks.metrics.panel import ask_panel

@@ -125,6 +125,46 @@ def test_two_eval_lms_score_apart_resume_and_give_two_boards_that_are_compared(t
     assert math.isnan(agree["rho"][0]) and agree["reason"][0] == "only 2 complete pair(s); need at least 3"
 
 
+def test_evaluation_lms_side_by_side_give_the_rows_they_give_one_after_another(tmp_path, monkeypatch) -> None:
+    """With two slots the second evaluation LM scores in a thread of its own while the first scores here."""
+    import threading
+
+    import tasks.scoring.eval_lms as eval_lms_module
+    from tasks.metrics.llm_log import LLMLog
+    from tasks.metrics.resources import run_resources
+    from tasks.scoring.eval_lms import score_each_eval_lm
+
+    monkeypatch.setattr(shards_module, "score_shard", _fake_shard)
+    where: dict[tuple[str, ...], str] = {}
+    real = eval_lms_module.score_with_tables
+
+    def noting_its_thread(metrics, *args):
+        where[tuple(metrics)] = threading.current_thread().name
+        return real(metrics, *args)
+    monkeypatch.setattr(eval_lms_module, "score_with_tables", noting_its_thread)
+
+    def scored(root, side_by_side: bool) -> pl.DataFrame:
+        root.mkdir()
+        config = write_pipeline(root, n_papers=2, n_reviews=3, metrics=["gem"], baselines=["bleu"], shard_size=5,
+                                eval_lms=Toml(TWO_LMS))
+        write_generated(root)
+        cfg = load_config(config).for_pipeline("t")
+        inputs, shards = read_inputs(cfg, "t"), sharded_loglikelihoods(cfg, "t")
+        by_key = {s.spec: s for s in shards}
+
+        def resources(spec):
+            return run_resources(cfg, "t", cfg.score.all_metrics, by_key[spec], spec, None, LLMLog(), None)
+        return score_each_eval_lm(cfg.score.all_metrics, list(by_key), resources, inputs.candidates, inputs.references,
+                                  inputs.synopses, inputs.negatives, side_by_side=side_by_side).scores
+
+    apart = scored(tmp_path / "apart", side_by_side=False)
+    assert set(where.values()) == {threading.current_thread().name}
+    together = scored(tmp_path / "together", side_by_side=True)
+    assert where[("gem", "bleu")] == threading.current_thread().name and where[("gem",)].startswith("eval-lm")
+    order = ["metric", "eval_lm", "candidate", "reference"]
+    assert together.sort(order).equals(apart.sort(order)) and together["eval_lm"].n_unique() == 3
+
+
 def test_validation_runs_once_per_eval_lm_and_tags_its_rows(tmp_path, monkeypatch) -> None:
     from tasks.stages.validate.stage import validate_pipeline
 
@@ -145,6 +185,48 @@ def test_validation_runs_once_per_eval_lm_and_tags_its_rows(tmp_path, monkeypatc
         assert frame.filter(metric="gem").group_by("eval_lm").len().height == 2
         assert frame.filter(metric="bleu")["eval_lm"].unique().to_list() == ["sacrebleu"]
     assert result.perturbations.filter(strategy="sentence_deletion").height == 3   # perturbed once
+
+
+def test_with_two_slots_the_second_validation_starts_once_the_perturbations_exist(tmp_path, monkeypatch) -> None:
+    """Side by side (`[score] gpu_concurrency = 2`): the second evaluation LM's run, in its own thread, tests
+    the perturbations the first made (made once) and the table is the one the runs give one after another."""
+    import threading
+
+    import tasks.stages.validate.workflow as workflow
+    from tasks.stages.validate.stage import validate_pipeline
+
+    monkeypatch.setattr(shards_module, "score_shard", _fake_shard)
+    made: list[str] = []
+    real_perturb, real_validation = workflow.perturb_reviews, workflow.run_validation
+    ran: dict[str, str] = {}
+
+    def perturbing(*args, **kwargs):
+        made.append(threading.current_thread().name)
+        return real_perturb(*args, **kwargs)
+
+    def noting_its_thread(reviews, settings, resources, **kwargs):
+        ran[resources.eval_lm] = threading.current_thread().name
+        return real_validation(reviews, settings, resources, **kwargs)
+    monkeypatch.setattr(workflow, "perturb_reviews", perturbing)
+    monkeypatch.setattr("tasks.stages.validate.stage.run_validation", noting_its_thread)
+
+    def validated(root, concurrency: int):
+        root.mkdir()
+        config = write_pipeline(root, n_papers=3, n_reviews=3, metrics=["gem"], eval_lms=Toml(TWO_LMS),
+                                gpu_concurrency=concurrency)
+        with config.open("a") as f:
+            f.write('\n[validate]\nmetrics = ["gem", "bleu"]\nstrategies = ["sentence_deletion", "adversary"]\n'
+                    'adversary_steps = 1\nmin_pairs = 2\n')
+        return validate_pipeline(load_config(config).for_pipeline("t"), "t")
+
+    apart = validated(tmp_path / "apart", 1)
+    assert made == [threading.current_thread().name] and set(ran.values()) == set(made)
+    made.clear()
+    together = validated(tmp_path / "together", 2)
+    assert made == [threading.current_thread().name]
+    assert ran[F32] == threading.current_thread().name and ran[BF16].startswith("eval-lm")
+    assert together.validation.equals(apart.validation) and together.pairs.equals(apart.pairs)
+    assert together.stats["eval_lms"] == [F32, BF16]
 
 
 @pytest.mark.slow

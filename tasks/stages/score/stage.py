@@ -71,7 +71,8 @@ def score_inputs_each_eval_lm(cfg: Config, pipeline: str, inputs: ScoringInputs,
     def resources(spec: ModelSpec) -> Resources:
         return run_resources(cfg, pipeline, cfg.score.all_metrics, by_key[spec], spec, llm_cache, log, by_paper)
     return score_each_eval_lm(cfg.score.all_metrics, [s.spec for s in shards], resources, inputs.candidates,
-                              inputs.references, inputs.synopses, inputs.negatives), log
+                              inputs.references, inputs.synopses, inputs.negatives,
+                              side_by_side=by_paper is not None and by_paper.beside), log
 
 
 def shards_details(shards: list[ShardedLoglikelihood]) -> dict[str, Any]:

@@ -11,7 +11,11 @@ preprocessing is asked again, not even one that failed, which the LLM cache does
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -19,6 +23,7 @@ import polars as pl
 
 from tasks.core.config import Config
 from tasks.lm import ModelSpec, eval_specs
+from tasks.lm.local import sharing_cores
 from tasks.metrics import Resources
 from tasks.scoring.eval_lms import metrics_per_eval_lm
 from tasks.stages.validate.workflow import ValidationResult
@@ -58,12 +63,51 @@ def merge_results(results: list[ValidationResult]) -> ValidationResult:
 
 
 def validate_each_eval_lm(cfg: Config, reviews: pl.DataFrame, resources: Callable[[ModelSpec], Resources],
-                          validate: Callable[..., ValidationResult]) -> ValidationResult:
+                          validate: Callable[..., ValidationResult], side_by_side: bool = False) -> ValidationResult:
     """`validate(cfg, reviews, resources, metrics, made=...)` once per evaluation LM, merged; the runs share
-    the perturbations the first one made."""
-    specs = eval_specs(cfg.score)
-    made: dict[bool, Any] = {}
-    results = [tag_eval_lm(validate(cfg, reviews, resources(spec), metrics, made=made))
-               for spec, metrics in zip(specs, metrics_per_eval_lm(cfg.validate.metrics, len(specs)), strict=True)
-               if metrics]
-    return merge_results(results)
+    the perturbations the first one made. `side_by_side`: each later run starts, in a thread of its own, as
+    soon as the first has made them, and scores beside it (their shards take the concurrency limit's slots
+    as they come), instead of after it; from that point to the end every local model takes half the cores
+    (tasks/lm/local.py `sharing_cores`), so the numbers do not depend on which run is going at a moment."""
+    runs = [(spec, metrics) for spec, metrics in zip(eval_specs(cfg.score),
+                                                      metrics_per_eval_lm(cfg.validate.metrics,
+                                                                          len(eval_specs(cfg.score))), strict=True)
+            if metrics]
+
+    def one(spec: ModelSpec, metrics: tuple[str, ...], made: dict[bool, Any]) -> ValidationResult:
+        return tag_eval_lm(validate(cfg, reviews, resources(spec), metrics, made=made))
+    if not side_by_side or len(runs) < 2:
+        made: dict[bool, Any] = {}
+        return merge_results([one(spec, metrics, made) for spec, metrics in runs])
+    with contextlib.ExitStack() as split, ThreadPoolExecutor(len(runs) - 1, thread_name_prefix="eval-lm") as pool:
+        shared = MadeOnce(lambda: split.enter_context(sharing_cores(2)))
+
+        def later(spec: ModelSpec, metrics: tuple[str, ...]) -> ValidationResult | None:
+            shared.ready.wait()
+            return None if shared.given_up else one(spec, metrics, shared)
+        others = [pool.submit(contextvars.copy_context().run, later, *run) for run in runs[1:]]
+        try:
+            first = one(*runs[0], shared)
+        except BaseException:
+            shared.given_up = True
+            raise
+        finally:
+            shared.ready.set()   # a first run that made no perturbation lets the others start now
+        return merge_results([first, *(f.result() for f in others)])
+
+
+class MadeOnce(dict):
+    """The perturbations the first evaluation LM's run makes (`made`), for runs waiting on `ready`: set when
+    the first run puts them, right after `on_ready()` (called in that run's thread)."""
+
+    def __init__(self, on_ready: Callable[[], Any]) -> None:
+        super().__init__()
+        self.ready = threading.Event()
+        self.given_up = False
+        self._on_ready = on_ready
+
+    def __setitem__(self, key: bool, value: Any) -> None:
+        super().__setitem__(key, value)
+        if not self.ready.is_set():
+            self._on_ready()
+            self.ready.set()

@@ -171,7 +171,7 @@ def validate_pipeline(cfg: Config, pipeline: str, fan_out: bool = False) -> Vali
     data = load_review_data(cfg)   # [validate] reviews: a shipped sample or a review file; None: the curated ones
     reviews = data.reviews if data is not None else read_reviews(cfg, pipeline)
     provenance = data.provenance if data is not None else curated_provenance(cfg, pipeline, reviews)
-    result = validate_each_eval_lm(cfg, reviews, resources, validate_reviews)
+    result = validate_each_eval_lm(cfg, reviews, resources, validate_reviews, side_by_side=by_paper.beside)
     result = replace(result, data=validation_data(provenance, cfg, int(result.stats.get("papers", 0))))
     runs = [r for u in used for r in u.inner.runs]
     result.stats |= {"loglikelihood_reused": sum(u.reused for u in used),
