@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -64,35 +64,60 @@ def merge_results(results: list[ValidationResult]) -> ValidationResult:
 
 def validate_each_eval_lm(cfg: Config, reviews: pl.DataFrame, resources: Callable[[ModelSpec], Resources],
                           validate: Callable[..., ValidationResult], side_by_side: bool = False) -> ValidationResult:
-    """`validate(cfg, reviews, resources, metrics, made=...)` once per evaluation LM, merged; the runs share
-    the perturbations the first one made. `side_by_side`: each later run starts, in a thread of its own, as
-    soon as the first has made them, and scores beside it (their shards take the concurrency limit's slots
-    as they come), instead of after it; from that point to the end every local model takes half the cores
-    (tasks/lm/local.py `sharing_cores`), so the numbers do not depend on which run is going at a moment."""
-    runs = [(spec, metrics) for spec, metrics in zip(eval_specs(cfg.score),
-                                                      metrics_per_eval_lm(cfg.validate.metrics,
-                                                                          len(eval_specs(cfg.score))), strict=True)
-            if metrics]
+    """`validate(cfg, reviews, resources, metrics, made=..., adversary_turn=...)` once per evaluation LM, merged;
+    the runs share the perturbations the first one made.
 
-    def one(spec: ModelSpec, metrics: tuple[str, ...], made: dict[bool, Any]) -> ValidationResult:
-        return tag_eval_lm(validate(cfg, reviews, resources(spec), metrics, made=made))
+    `side_by_side`: each later run starts, in a thread of its own, as soon as the first has made the
+    perturbations, and scores them beside the first (their shards take the concurrency limit's slots as
+    they come) instead of after it; meanwhile every local model takes half the cores (tasks/lm/local.py
+    `sharing_cores`). The adversaries then run one at a time on every core, the first run's first: a
+    search is a chain of small steps that one core would run alone while the other, its side done, sat
+    idle. The cores are split from a fixed point to a fixed point (the perturbations made, the first
+    adversary's turn, which waits for every later run's scoring), so no number depends on timing."""
+    specs = eval_specs(cfg.score)
+    runs = [(spec, metrics) for spec, metrics in zip(specs, metrics_per_eval_lm(cfg.validate.metrics, len(specs)),
+                                                      strict=True) if metrics]
+
+    def one(spec: ModelSpec, metrics: tuple[str, ...], made: dict[bool, Any], turn: Any = None) -> ValidationResult:
+        return tag_eval_lm(validate(cfg, reviews, resources(spec), metrics, made=made, adversary_turn=turn))
     if not side_by_side or len(runs) < 2:
         made: dict[bool, Any] = {}
         return merge_results([one(spec, metrics, made) for spec, metrics in runs])
     with contextlib.ExitStack() as split, ThreadPoolExecutor(len(runs) - 1, thread_name_prefix="eval-lm") as pool:
         shared = MadeOnce(lambda: split.enter_context(sharing_cores(2)))
+        scored = [threading.Event() for _ in runs[1:]]   # each later run has scored (or ended)
+        done = [threading.Event() for _ in runs]          # each run's adversary is over (or the run ended)
 
-        def later(spec: ModelSpec, metrics: tuple[str, ...]) -> ValidationResult | None:
-            shared.ready.wait()
-            return None if shared.given_up else one(spec, metrics, shared)
-        others = [pool.submit(contextvars.copy_context().run, later, *run) for run in runs[1:]]
+        @contextlib.contextmanager
+        def turn(k: int) -> Iterator[None]:
+            if k == 0 and shared.ready.is_set():   # the later runs score first, then the split ends
+                for event in scored:
+                    event.wait()
+                split.close()
+            elif k > 0:
+                scored[k - 1].set()
+                done[k - 1].wait()
+            try:
+                yield
+            finally:
+                done[k].set()
+
+        def later(k: int, spec: ModelSpec, metrics: tuple[str, ...]) -> ValidationResult | None:
+            try:
+                shared.ready.wait()
+                return None if shared.given_up else one(spec, metrics, shared, lambda: turn(k))
+            finally:
+                scored[k - 1].set()
+                done[k].set()
+        others = [pool.submit(contextvars.copy_context().run, later, k, *run) for k, run in enumerate(runs) if k]
         try:
-            first = one(*runs[0], shared)
+            first = one(*runs[0], shared, lambda: turn(0))
         except BaseException:
             shared.given_up = True
             raise
         finally:
             shared.ready.set()   # a first run that made no perturbation lets the others start now
+            done[0].set()
         return merge_results([first, *(f.result() for f in others)])
 
 

@@ -23,6 +23,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -99,13 +101,15 @@ def read_reviews(cfg: Config, pipeline: str) -> pl.DataFrame:
 
 def validate_reviews(cfg: Config, reviews: pl.DataFrame, resources: Resources,
                      metrics: tuple[str, ...] | None = None, strategies: tuple[str, ...] | None = None,
-                     made: dict[bool, Perturbed] | None = None) -> ValidationResult:
+                     made: dict[bool, Perturbed] | None = None,
+                     adversary_turn: Callable[[], AbstractContextManager[Any]] | None = None) -> ValidationResult:
     """`run_validation` with the config's settings; the LLM backends are built only when needed.
 
     The preprocessor is the [preprocess] LLM; the LLM strategies rewrite with [validate.perturb_llm]
     when it is set (else the [preprocess] LLM), rephrase_second with [validate.rephrase_llm]. A local
     preprocessor or rewriter gets a second instance on the same weights: they work in two lanes.
     `made`: perturbations an earlier call made on the same reviews (`run_validation`); none is built twice.
+    `adversary_turn`: the context the adversary runs in (`run_validation`).
     """
     v = cfg.validate
     metrics, strategies = metrics or v.metrics, strategies or v.strategies
@@ -137,7 +141,8 @@ def validate_reviews(cfg: Config, reviews: pl.DataFrame, resources: Resources,
     settings = v.model_copy(update={"metrics": tuple(metrics), "strategies": tuple(strategies)})
     return run_validation(reviews, settings, resources, backend=backend, preprocess=preprocess,
                           negatives=cfg.score.negatives, negatives_seed=cfg.score.negatives_seed,
-                          backends=backends, perturbers=perturbers, beside=beside, made=made)
+                          backends=backends, perturbers=perturbers, beside=beside, made=made,
+                          adversary_turn=adversary_turn)
 
 
 def validate_pipeline(cfg: Config, pipeline: str, fan_out: bool = False) -> ValidationResult:

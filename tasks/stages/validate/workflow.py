@@ -17,8 +17,10 @@ candidates="all") is the candidate; the paper's other reviews are its references
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -383,6 +385,7 @@ def run_validation(
     perturbers: Mapping[str, str] | None = None,
     beside: Any = None,
     made: dict[bool, Perturbed] | None = None,
+    adversary_turn: Callable[[], AbstractContextManager[Any]] | None = None,
 ) -> ValidationResult:
     """The whole workflow on REVIEWS_IN-like rows; see the module docstring.
 
@@ -406,6 +409,7 @@ def run_validation(
     the score stage's negative references (`[score]`), for the metrics that read them. `made`: the
     perturbations of an earlier call on the same reviews and settings (one per evaluation LM), by whether
     the metrics read judgment lines; what this call perturbs is added to it (`perturb_reviews`).
+    `adversary_turn`: a context the adversary's search runs in (runs side by side take turns there).
     """
     v = settings
     strategies, metrics, levels, seed = tuple(v.strategies), tuple(v.metrics), tuple(v.level), v.seed
@@ -444,10 +448,11 @@ def run_validation(
     attacks = pl.DataFrame(schema=ADVERSARY)
     if "adversary" in strategies:
         originals = scores.filter(pl.col("source") == "human")
-        adv_pairs, adv_perturbed, attacks = run_adversary(
-            frame.filter("is_candidate"), originals, references, synopses, metrics, resources,
-            steps=v.adversary_steps, patience=v.adversary_patience, seed=seed, negatives=negatives,
-            negatives_seed=negatives_seed)
+        with (adversary_turn or contextlib.nullcontext)():
+            adv_pairs, adv_perturbed, attacks = run_adversary(
+                frame.filter("is_candidate"), originals, references, synopses, metrics, resources,
+                steps=v.adversary_steps, patience=v.adversary_patience, seed=seed, negatives=negatives,
+                negatives_seed=negatives_seed)
         pairs = pl.concat([pairs, adv_pairs.select(pairs.columns)])
         perturbed = pl.concat([perturbed, adv_perturbed])
     table = validation_table(pairs, correction=v.correction, alpha=v.alpha, min_pairs=v.min_pairs,
