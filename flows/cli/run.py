@@ -61,7 +61,7 @@ def _shown(path: Path) -> str:
 def _duration(seconds: float | None) -> str:
     if seconds is None:
         return "-"
-    minutes, rest = divmod(seconds, 60)
+    minutes, rest = divmod(round(seconds, 1), 60)   # rounded first: 1679.96 s is 28m00.0s, not 27m60.0s
     return f"{int(minutes)}m{rest:04.1f}s" if minutes else f"{rest:.1f}s"
 
 

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 import flows.cli.server
 import flows.pipeline
 from flows.cli.main import app
-from flows.cli.run import stage_table
+from flows.cli.run import _duration, stage_table
 from tasks.core.summary import StageSummary
 
 PIPELINES = """
@@ -80,6 +80,11 @@ def resolved(project_config, text: str):
     from tasks.checks import load_checked_config
 
     return load_checked_config(project_config(text)).for_pipeline("demo")
+
+
+def test_durations_round_before_they_carry_into_minutes():
+    assert [_duration(s) for s in (None, 2.54, 59.96, 1679.96, 754.0)] == ["-", "2.5s", "1m00.0s", "28m00.0s",
+                                                                         "12m34.0s"]
 
 
 def test_no_model_is_preloaded_for_a_run_without_preprocess_or_with_an_api_model(project_config):
