@@ -15,12 +15,12 @@ Two parts, each optional:
   byte for byte; the same requests in float32 say how far bfloat16 moves the answers.
 
 Matmuls (`--matmul`): "native" runs torch's bfloat16 kernels; "emulated" runs every bfloat16
-linear layer as a float32 matmul of its bfloat16 inputs, rounded back to bfloat16, which is what
-bf16 units do (products of bf16 numbers are exact in float32, sums are accumulated in float32, the
-output is rounded once); only the order of the float32 additions may differ. "auto" is native on
-a CPU with bf16 units (or CUDA) and emulated elsewhere: on a CPU without them torch's bfloat16
-matmul is 24x slower than float32 (docs/bfloat16.md), too slow for this bench. Everything else
-(norms, attention, activations, the log-softmax in float32) runs as it does in the pipeline.
+linear layer as the pipeline does on a CPU without bf16 units (tasks/lm/wide_bf16.py): a float32 matmul
+of its bfloat16 inputs, rounded back to bfloat16, which is what bf16 units do (products of bf16 numbers
+are exact in float32, sums are accumulated in float32, the output is rounded once); only the order of
+the float32 additions may differ. "auto" is what `load_model` does here: native on a CPU with bf16 units
+(or CUDA), emulated elsewhere. Everything else (norms, attention, activations, the log-softmax in float32)
+runs as it does in the pipeline.
 
     PYTHONPATH=. .venv/bin/python bench/speed/bf16.py --papers 20 [--generate 6] [--matmul auto|native|emulated]
 
@@ -30,13 +30,10 @@ The last line is JSON.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import os
 import time
-import weakref
-from collections.abc import Iterator
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -49,31 +46,6 @@ import torch  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data" / "iclr2023_dev.parquet"
 PAIR = ["paper_id", "candidate", "source", "metric"]
-
-
-@contextlib.contextmanager
-def emulated_bf16_matmuls(on: bool) -> Iterator[None]:
-    """While on: every `nn.Linear` with bfloat16 weights computes F.linear on float32 copies of its
-    bfloat16 input and weight (exact) and rounds the output to bfloat16 (see the module docstring)."""
-    if not on:
-        yield
-        return
-    plain = torch.nn.Linear.forward
-    wide: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-    def forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
-        if self.weight.dtype != torch.bfloat16:
-            return plain(self, x)
-        if self not in wide:
-            wide[self] = (self.weight.float(), None if self.bias is None else self.bias.float())
-        weight, bias = wide[self]
-        return torch.nn.functional.linear(x.float(), weight, bias).to(torch.bfloat16)
-
-    torch.nn.Linear.forward = forward
-    try:
-        yield
-    finally:
-        torch.nn.Linear.forward = plain
 
 
 def spearman(a: list[float], b: list[float]) -> float:
@@ -109,7 +81,7 @@ def validation_under(dtype: str, reviews: pl.DataFrame, papers: int, seed: int, 
     return result, pl.concat(seen).unique("key"), seconds
 
 
-def scores_and_verdicts(args: argparse.Namespace, emulate: bool) -> dict[str, object]:
+def scores_and_verdicts(args: argparse.Namespace) -> dict[str, object]:
     raw = pl.read_parquet(args.data)
     reviews = raw.select(
         "paper_id", pl.concat_str("paper_id", pl.col("reviewer").cast(pl.String), separator="/").alias("review_id"),
@@ -117,8 +89,7 @@ def scores_and_verdicts(args: argparse.Namespace, emulate: bool) -> dict[str, ob
     )
     f32, f32_lp, f32_cost = validation_under("float32", reviews, args.papers, args.seed, args.token_budget)
     print(f"float32: {f32_cost}", flush=True)
-    with emulated_bf16_matmuls(emulate):
-        bf16, bf16_lp, bf16_cost = validation_under("bfloat16", reviews, args.papers, args.seed, args.token_budget)
+    bf16, bf16_lp, bf16_cost = validation_under("bfloat16", reviews, args.papers, args.seed, args.token_budget)
     print(f"bfloat16: {bf16_cost}", flush=True)
     if args.keep:     # the raw frames, for a second look without scoring again
         args.keep.mkdir(parents=True, exist_ok=True)
@@ -162,7 +133,7 @@ def scores_and_verdicts(args: argparse.Namespace, emulate: bool) -> dict[str, ob
     return figures
 
 
-def generation(args: argparse.Namespace, emulate: bool) -> dict[str, object]:
+def generation(args: argparse.Namespace) -> dict[str, object]:
     from tasks.core.config import PreprocessConfig
     from tasks.core.prompts import load_prompt
     from tasks.judgments.extract import LINE_PREFIXES, PREFILL, render
@@ -182,8 +153,7 @@ def generation(args: argparse.Namespace, emulate: bool) -> dict[str, object]:
                 continue
             lm = LocalLM(ModelSpec(dtype=dtype), batch_size=cfg.batch_size, decoder=decoder)
             started = time.perf_counter()
-            with emulated_bf16_matmuls(emulate and dtype == "bfloat16"):
-                answers[dtype, decoder] = [r.text for r in lm.generate(requests)]
+            answers[dtype, decoder] = [r.text for r in lm.generate(requests)]
             seconds[f"{dtype}_{decoder}_s"] = round(time.perf_counter() - started, 1)
             print(f"{dtype} {decoder}: {seconds[f'{dtype}_{decoder}_s']} s", flush=True)
     ours, theirs, f32 = answers["bfloat16", "fast"], answers["bfloat16", "generate"], answers["float32", "fast"]
@@ -219,16 +189,20 @@ def main() -> None:
         return
     if args.threads:
         torch.set_num_threads(args.threads)
-    from tasks.lm.loading import fast_dtype
+    if args.matmul == "emulated":      # also on a CPU with bf16 units: say it has none, for the bfloat16 layers
+        os.environ.update({"GREBENCH_CPU_BF16": "0", "GREBENCH_BF16_MATMUL": "float32"})
+    elif args.matmul == "native":
+        os.environ["GREBENCH_BF16_MATMUL"] = "torch"
+    from tasks.lm import wide_bf16
+    from tasks.lm.cpu import cpu_has_bf16
 
-    native = fast_dtype("cuda" if torch.cuda.is_available() else "cpu") == "bfloat16"
-    emulate = args.matmul == "emulated" or (args.matmul == "auto" and not native)
-    figures: dict[str, object] = {"matmul": "emulated" if emulate else "native", "bf16_units": native,
+    emulate = not torch.cuda.is_available() and wide_bf16.wanted()
+    figures: dict[str, object] = {"matmul": "emulated" if emulate else "native", "bf16_units": cpu_has_bf16(),
                                   "threads": torch.get_num_threads()}
     if args.papers:
-        figures["scores"] = scores_and_verdicts(args, emulate)
+        figures["scores"] = scores_and_verdicts(args)
     if args.generate:
-        figures["generation"] = generation(args, emulate)
+        figures["generation"] = generation(args)
     print(json.dumps(figures, default=lambda v: None if isinstance(v, float) and math.isnan(v) else str(v)))
 
 

@@ -208,6 +208,12 @@ def main() -> None:
     keys = list(by_key)
     # both matmul peaks in this run, on this machine's threads: each engine against its own dtype's
     peaks = {name: matmul_peak(device=device, dtype=getattr(torch, name)) for name in ("float32", "bfloat16")}
+    # without bf16 units, load_model gives a bfloat16 model float32 matmuls (tasks/lm/wide_bf16.py): its peak is float32's
+    from tasks.lm import wide_bf16
+
+    wide = device == "cpu" and args.shape == "smollm2" and wide_bf16.wanted()
+    if wide:
+        peaks["bfloat16"] = peaks["float32"]
     print(f"{pairs.height} pairs ({candidates.height} candidates, {references.height} reviews), "
           f"{requests.height} unique requests, torch threads {torch.get_num_threads()}; matmul peaks "
           + ", ".join(f"{name} {peak:.1f} GFLOP/s ({cpu:.1f} per CPU s)" for name, (peak, cpu) in peaks.items()))
@@ -262,6 +268,7 @@ def main() -> None:
         "device": device,
         "dtypes": ["nf4"] if args.nf4 else dtypes,
         "bf16_native": native_bf16,
+        "bf16_matmul": "float32 (no bf16 units: tasks/lm/wide_bf16.py)" if wide else "native",
         "shape": args.shape,
         "naive_dtype": naive_dtype,
         "naive_tokens_per_s": round(scored / naive_wall, 1),

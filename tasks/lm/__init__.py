@@ -8,7 +8,7 @@
 
 Modules: types (requests, results, the protocol, usage and cost), loading (ModelSpec, its one
 device / dtype / quantization policy, the loader, the chat-template encoder), batching (the one
-batching helper), cpu (the CPU's flags: bfloat16 units or not), local (transformers: generate + loglikelihood), loglikelihood (the prefix-sharing
+batching helper), cpu (the CPU's flags: bfloat16 units or not), wide_bf16 (bfloat16 linear layers on float32 matmuls where there are none), local (transformers: generate + loglikelihood), loglikelihood (the prefix-sharing
 engine), line_prefixes (constrained decoding), encoder (MiniLM: embed), anthropic_api and openai_api (generate), completions (log-likelihoods from a completions server),
 cache (SQLite answer cache and `CachedLM`, which wraps any backend), backends (the registry of backends
 by name, and base URLs of a server started in this process). Backends and torch are

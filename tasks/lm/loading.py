@@ -10,7 +10,8 @@ present, else CPU; CUDA is always one GPU, this process's own (`cuda:<i>`, tasks
 a model goes there whole (NF4 too: `device_map={"": i}`, never spread over every visible GPU); "auto" dtype is bfloat16 where the hardware multiplies it natively (CUDA with
 bf16 support, a CPU with `avx512_bf16` or `amx_bf16`: `fast_dtype`) and float32 elsewhere (on a
 CPU without bf16 units torch's bfloat16 matmul is an emulation, 24x slower than float32 on an
-AVX2 EPYC, docs/bfloat16.md); "auto" quantization on CUDA is none (bf16 weights) where the model's weights
+AVX2 EPYC, docs/bfloat16.md; a bfloat16 model asked for by name there multiplies as bf16 units do, on float32
+matmuls: tasks/lm/wide_bf16.py); "auto" quantization on CUDA is none (bf16 weights) where the model's weights
 and the engine's working set fit in the GPU's free memory with room to spare, NF4 (bitsandbytes, bfloat16
 compute) only where they do not (`cuda_quantization`; the choice is logged, made once per model and GPU in a
 process, and part of the key); none on CPU; NF4 on CPU is refused. "int8" (asked for by name; on CUDA it resolves to none, as
@@ -401,10 +402,15 @@ def _load(spec: ModelSpec) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     model.eval()
     if spec.quantization == "int8":
         quantize_int8(model)
-    # bf16 on a CPU with bf16 units: RMS norms and gated MLPs in one pass each, for every use of the model
+    # bf16 on a CPU with bf16 units: RMS norms and gated MLPs in one pass each, for every use of the model;
+    # without them: each linear layer as bf16 units compute it, on float32 matmuls (tasks/lm/wide_bf16.py)
+    from tasks.lm import wide_bf16
     from tasks.lm.cpu_kernels import fuse
 
     fuse(model)
+    if spec.dtype == "bfloat16" and spec.device == "cpu" and wide_bf16.wanted() and (widened := wide_bf16.widen(model)):
+        log.info("%s: no bf16 units on this CPU, so its %d bfloat16 linear layers multiply in float32 (the products "
+                 "and sums of bf16 units, rounded to bfloat16)", spec.name, widened)
     return model, load_tokenizer(spec.name)
 
 

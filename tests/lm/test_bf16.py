@@ -158,3 +158,54 @@ def test_the_bfloat16_head_adds_its_targets_logits_in_float32() -> None:
     fp32 = head.float()
     assert torch.equal(LoglikelihoodEngine._head_logprobs(SimpleNamespace(lm_head=fp32), rows.float(), targets),
                        fp32(rows.float()).log_softmax(-1).gather(1, targets[:, None]).squeeze(1))   # float32: as before
+
+
+def test_without_bf16_units_a_bfloat16_model_multiplies_in_float32_as_bf16_units_do(tmp_path, monkeypatch,
+                                                                                    one_thread) -> None:
+    """On a CPU without bf16 units `load_model` widens a bfloat16 model (tasks/lm/wide_bf16.py): each linear
+    layer is the float32 product of its bfloat16 values, rounded once, which is torch's bfloat16 matmul up to
+    the order of its float32 sums; the parameters stay the model's own (a tied head stays tied); with bf16 units, or torch's matmul
+    asked for, the layers are torch's own."""
+    from tasks.lm import wide_bf16
+    from tasks.lm.loading import load_model, release_models
+    from tests.metrics.test_qualify_readout_panel import tiny_lm
+
+    folder = tiny_lm(tmp_path / "tiny", 0)
+
+    def loaded(dtype: str = "bfloat16", **env: str) -> torch.nn.Module:
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        release_models(lambda spec: spec.name == folder)
+        return load_model(ModelSpec(folder, dtype=dtype))[0]
+
+    def widened(model: torch.nn.Module) -> list[bool]:
+        return [getattr(vars(m).get("forward"), "func", None) is wide_bf16.wide_linear
+                for m in model.modules() if type(m) is torch.nn.Linear]
+
+    model = loaded(GREBENCH_CPU_BF16="0")
+    assert all(widened(model)) and len(widened(model)) > 4
+    layer = model.get_output_embeddings()
+    assert layer.weight.dtype == torch.bfloat16 and not layer.wide_weight.requires_grad
+    torch.manual_seed(0)
+    rows = torch.randn(9, layer.in_features).bfloat16()
+    with torch.inference_mode():
+        wide, own = layer(rows), torch.nn.functional.linear(rows, layer.weight)
+    assert wide.dtype == torch.bfloat16
+    assert torch.equal(wide, (rows.float() @ layer.weight.float().T).bfloat16())
+    assert torch.allclose(wide.float(), own.float(), rtol=2 ** -7, atol=1e-5)     # one bfloat16 rounding apart
+    ids = torch.randint(0, layer.out_features, (1, 40))
+    with torch.inference_mode():
+        first = model(input_ids=ids).logits.float().log_softmax(-1)
+        wide_bf16.narrow(model)
+        assert not any(widened(model)) and not hasattr(layer, "wide_weight")
+        second = model(input_ids=ids).logits.float().log_softmax(-1)
+    assert (first - second).abs().max() < 0.1
+    parameters = [id(p) for p in model.parameters()]
+    assert wide_bf16.widen(model) == len(widened(model)) and wide_bf16.widen(model) == 0
+    assert [id(p) for p in model.parameters()] == parameters     # the same parameters: a tied head stays tied
+    assert not any(widened(loaded(GREBENCH_CPU_BF16="1")))                        # bf16 units: torch's own
+    assert not any(widened(loaded(GREBENCH_CPU_BF16="0", GREBENCH_BF16_MATMUL="torch")))
+    assert not any(widened(loaded("float32", GREBENCH_BF16_MATMUL="float32")))   # only bfloat16 layers
+    monkeypatch.setenv("GREBENCH_BF16_MATMUL", "fast")
+    with pytest.raises(ValueError, match="float32 or torch"):
+        wide_bf16.wanted()

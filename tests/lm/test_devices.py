@@ -55,6 +55,7 @@ def test_load_puts_the_whole_model_on_the_pinned_device(monkeypatch, quantizatio
     monkeypatch.setattr(loading, "_source", lambda name: (name, {}))
     monkeypatch.setattr(loading, "load_tokenizer", lambda name: "tokenizer")
     monkeypatch.setattr("tasks.lm.cpu_kernels.fuse", lambda m: None)
+    monkeypatch.setattr("tasks.lm.wide_bf16.widen", lambda m: 0)
     spec = ModelSpec("some/model", dtype="bfloat16", quantization=quantization, device=device)
     assert loading._load(spec) == (model, "tokenizer")
     if quantization == "nf4":
