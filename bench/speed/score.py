@@ -19,8 +19,9 @@ times a bfloat16 engine and a float32 engine side by side; the naive method runs
 is the reference both engines are compared with, so the bfloat16 engine's largest difference is
 what bfloat16 costs in nats; the naive method also runs in bfloat16 (untimed), and its largest
 difference from the same reference is what bfloat16 costs without the engine.
-`--unpacked` also times the engine without packing (prompt bodies first, continuations on their
-copied KV: the engine before packing). The engine's token budget is the scoring stage's (pipelines.toml)
+`--torch-bf16` (a CPU without bf16 units, where a bfloat16 model multiplies in float32: tasks/lm/wide_bf16.py)
+also times the bfloat16 engine on torch's own bf16 matmul, side by side. `--unpacked` also times the engine
+without packing (prompt bodies first, continuations on their copied KV: the engine before packing). The engine's token budget is the scoring stage's (pipelines.toml)
 unless `--token-budget` says otherwise. The last line is JSON.
 
 On a GPU (`--device cuda`) the same comparison runs in bfloat16 (`--dtype bfloat16`) or NF4 (`--nf4`, through
@@ -29,7 +30,7 @@ bitsandbytes), with peak GPU memory per method and the fraction of the measured 
 random weights (no hub is reachable; shapes are what matter for speed, the values mean nothing), fed
 SmolLM2's token ids; exact comparisons use the embedded SmolLM2 (the default `--shape`).
 
-    .venv/bin/python bench/speed/score.py [--papers 2] [--threads N] [--token-budget 4096] [--unpacked]
+    .venv/bin/python bench/speed/score.py [--papers 2] [--threads N] [--token-budget 4096] [--unpacked] [--torch-bf16]
         [--dtype auto|float32|bfloat16|both]
     .venv/bin/python bench/speed/score.py --device cuda [--dtype bfloat16] [--nf4] [--shape llama-3.1-8b]
     .venv/bin/python bench/speed/score.py --memory 1000 --token-budget 4096   # peak RSS only (bench/speed/score_memory.py)
@@ -170,6 +171,8 @@ def main() -> None:
                         help="engine batch budget (padded tokens); default: the scoring stage's, pipelines.toml "
                              "[score] token_budget")
     parser.add_argument("--unpacked", action="store_true", help="also time the engine without packing")
+    parser.add_argument("--torch-bf16", action="store_true",
+                        help="without bf16 units: also time the bfloat16 engine on torch's own bf16 matmul")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "both"), default="auto",
                         help="the engine's dtype(s); both: bfloat16 and float32 engines side by side; "
@@ -229,6 +232,15 @@ def main() -> None:
                           "logprob": {k: r.logprob for k, r in zip(keys, results, strict=True)},
                           "n_tokens": {k: r.n_tokens for k, r in zip(keys, results, strict=True)}}
         print(f"engine {dtype}: {wall:.1f} s wall, {cpu:.1f} s cpu; {engine.stats}", flush=True)
+    torch_bf16 = None
+    if args.torch_bf16 and wide and "bfloat16" in engines:   # the same bfloat16 engine on torch's own bf16 matmul
+        wide_bf16.narrow(engines["bfloat16"]["model"])
+        _, _, torch_wall, torch_cpu = time_engine(engines["bfloat16"]["model"], tokenizer, by_key, keys,
+                                                  args.token_budget, device)
+        wide_bf16.widen(engines["bfloat16"]["model"])
+        torch_bf16 = {"wall_s": round(torch_wall, 1), "cpu_s": round(torch_cpu, 1),
+                      "float32_matmul_speedup": round(torch_wall / engines["bfloat16"]["wall"], 2)}
+        print(f"engine bfloat16 on torch's bf16 matmul: {torch_wall:.1f} s wall, {torch_cpu:.1f} s cpu", flush=True)
     unpacked_wall = unpacked_cpu = None
     if args.unpacked:    # the engine as it was before packing: bodies first, then continuations on their KV
         other, _, unpacked_wall, unpacked_cpu = time_engine(model, tokenizer, by_key, keys, args.token_budget, device,
@@ -269,6 +281,7 @@ def main() -> None:
         "dtypes": ["nf4"] if args.nf4 else dtypes,
         "bf16_native": native_bf16,
         "bf16_matmul": "float32 (no bf16 units: tasks/lm/wide_bf16.py)" if wide else "native",
+        "bfloat16_engine_on_torch_bf16_matmul": torch_bf16,
         "shape": args.shape,
         "naive_dtype": naive_dtype,
         "naive_tokens_per_s": round(scored / naive_wall, 1),
