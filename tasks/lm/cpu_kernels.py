@@ -170,7 +170,12 @@ def fuse(model: torch.nn.Module) -> int:
 
 def unfuse(model: torch.nn.Module) -> None:
     """Undo `fuse`: every module's own forward again (the plain computation benches compare with)."""
-    for module in model.modules():
-        forward = vars(module).get("forward")
-        if isinstance(forward, functools.partial) and forward.func in (rms_norm, gated_mlp):
-            del module.forward
+    for module in patched(model, (rms_norm, gated_mlp)):
+        del module.forward
+
+
+def patched(model: torch.nn.Module, functions: tuple) -> list[torch.nn.Module]:
+    """The modules of `model` whose forward is one of `functions` bound to the module (`fuse`, and
+    tasks/lm/wide_bf16.py's `widen`)."""
+    return [module for module in model.modules()
+            if isinstance(forward := vars(module).get("forward"), functools.partial) and forward.func in functions]

@@ -23,6 +23,7 @@ import os
 import torch
 
 from tasks.lm.cpu import cpu_has_bf16
+from tasks.lm.cpu_kernels import patched
 
 MATMUL_ENV = "GREBENCH_BF16_MATMUL"      # "float32" (the default without bf16 units) | "torch"
 
@@ -59,8 +60,5 @@ def widen(model: torch.nn.Module) -> int:
 
 def narrow(model: torch.nn.Module) -> None:
     """Undo `widen`: torch's own bfloat16 matmul again, the float32 copies dropped."""
-    for module in model.modules():
-        forward = vars(module).get("forward")
-        if isinstance(forward, functools.partial) and forward.func is wide_linear:
-            del module.forward
-            del module.wide_weight, module.wide_bias
+    for module in patched(model, (wide_linear,)):
+        del module.forward, module.wide_weight, module.wide_bias
