@@ -162,21 +162,20 @@ def test_the_bfloat16_head_adds_its_targets_logits_in_float32() -> None:
 
 def test_without_bf16_units_a_bfloat16_model_multiplies_in_float32_as_bf16_units_do(tmp_path, monkeypatch,
                                                                                     one_thread) -> None:
-    """On a CPU without bf16 units `load_model` widens a bfloat16 model (tasks/lm/wide_bf16.py): each linear
+    """On a CPU without bf16 units the loader widens a bfloat16 model (tasks/lm/wide_bf16.py): each linear
     layer is the float32 product of its bfloat16 values, rounded once, which is torch's bfloat16 matmul up to
     the order of its float32 sums; the parameters stay the model's own (a tied head stays tied); with bf16 units, or torch's matmul
     asked for, the layers are torch's own."""
-    from tasks.lm import wide_bf16
-    from tasks.lm.loading import load_model, release_models
+    from tasks.lm import loading, wide_bf16
     from tests.metrics.test_qualify_readout_panel import tiny_lm
 
     folder = tiny_lm(tmp_path / "tiny", 0)
 
     def loaded(dtype: str = "bfloat16", **env: str) -> torch.nn.Module:
+        """A fresh load as `load_model` makes it, past its cache of loaded models (which keeps the session's)."""
         for name, value in env.items():
             monkeypatch.setenv(name, value)
-        release_models(lambda spec: spec.name == folder)
-        return load_model(ModelSpec(folder, dtype=dtype))[0]
+        return loading._load(ModelSpec(folder, dtype=dtype).resolved())[0]
 
     def widened(model: torch.nn.Module) -> list[bool]:
         return [getattr(vars(m).get("forward"), "func", None) is wide_bf16.wide_linear
