@@ -2,8 +2,8 @@
 
 A bf16 unit multiplies bfloat16 numbers exactly (an 8-bit by 8-bit significand product fits in float32's
 24 bits), adds the products in float32 and rounds the result to bfloat16 once. Where a CPU has no such units
-(AVX2-only x86), torch's bfloat16 matmul is an emulation 4x (this AVX-512 host with the AVX2 limits) to 24x
-(a real AVX2-only EPYC, docs/bfloat16.md) slower than its float32 one. `widen(model)` gives each bfloat16
+(AVX2-only x86), torch's bfloat16 matmul is an emulation 3x (the engine's batches on an AVX-512 host held to
+AVX2) to 24x (one matmul on a real AVX2-only EPYC) slower than its float32 one (docs/bfloat16.md). `widen(model)` gives each bfloat16
 `nn.Linear` of a CPU model a float32 copy of its weight (and bias) and a forward that runs one float32 matmul
 of the bfloat16 input, rounded back to bfloat16: the products and the sums are those of bf16 units, only the
 order of the float32 additions may differ (as between thread counts). The bfloat16 weight stays the module's
