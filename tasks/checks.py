@@ -21,6 +21,7 @@ def _names(cfg: Config) -> list[tuple[str, Sequence[str], Callable[[Sequence[str
     return [
         ("score.metrics", cfg.score.metrics, check_names),
         ("score.baselines", cfg.score.baselines, lambda names: check_names(names) if names else names),
+        ("score.headline", cfg.score.headline, lambda names: check_names(names) if names else names),
         ("validate.metrics", cfg.validate.metrics, check_names),
         ("validate.strategies", cfg.validate.strategies, check_strategies),
     ]
@@ -39,7 +40,24 @@ def check_config(cfg: Config, pipelines: bool = True) -> Config:
                 raise ConfigError(f"{prefix}{key}: {error} (got {tuple(names)!r})") from None
         _check_seq2seq(prefix, scoped)
         _check_reviews(prefix, scoped)
+        _check_adversary(prefix, scoped)
     return cfg
+
+
+def _check_adversary(prefix: str, cfg: Config) -> None:
+    """The adversary's test part can hold `[validate] min_pairs` pairs, else its row could never decide."""
+    from tasks.stages.validate.adversary import papers_tested
+
+    v = cfg.validate
+    if "adversary" not in v.strategies or v.candidates != "one":   # with every review a candidate: more pairs
+        return
+    most = papers_tested(v.max_papers, v.adversary_search_papers)
+    if most < v.min_pairs:
+        how = ("every paper of the sample" if v.adversary_search_papers else
+               f"the half of max_papers = {v.max_papers} its search does not see")
+        raise ConfigError(f"{prefix}validate: the adversary is tested on {how}, at most {most} pair(s), fewer than "
+                          f"min_pairs = {v.min_pairs}, so its rows can never decide: raise max_papers, or set "
+                          "adversary_search_papers to search on papers outside the sample")
 
 
 def _check_reviews(prefix: str, cfg: Config) -> None:

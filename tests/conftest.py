@@ -22,7 +22,8 @@ from tasks.testing.demo import register_doubles  # noqa: E402
 register_doubles()   # "served:<model>" and the "synthetic" source, as the flows register them (tasks/testing/demo.py)
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = {"prefect_harness", "embedded_lm", "minilm", "dask_cluster"}   # fixtures that start a server or load a model
+# fixtures that start a server, load a model or run the demo
+HEAVY = {"prefect_harness", "embedded_lm", "minilm", "dask_cluster", "demo_run", "demo_database"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -41,6 +42,29 @@ def prefect_harness():
 
     with prefect_test_harness(server_startup_timeout=120):
         yield
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory) -> tuple[Path, str]:
+    """(the demo's folder, what `grebench run demo` printed): the shipped demo as a newcomer runs it, on a copy of
+    the project's pipelines.toml in a temporary folder, once a session; every test that reads its results
+    (the docs' queries, the overview, the site in a browser) shares this one run."""
+    import subprocess
+    import sys
+
+    folder = tmp_path_factory.mktemp("demo")
+    (folder / "pipelines.toml").write_text((ROOT / "pipelines.toml").read_text(encoding="utf-8"), encoding="utf-8")
+    run = subprocess.run([sys.executable, "-c", "from flows.cli.main import main; main()", "run", "demo",
+                          "--config", str(folder / "pipelines.toml")],
+                         cwd=folder, capture_output=True, text=True, timeout=3000)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return folder, run.stdout
+
+
+@pytest.fixture(scope="session")
+def demo_database(demo_run) -> Path:
+    """The results database of the session's demo run."""
+    return demo_run[0] / "data" / "demo" / "grebench.duckdb"
 
 
 @pytest.fixture
@@ -71,7 +95,9 @@ def embedded_lm():
 def project_config(tmp_path: Path) -> Callable[[str], Path]:
     """Write tmp_path/pipelines.toml: the project's shared tables (paths, stages, venues) followed
     by `pipelines`, TOML text of the pipelines (and extra venues) a test needs."""
-    shared = (ROOT / "pipelines.toml").read_text().split("[pipelines.demo]")[0]
+    from tasks.testing.pipelines import shared_tables
+
+    shared = shared_tables(ROOT / "pipelines.toml")
 
     def write(pipelines: str) -> Path:
         path = tmp_path / "pipelines.toml"

@@ -49,7 +49,9 @@ def tables() -> dict[str, pl.DataFrame]:
             "reason": [None, "no synopsis", None, None]}),
         "leaderboard": pl.DataFrame({
             "metric": ["gem"] * 3 + ["bleu"] * 2, "eval_lm": ["lm"] * 3 + ["sacrebleu"] * 2,
-            "rank": [1, 2, 3, 1, 2], "model": ["human", "m-b", "m-a", "human", "m-a"],
+            "rank": [1, 2, 3, 1, 2], "rank_low": pl.Series([None] * 5, dtype=pl.Int64), "rank_high": pl.Series([None] * 5, dtype=pl.Int64),
+            "model": ["human", "m-b", "m-a", "human", "m-a"], "kind": ["human", "generated", "generated", "human",
+                                                                      "generated"],
             "is_human": [True, False, False, True, False], "mean": [2.25, 1.9, 1.5, 0.4, float("nan")],
             "ci_low": [2.0, 1.2, float("nan"), 0.3, float("nan")], "ci_high": [2.5, 2.6, float("nan"), 0.5, None],
             "confidence": [0.9] * 5, "n_papers": [2, 2, 1, 2, 0], "n_missing": [0, 0, 1, 0, 2],
@@ -69,10 +71,31 @@ def tables() -> dict[str, pl.DataFrame]:
     }
 
 
-def write_database(path: Path) -> Path:
+def write_database(path: Path, headline: tuple[str, ...] = ("gem", "bleu")) -> Path:
+    """The tables above, and the overview the marts build from them with `headline` as [score] headline."""
     with duckdb.connect(str(path)) as con:
         for name, frame in tables().items():
             con.register("frame", frame)
             con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM frame')
             con.unregister("frame")
+        write_overview(con, headline)
     return path
+
+
+def write_overview(con: duckdb.DuckDBPyConnection, headline: tuple[str, ...], board_level: str = "raw") -> None:
+    """The `overview` table of sql/marts (with `candidate_costs`, which it reads) over this database's
+    leaderboard, validation rows (at `board_level`) and candidates, as materialize builds it."""
+    con.execute("CREATE SCHEMA IF NOT EXISTS staging")
+    con.execute("CREATE TABLE staging.validation AS SELECT *, $level AS level FROM validation", {"level": board_level})
+    con.execute("CREATE TABLE staging.candidates AS SELECT *, 'generated' AS origin FROM candidates")
+    run_marts(con, ("candidate_costs", "headline", "overview"),
+              {"headline_metrics": list(headline), "board_level": board_level})
+
+
+def run_marts(con: duckdb.DuckDBPyConnection, names: tuple[str, ...], values: dict[str, object]) -> None:
+    """The files sql/marts/<name>.sql run in this order, their parameters taken from `values`."""
+    from tasks.stages.materialize.build import SQL_DIR, _parameters
+
+    for name in names:
+        text = (SQL_DIR / "marts" / f"{name}.sql").read_text(encoding="utf-8")
+        con.execute(text, _parameters(text, values))

@@ -35,7 +35,7 @@ baselines = []
 
 [validate]
 metrics = {metrics}
-strategies = ["sentence_deletion", "meaningless_elongation"]
+strategies = ["sentence_deletion", "meaningless_elongation_proxy"]
 min_pairs = 2
 level = ["judgments"]
 compare_resamples = 500

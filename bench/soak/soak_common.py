@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,3 +74,29 @@ def submit_project(root: Path) -> Path:
         (root / f"{name}.jsonl").write_text("".join(json.dumps({"paper_id": f"P{k}", "review": good_review(k)}) + "\n"
                                                   for k in papers))
     return config
+
+
+def login_config(root: Path, server) -> Path:
+    """pipelines.toml with two OpenReview pipelines on `server`: `refresh` (the yearly venue `login --check`
+    reads) and `leak` (one venue of its own, so that a run logs in)."""
+    config = root / "pipelines.toml"
+    config.write_text((ROOT / "pipelines.toml").read_text().split("[pipelines.demo]")[0] + "".join(f"""
+[pipelines.{name}]
+source = "openreview"
+venues = ["ICLR.cc/{venue}/Conference"]
+stages = ["ingest"]
+
+[pipelines.{name}.ingest]
+api_v1_url = "{server.v1_url}"
+api_v2_url = "{server.v2_url}"
+max_retries = 0
+""" for name, venue in (("refresh", "{year}"), ("leak", "2025"))))   # leak: a venue of its own, so a run logs in
+    return config
+
+
+Attempt = Callable[[Path], None]
+
+
+def scenarios(*attempts: Attempt, slow: tuple[Attempt, ...] = ()) -> dict[str, tuple[Attempt, bool]]:
+    """A soak file's registry: each attempt under its function's name, with whether it is slow."""
+    return {attempt.__name__: (attempt, attempt in slow) for attempt in attempts}

@@ -1,4 +1,4 @@
-"""Soak of the hardening list and of the leftovers a crash or a bad server must not turn into a blocked run (slots, options, submitted rows, raw caches, completions servers, flaky servers, submits) and of what a hostile user tried (form labels, credentials, PDF bombs, trickling servers, signals, odd inputs), with the surfaces round of bench/soak/soak_surfaces.py (slow PDFs, the injection track, plan and full, concurrent runs and queries, the site in a browser) and the breaks round of bench/soak/soak_breaks.py (echoed passwords, rendered hidden text, damaged files, hostile forms, release and calibration files, unbounded settings, the power plan, fresh caches): every way a user could lose results or hang, tried again and again.
+"""Soak of the hardening list and of the leftovers a crash or a bad server must not turn into a blocked run (slots, options, submitted rows, raw caches, completions servers, flaky servers, submits) and of what a hostile user tried (form labels, credentials, PDF bombs, trickling servers, signals, odd inputs), with the surfaces round of bench/soak/soak_surfaces.py (slow PDFs, the injection track, plan and full, concurrent runs and queries, the site in a browser) the breaks round of bench/soak/soak_breaks.py (echoed passwords, rendered hidden text, damaged files, hostile forms, release and calibration files, unbounded settings, the power plan, fresh caches) and the hostile round of bench/soak/soak_hostile.py (path-like ids, passwords in every encoding, config writes, bounded downloads, settings bounds, wrong-kind columns, hostile workbooks): every way a user could lose results or hang, tried again and again.
 
     .venv/bin/python bench/soak/soak_hardening.py [--rounds 3] [--only NAME ...] [--skip-slow]
 
@@ -12,6 +12,7 @@ The last line printed is JSON: attempts, held, broken, per scenario.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -21,10 +22,24 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
-from soak_common import ENV, ROOT, Broken, built_project, check, cli, one_error_line, small_db, submit_project
+from soak_common import (
+    ENV,
+    ROOT,
+    Broken,
+    built_project,
+    check,
+    cli,
+    one_error_line,
+    scenarios,
+    small_db,
+    submit_project,
+)
+
+from tasks.testing.pipelines import ingest_pipeline, shared_tables
 
 # ---- the scenarios --------------------------------------------------------------------------------
 
@@ -397,25 +412,10 @@ def submitted_rows(root: Path) -> None:
     check(len(read_rows(csv).rows) == 2, "a 10 MB CSV field refused more than its row")
 
 
-def raw_cache_of_another_source(root: Path) -> None:
-    """Pages one server (or synthetic settings) wrote are never read for another source."""
-    from tasks.core.config import Config, IngestConfig
-    from tasks.stages.ingest.fetch import ingest_venue
-    from tasks.testing.openreview_server import serve_venues
-    from tasks.testing.synthetic import make_venue
-
-    venue = "GREBench.cc/2025/Demo"
-    cfg = Config(root=root, ingest=IngestConfig(page_size=5, pdf=False, timeout_seconds=5, backoff_seconds=0.01,
-                                                max_retries=1))
-    with serve_venues([make_venue(venue, n_papers=6)], page_limit=5) as first:
-        check(ingest_venue(venue, cfg, root / "a", first.v2_url).papers == 6, "the first server's papers")
-    with serve_venues([make_venue(venue, n_papers=8, seed=3)], page_limit=5) as second:
-        result = ingest_venue(venue, cfg, root / "b", second.v2_url)
-    check(result.papers == 8 and result.pages_cached == 0, f"read another source's pages: {result}")
-
-
-def same_port_other_server(root: Path) -> None:
-    """A second server on the first one's address gets its own pages; a rerun asks it once what it serves."""
+@contextlib.contextmanager
+def _second_server(root: Path, first_out: str, same_port: bool = False) -> Iterator[tuple[Callable[[Path], Any], Any]]:
+    """The demo venue ingested from a first server (6 papers) into root/first_out, then a second server serving
+    8 other papers (on the first one's port with `same_port`): (ingest from it into a folder, the server)."""
     from urllib.parse import urlsplit
 
     from tasks.core.config import Config, IngestConfig
@@ -427,12 +427,26 @@ def same_port_other_server(root: Path) -> None:
     cfg = Config(root=root, ingest=IngestConfig(page_size=5, pdf=False, timeout_seconds=5, backoff_seconds=0.01,
                                                 max_retries=1))
     with serve_venues([make_venue(venue, n_papers=6)], page_limit=5) as first:
-        check(ingest_venue(venue, cfg, root / "out", first.v2_url).papers == 6, "the first server's papers")
-    with serve_venues([make_venue(venue, n_papers=8, seed=3)], page_limit=5, port=urlsplit(first.v2_url).port) as second:
-        result = ingest_venue(venue, cfg, root / "out", second.v2_url)
+        check(ingest_venue(venue, cfg, root / first_out, first.v2_url).papers == 6, "the first server's papers")
+    port = urlsplit(first.v2_url).port if same_port else 0
+    with serve_venues([make_venue(venue, n_papers=8, seed=3)], page_limit=5, port=port) as second:
+        yield (lambda out: ingest_venue(venue, cfg, out, second.v2_url)), second
+
+
+def raw_cache_of_another_source(root: Path) -> None:
+    """Pages one server (or synthetic settings) wrote are never read for another source."""
+    with _second_server(root, "a") as (ingest, _):
+        result = ingest(root / "b")
+    check(result.papers == 8 and result.pages_cached == 0, f"read another source's pages: {result}")
+
+
+def same_port_other_server(root: Path) -> None:
+    """A second server on the first one's address gets its own pages; a rerun asks it once what it serves."""
+    with _second_server(root, "out", same_port=True) as (ingest, second):
+        result = ingest(root / "out")
         check(result.papers == 8 and result.pages_cached == 0, f"served the first server's pages: {result}")
         calls = len(second.log)
-        again = ingest_venue(venue, cfg, root / "out", second.v2_url)
+        again = ingest(root / "out")
         asked = [r.params.get("limit") for r in second.log[calls:]]
     check(again.papers == 8 and again.pages_fetched == 0 and asked == ["5"],
           f"a rerun asked {asked} and fetched {again.pages_fetched} pages")
@@ -662,17 +676,7 @@ def signal_during_stage(root: Path) -> None:
     listener = socket.create_server(("127.0.0.1", 0))
     url = f"http://127.0.0.1:{listener.getsockname()[1]}"
     config = root / "pipelines.toml"
-    config.write_text((ROOT / "pipelines.toml").read_text().split("[pipelines.demo]")[0] + f"""
-[pipelines.stuck]
-source = "openreview"
-venues = ["ICLR.cc/2025/Conference"]
-stages = ["ingest"]
-
-[pipelines.stuck.ingest]
-api_v1_url = "{url}"
-api_v2_url = "{url}"
-timeout_seconds = 3600
-""")
+    config.write_text(shared_tables() + ingest_pipeline("stuck", "ICLR.cc/2025/Conference", url, timeout_seconds=3600))
     proc = subprocess.Popen([sys.executable, "-m", "flows.cli.main", "run", "stuck", "-c", str(config)], cwd=root,
                             env={**ENV, "PREFECT_HOME": str(root / "prefect"), "OPENREVIEW_TOKEN": "tok-soak"},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -716,17 +720,8 @@ def login_check_server_error(root: Path) -> None:
     with serve_venues([make_venue("ICLR.cc/2025/Conference", n_papers=2, bad_cases=False)],
                       policy=Policy.today(limits={})) as server:
         config = root / "pipelines.toml"
-        config.write_text((ROOT / "pipelines.toml").read_text().split("[pipelines.demo]")[0] + f"""
-[pipelines.refresh]
-source = "openreview"
-venues = ["ICLR.cc/{{year}}/Conference"]
-stages = ["ingest"]
-
-[pipelines.refresh.ingest]
-api_v1_url = "{server.v1_url}"
-api_v2_url = "{server.v2_url}"
-max_retries = 0
-""")
+        config.write_text(shared_tables() + ingest_pipeline("refresh", "ICLR.cc/{year}/Conference", server.v1_url,
+                                                            server.v2_url, max_retries=0))
         server.inject(Fault("5xx", times=5, endpoint="profiles", status=431))
         done = cli(["login", "--check", "-c", str(config)], root, env={"OPENREVIEW_TOKEN": server.issue_token()})
     one_error_line(done, 2, "answered 431")
@@ -751,17 +746,9 @@ def impossible_logprob_sum(root: Path) -> None:
 
 def one_line_inputs(root: Path) -> None:
     """plan --gap 1e-300 / 1e-8 / 1e-12 and extends = ["demo", "full"]: one line each, no traceback."""
-    import duckdb
-    import numpy as np
+    from tests.cli.test_hardening_inputs import scores_database
 
-    from tests.stages.validate.test_plan import scores_frame
-
-    (root / "pipelines.toml").write_text("[paths]\ndata_dir = 'data'\ndatabase = 'data/t.duckdb'\n[pipelines.t]\n"
-                                         "venues = ['T.cc/2025/Conference']\nstages = ['materialize']\n")
-    (root / "data").mkdir()
-    with duckdb.connect(str(root / "data" / "t.duckdb")) as con:
-        con.register("frame", scores_frame(np.random.default_rng(5)).to_arrow())
-        con.execute("create table scores as select * from frame")
+    scores_database(root)
     for gap in ("1e-300", "1e-8", "1e-12"):
         one_error_line(cli(["plan", "--gap", gap, "-c", str(root / "pipelines.toml"), "-p", "t"], root), 2,
                        "more than 10,000,000 papers")
@@ -794,16 +781,8 @@ def dry_run_offline(root: Path) -> None:
     listener.settimeout(0.1)
     url = f"http://127.0.0.1:{listener.getsockname()[1]}"
     config = root / "pipelines.toml"
-    config.write_text((ROOT / "pipelines.toml").read_text().split("[pipelines.demo]")[0] + f"""
-[pipelines.refresh]
-source = "openreview"
-venues = ["ICLR.cc/{{year}}/Conference"]
-stages = ["ingest", "curate"]
-
-[pipelines.refresh.ingest]
-api_v1_url = "{url}"
-api_v2_url = "{url}"
-""")
+    config.write_text(shared_tables() + ingest_pipeline("refresh", "ICLR.cc/{year}/Conference", url,
+                                                        stages=("ingest", "curate")))
     try:
         done = cli(["schedule", "--dry-run", "--on", "2025-12-15", "-c", str(config)], root,
                    env={"PREFECT_HOME": str(root / "prefect")})
@@ -839,57 +818,27 @@ def leaderboard_recompute(root: Path) -> None:
     check(recompute(scores, flags) == first, "two recomputations differ")
 
 
-SCENARIOS: dict[str, tuple[Callable[[Path], None], bool]] = {   # name -> (attempt, slow)
-    "query_timeout": (query_timeout, False),
-    "query_interrupt": (query_interrupt, False),
-    "query_huge_string": (query_huge_string, False),
-    "query_raise_limits": (query_raise_limits, False),
-    "query_comment_first": (query_comment_first, False),
-    "random_wal": (random_wal, False),
-    "lock_timeout": (lock_timeout, False),
-    "two_pipelines": (two_pipelines, False),
-    "shared_database": (shared_database, False),
-    "hostile_names": (hostile_names, False),
-    "quoted_suggestions": (quoted_suggestions, False),
-    "long_review": (long_review, False),
-    "unreachable_llm": (unreachable_llm, False),
-    "truncated_pdf": (truncated_pdf, False),
-    "reviews_files": (reviews_files, False),
-    "full_disk_and_read_only": (full_disk_and_read_only, False),
-    "killed_slot_holder": (killed_slot_holder, False),
-    "option_edges": (option_edges, False),
-    "submitted_rows": (submitted_rows, False),
-    "raw_cache_of_another_source": (raw_cache_of_another_source, False),
-    "silent_completions_server": (silent_completions_server, False),
-    "impossible_logprobs": (impossible_logprobs, False),
-    "completions_html_json": (completions_html_json, False),
-    "flaky_chat_server": (flaky_chat_server, False),
-    "concurrent_submits": (concurrent_submits, False),
-    "neurips_form_labels": (neurips_form_labels, False),
-    "token_with_line_break": (token_with_line_break, False),
-    "pdf_bombs": (pdf_bombs, False),
-    "trickling_server": (trickling_server, False),
-    "full_disk_polars": (full_disk_polars, False),
-    "login_check_server_error": (login_check_server_error, False),
-    "impossible_logprob_sum": (impossible_logprob_sum, False),
-    "one_line_inputs": (one_line_inputs, False),
-    "hostile_form_labels": (hostile_form_labels, False),
-    "dry_run_offline": (dry_run_offline, False),
-    "leaderboard_recompute": (leaderboard_recompute, False),
-    "same_port_other_server": (same_port_other_server, False),
-    "hidden_text_kinds": (hidden_text_kinds, False),
-    "signal_during_stage": (signal_during_stage, True),
-    "killed_run": (killed_run, True),
-    "killed_submit": (killed_submit, True),
-}
+SCENARIOS = scenarios(
+    query_timeout, query_interrupt, query_huge_string, query_raise_limits, query_comment_first, random_wal,
+    lock_timeout, two_pipelines, shared_database, hostile_names, quoted_suggestions, long_review,
+    unreachable_llm, truncated_pdf, reviews_files, full_disk_and_read_only, killed_slot_holder, option_edges,
+    submitted_rows, raw_cache_of_another_source, silent_completions_server, impossible_logprobs,
+    completions_html_json, flaky_chat_server, concurrent_submits, neurips_form_labels, token_with_line_break,
+    pdf_bombs, trickling_server, full_disk_polars, login_check_server_error, impossible_logprob_sum,
+    one_line_inputs, hostile_form_labels, dry_run_offline, leaderboard_recompute, same_port_other_server,
+    hidden_text_kinds, signal_during_stage, killed_run, killed_submit,
+    slow=(signal_during_stage, killed_run, killed_submit,),
+)
 
 
 def main() -> None:
     from soak_breaks import BREAKS
+    from soak_hostile import HOSTILE
     from soak_surfaces import SURFACES
 
     SCENARIOS.update(SURFACES)
     SCENARIOS.update(BREAKS)
+    SCENARIOS.update(HOSTILE)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", nargs="*", choices=sorted(SCENARIOS))

@@ -18,7 +18,17 @@ from collections.abc import Callable
 from html.parser import HTMLParser
 from pathlib import Path
 
-from soak_common import ENV, ROOT, Broken, built_project, check, cli, one_error_line, submit_project
+from soak_common import (
+    ENV,
+    ROOT,
+    Broken,
+    built_project,
+    check,
+    cli,
+    one_error_line,
+    scenarios,
+    submit_project,
+)
 
 # ---- slow PDFs within the size limit ------------------------------------------------------------
 
@@ -400,7 +410,10 @@ PAYLOADS = [
 SITE_FIELDS = {"papers": ["title", "venue_id", "abstract", "decision"], "reviews": ["review_text"],
                "candidates": ["review"], "judgments": ["text"], "leaderboard": ["model", "metric", "eval_lm", "reason"],
                "validation": ["strategy", "reason"], "runs": ["stage", "error", "code_version"]}
-MUST_SHOW = ("papers.title", "papers.venue_id", "reviews.review_text", "candidates.review", "leaderboard.model")
+# (field, row) that must reach some page; the leaderboard's row 0 is the human reviewers' row, which the site's
+# boards keep apart from the models (tasks/report/benchmarks.py), so a model's own name is read off row 1
+MUST_SHOW = (("papers.title", 0), ("papers.venue_id", 0), ("reviews.review_text", 0), ("candidates.review", 0),
+             ("leaderboard.model", 1))
 
 
 def hostile_site(root: Path) -> None:
@@ -449,7 +462,7 @@ def hostile_site(root: Path) -> None:
             check(text == payload or payload.startswith("bell"), f"{tag} reads {text!r}, planted {payload!r}")
     index = _dom(root / "site" / "index.html", root).links
     check(len(set(index)) == len(index) == 2, f"the index links papers to {index}")
-    missing = [f for f in MUST_SHOW if f"\u27e6{f}.0\u27e7" not in shown]
+    missing = [f for f, row in MUST_SHOW if f"\u27e6{f}.{row}\u27e7" not in shown]
     check(not missing, f"not on any page: {missing}")
 
 
@@ -495,14 +508,8 @@ def _dom(page: Path, root: Path) -> _Dom:
     return dom
 
 
-SURFACES: dict[str, tuple[Callable[[Path], None], bool]] = {   # name -> (attempt, slow)
-    "slow_pdfs": (slow_pdfs, False),
-    "plan_arguments": (plan_arguments, False),
-    "full_surface": (full_surface, False),
-    "query_during_rebuild": (query_during_rebuild, False),
-    "hostile_site": (hostile_site, False),
-    "injection_track": (injection_track, False),
-    "submitted_injections": (submitted_injections, False),
-    "two_runs_at_once": (two_runs_at_once, False),
-}
+SURFACES = scenarios(
+    slow_pdfs, plan_arguments, full_surface, query_during_rebuild, hostile_site, injection_track,
+    submitted_injections, two_runs_at_once,
+)
 

@@ -16,7 +16,11 @@ ANTHROPIC_API_KEY is set) and compares with the `judgments_reference` column:
   decodes under the line-prefix constraint, so every answer line opens with a stance; `threads`
   is the torch thread count it chose for the machine's load at the start).
 
-    .venv/bin/python bench/validity/preprocess.py --reviews 8 --max-tokens 160
+    .venv/bin/python bench/validity/preprocess.py --reviews 60
+
+`--unit` picks the preprocessor's unit (default: the config's "auto", the sentence unit for the local
+model); `--split tuning` draws the reviews from papers outside the default test sample (`--reviews 60
+--seed 0`), so choices made while looking at the figures never see the reviews they are reported on.
 
 The last line printed is JSON.
 """
@@ -108,7 +112,7 @@ def evaluate(name: str, sample: pl.DataFrame, backend, cfg: PreprocessConfig, em
         "cost_usd": round(float(out.usage["cost_usd"].item()), 4),
     }
     inner = getattr(backend, "inner", backend)
-    if hasattr(inner, "tokens_per_second"):
+    if hasattr(inner, "tokens_per_second") and result["output_tokens"]:
         from tasks.lm.local import generation_threads
 
         result["tokens_per_second"] = round(inner.tokens_per_second, 2)
@@ -122,7 +126,11 @@ def evaluate(name: str, sample: pl.DataFrame, backend, cfg: PreprocessConfig, em
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reviews", type=int, default=8, help="reviews sampled (8: minutes on 2 idle cores)")
-    parser.add_argument("--max-tokens", type=int, default=160)
+    parser.add_argument("--max-tokens", type=int, default=160, help="answer budget of the review unit")
+    parser.add_argument("--unit", choices=("auto", "review", "sentence"), default="auto")
+    parser.add_argument("--quantization", default="int8", help="local model's decoding weights (the demo's: int8)")
+    parser.add_argument("--split", choices=("test", "tuning"), default="test",
+                        help="test: the seeded sample; tuning: reviews of papers outside the 60-review test sample")
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--threshold", type=float, default=0.7, help="cosine needed for a line match")
     parser.add_argument("--seed", type=int, default=0)
@@ -140,6 +148,9 @@ def main() -> None:
     from tasks.lm.local import LocalLM
 
     frame = pl.read_parquet(DATA)
+    if args.split == "tuning":
+        held_out = frame.sample(n=60, seed=0)["paper_id"].unique().implode()
+        frame = frame.filter(~pl.col("paper_id").is_in(held_out))
     sample = (frame.sample(n=min(args.reviews, frame.height), seed=args.seed)
               .with_columns((pl.col("paper_id") + "#" + pl.col("reviewer").cast(pl.String)).alias("review_id"),
                             pl.col("review").alias("review_text")))
@@ -149,8 +160,10 @@ def main() -> None:
         return minilm.encode(lines, normalize_embeddings=True, batch_size=64)
 
     cache_root = Path(args.cache_dir) if args.cache_dir else Path(tempfile.mkdtemp(prefix="grebench-bench-"))
-    figures: dict[str, object] = {"threshold": args.threshold, "seed": args.seed}
-    cfg = PreprocessConfig(model=args.model, max_tokens=args.max_tokens, batch_size=args.batch_size)
+    figures: dict[str, object] = {"threshold": args.threshold, "seed": args.seed, "split": args.split}
+    cfg = PreprocessConfig(model=args.model, max_tokens=args.max_tokens, batch_size=args.batch_size, unit=args.unit,
+                           quantization=args.quantization)
+    figures["preprocessor"] = cfg.preprocessor
     local = CachedLM(LocalLM(chat_spec(cfg), batch_size=cfg.batch_size), LLMCache(cache_root / "local.sqlite"), cfg)
     figures["local"] = evaluate("local", sample, local, cfg, embed, args.threshold)
     if os.environ.get("ANTHROPIC_API_KEY"):

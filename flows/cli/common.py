@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from typer.core import TyperGroup
@@ -19,6 +20,7 @@ except ImportError:   # earlier typer: click itself
 from tasks.checks import load_checked_config
 from tasks.core.config import Config, ConfigError
 
+T = TypeVar("T")
 REPO_CONFIG = Path(__file__).resolve().parents[2] / "pipelines.toml"
 ConfigOption = Annotated[
     Path | None,
@@ -65,14 +67,18 @@ def config_path(config: Path | None) -> Path:
 
 def pipeline_databases(cfg: Config) -> dict[str, Path]:
     """Every pipeline's results database on disk (paths.database with {pipeline} filled in), by name."""
+    import glob
     import re
 
     from tasks.core.config import PIPELINE_NAME
 
-    template = str(cfg.paths.database)
-    pattern = re.compile(re.escape(str(cfg.root / template)).replace(re.escape("{pipeline}"), f"({PIPELINE_NAME.pattern})"))
+    full = cfg.root / str(cfg.paths.database)   # an absolute template stays as it is
+    pattern = re.compile(re.escape(str(full)).replace(re.escape("{pipeline}"), f"({PIPELINE_NAME.pattern})"))
+    at = next((i for i, part in enumerate(full.parts) if "{pipeline}" in part), len(full.parts) - 1)
+    base = Path(*full.parts[:at])                # globbed from its last folder without {pipeline}
+    rest = "/".join(glob.escape(part).replace("{pipeline}", "*") for part in full.parts[at:])
     found = {}
-    for path in cfg.root.glob(template.replace("{pipeline}", "*")):
+    for path in base.glob(rest):
         match = pattern.fullmatch(str(path))
         if match and path.is_file():
             found[match.group(1)] = path
@@ -129,6 +135,39 @@ def read_config(config: Path | None) -> Config:
         return load_checked_config(config_path(config))
     except ConfigError as error:
         fail(str(error))
+
+
+BenchmarksOption = Annotated[
+    Path | None,
+    typer.Option("--benchmarks", help="CSV of other benchmarks' scores (model, benchmark, score; benchmark "
+                 "parameter_size: the model's size): adds their Spearman with each leaderboard and the size plot"),
+]
+
+
+def render_results(config: Path | None, pipeline: str | None, out: Path | None, kind: str,
+                   benchmarks: Path | None, render: Callable[[Path, Path, Any], T]) -> T:
+    """What `report` and `site` share: the --benchmarks file read and checked, the pipeline's results database
+    and output folder chosen (`chosen_results`), then `render(database, folder, benchmarks)`; a database that
+    is not there is one `error:` line."""
+    bench = read_benchmarks(benchmarks)
+    database, folder = chosen_results(config, pipeline, out, kind)
+    try:
+        return render(database, folder, bench)
+    except FileNotFoundError as error:
+        fail(str(error))
+
+
+def read_benchmarks(path: Path | None) -> Any:
+    """The --benchmarks CSV (a polars frame) read and checked (one `error:` line when it is not usable); None
+    without one."""
+    if path is None:
+        return None
+    from tasks.report.benchmarks import read_benchmarks_csv
+
+    try:
+        return read_benchmarks_csv(path)
+    except ValueError as error:
+        fail(f"--benchmarks: {error}")
 
 
 def chosen_results(config: Path | None, pipeline: str | None, out: Path | None, kind: str) -> tuple[Path, Path]:

@@ -52,13 +52,26 @@ class KnownFailureFilter(logging.Filter):
         from tasks.core.errors import GrebenchError
 
         error = record.exc_info[1] if record.exc_info else None
-        if error is not None and (isinstance(error, GrebenchError) or situation(error) is not None):
+        if error is not None and (_raised_during(error, GrebenchError) or situation(error) is not None):
             record.exc_info, record.exc_text = None, None
         return True
 
 
+def _raised_during(error: BaseException | None, kind: type[BaseException]) -> bool:
+    """Whether `error`, or one it was raised from or while handling, is a `kind` (an event Prefect
+    fails to send while a task's AuthenticationError unwinds carries that error as its context)."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, kind):
+            return True
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return False
+
+
 def quiet_known_failures() -> None:
-    for name in ("prefect.task_runs", "prefect.flow_runs", "prefect.flow_engine", "prefect.task_engine"):
+    for name in ("prefect.task_runs", "prefect.flow_runs", "prefect.flow_engine", "prefect.task_engine",
+                 "prefect.events.utilities"):
         logger = logging.getLogger(name)
         if not any(isinstance(f, KnownFailureFilter) for f in logger.filters):
             logger.addFilter(KnownFailureFilter())

@@ -72,6 +72,14 @@ def _watch(fd: int) -> None:
                 end_now(number)
 
 
+def end_on_signal() -> None:
+    """From now on a signal ends the process at once with its line (used once the command's work is done,
+    while the interpreter runs its exit hooks, where a raised `Stopped` would only be reported as ignored)."""
+    if threading.current_thread() is threading.main_thread():
+        for number in EXITS:
+            signal.signal(number, lambda number, frame: end_now(number))
+
+
 def end_children() -> None:
     """End the child processes this command started (PDF readers and the like)."""
     for child in multiprocessing.active_children():

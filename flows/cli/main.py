@@ -9,9 +9,12 @@ import sys
 import threading
 import traceback
 from datetime import datetime
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
+
+if TYPE_CHECKING:
+    from flows.cli.interrupts import Stopped
 
 # Embedded defaults for Prefect's ephemeral server: a slow 2-core machine needs more than the
 # default 20 s to start it, and nothing here may phone home. Explicit settings still win.
@@ -20,6 +23,10 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# An empty PREFECT_API_URL names no server: Prefect then starts its temporary one, but its events
+# client reads the empty URL, fails, and every event of the run logs a "stopped service" traceback.
+if "PREFECT_API_URL" in os.environ and not os.environ["PREFECT_API_URL"].strip():
+    del os.environ["PREFECT_API_URL"]
 
 from flows.cli.common import ConfigOption, OneLineUsage, config_path, fail, read_config  # noqa: E402
 from flows.cli.failures import (  # noqa: E402, F401 - part of the CLI's API
@@ -216,10 +223,29 @@ def _leave(code: int) -> NoReturn:
     os._exit(code)
 
 
+def _signal_behind(done: SystemExit) -> Stopped | None:
+    """The `Stopped` signal that an exit was made from (typer raises `Exit(130)` from a KeyboardInterrupt)."""
+    from flows.cli.interrupts import Stopped
+
+    def behind(error: BaseException) -> BaseException | None:   # "raise ... from None": a handled stop
+        return error.__cause__ if error.__cause__ is not None or error.__suppress_context__ else error.__context__
+
+    seen, cause = set(), behind(done)
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, Stopped):
+            return cause
+        seen.add(id(cause))
+        cause = behind(cause)
+    return None
+
+
 def _finish(code: int | str | None) -> NoReturn:
     """End the process as the interpreter would (threads' exit hooks and joins, atexit handlers: Prefect's
     log flush and server stop) but without its teardown, which walks every object torch, transformers
     and Prefect made (1-2.5 s after a run) and has DuckDB report the ones it still holds."""
+    from flows.cli.interrupts import end_on_signal
+
+    end_on_signal()            # the command is done: a signal now ends it with its line, not an atexit traceback
     threading._shutdown()      # what Py_Finalize runs first: the threads' exit hooks, then the joins
     atexit._run_exitfuncs()
     if isinstance(code, str):
@@ -247,6 +273,13 @@ def main(argv: list[str] | None = None) -> None:
         typer.echo(f"error: {getattr(stopped, 'what', 'interrupted (Ctrl-C)')}; {NOTHING_LOST}", err=True)
         _leave(getattr(stopped, "code", EXIT_INTERRUPTED))
     except SystemExit as done:
+        stopped = _signal_behind(done)
+        if stopped is not None:   # typer turns a KeyboardInterrupt into a silent exit 130: say which signal
+            from flows.cli.interrupts import NOTHING_LOST, end_children
+
+            end_children()
+            typer.echo(f"error: {stopped.what}; {NOTHING_LOST}", err=True)
+            _leave(stopped.code)
         if done.code in (EXIT_TIMEOUT, EXIT_INTERRUPTED, 143):   # a query thread may still be inside DuckDB:
             _leave(done.code)                               # leave now, without waiting on it
         if argv is None:   # the process ends here

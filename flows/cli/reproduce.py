@@ -28,7 +28,8 @@ def gem_table2(
     metric: Annotated[list[str] | None, typer.Option("--metric", "-m", help="one of the table's metrics "
                                                      "(repeatable; default: all ten)")] = None,
     strategies: Annotated[str | None, typer.Option("--strategies", "-s", help="comma-separated; default: the "
-                                                   "table's six")] = None,
+                                                   "table's six (meaningless_elongation_proxy may stand in for "
+                                                   "meaningless_elongation, its rows named a proxy)")] = None,
     llm_papers: Annotated[int | None, typer.Option("--llm-papers", min=2, help="papers of the sample the LLM "
                                                    "strategies rewrite (default: all of them; each rewrite is a "
                                                    "long decode, slow on a CPU)")] = None,
@@ -36,6 +37,9 @@ def gem_table2(
                                           "paper, strategies on the raw review, candidates preprocessed by the "
                                           "configured LLM) or judgment-lines (a cheaper proxy: every review a "
                                           "candidate, strategies on the release's judgment lines)")] = "algorithm1",
+    judgments: Annotated[str, typer.Option("--judgments", help="algorithm1: preprocess (both sides' judgments by "
+                                           "the configured preprocessor) or given (a proxy: the references keep the "
+                                           "release's GPT-4o lines, the candidates' are preprocessed)")] = "preprocess",
     as_json: Annotated[bool, typer.Option("--json", help="print the rows as JSON instead of the table")] = False,
     config: ConfigOption = None,
 ) -> None:
@@ -54,14 +58,16 @@ def gem_table2(
     started = time.monotonic()
     if workflow not in table2.WORKFLOWS:
         fail(f"--workflow {workflow!r}: one of {', '.join(table2.WORKFLOWS)}")
+    if judgments not in ("preprocess", "given"):
+        fail(f"--judgments {judgments!r}: preprocess or given")
     cfg = read_config(config)
     metrics = tuple(metric) if metric else tuple(table2.METRICS.values())
     chosen = tuple(s.strip() for s in strategies.split(",") if s.strip()) if strategies else tuple(table2.STRATEGIES.values())
     unknown = [m for m in metrics if m not in table2.METRICS.values()] + \
-        [s for s in chosen if s not in table2.STRATEGIES.values()]
+        [s for s in chosen if s not in table2.STRATEGIES.values() and s not in table2.PROXIES]
     if unknown:
         fail(f"not in the paper's table: {', '.join(unknown)} (metrics: {', '.join(table2.METRICS.values())}; "
-             f"strategies: {', '.join(table2.STRATEGIES.values())})")
+             f"strategies: {', '.join(table2.STRATEGIES.values())}; proxies: {', '.join(table2.PROXIES)})")
     try:
         files = table2.release_files(release, cache_dir(cfg, "downloads") / "gem-release")
         reviews = table2.sample_papers(table2.release_reviews(files), papers, cfg.validate.seed)
@@ -82,8 +88,11 @@ def gem_table2(
     llm_n = min(llm_papers or n_papers, n_papers)
     llm_reviews = reviews if llm_n == n_papers else table2.sample_papers(reviews, llm_n, cfg.validate.seed)
     rewritten = f"; LLM strategies on {llm_n} of them" if llm_run and llm_n < n_papers else ""
-    preprocessor = f"{cfg.preprocess.backend}:{cfg.preprocess.model}"
-    how = table2.WORKFLOWS[workflow].format(preprocessor=preprocessor)
+    preprocessor = f"{cfg.preprocess.backend}:{cfg.preprocess.preprocessor}"
+    both = workflow == "algorithm1" and judgments == "preprocess"
+    how = table2.WORKFLOWS[workflow].format(preprocessor=preprocessor, references=(
+        "the references preprocessed by it too" if both else "PROXY: the references keeping the release's GPT-4o "
+        "judgments"))
     title = (f"GEM Table 2 (ICLR 2023): {n_papers} papers of the GEM release{rewritten}, evaluation LM {spec.key} "
              f"on {spec.device}; {how}")
     parts = [(reviews, rule_run), (llm_reviews, llm_run)] if llm_n < n_papers else [(reviews, run_strategies)]
@@ -101,7 +110,7 @@ def gem_table2(
                 settings = cfg.validate.model_copy(update={
                     "max_papers": sample["paper_id"].n_unique(), "candidates": "one" if paper_way else "all",
                     "level": ("raw",) if paper_way else ("judgments",),
-                    "candidate_judgments": "preprocess" if paper_way else "given"})
+                    "judgments": "preprocess" if both else "given"})
                 run_cfg = cfg.model_copy(update={"validate": settings})
                 with tempfile.TemporaryDirectory() as folder:   # the sample in the reviews-file shape, read back checked
                     path = Path(folder) / "reviews.parquet"
@@ -120,7 +129,8 @@ def gem_table2(
 
     table = table2.side_by_side(validation if validation is not None else pl.DataFrame(schema=VALIDATION_COLUMNS),
                                 skipped, cfg.validate.alpha)
-    table = table.filter(pl.col("metric").is_in(list(metrics)) & pl.col("strategy").is_in(list(chosen)))
+    cells = [table2.PROXIES.get(s, s) for s in chosen]
+    table = table.filter(pl.col("metric").is_in(list(metrics)) & pl.col("strategy").is_in(cells))
     if as_json:
         typer.echo(json.dumps(table.to_dicts()))
         return
@@ -133,7 +143,7 @@ def gem_table2(
                    f"by {preprocessor}, the originals' judgments come from the "
                    "release (GPT-4o); with another preprocessor their cells also measure the two preprocessors' gap")
     reads_lines = any(REGISTRY[m].reads == "judgments" for m in run_metrics)
-    if workflow == "algorithm1" and cfg.preprocess.backend == "local" and reads_lines:
+    if workflow == "algorithm1" and not both and reads_lines:
         typer.echo(f"note: the candidates' judgments come from {preprocessor}, the references' from the release "
                    "(GPT-4o): GEM then also measures how far the two preprocessors' judgments differ in style")
     typer.echo(f"wall time: {time.monotonic() - started:.0f} s")
@@ -171,7 +181,7 @@ def gem_table3(
         fail(f"{folder}: cannot write the figure ({error.strerror or error})")
     if as_json:
         keys = ("metric", "benchmark", "spearman", "n", "ci_low", "ci_high", "interval", "paper_row", "paper",
-                "agreement", "why", "reason")
+                "agreement", "why", "note", "reason")
         typer.echo(json.dumps([{k: None if isinstance(r[k], float) and math.isnan(r[k]) else r[k] for k in keys}
                                for r in table.iter_rows(named=True)]))
         return

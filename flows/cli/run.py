@@ -88,18 +88,21 @@ def stage_table(summary: Mapping[str, StageSummary], run: pl.DataFrame) -> str:
     return "\n".join([line(header), rule, *body])
 
 
-LEVEL_WORDS = {"judgments": "judgment lines", "raw": "raw reviews"}
+LEVEL_WORDS = {"judgments": "judgment level: the lines perturbed",
+               "raw": "raw level: the review perturbed, then preprocessed"}
 
 
 def _data_words(data: tuple | None) -> str:
     """' on <what the verdicts are about>' from the validation_data row, e.g. ' on 30 papers of real ICLR
-    2023 reviews (GEM release sample), one candidate and the other reviews as references, judgment lines'."""
+    2023 reviews (GEM release sample) (one candidate a paper; raw level: the review perturbed, then
+    preprocessed; lines by ...)'."""
     if data is None:
         return ""
-    label, papers, candidates, levels = data
+    label, papers, candidates, levels, judgments_by = (*data, None)[:5]
     levels = ", ".join(LEVEL_WORDS.get(level.strip(), level.strip()) for level in (levels or "").split(",") if level)
     who = "one candidate a paper" if candidates == "one" else "every review a candidate in turn"
-    return f" on {papers} papers of {label} ({who}; {levels})"
+    lines = f"; lines by {judgments_by}" if judgments_by else ""
+    return f" on {papers} papers of {label} ({who}; {levels}{lines})"
 
 
 def findings(database: Path, first_metric: str | None) -> str | None:
@@ -112,7 +115,7 @@ def findings(database: Path, first_metric: str | None) -> str | None:
         return None
     with duckdb.connect(str(database), read_only=True) as con:
         tables = {row[0] for row in con.execute("select table_name from information_schema.tables").fetchall()}
-        data = con.execute("select label, papers_validated, candidates, levels from validation_data limit 1"
+        data = con.execute("select label, papers_validated, candidates, levels, judgments_by from validation_data limit 1"
                            ).fetchone() if "validation_data" in tables else None
         tests = con.execute("select metric, count(*), count(*) filter (where verdict = 'pass'), "
                             "list(strategy order by strategy) filter (where verdict = 'fail'), "

@@ -7,12 +7,7 @@ from typing import Annotated
 
 import typer
 
-from flows.cli.common import (
-    ConfigOption,
-    PipelineOption,
-    chosen_results,
-    fail,
-)
+from flows.cli.common import BenchmarksOption, ConfigOption, PipelineOption, render_results
 
 
 def site(
@@ -20,19 +15,11 @@ def site(
                                              "(<data_dir>/<pipeline>/site with a database per pipeline)")] = None,
     pipeline: PipelineOption = None,
     config: ConfigOption = None,
-    benchmarks: Annotated[Path | None, typer.Option("--benchmarks", help="CSV of other benchmarks' scores (model, "
-                                                    "benchmark, score; benchmark parameter_size: the model's size): "
-                                                    "the leaderboard page adds their Spearman and the size plot")] = None,
+    benchmarks: BenchmarksOption = None,
 ) -> None:
     """Render the static results website (leaderboard, validation, papers, runs) from a results database."""
-    from flows.cli.validate import read_benchmarks
     from tasks.report.site import build_site
 
-    bench = read_benchmarks(benchmarks)
-    database, folder = chosen_results(config, pipeline, out, "site")
-    try:
-        result = build_site(database, folder, bench)
-    except FileNotFoundError as error:
-        fail(str(error))
+    result = render_results(config, pipeline, out, "site", benchmarks, build_site)
     typer.echo(f"{len(result.pages)} pages, {len(result.charts)} charts in {result.out_dir}")
     typer.echo(f"open {result.index.resolve().as_uri()}")

@@ -15,11 +15,12 @@ import polars as pl
 import typer
 
 from flows.cli.common import (
+    BenchmarksOption,
     ConfigOption,
     PipelineOption,
-    chosen_results,
     fail,
     read_config,
+    render_results,
 )
 
 JSON_KEYS = ("strategy", "metric", "n", "smd", "ci_low", "ci_high", "p_value", "passed")
@@ -69,11 +70,11 @@ def validate(
     """Validate metrics on your own reviews: perturb candidates, rescore them, test each metric."""
     from tasks.core.progress import scorer_with_progress
     from tasks.lm import eval_spec
-    from tasks.metrics import check_names
+    from tasks.metrics import check_names, get
     from tasks.metrics.resources import build_resources, engine_loglikelihood
     from tasks.stages.validate.review_data import sample_file
     from tasks.stages.validate.reviews_file import ReviewsFileError, load_reviews_file
-    from tasks.stages.validate.stage import validate_reviews
+    from tasks.stages.validate.stage import judgments_by, validate_reviews
     from tasks.stages.validate.strategies import check_strategies
 
     cfg = read_config(config)
@@ -95,7 +96,7 @@ def validate(
         from tasks.core.layout import cache_dir
 
         resources = build_resources(cfg.score, scored, llm_cache=cache_dir(cfg, "llm"))   # judges, generation oracle
-        result = validate_reviews(cfg, frame, resources, metrics, chosen)
+        result = validate_reviews(cfg, frame, resources, metrics, chosen, curated=False)
     except (ValueError, GrebenchError) as error:   # e.g. a refused key, an LLM nobody answers at
         fail(str(error).splitlines()[0])
     dead = all_failed(result.perturbations)
@@ -107,6 +108,8 @@ def validate(
     stats = result.stats
     typer.echo(f"{stats['papers']} papers, {stats['candidates']} candidates, {stats['perturbations']} perturbations "
                f"({stats['perturbations_failed']} failed)")
+    if "judgments" in frame.columns or any(m.reads == "judgments" for m in get(metrics)):
+        typer.echo(f"judgments: {judgments_by(cfg, False, 'the file')}")
     typer.echo(text_table(result.validation, ["metric", "strategy", "kind", "level", "n", "mean_change", "smd",
                                               "ci_low", "ci_high", "p_value", "verdict", "reason"]))
     failed = result.perturbations.filter(pl.col("error").is_not_null())
@@ -142,30 +145,10 @@ def report(
     out_dir: Annotated[Path | None, typer.Option("--out-dir", "-o", help="default: <data_dir>/report "
                                                  "(<data_dir>/<pipeline>/report with a database per pipeline)")] = None,
     pipeline: PipelineOption = None,
-    benchmarks: Annotated[Path | None, typer.Option("--benchmarks", help="CSV of other benchmarks' scores (model, "
-                                                    "benchmark, score; benchmark parameter_size: the model's size): "
-                                                    "adds their Spearman with each leaderboard and the size plot")] = None,
+    benchmarks: BenchmarksOption = None,
 ) -> None:
     """Write the leaderboard figure, the validation heat map and a markdown summary from a results database."""
     from tasks.report.validation import write_report
 
-    bench = read_benchmarks(benchmarks)
-    database, folder = chosen_results(config, pipeline, out_dir, "report")
-    try:
-        paths = write_report(database, folder, bench)
-    except FileNotFoundError as error:
-        fail(str(error))
-    for path in paths.values():
+    for path in render_results(config, pipeline, out_dir, "report", benchmarks, write_report).values():
         typer.echo(str(path))
-
-
-def read_benchmarks(path: Path | None) -> pl.DataFrame | None:
-    """The --benchmarks CSV read and checked (one `error:` line when it is not usable); None without one."""
-    if path is None:
-        return None
-    from tasks.report.benchmarks import read_benchmarks_csv
-
-    try:
-        return read_benchmarks_csv(path)
-    except ValueError as error:
-        fail(f"--benchmarks: {error}")

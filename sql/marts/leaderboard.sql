@@ -12,8 +12,11 @@
 -- all the paper's references at once (reference null, a metric that reads references: an LLM judge, review
 -- quality's matches) is dropped when any reference it read (the paper's others) is flagged, so no number of
 -- this board comes from reading a flagged one; a reference-free score (the registry's reads_references false,
--- passed as $reference_free_metrics) stays. flagged_shift: mean_unflagged minus the mean over all references.
--- n_flagged: the flagged references among those the row's scores read. The three are NULL with
+-- passed as $reference_free_metrics) stays. The f-variational metrics (the registry's negatives, passed as
+-- $negative_metrics) also read other papers' reviews as negatives (staging.negatives, drawn per pair): a pair
+-- score whose negatives hold a flagged reference is dropped too. flagged_shift: mean_unflagged minus the mean
+-- over all references. n_flagged: the flagged references among those the row's scores read, as references or
+-- as negatives. The three are NULL with
 -- `unflagged_reason` saying why when nothing was measured: no reference flags in this pipeline, or none of
 -- the references could be judged (Binoculars without a calibrated threshold leaves every flag null); a
 -- reference whose flag is null counts as not flagged and `unflagged_reason` says how many there were.
@@ -30,7 +33,10 @@ WITH flags AS (
     FROM flags
 ), pairs AS (
     SELECT s.metric, s.eval_lm, s.source AS model, s.paper_id, s.candidate, s.reference, s.score,
-           CASE WHEN s.reference IS NOT NULL THEN coalesce(f.flagged, false)
+           CASE WHEN s.reference IS NOT NULL
+                THEN coalesce(f.flagged, false) OR (list_contains($negative_metrics, s.metric) AND EXISTS (
+                    SELECT 1 FROM staging.negatives AS n JOIN flags AS o ON o.review_id = n.negative
+                    WHERE n.candidate = s.candidate AND n.reference = s.reference AND o.flagged))
                 WHEN list_contains($reference_free_metrics, s.metric) THEN false
                 ELSE EXISTS (SELECT 1 FROM flags AS o
                              WHERE o.paper_id = s.paper_id AND o.flagged AND o.review_id <> s.candidate) END AS flagged,
@@ -52,13 +58,18 @@ WITH flags AS (
            avg(score_unflagged ORDER BY paper_id) AS mean_unflagged,
            avg(score_unflagged ORDER BY paper_id) - avg(score_all ORDER BY paper_id) AS flagged_shift
     FROM per_paper GROUP BY ALL
-), read_flagged AS (   -- the flagged references each row's scores read: one at a time, or all at once
+), read_flagged AS (   -- the flagged references each row's scores read: one at a time, all at once, or as negatives
     SELECT p.metric, p.eval_lm, p.model, f.review_id
     FROM pairs AS p JOIN flags AS f ON f.review_id = p.reference WHERE f.flagged
     UNION
     SELECT p.metric, p.eval_lm, p.model, f.review_id
     FROM pairs AS p JOIN flags AS f ON f.paper_id = p.paper_id AND f.review_id <> p.candidate
     WHERE p.reference IS NULL AND NOT list_contains($reference_free_metrics, p.metric) AND f.flagged
+    UNION
+    SELECT p.metric, p.eval_lm, p.model, f.review_id
+    FROM pairs AS p JOIN staging.negatives AS n ON n.candidate = p.candidate AND n.reference = p.reference
+    JOIN flags AS f ON f.review_id = n.negative
+    WHERE list_contains($negative_metrics, p.metric) AND f.flagged
 ), counts AS (
     SELECT p.metric, p.eval_lm, p.model,
            (SELECT count(DISTINCT r.review_id) FROM read_flagged AS r

@@ -267,13 +267,43 @@ def _validate(data: dict[str, Any], where: str = "") -> Config:
         raise ConfigError(_format_error(error, where)) from None
 
 
+MAX_TOML_DEPTH = 32        # arrays and inline tables nested deeper: no setting needs it, a parser's stack does
+MAX_NUMBER_DIGITS = 64     # a longer number: no setting needs it (Python refuses ints past 4,300 digits)
+_TOML_TOKENS = re.compile(r'"""[\s\S]*?"""(?!")|\'\'\'[\s\S]*?\'\'\'(?!\')|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\''
+                          r"|#[^\n]*|[\[{]|[\]}]|[0-9][0-9_]{" + str(MAX_NUMBER_DIGITS) + ",}")
+
+
+def toml_shape_problem(text: str) -> str | None:
+    """What makes `text` unfit to parse, before it is parsed: arrays or inline tables nested deeper
+    than MAX_TOML_DEPTH (a parser recurses per level), a number longer than MAX_NUMBER_DIGITS digits;
+    else None. Strings and comments are skipped, so a bracket or digits inside them count for nothing."""
+    depth = 0
+    for token in _TOML_TOKENS.finditer(text):
+        kind = token.group()
+        if kind in "[{":
+            depth += 1
+            if depth > MAX_TOML_DEPTH:
+                line = text.count("\n", 0, token.start()) + 1
+                return f"line {line}: arrays or tables nested more than {MAX_TOML_DEPTH} deep"
+        elif kind in "]}":
+            depth = max(0, depth - 1)
+        elif kind[0].isdigit():
+            line = text.count("\n", 0, token.start()) + 1
+            return f"line {line}: a number of more than {MAX_NUMBER_DIGITS} digits"
+    return None
+
+
 def load_config(path: Path | str = DEFAULT_CONFIG) -> Config:
     """Read and validate pipelines.toml; relative paths resolve against its folder."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        shape = toml_shape_problem(text)
+        if shape is not None:
+            raise ConfigError(f"{path}: {shape}")
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
     except UnicodeDecodeError as error:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Sequence
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from tasks.core.errors import ConfigError
 
@@ -21,6 +21,10 @@ STAGES: tuple[Stage, ...] = get_args(Stage)
 CONFIGURED_STAGES = tuple(s for s in STAGES if s != "materialize")
 # The stage is called "validate", which shadows the deprecated BaseModel.validate; that is intended.
 warnings.filterwarnings("ignore", message=r'Field name "validate" in "\w+" shadows', category=UserWarning)
+
+
+# A random seed: what numpy's generators and Python's `random` take alike (0 .. 2**32 - 1)
+Seed = Annotated[int, Field(ge=0, le=2**32 - 1)]
 
 
 class Frozen(BaseModel):

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from tasks.core.config_base import Frozen
+from tasks.core.config_base import Frozen, Seed
 
 
 class CurateConfig(Frozen):
@@ -17,7 +17,7 @@ class CurateConfig(Frozen):
     variance_ddof: Literal[0, 1] = 0
     common_scale: tuple[float, ...] = (1, 3, 5, 6, 8, 10)
     sample_size: int = Field(100, ge=1, le=1_000_000)
-    seed: int = 2025
+    seed: Seed = 2025
     # The confidence forms' scale (curate): a confidence outside it is rejected as out of range.
     confidence_range: tuple[float, float] = (1, 5)
     # which version of an edited review curation and scoring use: "first" (before the rebuttal) or "final"

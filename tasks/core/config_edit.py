@@ -1,41 +1,59 @@
 """Set keys of one table of a pipelines.toml in place, its comments and layout kept (the calibrate command).
 
-A plain text edit, not a TOML round trip: the key's line in the table is replaced, or the key is
-added at the table's end; a missing table is appended. Values are floats or strings.
+A TOML round trip through a style-keeping writer (tomlkit): the table is found however the file
+declares it (`[score.reference_flags]`, a dotted key `score.reference_flags.threshold = 0.9`, an
+inline table), its keys replaced or added, and a missing table added. The text is parsed back
+(tomllib, the reader every command uses) and must hold exactly the values set before it replaces
+the file atomically: a write no command could read is refused with one line, the file untouched.
+Values are floats or strings; a string holding what no TOML file can (a lone surrogate: a file name
+in bytes that are not UTF-8) keeps a replacement character there, and a surrogate pair is the
+character it stands for.
 """
 
 from __future__ import annotations
 
-import json
-import re
+import tomllib
 from pathlib import Path
+from typing import Any
 
+from tasks.core.errors import ConfigError
 from tasks.core.locks import write_bytes_atomic
 
 
-def _literal(value: float | str) -> str:
-    return json.dumps(value) if isinstance(value, str) else repr(float(value))
+def _value(value: float | str) -> float | str:
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")   # pairs joined, lone ones out
+    return float(value)
 
 
 def set_keys(path: Path, table: str, values: dict[str, float | str]) -> None:
-    """Write `values` into `[table]` of the TOML file at `path`."""
-    text = path.read_text() if path.is_file() else ""
-    lines = text.splitlines()
-    header = re.compile(rf"^\s*\[{re.escape(table)}\]\s*(#.*)?$")
-    start = next((i for i, line in enumerate(lines) if header.match(line)), None)
-    if start is None:
-        lines += ["", f"[{table}]", *(f"{k} = {_literal(v)}" for k, v in values.items())]
-    else:
-        end = next((i for i in range(start + 1, len(lines)) if re.match(r"^\s*\[", lines[i])), len(lines))
-        while end > start + 1 and not lines[end - 1].strip():
-            end -= 1
-        for key, value in values.items():
-            own = re.compile(rf"^\s*{re.escape(key)}\s*=")
-            at = next((i for i in range(start + 1, end) if own.match(lines[i])), None)
-            line = f"{key} = {_literal(value)}"
-            if at is None:
-                lines.insert(end, line)
-                end += 1
-            else:
-                lines[at] = line
-    write_bytes_atomic(path, ("\n".join(lines) + "\n").encode())
+    """Write `values` into `[table]` (a dotted name: "score.reference_flags") of the TOML file at `path`."""
+    import tomlkit
+    from tomlkit.exceptions import TOMLKitError
+
+    text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    wanted = {key: _value(value) for key, value in values.items()}
+    try:
+        document = tomlkit.parse(text)
+        node: Any = document
+        for part in table.split("."):
+            if part not in node:
+                node[part] = tomlkit.table(is_super_table=part != table.split(".")[-1])
+            node = node[part]
+            if not isinstance(node, dict):
+                raise ConfigError(f"{path}: {table} is not a table (it holds {type(node).__name__}); nothing written")
+        for key, value in wanted.items():
+            node[key] = value
+        written = tomlkit.dumps(document)
+    except TOMLKitError as error:
+        raise ConfigError(f"{path}: cannot set [{table}] ({str(error).splitlines()[0]}); nothing written") from None
+    try:
+        back: Any = tomllib.loads(written)
+        for part in table.split("."):
+            back = back[part]
+    except (tomllib.TOMLDecodeError, KeyError, TypeError) as error:
+        raise ConfigError(f"{path}: setting [{table}] would give a file TOML cannot read ({error}); "
+                          "nothing written") from None
+    if any(back.get(key) != value for key, value in wanted.items()):
+        raise ConfigError(f"{path}: setting [{table}] did not read back as written; nothing written")
+    write_bytes_atomic(path, written.encode("utf-8"))

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from tasks.core.config_base import Frozen
+from tasks.core.config_base import Frozen, Seed
 from tasks.core.config_llm import LLMConfig
 
 
@@ -33,7 +33,7 @@ class InjectionConfig(Frozen):
     the score stage measures how far its rating and first metric move (`injection_shifts`)."""
 
     papers: int = Field(0, ge=0, le=100_000)        # benchmark papers drawn for the track; 0: no track
-    seed: int = 0                       # the draw
+    seed: Seed = 0                       # the draw
     variants: tuple[Literal["visible", "hidden"], ...] = ("visible", "hidden")
     confidence: float = Field(0.90, gt=0, lt=1)   # the level of the shifts' t intervals
 

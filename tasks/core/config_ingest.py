@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from tasks.core.config_base import Frozen
+from tasks.core.config_base import Frozen, Seed
 
 
 class IngestConfig(Frozen):
@@ -92,7 +92,7 @@ class SyntheticSource(Frozen):
 
     n_papers: int = Field(12, ge=1, le=100_000)
     reviews_per_paper: int = Field(4, ge=1, le=100)
-    seed: int = 0
+    seed: Seed = 0
     pdfs: bool | Literal["lazy"] = True   # "lazy": each PDF rendered when first downloaded (large venues)
     bad_cases: bool = True
     form: Literal["ten_point", "iclr2026", "neurips2024"] = "ten_point"   # the review form's rating options

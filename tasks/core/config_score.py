@@ -3,11 +3,11 @@ the review-quality work, the reference flags)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from tasks.core.config_base import Frozen
+from tasks.core.config_base import Frozen, Seed
 from tasks.core.config_llm import LLMConfig
 
 
@@ -124,10 +124,13 @@ class ScoreConfig(Frozen):
     metrics: tuple[str, ...] = ("gem_raw", "gem", "gem_s_abstract", "gem_s_assw")  # names in tasks/metrics
     # More metrics scored into the same table for side-by-side comparison (any name in tasks/metrics)
     baselines: tuple[str, ...] = ("bleu", "rouge_l", "bertscore_minilm")
+    # The headline metrics: a column each, in this order, in the overview a reader sees first (the site's
+    # index, `grebench report`, the `overview` view); a metric named here that the run did not score has none
+    headline: tuple[str, ...] = ("gem", "gem_s_assw", "llm_judge")
     # Negative references per (candidate, reference) pair for the f-variational metrics (tasks/metrics/fmi.py):
     # references of other papers of the same venue, drawn with `negatives_seed`
     negatives: int = Field(4, ge=1, le=1000)
-    negatives_seed: int = 0
+    negatives_seed: Seed = 0
     # Several evaluation LMs in one run (tasks/scoring/eval_lms.py): each a model name or a table with
     # the keys above (eval_lm, eval_lm_cuda, dtype, quantization); empty: the single eval_lm above
     eval_lms: tuple[EvalLMConfig, ...] = ()
@@ -147,8 +150,8 @@ class ScoreConfig(Frozen):
     judges: tuple[LLMConfig, ...] = ()
     # Auto-PRE's fusion weights of that panel ("backend/model" -> weight): after the qualify stage each
     # member's weight is the mean of its exam scores (consistency, pertinence, self-confidence); a
-    # member without one weighs 1 (empty: the plain mean)
-    judge_weights: dict[str, float] = {}
+    # member without one weighs 1 (empty: the plain mean); each weight finite, 0 to 1e6, their sum above 0
+    judge_weights: dict[str, Annotated[float, Field(ge=0, le=1e6)]] = {}
     # How a judge's 0-10 rating is read (tasks/metrics/judge.py): "auto" reads it as the expectation over
     # the score tokens at the answer position (G-Eval) from every judge whose backend gives token
     # probabilities, and generates and parses "Score: N" for the others; "generate": always the latter
@@ -188,6 +191,13 @@ class ScoreConfig(Frozen):
     def _a_completions_server(cls, value: LLMConfig | None) -> LLMConfig | None:
         if value is not None and (value.backend != "openai" or value.api != "completions"):
             raise ValueError('an evaluation LM server needs backend = "openai" and api = "completions"')
+        return value
+
+    @field_validator("judge_weights")
+    @classmethod
+    def _some_weight(cls, value: dict[str, float]) -> dict[str, float]:
+        if value and not sum(value.values()) > 0:
+            raise ValueError("every weight is 0: a panel mean needs one member that counts")
         return value
 
     @model_validator(mode="after")

@@ -18,12 +18,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 
 import polars as pl
 
 from tasks.core.config import Config
+from tasks.core.errors import FatalError
 from tasks.core.locks import write_atomic
 
 
@@ -31,6 +33,34 @@ def slug(identifier: str) -> str:
     """The one file-system-safe name for an id (a venue, a paper, a candidate): runs of other characters
     become "_", no leading dot: "ICLR.cc/2023/Conference" -> "ICLR.cc_2023_Conference"."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", identifier).strip("_").lstrip(".") or "_"
+
+
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,119}")   # a file name as it is: no separator, no dot first
+
+
+class UnsafePath(FatalError):
+    """A path built from an id that would leave its folder (a link inside it pointing out)."""
+
+
+def safe_name(identifier: str) -> str:
+    """The file name of an id a server or a file supplied: the id itself when it is a safe name
+    (letters, digits, `.`, `_`, `-`, not starting with a dot, at most 120 characters), else its slug
+    (`..` dropped) cut to 80 characters and a hash of the id, so `../../x` is never a path and two ids of one slug
+    (`a<b`, `a>b`) never share a file."""
+    if SAFE_NAME.fullmatch(identifier):
+        return identifier
+    digest = hashlib.sha256(identifier.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{slug(re.sub(r'[.]{2,}', '_', identifier))[:80]}-{digest}"
+
+
+def id_path(folder: Path, identifier: str, suffix: str = "") -> Path:
+    """`folder/<safe_name(identifier)><suffix>`: the one way a path is built from an id a server or a
+    file supplied. The result is checked to stay under `folder` once resolved (a link planted inside
+    it is refused with `UnsafePath`)."""
+    path = Path(folder) / f"{safe_name(identifier)}{suffix}"
+    if not path.resolve().is_relative_to(Path(folder).resolve()):
+        raise UnsafePath(f"{path} leads outside {folder}")
+    return path
 
 
 def pipeline_dir(cfg: Config, pipeline: str) -> Path:

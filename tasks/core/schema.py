@@ -352,7 +352,7 @@ PANEL_WEIGHTS = pl.Schema(
         "model": pl.String,               # backend/model of a member of the judging panel
         "weight": pl.Float64,             # its Auto-PRE fusion weight
         "source": pl.String,              # exam | config | none (weighs 1)
-        "applied": pl.Boolean,            # the panel's scores use it (not with [qualify] on_fail = "report")
+        "applied": pl.Boolean,            # the panel's scores use it (all but [qualify] on_fail = "report")
     }
 )
 
@@ -370,3 +370,54 @@ QUALIFICATION = pl.Schema(
         "confidence": pl.String,          # how confidence was read: readout | stated
     }
 )
+
+
+# `grebench submit`'s one row per submission (tasks/stages/generate/submit.py); here so the damage guard's
+# column kinds (`kind_problem`) know its columns ("flagged" counts reviews there, a true/false elsewhere)
+SUBMISSIONS = pl.Schema({
+    "name": pl.String, "pipeline": pl.String, "file": pl.String, "file_sha256": pl.String, "format": pl.String,
+    "knowledge_cutoff": pl.Date, "submitted_at": pl.Datetime("ms", "UTC"), "model": pl.String,
+    "rows_in": pl.Int64, "accepted": pl.Int64, "excluded": pl.Int64, "rejected": pl.Int64,
+    "benchmark_papers": pl.Int64, "missing": pl.Int64, "replaced": pl.Boolean,
+    "flagged": pl.Int64,          # accepted reviews carrying text aimed at the evaluators (screening.py)
+})
+
+
+def kind(dtype: pl.DataType) -> str:
+    """What a column holds, as a reader of it cares: "number", "text", "true/false", "a date",
+    "a list", "a struct", else the type's name ("Binary", "Null", ...)."""
+    if dtype.is_numeric():
+        return "number"
+    if dtype in (pl.String, pl.Categorical) or isinstance(dtype, pl.Enum):
+        return "text"
+    if dtype == pl.Boolean:
+        return "true/false"
+    if dtype.is_temporal():
+        return "a date"
+    if isinstance(dtype, pl.List | pl.Array):
+        return "a list"
+    if isinstance(dtype, pl.Struct):
+        return "a struct"
+    return str(dtype)
+
+
+def _column_kinds() -> dict[str, str]:
+    """Every column of the schemas above that holds one kind wherever it appears."""
+    seen: dict[str, set[str]] = {}
+    for value in list(globals().values()):
+        if isinstance(value, pl.Schema):
+            for name, dtype in value.items():
+                seen.setdefault(name, set()).add(kind(dtype))
+    return {name: kinds.pop() for name, kinds in seen.items() if len(kinds) == 1}
+
+
+def kind_problem(found: pl.Schema) -> str | None:
+    """The first column of `found` (a stage output's schema) holding another kind than the schemas
+    here give it (a rating as text, a paper_id as a list), in one phrase; None when there is none.
+    An all-null column (Null) fits any kind."""
+    kinds = _column_kinds()
+    for name, dtype in found.items():
+        expected = kinds.get(name)
+        if expected is not None and dtype != pl.Null and kind(dtype) != expected:
+            return f"column {name!r} holds {dtype} ({kind(dtype)}), where the project writes {expected}"
+    return None

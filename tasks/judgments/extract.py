@@ -1,6 +1,8 @@
 """Preprocess reviews into atomic judgments and papers into synopses (GEM section 3.2, C.1, C.4).
 
-Each review goes to the LLM once with the versioned judgments prompt; the answer is checked and
+Two units (`[preprocess] unit`): "sentence", the small local model's way (tasks/judgments/sentences.py:
+the review's sentences, the LLM reading each one's opening), and "review", GEM appendix C.1's way for a
+large model, below. In the "review" unit each review goes to the LLM once with the versioned judgments prompt; the answer is checked and
 repaired line by line (`tasks.judgments.checks`). An answer that fails (an error, or no usable
 line) is asked once more with a stricter reminder (a different request, so a different cache
 key); if that fails too the review is recorded in rejects with the reason. Dropped lines are
@@ -22,6 +24,7 @@ from tasks.core.config import PreprocessConfig
 from tasks.core.errors import EmptyOutputError
 from tasks.core.prompts import load_prompt
 from tasks.core.schema import JUDGMENTS, SYNOPSES, USAGE
+from tasks.judgments import sentences
 from tasks.judgments.checks import (
     STANCES,
     ParsedJudgments,
@@ -129,6 +132,8 @@ def preprocess_reviews(reviews: pl.DataFrame, backend: LanguageModel, cfg: Prepr
                             "detail": "the review has no text", **where})
         else:
             jobs.append(_Job(row["review_id"], text, **where))
+    if cfg.judgment_unit == "sentence":
+        return require_judgments(_by_sentence(jobs, reviews.height, rejects, backend, cfg), cfg)
     system = load_prompt(cfg.prompt_version)
     asked = _ask(jobs, backend, system, "review", cfg.max_tokens, _parse_judgments)
     rows: list[dict[str, Any]] = []
@@ -155,6 +160,49 @@ def preprocess_reviews(reviews: pl.DataFrame, backend: LanguageModel, cfg: Prepr
     stats["reviews_rejected"] = stats["reviews_in"] - stats["reviews_with_judgments"]
     out = PreprocessOutput(judgments, _rejects(rejects), usage_frame("judgments", asked.every, backend, cfg), stats)
     return require_judgments(out, cfg)
+
+
+def _by_sentence(jobs: list[_Job], reviews_in: int, rejects: list[dict[str, Any]], backend: LanguageModel,
+                 cfg: PreprocessConfig) -> PreprocessOutput:
+    """The "sentence" unit (tasks/judgments/sentences.py): every review's pieces, their openings read in one
+    batch of log-likelihoods, one line per piece that judges; a review with none is a reject."""
+    split = {job.entity_id: sentences.pieces(job.text) for job in jobs}
+    flat = [piece for job in jobs for piece in split[job.entity_id]]
+    system = load_prompt(cfg.sentence_prompt_version)
+    cached_before = getattr(backend, "loglikelihood_cached", 0)
+    stances, prompts = sentences.readouts(backend, system, flat)
+    rows: list[dict[str, Any]] = []
+    stats = {"reviews_in": reviews_in, "retried": 0, "lines_kept": 0, "lines_repaired": 0, "lines_dropped": 0,
+             "pieces": len(flat), "pieces_without_judgment": 0}
+    at = 0
+    for job in jobs:
+        where = {"paper_id": job.paper_id, "venue_id": job.venue_id}
+        own = split[job.entity_id]
+        chosen, at = stances[at:at + len(own)], at + len(own)
+        lines = list(dict.fromkeys(sentences.line(stance, piece) for stance, piece in zip(chosen, own, strict=True)
+                                   if stance != sentences.NO_JUDGMENT))
+        stats["pieces_without_judgment"] += sum(stance == sentences.NO_JUDGMENT for stance in chosen)
+        if not lines:
+            detail = (f"none of its {len(own)} sentences judges the paper" if own
+                      else "no sentence outside the paper's summary")
+            rejects.append({"entity": "review", "entity_id": job.entity_id, "rule": "no_judgment", "detail": detail,
+                            **where})
+            continue
+        for position, text in enumerate(lines):
+            rows.append({"review_id": job.entity_id, "position": position, "stance": text.split()[2], "text": text,
+                         "model": backend.model, "prompt_version": cfg.sentence_prompt_version})
+        stats["lines_kept"] += len(lines)
+    judgments = pl.DataFrame(rows, schema=JUDGMENTS)
+    stats["reviews_with_judgments"] = judgments["review_id"].n_unique()
+    stats["reviews_rejected"] = stats["reviews_in"] - stats["reviews_with_judgments"]
+    cached = getattr(backend, "loglikelihood_cached", 0) - cached_before
+    usage = {"requests": prompts["requests"], "cached": min(cached // len(sentences.OPENINGS), prompts["requests"]),
+             "errors": 0,
+             "input_tokens": prompts["input_tokens"], "output_tokens": 0, "cache_read_tokens": 0,
+             "cache_write_tokens": 0, "cost_usd": 0.0}
+    frame = pl.DataFrame([{"purpose": "judgments", "backend": backend.name, "model": backend.model, **usage}],
+                         schema=USAGE)
+    return PreprocessOutput(judgments, _rejects(rejects), frame, stats)
 
 
 def require_judgments(out: PreprocessOutput, cfg: PreprocessConfig) -> PreprocessOutput:

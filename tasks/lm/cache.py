@@ -61,10 +61,12 @@ CREATE TABLE IF NOT EXISTS top_logprobs (key TEXT PRIMARY KEY, alternatives TEXT
 
 def request_key(identity: str, request: ChatRequest) -> str:
     """sha256 over the backend/model identity (with its decoding settings), max_tokens, the full
-    prompt text and, when set, the forced answer beginning, the line prefixes and the draw (`sample`)."""
+    prompt text and, when set, the forced answer beginning, the line prefixes, `one_line` and the draw (`sample`)."""
     parts: list[object] = [identity, request.max_tokens, request.system, request.user]
     if request.prefill or request.line_prefixes:
         parts.append({"prefill": request.prefill, "line_prefixes": list(request.line_prefixes)})
+    if request.one_line:
+        parts.append({"one_line": True})
     if request.sample:
         parts.append({"sample": request.sample})
     payload = json.dumps(parts, ensure_ascii=False)
@@ -228,12 +230,11 @@ class CachedLM:
         """The inner model's tokenizer (a local model or a completions server: the readout checks answers with it)."""
         return self.inner.tokenizer  # type: ignore[attr-defined]
 
-    def loglikelihood(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
-        """A server's answers from the cache where present, the rest asked and stored; a local
-        model's straight from the model."""
-        if not getattr(self.inner, "cache_loglikelihood", False):
-            return self.inner.loglikelihood(requests)
-        identity = self.inner.loglikelihood_identity  # type: ignore[attr-defined]
+    def kept_loglikelihood(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
+        """`loglikelihood` stored in the answer cache whatever the backend, a local model's included: for
+        readouts that recur across runs and perturbations (a sentence's judgment opening), keyed by the
+        model's identity and the request's texts."""
+        identity = getattr(self.inner, "loglikelihood_identity", None) or f"{self.identity}|loglikelihood"
         keys = [loglikelihood_key(identity, r) for r in requests]
         found = self.cache.get_loglikelihoods(sorted(set(keys)))
         missing = list(dict.fromkeys(k for k in keys if k not in found))
@@ -244,6 +245,13 @@ class CachedLM:
             found.update(zip(missing, fresh, strict=True))
         self.loglikelihood_cached += len(keys) - len(missing)
         return [found[k] for k in keys]
+
+    def loglikelihood(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
+        """A server's answers from the cache where present, the rest asked and stored; a local
+        model's straight from the model."""
+        if not getattr(self.inner, "cache_loglikelihood", False):
+            return self.inner.loglikelihood(requests)
+        return self.kept_loglikelihood(requests)
 
     def top_logprobs(self, requests: Sequence[ChatRequest]) -> list[TopLogprobs]:
         """The next tokens' top list from the cache where present, the rest asked and stored (only

@@ -14,6 +14,8 @@ a line. The state of each row is the text of its current line:
   that has its content and ends a sentence (".", "!" or "?") must end there: the next token is a
   line break or the end of the answer, so a second sentence starts a new, prefixed line. A line
   is never finished as an exact copy of an earlier one: the token that would complete it is refused.
+With `one_line`, the answer is its first line: no line break at all, and where a line could break the
+answer ends instead.
 
 Blank lines are not allowed, nor are line breaks other than "\\n". A prefix that should be followed
 by a space carries it ("The reviewer appreciates "), which also keeps punctuation off the verb.
@@ -85,7 +87,7 @@ class LinePrefixConstraint:
     transformers LogitsProcessor."""
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase, prefixes: Sequence[str], stop_ids: Sequence[int], min_content: int = 3,
-                 one_sentence: bool = True) -> None:
+                 one_sentence: bool = True, one_line: bool = False) -> None:
         import torch
 
         if not prefixes or any(not p or "\n" in p for p in prefixes):
@@ -93,6 +95,7 @@ class LinePrefixConstraint:
         self.prefixes = tuple(prefixes)
         self.min_content = min_content
         self.one_sentence = one_sentence
+        self.one_line = one_line
         self.strings = token_strings(tokenizer)
         self.stop_ids = sorted(set(stop_ids))
         size = len(self.strings)
@@ -118,6 +121,9 @@ class LinePrefixConstraint:
         self.no_break = ~(self.never | self.has_newline | self.stops)
         self.must_break = self.breaks_now | self.stops
         self.content_ok = ~(self.never | (self.has_newline & ~self.tail_ok))
+        if one_line:   # the first line is the whole answer: where it may break, it ends
+            self.must_break = self.stops
+            self.content_ok = ~(self.never | self.has_newline)
         self._opening: dict[str, torch.Tensor] = {}
         self._ids_of: dict[str, list[int]] = {}          # token text -> ids
         self._ids_breaking_after: dict[str, list[int]] = {}   # text before a token's line break -> ids

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 
 from tasks.core.progress import track
 from tasks.lm.batching import batches
+from tasks.lm.cpu import release_freed
 from tasks.lm.fitting import request_window
 from tasks.lm.line_prefixes import LinePrefixConstraint
 from tasks.lm.loading import ModelSpec, Tokens, chat_ids, chat_spec, load_model
@@ -184,17 +185,17 @@ class LocalLM(Backend):
         from tasks.lm.loglikelihood import prompt_clusters
 
         cluster_of: dict[Tokens, tuple[int, int]] = {}
-        for prefixes in {requests[i].line_prefixes for i in runnable}:
-            own = [prompts[i] for i in runnable if requests[i].line_prefixes == prefixes]
+        for rules in {_rules(requests[i]) for i in runnable}:
+            own = [prompts[i] for i in runnable if _rules(requests[i]) == rules]
             for n, cluster in enumerate(prompt_clusters(own) if len(own) > 1 else [own]):
                 cluster_of.update({ids: (-max(map(len, cluster)), n) for ids in cluster})
         chunks = [[runnable[k] for k in batch] for batch in batches(
             runnable, lambda i: len(prompts[i]),
-            key=lambda i: (requests[i].line_prefixes, *cluster_of[prompts[i]], -len(prompts[i])),
-            max_items=self.batch_size, group=lambda i: requests[i].line_prefixes)]
+            key=lambda i: (_rules(requests[i]), *cluster_of[prompts[i]], -len(prompts[i])),
+            max_items=self.batch_size, group=lambda i: _rules(requests[i]))]
         for chunk in track(chunks, f"generating ({self.model})", "batch"):
             first = requests[chunk[0]]
-            constraint = self.constraint(first.line_prefixes) if first.line_prefixes else None
+            constraint = self.constraint(first.line_prefixes, first.one_line) if first.line_prefixes else None
             answers = self._generate([prompts[i] for i in chunk], [requests[i].max_tokens for i in chunk],
                                      constraint, [requests[i].prefill for i in chunk],
                                      [seed(self.identity, requests[i]) for i in chunk] if self.temperature else None)
@@ -204,15 +205,17 @@ class LocalLM(Backend):
                 results[i] = result
             if on_answers is not None:
                 on_answers(done)
+            if self._loaded()[0].device.type == "cpu":
+                release_freed()
         return [result for result in results if result is not None]
 
-    def constraint(self, prefixes: tuple[str, ...]) -> LinePrefixConstraint:
-        """The line-prefix rules for this model's tokenizer (built once per process and prefixes)."""
+    def constraint(self, prefixes: tuple[str, ...], one_line: bool = False) -> LinePrefixConstraint:
+        """The line-prefix rules for this model's tokenizer (built once per process, prefixes and `one_line`)."""
         model, tokenizer = self._loaded()
-        key = (id(tokenizer), prefixes)
+        key = (id(tokenizer), prefixes, one_line)
         if key not in _CONSTRAINTS:
             _CONSTRAINTS[key] = LinePrefixConstraint(tokenizer, prefixes, sorted(self._stops()), MIN_CONTENT_TOKENS,
-                                                      ONE_SENTENCE)
+                                                      ONE_SENTENCE, one_line=one_line)
         return _CONSTRAINTS[key]
 
     def _stops(self) -> set[int]:
@@ -309,6 +312,11 @@ class LocalLM(Backend):
     @property
     def tokens_per_second(self) -> float:
         return self.generated_tokens / self.generate_seconds if self.generate_seconds else 0.0
+
+
+def _rules(request: ChatRequest) -> tuple[tuple[str, ...], bool]:
+    """What decides a request's constraint: its line prefixes and whether the answer is one line."""
+    return request.line_prefixes, request.one_line
 
 
 def seed(identity: str, request: ChatRequest) -> int:

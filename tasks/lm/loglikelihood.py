@@ -48,6 +48,7 @@ import torch
 
 from tasks.core.progress import track
 from tasks.lm.batching import batches
+from tasks.lm.cpu import release_freed
 from tasks.lm.fitting import fit_request, request_window
 from tasks.lm.flat_attention import compile_layers, flat_mask, may_attend, use_flat_attention
 from tasks.lm.loading import Tokens, chat_ids, common_prefix, end_of_turn
@@ -335,6 +336,7 @@ class LoglikelihoodEngine:
                 values = self._continuations(batch, past, past_mask)
                 for (_, prompt, target), value in zip(batch, values, strict=True):
                     done[(prompt, target)] = value
+            self._release()
 
     def _score_packed(self, groups: dict[Tokens, set[Tokens]], done: dict[tuple[Tokens, Tokens], torch.Tensor]) -> None:
         """Prompts in rows: a row holds one prompt's body and every continuation after it, or several
@@ -368,6 +370,7 @@ class LoglikelihoodEngine:
             chunk = [rows[i] for i in chunk_ids]
             parts.append(self._packed_rows(chunk, head, head_len))
             keys += [(prompt, target) for row in chunk for prompt, targets in row for target in targets]
+            self._release()
         # one copy back at the end: no batch waits for the device, which runs while the next one is packed
         values = torch.cat(parts).double().cpu().split([len(target) for _, target in keys])
         done.update(zip(keys, values, strict=True))
@@ -460,6 +463,10 @@ class LoglikelihoodEngine:
         self.stats.head_rows += rows.shape[0]
         return torch.cat([self._head_logprobs(rows[i : i + self.head_rows], wanted[i : i + self.head_rows])
                           for i in range(0, rows.shape[0], self.head_rows)])
+
+    def _release(self) -> None:
+        if self.device.type == "cpu":
+            release_freed()
 
     def _to_device(self, values: torch.Tensor) -> torch.Tensor:
         """A host tensor on the model's device; to a GPU from pinned memory without waiting for the

@@ -67,6 +67,9 @@ class ChatRequest:
     # token while decoding, see tasks/lm/line_prefixes.py). The anthropic backend ignores it: the
     # instructions and the prefill keep a large model to the format there.
     line_prefixes: tuple[str, ...] = ()
+    # Local backend only, with `line_prefixes`: the answer is one line (its first line break is refused; it ends
+    # where the line could end). Short single-judgment requests stop there instead of running to max_tokens.
+    one_line: bool = False
     # The draw: 0 for a single answer; k > 0 asks the same question again as its own draw, cached under its
     # own key (a sampling backend gives a fresh answer; a local model samples with a seed of the request)
     sample: int = 0

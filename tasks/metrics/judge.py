@@ -23,7 +23,8 @@ number after "Score:" parsed; an answer without one is NaN with the reason `judg
 predictor column shows.
 
 The judge is `Resources.llm` (the `[score.oracle]` backend), or the panel `[score] judges`, whose
-ratings are averaged (tasks/metrics/panel.py). `llm_judge` writes its rating on each of the
+ratings are averaged (tasks/metrics/panel.py); a panel's members also get rows of their own, each
+named by its member in `eval_lm` (`member_rows`), so the board has every judge's column beside the panel's. `llm_judge` writes its rating on each of the
 candidate's one row with a null reference, since it read every reference of the paper at once; the
 reference-free judges do the same (the registry's `reads_references` tells the two apart).
 """
@@ -39,6 +40,7 @@ import polars as pl
 
 from tasks.core.frames import reference_sets, usable
 from tasks.core.prompts import load_prompt
+from tasks.metrics.panel import member_rows
 from tasks.metrics.registry import LLM_JUDGE, FamilyResult, Metric, Resources, register_family, scores_frame
 
 PROMPT_VERSIONS = {"llm_judge": "judge-reference-v1", "llm_judge_noref": "judge-free-v1",
@@ -133,14 +135,16 @@ def judge_family(metrics: Sequence[Metric], candidates: pl.DataFrame, references
             # the whole rating where any reference it read is flagged)
             plans.append(({**base, "reference": None, "reason": reason}, key))
         analysis = metric.name == "lm_examiner"
-        ratings, panel = rate_panel(resources, {k: (system, u) for k, u in asks.items()}, f"judge:{metric.name}",
-                                    EXAMINER_TOKENS if analysis else MAX_ANSWER_TOKENS, analysis)
+        rated = rate_panel(resources, {k: (system, u) for k, u in asks.items()}, f"judge:{metric.name}",
+                           EXAMINER_TOKENS if analysis else MAX_ANSWER_TOKENS, analysis)
         for row, key in plans:
-            row["eval_lm"] = panel
+            row["eval_lm"] = rated.name
             if key is not None:
-                row["score"] = ratings[key]
-                row["reason"] = "judge_unanswered" if math.isnan(ratings[key]) else None
+                row["score"] = rated.values[key]
+                row["reason"] = "judge_unanswered" if math.isnan(rated.values[key]) else None
             rows.append(row)
+        # a panel's members, each on its own beside the panel (the board's columns of each judge)
+        rows += member_rows([r for r, _ in plans], [k for _, k in plans], rated.members, "judge_unanswered")
     return FamilyResult(scores_frame(rows))
 
 

@@ -25,6 +25,8 @@ import json
 import math
 from collections.abc import Sequence
 
+from tasks.lm.readout import MIN_SCALE_MASS
+
 ORACLE_VERSION = "statement-support-v1"
 ANSWERS = ("Yes", "No")
 
@@ -51,10 +53,18 @@ def statements(text: str | None) -> list[str]:
     return [line.strip() for line in (text or "").splitlines() if line.strip()]
 
 
-def local_critic(p_yes: float, p_no: float) -> float:
-    """t = P(Yes) / (P(Yes) + P(No)) - 1/2, in [-1/2, 1/2]; NaN when the readout put no mass on either."""
+# The least probability the readout must put on "Yes" and "No" together for their ratio to be an answer: below
+# it the model was answering something else, and renormalising the crumbs would make a verdict out of noise
+# (the rating readouts' floor, tasks/lm/readout.py MIN_SCALE_MASS). Such a question is NaN, and the cell's
+# row says `oracle_unanswered`.
+MIN_ANSWER_MASS = MIN_SCALE_MASS
+
+
+def local_critic(p_yes: float, p_no: float, min_mass: float = MIN_ANSWER_MASS) -> float:
+    """t = P(Yes) / (P(Yes) + P(No)) - 1/2, in [-1/2, 1/2]; NaN when the readout put less than `min_mass` on
+    the two answers together."""
     total = p_yes + p_no
-    return p_yes / total - 0.5 if total > 0 else math.nan
+    return p_yes / total - 0.5 if total > 0 and total >= min_mass else math.nan
 
 
 def report_critic(local: Sequence[float]) -> float:

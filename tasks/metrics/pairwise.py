@@ -178,5 +178,5 @@ register_family(
      "Pairwise judge (RevisEval's pairwise comparison, Auto-PRE's position swap): each pair of generated "
      "candidates of a paper judged against a revision of one of them, both orders asked; the candidate's share "
      "of verdicts won on the paper"),
-    across_models=True,
+    across_models=True, reads_references=False,   # the candidates and a revision of one of them, no human review
 )

@@ -13,7 +13,10 @@ overload, 5xx) after the backend's retries raises `TransientLLMError`: the stage
 log under the purpose, so usage and answers stay per model.
 
 The score rows name the panel in `eval_lm` (`panel_key`: "anthropic/a+openai/b"), which the
-leaderboard's predictor column shows: the judges used are on the board.
+leaderboard's predictor column shows: the judges used are on the board. The LLM judges of a panel of
+two or more also write each member's own rating (`member_rows`: its name in `eval_lm`, `note`
+"panel_member"), so the board shows each member's column beside the panel's weighted one; validation
+rescores the panel's score alone (tasks/stages/validate/rescore.py drops the member rows).
 """
 
 from __future__ import annotations
@@ -22,8 +25,12 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from tasks.metrics.registry import MEMBER_NOTE
+
 if TYPE_CHECKING:
     from tasks.metrics.registry import ChatLM, Resources
+
+
 
 
 def model_key(llm: ChatLM) -> str:
@@ -42,6 +49,23 @@ def mean_of_members(values: Sequence[float], weights: Sequence[float] | None = N
     kept = [(v, w) for v, w in zip(values, weights, strict=True) if not math.isnan(v)]
     total = sum(w for _, w in kept)
     return sum(v * w for v, w in kept) / total if kept and total > 0 else math.nan
+
+
+def member_rows(rows: Sequence[dict], keys: Sequence[str | None], members: Sequence[tuple[str, Mapping[str, float]]],
+                unanswered: str) -> list[dict]:
+    """Each member's copy of a panel's score rows, for a panel of two or more (none for one: its row is
+    the panel's): `rows[i]` asked question `keys[i]` (None: not asked, its reason kept); the copy has the
+    member's own rating, its name in `eval_lm`, the reason `unanswered` where it gave none, and `note`
+    MEMBER_NOTE."""
+    if len(members) < 2:
+        return []
+    out = []
+    for name, values in members:
+        for row, key in zip(rows, keys, strict=True):
+            score = values[key] if key is not None else math.nan
+            reason = row["reason"] if key is None else unanswered if math.isnan(score) else None
+            out.append({**row, "eval_lm": name, "score": score, "reason": reason, "note": MEMBER_NOTE})
+    return out
 
 
 def member_weight(resources: Resources, llm: ChatLM) -> float:

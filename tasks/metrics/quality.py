@@ -47,7 +47,7 @@ from tasks.metrics.review_quality.work import (
     empty_tables,
 )
 
-RATING_METRICS = ("rating_mae", "rating_mae_readout", "accept_accuracy")
+RATING_METRICS = ("rating_mae", "rating_mae_readout", "accept_accuracy", "accept_accuracy_readout")
 
 
 def review_quality_family(metrics: Sequence[Metric], candidates: pl.DataFrame, references: pl.DataFrame,
@@ -86,7 +86,8 @@ def quality_facts(resources: Resources) -> list[pl.DataFrame]:
 
 
 # the review-quality metrics that read the paper, its decision or the candidate alone, never the human references
-NO_REFERENCES = ("question_score", "summary_coverage", "binoculars", "ai_rate", "accept_accuracy")
+NO_REFERENCES = ("question_score", "summary_coverage", "binoculars", "ai_rate", "accept_accuracy",
+                 "accept_accuracy_readout")
 
 
 def _m(name: str, reads: str, higher: bool, description: str, whole_run: bool = False) -> Metric:
@@ -129,7 +130,10 @@ register(
        "the same error for ratings read out of the model at the rating position (an expectation over the scale, a "
        "top-token list or a follow-up answer: `rating_method` readout/toplogprobs/asked); stated ratings are NaN here"),
     _m("accept_accuracy", "raw", True,
-       "1 when the candidate's rating is on the paper's side of the accept threshold (accept vs reject decision)"),
+       "1 when the candidate's stated rating is on the paper's side of the accept threshold (accept vs reject "
+       "decision); a read-out rating is NaN here"),
+    _m("accept_accuracy_readout", "raw", True,
+       "the same agreement for ratings read out of the model at the rating position; stated ratings are NaN here"),
 )
 
 

@@ -1,7 +1,8 @@
 """A judge's 0-10 rating, read from its probabilities where it has them, else generated and parsed.
 
 `rate_panel` asks every member of the judging panel (tasks/metrics/panel.py) the same questions
-and averages their ratings, NaN where no member gave one. Per member:
+and averages their ratings (weighted by their fusion weights), NaN where no member gave one; it
+returns each member's own ratings too (`PanelRatings.members`). Per member:
 
 * readout (a backend whose `loglikelihood` answers: the local models, and any backend the LM layer
   gives log-likelihoods): the rating is the expectation over the scale 0-10 at the answer position
@@ -26,7 +27,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from tasks.lm.types import ChatRequest, ChatResult, Unsupported
@@ -133,9 +134,19 @@ def rate_member(llm: ChatLM, method: str, prompts: Sequence[tuple[str, str]], ke
     return [parse_rating(_after_analysis(r.text)) if r.error is None else math.nan for r in written], "generate", written
 
 
+@dataclass(frozen=True)
+class PanelRatings:
+    """A panel's ratings: its (weighted) mean per question, its name, and each member's own."""
+
+    values: dict[str, float]                            # key -> the panel's rating (NaN: no member gave one)
+    name: str                                           # "<method>:<backend>/<model>" of each member, joined by "+"
+    members: tuple[tuple[str, dict[str, float]], ...]   # (the member's name, key -> its rating), in panel order
+
+
 def rate_panel(resources: Resources, questions: Mapping[str, tuple[str, str]], purpose: str, max_tokens: int,
-               analysis: bool = False) -> tuple[dict[str, float], str]:
-    """(key -> the panel's mean rating, NaN where no member gave one; the panel's name with each member's method)."""
+               analysis: bool = False) -> PanelRatings:
+    """Every member's rating of each question, and the panel's: their mean weighted by the members'
+    fusion weights, NaN where no member gave one."""
     members = resources.panel()
     if not members:
         raise ValueError("no model in the judging role (neither [score] judges nor [score.oracle])")
@@ -161,7 +172,8 @@ def rate_panel(resources: Resources, questions: Mapping[str, tuple[str, str]], p
         per_member.append(values)
     weights = [member_weight(resources, llm) for llm in members]   # Auto-PRE fusion weights (panel.py)
     ratings = {k: mean_of_members([m[i] for m in per_member], weights) for i, k in enumerate(keys)}
-    return ratings, "+".join(names)
+    own = [dict(zip(keys, values, strict=True)) for values in per_member] or [{} for _ in names]
+    return PanelRatings(ratings, "+".join(names), tuple(zip(names, own, strict=True)))
 
 
 def _method(llm: ChatLM) -> str:

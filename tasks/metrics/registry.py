@@ -56,6 +56,7 @@ Embed = Callable[[Sequence[str]], list[np.ndarray]]      # texts -> one (tokens 
 Readout = Callable[[pl.DataFrame], pl.DataFrame]         # ORACLE_REQUESTS -> ORACLE_RESULTS (the eval LM's yes/no readout)
 # (system, user) prompts, answers -> (prompts x answers) probabilities of each answer's first token (the eval LM's readout)
 AnswerReadout = Callable[[Sequence[tuple[str, str]], Sequence[str]], np.ndarray]
+MEMBER_NOTE = "panel_member"   # the `note` of a panel member's own score row, beside the panel's
 OraclePredictor = Literal["readout", "generate", "sampled"]   # "sampled": the *_sampled cells' draws
 
 

@@ -157,18 +157,22 @@ def _judged(resources: Resources, plans: list, revisions: dict[str, str | None])
         q = content_key(JUDGE_VERSION, system, user)
         questions.setdefault(q, (system, user))
         keys.append(q)
-    ratings, panel = rate_panel(resources, questions, "judge:reviseval_judge", ANALYSIS_TOKENS, analysis=True)
-    return [ratings[q] if q else math.nan for q in keys], panel
+    rated = rate_panel(resources, questions, "judge:reviseval_judge", ANALYSIS_TOKENS, analysis=True)
+    return [rated.values[q] if q else math.nan for q in keys], rated.name
 
 
 register(
+    # no human reference is read (the revision is the candidate's own, from the abstract): reads_references False
     Metric("reviseval_bleu", "raw", "abstract", LLM_REVISER, True,
            "RevisEval: sentence BLEU of the candidate against its LLM revision (response-adapted reference)",
-           reviseval_family),
+           reviseval_family, reads_references=False),
     Metric("reviseval_rouge_l", "raw", "abstract", LLM_REVISER, True,
-           "RevisEval: ROUGE-L F1 of the candidate against its LLM revision", reviseval_family),
+           "RevisEval: ROUGE-L F1 of the candidate against its LLM revision", reviseval_family,
+           reads_references=False),
     Metric("reviseval_bertscore", "raw", "abstract", LLM_REVISER, True,
-           "RevisEval: BERTScore-style F1 of the candidate against its LLM revision (MiniLM)", reviseval_family),
+           "RevisEval: BERTScore-style F1 of the candidate against its LLM revision (MiniLM)", reviseval_family,
+           reads_references=False),
     Metric("reviseval_judge", "raw", "abstract", LLM_JUDGE, True,
-           "RevisEval: the LLM judge rates the candidate 0-10 against its LLM revision", reviseval_family),
+           "RevisEval: the LLM judge rates the candidate 0-10 against its LLM revision", reviseval_family,
+           reads_references=False),
 )

@@ -51,7 +51,7 @@ DEFAULT_PAPERS = 300   # the paper's validation sample (section 4.2)
 WORKFLOWS = {
     "algorithm1": "GEM Algorithm 1: one seeded candidate per paper, its other reviews the references; strategies "
                   "on the raw review (appendix D; the rephrase on the judgments, D.2.1); original and perturbed "
-                  "candidate preprocessed by {preprocessor}, the references keeping the release's judgments",
+                  "candidate preprocessed by {preprocessor}, {references}",
     "judgment-lines": "PROXY judgment-lines (not the paper's workflow): every review a candidate in turn, the "
                       "deterministic strategies on the release's judgment lines, which the raw-text metrics read too",
 }
@@ -63,6 +63,9 @@ KIND = {"sentence_deletion": "degradation", "deletion_completion": "degradation"
 STRATEGIES = {"Sentence Deletion": "sentence_deletion", "Deletion & Completion": "deletion_completion",
               "Abstract-only Review": "surface_report", "GPT-4o Rephrase": "rephrase",
               "Llama3.1 Rephrase": "rephrase_second", "Meaningless Elongation": "meaningless_elongation"}
+# a named proxy that may fill a paper's cell when the paper's own strategy is not run (its rows' perturber says so):
+# the elongation without the LLM's summaries costs no decode
+PROXIES = {"meaningless_elongation_proxy": "meaningless_elongation"}
 METRICS = {"BLEU": "bleu", "ROUGE-L": "rouge_l", "BERTScore": "bertscore_minilm", "BARTS.-F1": "bartscore_f1",
            "BARTS.-prec.": "bartscore_precision", "BARTS.-recall": "bartscore_recall", "LMExaminer": "lm_examiner",
            "GEM-raw": "gem_raw", "GEM": "gem", "GEM-S": "gem_s_abstract"}
@@ -114,7 +117,12 @@ def release_files(release: Path | None, cache: Path, timeout_s: float = 120.0) -
             found = sorted(release.glob("*.parquet"))
             if not found:
                 raise ReleaseError(f"{release}: no .parquet file in the folder")
+            odd = [p for p in found if not p.is_file()]   # a FIFO would block the reader for ever
+            if odd:
+                raise ReleaseError(f"{odd[0]}: not a regular file (a pipe, a socket or a device): give Parquet files")
             return found
+        if release.exists() and not release.is_file():
+            raise ReleaseError(f"{release}: not a regular file (a pipe, a socket or a device): give a Parquet file")
         if not release.is_file():
             raise ReleaseError(f"{release}: no such file or folder")
         return [release]
@@ -151,6 +159,10 @@ def release_reviews(paths: Sequence[Path]) -> pl.DataFrame:
             kind = raw.schema[picked[name]] if picked[name] else pl.String
             if kind not in (pl.String, pl.Null, pl.Categorical):
                 raise ReleaseError(f"{path}: column {picked[name]} ({name}) holds {kind}, not text")
+        for column in (picked["paper_id"], "reviewer"):   # ids: one text or number a row, never a list
+            kind = raw.schema.get(column, pl.String)
+            if kind.is_nested() or kind == pl.Binary:
+                raise ReleaseError(f"{path}: column {column} holds {kind}, not one id a row")
         if "reviewer" in raw.columns:
             reviewer = pl.col("reviewer").cast(pl.String)
         else:
@@ -216,8 +228,11 @@ def side_by_side(validation: pl.DataFrame, skipped: dict[str, str], alpha: float
     metric read and what perturbed it, and whether sign and significance agree; a cell that was not
     measured says why in `reason`."""
     ours: dict[tuple[str, str], dict] = {}
-    for row in validation.iter_rows(named=True):
+    for row in validation.iter_rows(named=True):   # the paper's strategy before its proxy
         ours.setdefault((row["metric"], row["strategy"]), row)
+    for row in validation.iter_rows(named=True):
+        if row["strategy"] in PROXIES:
+            ours.setdefault((row["metric"], PROXIES[row["strategy"]]), row)
     rows = []
     for cell in PAPER_TABLE.iter_rows(named=True):
         paper_sig = paper_significant(cell["strategy"], cell["paper_low"], cell["paper_high"])

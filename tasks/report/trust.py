@@ -105,7 +105,7 @@ def trust_markdown(frames: Mapping[str, pl.DataFrame]) -> list[str]:
         out += ["", "## References flagged as likely AI-written", "",
                 f"{flagged} of {flags.height} human references score below the Binoculars threshold "
                 f"({_threshold(flags)}; `reference_flags`). The leaderboard's `mean_unflagged` leaves them "
-                "out; `flagged_shift` is the change (the rows below: those resting on a flagged reference)."]
+                "out, as references and as the f-variational metrics' negatives; `flagged_shift` is the change (the rows below: those resting on a flagged reference)."]
         if "n_flagged" in board.columns:
             moved = board.filter(pl.col("n_flagged") > 0)
             if moved.height:

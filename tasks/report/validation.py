@@ -6,7 +6,8 @@ database, or frames handed in) and writes into `out_dir`:
     leaderboard.png   per metric and evaluation LM: each model's mean score with its CI, the human
                       baseline as a grey line and band (like the GEM paper's figure 5)
     validation.png    metric x strategy heat map of the SMD, each cell marked pass / FAIL / inconclusive
-    report.md         the same numbers as tables, the metrics that fail any test and, per metric, the
+    report.md         the overview first (a model per row, a headline metric per column: tasks/report/overview.py),
+                      the same numbers as tables, the metrics that fail any test and, per metric, the
                       degradations and manipulations it fails with counts (tasks/stages/validate/failures.py);
                       cost per review beside quality, flagged references, the injection track (trust.py)
     cost_quality.png  each model's mean against its cost per review, when costs are known (trust.py)
@@ -21,13 +22,15 @@ from typing import Any
 
 import polars as pl
 
+from tasks.report import overview
 from tasks.report.common import finite, markdown_table, pyplot, read_tables
 from tasks.stages.validate.failures import failures_markdown
 
 TABLES = ("leaderboard", "validation", "human_correlation", "length_confound",
           "focus_categories", "review_quality_models", "rating_relation",   # these three: tasks/report/review_quality.py
           "candidate_costs", "reference_flags", "injection_shifts",         # these three: tasks/report/trust.py
-          "pairwise_board", "pairwise_bias")                                # the pairwise judge (sql/marts/pairwise_*.sql)
+          "pairwise_board", "pairwise_bias",                                # the pairwise judge (sql/marts/pairwise_*.sql)
+          "overview")                                                       # the first section (tasks/report/overview.py)
 
 
 def model_label(board: pl.DataFrame) -> pl.Expr:
@@ -100,7 +103,8 @@ def _run_line(validation: pl.DataFrame) -> str:
             values = sorted({str(v) for v in validation[column].drop_nulls().to_list()})
             parts.append(f"{label}: {', '.join(values)}")
     if "perturber" in validation.columns:
-        llms = sorted({str(v) for v in validation["perturber"].drop_nulls() if v not in ("rules", "search")})
+        llms = sorted({str(v) for v in validation["perturber"].drop_nulls()
+                       if not str(v).startswith(("rules", "search"))})
         if llms:
             parts.append(f"perturbed by: {', '.join(llms)}")
     return "\n" + "; ".join(parts) if parts else ""
@@ -150,6 +154,8 @@ def markdown(frames: Mapping[str, Any], figures: Mapping[str, Path]) -> str:
     out = ["# GRE-bench report", ""]
     if frames.get("_pipeline") is not None:
         out += [f"Results of pipeline `{frames['_pipeline']}`.", ""]
+    if "overview" in frames:     # the overview first (a frame handed in without one starts at the figures)
+        out += overview.markdown(frames["overview"])
     out += [f"![{name}]({path.name})" for name, path in figures.items()] + [""]
     out += ["## Leaderboard", ""]
     if board.height:

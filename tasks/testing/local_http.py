@@ -3,7 +3,8 @@
 `ScriptedAPI`, their record of what arrived and their scripted faults. Three broken servers below any
 API: `silent_server` accepts connections and never answers, `dropping_server` closes every
 connection as soon as it is accepted, and `trickling_server` answers at once and then sends a byte
-at a time, for ever."""
+at a time, for ever; `body_server` sends a fixed body under any declared length (a cut body, a
+huge one)."""
 
 from __future__ import annotations
 
@@ -193,12 +194,46 @@ def trickling_server(interval: float = 0.3, status: int = 200) -> Iterator[str]:
 
         do_GET = do_POST = _trickle
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
+    with _serving(Trickle, done.set) as url:
+        yield url
+
+
+@contextmanager
+def _serving(handler: type[BaseHTTPRequestHandler], stop: Callable[[], None] = lambda: None) -> Iterator[str]:
+    """The URL of a threading server on 127.0.0.1 answering with `handler`; `stop` runs before it shuts down."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     httpd.daemon_threads = True
     threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}"
     finally:
-        done.set()
+        stop()
         httpd.shutdown()
         httpd.server_close()
+
+
+@contextmanager
+def body_server(body: bytes, declared: int | None = None, repeat: int = 1) -> Iterator[str]:
+    """The URL of a server that answers every GET with `body` sent `repeat` times under a
+    Content-Length of `declared` (None: no length, the end of the body is the connection's close),
+    then closes: a declared length above what is sent is a cut body."""
+
+    class Body(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            self.send_response(200)
+            if declared is not None:
+                self.send_header("Content-Length", str(declared))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            try:
+                for _ in range(repeat):
+                    self.wfile.write(body)
+            except OSError:
+                return
+            self.close_connection = True
+
+    with _serving(Body) as url:
+        yield url

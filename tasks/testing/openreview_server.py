@@ -37,11 +37,13 @@ use, `Policy.today()` the real service. `GET /groups?id=venues` lists the served
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import secrets
 import threading
 import time
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -131,6 +133,7 @@ class Fault:
     reset_in: float | None = None            # "429": a RateLimitError body whose resetTime is this far ahead
     html: bool = False                       # "429": the firewall's HTML page instead of JSON
     delay: float = 5.0                       # seconds, for "slow"
+    echo_as: Literal["json", "html", "nfd", "long"] = "json"   # "echo": how the request body comes back
 
     def matches(self, api: int, endpoint: str, params: dict[str, str]) -> bool:
         return (self.times > 0 and self.endpoint in ("*", endpoint) and self.api in (None, api)
@@ -218,6 +221,17 @@ class OpenReviewServer:
     def inject(self, *faults: Fault) -> None:
         with self._lock:
             self.faults.extend(faults)
+
+    def fetched_twice(self) -> list[tuple[int, str, tuple[tuple[str, str], ...]]]:
+        """The requests answered 200 more than once (the same API, endpoint and query), logins and profiles
+        aside: what a resumed or renewed download must never ask again."""
+        seen, again = set(), []
+        for record in list(self.log):
+            if record.status != 200 or record.endpoint in ("login", "profiles"):
+                continue
+            key = (record.api, record.endpoint, tuple(sorted(record.params.items())))
+            (again.append if key in seen else seen.add)(key)
+        return again
 
     def clear(self) -> None:
         """Drop pending faults and reset the request counters."""
@@ -677,6 +691,24 @@ def _make_handler(server: OpenReviewServer) -> type[BaseHTTPRequestHandler]:
             api, endpoint, params, arrived = self._request
             server.record(api, endpoint, params, status, arrived)
 
+        def _echo(self, echo_as: str) -> int:
+            """The request body quoted in a 400: in a JSON error (as sent, in NFD, or after 190
+            characters of text, so a 200-character cut lands inside the password), or an HTML page that
+            writes it with entities (`&quot;`, `&#196;`)."""
+            sent = self._body.decode("utf-8", "replace")
+            if echo_as == "html":
+                quoted = html.escape(sent).encode("ascii", "xmlcharrefreplace").decode("ascii")
+                password = html.escape(str(_json_body(self._body).get("password") or ""))
+                page = (f"<!DOCTYPE html><html><body><h1>400 Bad Request</h1><p>Cannot parse {quoted}</p>"
+                        f"<p>password: {password.encode('ascii', 'xmlcharrefreplace').decode('ascii')}</p>"
+                        "</body></html>")
+                return self._send(400, page.encode(), content_type="text/html; charset=utf-8")
+            if echo_as == "nfd":
+                sent = unicodedata.normalize("NFD", json.dumps(_json_body(self._body), ensure_ascii=False))
+            elif echo_as == "long":   # the password starts at character 193 of the message
+                sent = f"{'x' * 170} password={_json_body(self._body).get('password')}"
+            return self._send(400, _error(400, f"Cannot parse {sent}"))
+
         def _answer(self, api: int, endpoint: str, params: dict[str, str], fault: Fault | None) -> int:
             if fault and fault.kind == "429":
                 headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
@@ -689,7 +721,7 @@ def _make_handler(server: OpenReviewServer) -> type[BaseHTTPRequestHandler]:
             if fault and fault.kind == "5xx":
                 return self._send(fault.status, _error(fault.status, "The server had a hiccup"))
             if fault and fault.kind == "echo":   # a careless server quoting the request body in its error
-                return self._send(400, _error(400, f"Cannot parse {self._body.decode('utf-8', 'replace')}"))
+                return self._echo(fault.echo_as)
             if fault and fault.kind == "no_profile":   # a 200 that is not an answer of this API
                 return self._send(200, b'{"status": "ok"}')
             if endpoint in ("edits", "references") and self.command == "GET":

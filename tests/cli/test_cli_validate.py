@@ -11,6 +11,7 @@ import typer
 from typer.testing import CliRunner
 
 from flows.cli.validate import JSON_KEYS, report, validate
+from tasks.testing.pipelines import results_config
 from tests.stages.validate.test_validate_workflow import make_reviews
 
 app = typer.Typer(pretty_exceptions_enable=False)
@@ -21,10 +22,7 @@ runner = CliRunner()
 
 @pytest.fixture
 def config(tmp_path):
-    path = tmp_path / "pipelines.toml"
-    path.write_text('[paths]\ndata_dir = "data"\ndatabase = "data/r.duckdb"\n\n[validate]\nmax_papers = 10\nmin_pairs = 2\n'
-                    'level = ["judgments"]\n')
-    return path
+    return results_config(tmp_path / "pipelines.toml", '[validate]\nmax_papers = 10\nmin_pairs = 2\nlevel = ["judgments"]\n')
 
 
 def review_file(tmp_path, name: str = "reviews.csv", n_papers: int = 3, **changes) -> str:
@@ -45,12 +43,12 @@ def invoke(*args: str):
 @pytest.mark.slow
 def test_json_contract(tmp_path, config, embedded_lm):
     result = invoke("validate", "--reviews", review_file(tmp_path, "r.parquet"), "--metric", "gem", "--metric",
-                    "rouge_l", "--strategies", "sentence_deletion,meaningless_elongation", "--format", "json",
+                    "rouge_l", "--strategies", "sentence_deletion,meaningless_elongation_proxy", "--format", "json",
                     "--config", str(config))
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout.strip().splitlines()[-1])
     assert [(r["metric"], r["strategy"]) for r in rows] == [
-        (m, s) for m in ("gem", "rouge_l") for s in ("sentence_deletion", "meaningless_elongation")]
+        (m, s) for m in ("gem", "rouge_l") for s in ("sentence_deletion", "meaningless_elongation_proxy")]
     for row in rows:
         assert tuple(row) == JSON_KEYS
         assert row["n"] == 3 and isinstance(row["passed"], bool) and isinstance(row["p_value"], float)

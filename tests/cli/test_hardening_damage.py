@@ -93,3 +93,18 @@ def test_export_over_curated_papers_without_paper_id_is_one_line(tmp_path):
     out = cli("export", "--out", str(tmp_path / "out"), "-c", str(config), cwd=tmp_path)
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-2000:]
     assert out.stderr.count("\n") == 1 and f"{papers} is damaged" in out.stderr and "no column 'paper_id'" in out.stderr
+
+
+@pytest.mark.parametrize(("folder", "name", "column", "value"), [
+    ("curate", "reviews.parquet", "rating", pl.lit("six")),                       # a number as text
+    ("curate", "curation_report.parquet", "rows_in", pl.lit("4")),
+    ("curate", "papers.parquet", "paper_id", pl.concat_list(pl.col("paper_id"))),  # an id as a list
+])
+def test_a_stage_output_with_a_column_of_the_wrong_type_is_named(tmp_path, folder, name, column, value):
+    cfg = make_config(tmp_path)
+    write_outputs(cfg)
+    path = cfg.data_dir / "t" / "venue" / folder / name
+    pl.read_parquet(path).with_columns(value.alias(column)).write_parquet(path)
+    with pytest.raises(DamagedFileError, match=rf"{folder}/{name} is damaged .*column '{column}' holds") as raised:
+        build_database(cfg, "t")
+    assert "\n" not in str(raised.value)

@@ -3,6 +3,8 @@ small no release could detect it, `extends` naming a list."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import duckdb
 import numpy as np
 import pytest
@@ -14,14 +16,21 @@ from tests.stages.validate.test_plan import scores_frame
 runner = CliRunner()
 
 
-@pytest.mark.parametrize("gap", ["1e-300", "1e-8", "1e-12"])
-def test_a_gap_too_small_to_plan_for_is_one_line(tmp_path, gap):
-    (tmp_path / "pipelines.toml").write_text("[paths]\ndata_dir = 'data'\ndatabase = 'data/t.duckdb'\n"
-                                             "[pipelines.t]\nvenues = ['T.cc/2025/Conference']\nstages = ['materialize']\n")
-    (tmp_path / "data").mkdir()
-    with duckdb.connect(str(tmp_path / "data" / "t.duckdb")) as con:
+def scores_database(root: Path) -> Path:
+    """root/pipelines.toml of a pipeline t whose database holds a `scores` table (tests/stages/validate/test_plan.py
+    `scores_frame`) and nothing else: what `grebench plan` reads."""
+    (root / "pipelines.toml").write_text("[paths]\ndata_dir = 'data'\ndatabase = 'data/t.duckdb'\n"
+                                         "[pipelines.t]\nvenues = ['T.cc/2025/Conference']\nstages = ['materialize']\n")
+    (root / "data").mkdir()
+    with duckdb.connect(str(root / "data" / "t.duckdb")) as con:
         con.register("frame", scores_frame(np.random.default_rng(5)).to_arrow())
         con.execute("create table scores as select * from frame")
+    return root / "pipelines.toml"
+
+
+@pytest.mark.parametrize("gap", ["1e-300", "1e-8", "1e-12"])
+def test_a_gap_too_small_to_plan_for_is_one_line(tmp_path, gap):
+    scores_database(tmp_path)
     result = runner.invoke(app, ["plan", "--gap", gap, "-c", str(tmp_path / "pipelines.toml"), "-p", "t"])
     assert result.exit_code == 2, result.output
     [line] = [line for line in result.output.splitlines() if line.startswith("error:")]
@@ -45,21 +54,12 @@ def test_schedule_dry_run_creates_nothing_and_sends_no_request(project_config, t
     import subprocess
     import sys
 
+    from tasks.testing.pipelines import ingest_pipeline
     from tests.cli.test_hardening_signals import ROOT, holding_server
 
     with holding_server() as (url, arrived):
-        config = project_config(f"""
-[pipelines.refresh]
-source = "openreview"
-venues = ["ICLR.cc/{{year}}/Conference"]
-stages = ["ingest", "curate"]
-
-[pipelines.refresh.ingest]
-api_v1_url = "{url}"
-api_v2_url = "{url}"
-timeout_seconds = 2
-max_retries = 0
-""")
+        config = project_config(ingest_pipeline("refresh", "ICLR.cc/{year}/Conference", url, stages=("ingest", "curate"),
+                                                timeout_seconds=2, max_retries=0))
         before = sorted(tmp_path.rglob("*"))
         out = subprocess.run([sys.executable, "-m", "flows.cli.main", "schedule", "--dry-run", "--on", "2025-12-15",
                               "-c", str(config)], cwd=tmp_path, capture_output=True, text=True, timeout=300,

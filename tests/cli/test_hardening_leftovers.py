@@ -21,6 +21,7 @@ from tasks.lm.openai_api import OpenAILM
 from tasks.lm.types import ChatRequest
 from tasks.stages.ingest.fetch import ingest_venue
 from tasks.stages.materialize.build import build_database
+from tasks.testing.pipelines import synthetic_pipeline
 from tests.stages.ingest.test_hardening_ingest import VENUE, config, server  # noqa: F401 - the fixture is used by name
 from tests.stages.materialize.test_materialize import write_outputs
 
@@ -68,14 +69,7 @@ database = "data/{pipeline}/grebench.duckdb"
 [ingest]
 pdf = false
 backoff_seconds = 0.05
-[pipelines.s]
-source = "synthetic"
-venues = ["GREBench.cc/2025/Demo"]
-stages = ["ingest", "curate", "materialize"]
-[pipelines.s.synthetic]
-n_papers = 6
-pdfs = false
-"""
+""" + synthetic_pipeline("s", ("ingest", "curate", "materialize"), synthetic={"n_papers": 6, "pdfs": False})
 
 
 @pytest.mark.slow

@@ -167,3 +167,33 @@ def test_extends_chains_resolve_in_linear_work(tmp_path, monkeypatch, reverse):
     small, large = checked(20), checked(200)
     assert large < 12 * small, (small, large)
     checked(1500)   # deeper than the recursion limit
+
+
+def test_the_headline_metrics_are_checked_against_the_registry_at_load(tmp_path):
+    """[score] headline (the overview's columns) names registry metrics, in a pipeline's table too: a typo stops
+    the load in one line naming the key, where a column would silently be missing from the overview."""
+    path = tmp_path / "pipelines.toml"
+    shared = (ROOT / "pipelines.toml").read_text()
+    assert load_checked_config(ROOT / "pipelines.toml").for_pipeline("demo").score.headline[0] == "gem"
+    path.write_text(shared + '\n[pipelines.typo]\nvenues = ["A.cc/2024/Conference"]\nstages = ["score"]\n'
+                             '[pipelines.typo.score]\nheadline = ["gem", "gem_s_asw"]\n')
+    with pytest.raises(ConfigError, match=r"pipelines\.typo\.score\.headline: unknown metric\(s\) \['gem_s_asw'\]"):
+        load_checked_config(path)
+
+
+def test_full_gives_the_adversary_at_least_min_pairs_test_pairs_and_a_config_that_cannot_is_refused(tmp_path):
+    """The adversary's rows decide only on min_pairs test pairs, and its search and test share no paper: `full`
+    searches on papers outside its 10-paper sample and tests on every candidate; splitting those 10 in two would
+    leave 5 test pairs, which the load refuses in one line."""
+    from tasks.stages.validate.adversary import papers_tested
+
+    v = load_checked_config(ROOT / "pipelines.toml").for_pipeline("full").validate
+    assert "adversary" in v.strategies and v.candidates == "one" and v.adversary_search_papers > 0
+    assert papers_tested(v.max_papers, v.adversary_search_papers) == v.max_papers >= v.min_pairs
+    path = tmp_path / "pipelines.toml"
+    path.write_text((ROOT / "pipelines.toml").read_text().replace(
+        "adversary_search_papers = 4", "adversary_search_papers = 0"))
+    assert papers_tested(10) == 5
+    with pytest.raises(ConfigError, match=r"pipelines\.full\.validate: the adversary is tested on the half of "
+                                          r"max_papers = 10 .* at most 5 pair\(s\), fewer than min_pairs = 10"):
+        load_checked_config(path)

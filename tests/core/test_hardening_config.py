@@ -45,6 +45,22 @@ CASES = {
                      ["pipelines.toml", "pipelines.p.curate.min_reviews"]),
     "nan_override": (PIPELINE + "[pipelines.p.curate]\nmin_confidence = nan\n",
                      ["pipelines.toml", "pipelines.p.curate.min_confidence"]),
+    "negative_seed": ("[validate]\nseed = -1\n" + PIPELINE, ["pipelines.toml", "validate.seed"]),
+    "huge_seed": ("[curate]\nseed = 4294967296\n" + PIPELINE, ["curate.seed"]),
+    "negative_negatives_seed": ("[score]\nnegatives_seed = -1\n" + PIPELINE, ["score.negatives_seed"]),
+    "negative_qualify_seed": ("[qualify]\nseed = -5\n" + PIPELINE, ["qualify.seed"]),
+    "negative_injection_seed": ("[generate.injection]\nseed = -1\n" + PIPELINE, ["generate.injection.seed"]),
+    "negative_weight": ("[score]\njudge_weights = { 'a/x' = -0.9, 'b/y' = 1.0 }\n" + PIPELINE,
+                        ["score.judge_weights"]),
+    "huge_weight": ("[score]\njudge_weights = { 'a/x' = 1e308, 'b/y' = 1e308 }\n" + PIPELINE,
+                    ["score.judge_weights"]),
+    "zero_weights": ("[score]\njudge_weights = { 'a/x' = 0.0 }\n" + PIPELINE, ["score.judge_weights", "every weight is 0"]),
+    "deep_arrays": ("[curate]\nx = " + "[" * 100_000 + "]" * 100_000 + "\n" + PIPELINE,
+                    ["pipelines.toml: line 2", "nested more than 32 deep"]),
+    "deep_tables": ("[curate]\nx = " + "{a = " * 100_000 + "1" + "}" * 100_000 + "\n" + PIPELINE,
+                    ["pipelines.toml: line 2", "nested more than 32 deep"]),
+    "long_integer": ("[curate]\nseed = 1" + "0" * 5000 + "\n" + PIPELINE,
+                     ["pipelines.toml: line 2", "a number of more than 64 digits"]),
 }
 
 
@@ -151,3 +167,26 @@ def test_a_setting_that_sizes_memory_or_time_is_bounded_when_the_config_loads(tm
 def test_settings_an_api_backend_cannot_honour_stop_when_the_config_loads(tmp_path, text, needle):
     result, _ = run(tmp_path, text + PIPELINE, "--stages", "curate")
     assert_one_line(result, "pipelines.toml", needle)
+
+
+def test_an_absolute_database_template_is_found_by_the_read_commands(tmp_path):
+    from flows.cli.common import pipeline_databases, results_database
+    from tasks.core.config import load_config
+
+    where = tmp_path / "srv" / "gre[1]"   # a glob character in a folder name is a plain character
+    path = tmp_path / "project" / "pipelines.toml"
+    path.parent.mkdir()
+    path.write_text(f'[paths]\ndata_dir = "data"\ndatabase = "{where}/{{pipeline}}/grebench.duckdb"\n' + PIPELINE)
+    for command in (["report"], ["site"], ["plan", "--gap", "0.5"]):
+        result = runner.invoke(app, [*command, "-c", str(path)])
+        assert result.exit_code == 2 and "no results database yet" in result.output, (command, result.output)
+        assert "Traceback" not in result.output and result.output.count("\n") == 1
+    for name in ("a", "b"):
+        (where / name).mkdir(parents=True)
+        (where / name / "grebench.duckdb").write_bytes(b"")
+    os.utime(where / "a" / "grebench.duckdb", (1, 1))
+    cfg = load_config(path)
+    assert pipeline_databases(cfg) == {n: where / n / "grebench.duckdb" for n in ("a", "b")}
+    assert results_database(cfg, None) == (where / "b" / "grebench.duckdb",
+                                           f"results of pipeline b ({where / 'b' / 'grebench.duckdb'}); also built: a "
+                                           "(choose with --pipeline)")

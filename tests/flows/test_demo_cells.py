@@ -23,6 +23,11 @@ def test_full_scores_and_validates_gem_the_best_oracle_cell_and_a_judge() -> Non
     cfg = load_config(Path(__file__).resolve().parents[2] / "pipelines.toml").for_pipeline("full")
     assert set(cfg.score.all_metrics) >= DEMO_CELLS and set(cfg.validate.metrics) >= DEMO_CELLS
     assert cfg.score.oracle_predictor == "readout" and cfg.score.oracle.backend == "local"   # offline
+    # Auto-PRE's weighted panel: two judges, the embedded model on its weights and behind the local
+    # OpenAI-compatible server, kept and weighed by the exam whether they pass or not (offline too)
+    assert [(j.backend, j.model, j.base_url) for j in cfg.score.judges] == [
+        ("local", "smollm2", None), ("openai", "smollm2", "served:smollm2?quantization=int8")]
+    assert cfg.qualify.on_fail == "weigh" and "qualify" in cfg.pipelines["full"].stages
 
 
 @pytest.mark.slow

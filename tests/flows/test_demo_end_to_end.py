@@ -40,23 +40,6 @@ def test_the_docs_give_queries_to_check() -> None:
     assert "README.md" in where and len(doc_queries()) >= 15
 
 
-@pytest.fixture(scope="module")
-def demo_run(tmp_path_factory) -> tuple[Path, str]:
-    """(the demo's folder, what `grebench run demo` printed)."""
-    folder = tmp_path_factory.mktemp("demo")
-    (folder / "pipelines.toml").write_text((ROOT / "pipelines.toml").read_text(encoding="utf-8"), encoding="utf-8")
-    run = subprocess.run([sys.executable, "-c", "from flows.cli.main import main; main()", "run", "demo",
-                          "--config", str(folder / "pipelines.toml")],
-                         cwd=folder, capture_output=True, text=True, timeout=3000)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    return folder, run.stdout
-
-
-@pytest.fixture(scope="module")
-def demo_database(demo_run) -> Path:
-    return demo_run[0] / "data" / "demo" / "grebench.duckdb"
-
-
 def query(database: Path, sql: str) -> list[tuple]:
     with duckdb.connect(str(database), read_only=True) as con:
         return con.execute(sql).fetchall()
@@ -105,14 +88,18 @@ def test_the_first_run_answers(demo_run, demo_database) -> None:
     found = [line for line in printed.splitlines() if line.startswith("found: ")]
     assert len(found) == 1 and "gem " in found[0] and "top model on gem: smollm2-" in found[0], printed[-2000:]
     # ... and which reviews its verdicts are about: the shipped real ones, with their provenance in the database
-    assert "validation on 30 papers of real ICLR 2023 reviews (GEM release sample)" in found[0], found[0]
-    [(data, license_, papers, levels)] = query(demo_database, "select data, license, papers_validated, levels "
-                                                               "from validation_data")
-    assert (data, license_, papers, levels) == ("iclr2023_gem", "Apache-2.0", 30, "judgments")
-    # GEM's score falls when sentences are deleted from a real review (GEM Table 2's direction), on 30 pairs
+    assert "validation on 12 papers of real ICLR 2023 reviews (GEM release sample)" in found[0], found[0]
+    # ... at the level the board reads: the raw review perturbed, then both sides' lines by the demo's preprocessor
+    assert "raw level: the review perturbed, then preprocessed; lines by smollm2 (sentence unit" in found[0], found[0]
+    [(data, license_, papers, levels, by)] = query(demo_database, "select data, license, papers_validated, levels, "
+                                                                   "judgments_by from validation_data")
+    assert (data, license_, papers, levels) == ("iclr2023_gem", "Apache-2.0", 12, "raw"), (data, papers, levels)
+    assert by.startswith("smollm2 (sentence unit") and "GPT-4o" not in by, by
+    assert {level for (level,) in query(demo_database, "select distinct level from validation")} == {"raw"}
+    # GEM's score falls when sentences are deleted from a real review (GEM Table 2, Algorithm 1), on 12 pairs
     [(n, verdict)] = query(demo_database, "select n, verdict from validation where metric = 'gem' and "
                                           "strategy = 'sentence_deletion'")
-    assert (n, verdict) == (30, "pass")
+    assert (n, verdict) == (12, "pass")
 
 
 # The metrics `full` leaves out, each with the reason a user reads in docs/running.md.
@@ -132,3 +119,32 @@ def test_the_full_pipeline_names_every_registered_metric_or_says_why_not() -> No
     assert named.isdisjoint(NOT_IN_FULL)
     assert set(REGISTRY) == named | set(NOT_IN_FULL), sorted(set(REGISTRY) - named - set(NOT_IN_FULL))
     assert len(full.score.eval_lms) == 2 and full.validate.metrics == ("gem", "tv_fvar_statement", "llm_judge")
+
+
+@pytest.mark.slow
+def test_the_overview_is_one_row_per_model_with_a_column_per_headline_metric(demo_run, demo_database) -> None:
+    """`grebench query "select * from overview"`, as the README gives it: one row per model of the board (the
+    human baseline marked), the demo's headline metrics ([pipelines.demo.score] headline) as columns, each cell
+    with the metric's validation status."""
+    import json
+
+    folder, _ = demo_run
+    shown = subprocess.run([sys.executable, "-c", "from flows.cli.main import main; main()", "query",
+                            "select * from overview", "--format", "json", "--config", str(folder / "pipelines.toml"),
+                            "--pipeline", "demo"], cwd=folder, capture_output=True, text=True, timeout=600)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    rows = json.loads(shown.stdout)
+    models = {m for (m,) in query(demo_database, "select distinct model from leaderboard where metric in "
+                                                 "(select metric from headline)")}
+    assert sorted(r["model"] for r in rows) == sorted(models) and len(rows) == len(models) >= 3
+    assert [r["is_human"] for r in rows].count(True) == 1
+    headline = [m for (m,) in query(demo_database, "select metric from headline order by position")]
+    scored = {m for (m,) in query(demo_database, "select distinct metric from leaderboard")}
+    assert {c for c in rows[0] if c in scored} == {m for m in headline if m in scored} and "gem" in rows[0]
+    assert [rows[0][m]["position"] for m in headline if m in scored] == sorted(rows[0][m]["position"]
+                                                                               for m in headline if m in scored)
+    tests = {m: n for m, n in query(demo_database, "select metric, count(*) from validation group by metric")}
+    for row in rows:
+        gem = row["gem"]
+        assert gem["tests_run"] == tests["gem"] and gem["tests_passed"] + gem["tests_failed"] <= gem["tests_run"]
+        assert row["is_human"] or gem["mean"] is not None

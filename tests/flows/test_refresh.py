@@ -22,7 +22,7 @@ stages = ["ingest", "curate", "preprocess", "generate", "score", "validate", "ma
 
 [pipelines.refresh.synthetic]
 n_papers = 8
-reviews_per_paper = 4
+reviews_per_paper = 3   # 3 or 4: enough for curation to keep a paper, few GEM pairs
 pdfs = true
 bad_cases = false
 
@@ -36,6 +36,9 @@ max_paper_chars = 1500
 [pipelines.refresh.score]
 metrics = ["gem_raw", "gem"]
 baselines = ["bleu"]
+
+[pipelines.refresh.score.reference_flags]
+enabled = false   # Binoculars over each human reference, rerun included: tests/stages/score/test_reference_flags.py
 
 [pipelines.refresh.validate]
 strategies = ["sentence_deletion"]

@@ -19,6 +19,10 @@ from tests.stages.generate.test_generate import openai_tagged_review
 from tests.stages.generate.test_submit import jsonl_with_bad_rows
 from tests.submit_data import OPENAI_CANDIDATE, good_review, write_config, write_curated
 
+# BLEU and ROUGE-L need no evaluation LM; the reference flags' Binoculars would load one for nothing
+# this test reads (they have their own tests: tests/stages/score/test_reference_flags.py)
+NO_FLAGS = "\n[score.reference_flags]\nenabled = false\n"
+
 
 def query(cfg, sql: str) -> list[tuple]:
     with duckdb.connect(str(cfg.database), read_only=True) as con:
@@ -33,7 +37,7 @@ def test_submit_scores_replaces_only_when_asked_and_rescoring_never_generates(pr
     runner = CliRunner()
     with OpenAIServer(openai_tagged_review) as candidate_server, AnthropicServer() as preprocess_server:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", preprocess_server.url)
-        candidate = OPENAI_CANDIDATE.format(base_url=candidate_server.base_url)
+        candidate = OPENAI_CANDIDATE.format(base_url=candidate_server.base_url) + NO_FLAGS
         config = write_config(tmp_path, ["bleu"], candidate,
                               stages=("preprocess", "generate", "score", "validate", "materialize"))
         cfg = load_config(config).for_pipeline("t")

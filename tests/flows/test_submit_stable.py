@@ -151,8 +151,10 @@ def test_a_submitted_model_leaves_every_published_number_identical(prefect_harne
         assert finite == set(metrics)      # every family made a number for the generated model
         assert any(row["eval_lm"].startswith(f"smollm2|{dtype}") for row in board if row["metric"] == "gem_raw")
         judge = {row["predictor"] for row in board if row["metric"] == "llm_judge"}
-        assert judge == ({"judge:readout:local/smollm2+generate:anthropic/claude-judge"} if "llm_judge" in metrics
-                         else set()), judge
+        # the weighted panel on the board beside each member's own score (Auto-PRE)
+        panel = {"judge:readout:local/smollm2+generate:anthropic/claude-judge", "judge:readout:local/smollm2",
+                 "judge:generate:anthropic/claude-judge"}
+        assert judge == (panel if "llm_judge" in metrics else set()), judge
         asked = api.counts["messages"]
 
         reviews = tmp_path / "agent.jsonl"

@@ -1,5 +1,6 @@
 """What both API backends do through their shared loop (tasks/lm/api_common.ChatAPI), each through its
-real client library against its local server: bounded requests in flight, malformed answers."""
+real client library against its local server: bounded requests in flight, malformed answers, a 429's
+Retry-After honoured, a 400 never retried."""
 
 from __future__ import annotations
 
@@ -10,9 +11,18 @@ import pytest
 
 from tasks.testing.anthropic_server import AnthropicServer
 from tasks.testing.openai_server import OpenAIServer
-from tests.chat_api_data import ANTHROPIC_KEY, OPENAI_ENV, OPENAI_KEY, anthropic_lm, openai_lm, request
+from tests.chat_api_data import (
+    ANTHROPIC_KEY,
+    OPENAI_ENV,
+    OPENAI_KEY,
+    Sleeps,
+    anthropic_lm,
+    openai_lm,
+    request,
+)
 
 BACKENDS = {"anthropic": (AnthropicServer, anthropic_lm), "openai": (OpenAIServer, openai_lm)}
+ENDPOINT = {"anthropic": "messages", "openai": "chat"}   # the endpoint each server counts a request under
 
 
 @pytest.fixture(autouse=True)
@@ -51,3 +61,27 @@ def test_malformed_content_is_an_error_result(backend, kind, message):
         bad, good = (make(server).generate([request()])[0] for _ in range(2))
     assert message in bad.error and bad.text == "" and not bad.ok
     assert good.ok
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_429_then_success_honours_retry_after(backend):
+    server_class, make = BACKENDS[backend]
+    sleeps = Sleeps(real=True)
+    with server_class() as server:
+        server.fail_next(429, retry_after=1)
+        result = make(server, sleep=sleeps).generate([request()])[0]
+    assert result.error is None and result.text.startswith("The reviewer")
+    assert sleeps == [1.0]
+    first, second = server.times[ENDPOINT[backend]]
+    assert second - first >= 1.0
+    assert server.counts[ENDPOINT[backend]] == 2
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_400_is_not_retried(backend):
+    server_class, make = BACKENDS[backend]
+    with server_class() as server:
+        server.fail_next(400)
+        result = make(server).generate([request()])[0]
+    assert server.counts[ENDPOINT[backend]] == 1
+    assert not result.retryable and "HTTP 400" in result.error

@@ -14,7 +14,9 @@ from typer.testing import CliRunner
 from flows.cli.main import app
 from tasks.core.config import ReferenceFlagsConfig
 from tasks.core.config_edit import set_keys
+from tasks.core.errors import ConfigError
 from tasks.metrics.review_quality.binoculars import calibrate
+from tasks.testing.pipelines import results_config
 
 runner = CliRunner()
 
@@ -51,8 +53,7 @@ def test_set_keys_keeps_the_rest_of_the_file(tmp_path):
 
 
 def test_calibrate_binoculars_writes_the_threshold_and_its_source(tmp_path):
-    config = tmp_path / "pipelines.toml"
-    config.write_text('[paths]\ndata_dir = "data"\ndatabase = "data/r.duckdb"\n\n[score.reference_flags]\nenabled = true\n')
+    config = results_config(tmp_path / "pipelines.toml", "[score.reference_flags]\nenabled = true\n")
     pl.DataFrame({"binoculars": [float(v) / 100 for v in range(50, 150)]}).write_parquet(tmp_path / "human.parquet")
     pl.DataFrame({"binoculars": [0.3, 0.4, 0.52, 0.9]}).write_csv(tmp_path / "ai.csv")
     result = runner.invoke(app, ["calibrate", "binoculars", "--human", str(tmp_path / "human.parquet"),
@@ -110,3 +111,47 @@ def test_a_file_calibration_cannot_use_is_one_line_and_writes_nothing(tmp_path, 
     assert result.exit_code == 2 and result.output.startswith("error:"), (result.output, result.exception)
     assert result.output.count("\n") == 1 and line in result.output, result.output
     assert "threshold" not in config.read_text()
+
+
+@pytest.mark.parametrize("declared", [
+    "[score]\nreference_flags.enabled = true\n",                   # a dotted key under [score]
+    "score.reference_flags.enabled = true\n",                      # a dotted key at the top
+    "[score]\nreference_flags = { enabled = true }\n",              # an inline table
+    "[score.reference_flags]\nenabled = true\n",                    # a table header
+])
+def test_set_keys_finds_the_table_however_the_file_declares_it(tmp_path, declared):
+    path = tmp_path / "pipelines.toml"
+    path.write_text(f"# mine\n{declared}\n[qualify]\nitems = 3\n")
+    set_keys(path, "score.reference_flags", {"single_threshold": 0.75, "single_threshold_source": "x"})
+    data = tomllib.loads(path.read_text())
+    assert data["score"]["reference_flags"] == {"enabled": True, "single_threshold": 0.75, "single_threshold_source": "x"}
+    assert data["qualify"] == {"items": 3} and path.read_text().startswith("# mine\n")
+
+
+def test_set_keys_writes_any_file_name_toml_can_hold_and_refuses_a_write_it_cannot(tmp_path):
+    path = tmp_path / "pipelines.toml"
+    path.write_text("[qualify]\nitems = 3\n")
+    for name in ("human-\U0001F600.csv", "bytes-\udcff.csv", 'quote"back\\slash\nline.csv', "pair-\ud83d\ude00.csv"):
+        set_keys(path, "score.review_quality", {"ai_single_threshold_source": f"calibrated on {name}"})
+        source = tomllib.loads(path.read_text())["score"]["review_quality"]["ai_single_threshold_source"]
+        assert source == f"calibrated on {name}".replace("\udcff", "\ufffd").replace("\ud83d\ude00", "\U0001F600")
+    path.write_text("[score]\nreference_flags = 3\n")
+    before = path.read_bytes()
+    with pytest.raises(ConfigError, match="not a table"):
+        set_keys(path, "score.reference_flags", {"threshold": 0.8})
+    assert path.read_bytes() == before
+
+
+def test_calibrate_binoculars_with_a_non_bmp_file_name_writes_a_config_every_command_reads(tmp_path):
+    config = tmp_path / "pipelines.toml"
+    config.write_text('[paths]\ndata_dir = "data"\ndatabase = "data/r.duckdb"\n\n[score]\nreference_flags.enabled = true\n')
+    human = tmp_path / "human-\U0001F600.parquet"
+    pl.DataFrame({"binoculars": [float(v) / 100 for v in range(50, 150)]}).write_parquet(human)
+    pl.DataFrame({"binoculars": [0.3, 0.4, 0.52, 0.9]}).write_csv(tmp_path / "ai.csv")
+    result = runner.invoke(app, ["calibrate", "binoculars", "--human", str(human), "--ai", str(tmp_path / "ai.csv"),
+                                 "--fpr", "0.02", "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    flags = tomllib.loads(config.read_text(encoding="utf-8"))["score"]["reference_flags"]
+    assert flags["enabled"] is True and "human-\U0001F600.parquet" in flags["single_threshold_source"]
+    assert runner.invoke(app, ["calibrate", "binoculars", "--human", str(human), "--ai", str(tmp_path / "ai.csv"),
+                               "--fpr", "0.02", "--dry-run", "--config", str(config)]).exit_code == 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import polars as pl
 import pytest
 
@@ -22,7 +24,14 @@ def _refs(n_papers: int, n_reviews: int) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 def test_hand_worked_critics_and_scores() -> None:
     assert local_critic(0.6, 0.2) == pytest.approx(0.25)          # q = 0.75
-    assert local_critic(0.3, 0.3) == 0.0 and local_critic(1e-9, 0.0) == 0.5
+    assert local_critic(0.3, 0.3) == 0.0 and local_critic(0.02, 0.0) == 0.5
+
+
+def test_a_yes_no_answer_with_almost_no_mass_is_no_answer() -> None:
+    """A readout that put 1e-6 of its probability on "Yes" and "No" together was answering something else: NaN,
+    not a confident 0.5 from renormalised crumbs; at the floor it is an answer again."""
+    assert math.isnan(local_critic(1e-6, 0.0)) and math.isnan(local_critic(6e-7, 4e-7))
+    assert local_critic(0.008, 0.002) == pytest.approx(0.3)
     positive, negatives = [0.25, -0.25, 0.5], [[-0.5, -0.5], [0.0]]
     assert tv_fvar_statement_score(positive, negatives) == pytest.approx(0.5 / 3 - (-0.5 + 0.0) / 2)
     assert tv_fvar_statement_score(positive, [positive, positive]) == pytest.approx(0.0)   # negatives = positive

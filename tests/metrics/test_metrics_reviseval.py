@@ -115,7 +115,8 @@ def test_panel_mean_over_members_that_answered() -> None:
 
 def test_a_panel_of_judges_is_averaged(tmp_path, monkeypatch) -> None:
     """Two judges on two servers: 8 and 4 -> 6; where one does not answer, the other's rating stands;
-    the rows name both judges, the leaderboard's predictor column with them."""
+    the rows name both judges, the leaderboard's predictor column with them, and each judge has rows of
+    its own beside the panel's (the board's column of each member)."""
     from tasks.metrics.judge import judge_family  # noqa: F401  (the family the panel serves)
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
@@ -136,9 +137,16 @@ def test_a_panel_of_judges_is_averaged(tmp_path, monkeypatch) -> None:
                          base_url=a.url), make_lm(_openai(b, "judge-b"), tmp_path))
         resources = Resources(judges=panel)
         scores = score_metrics(["llm_judge_noref"], cands, refs, syn, resources)
-    assert dict(scores.select("candidate", "score").iter_rows()) == {"r0": 6.0, "r1": 6.0, "r2": 8.0}
-    assert set(scores["eval_lm"]) == {"generate:anthropic/judge-a+generate:openai/judge-b"}   # each member's method
-    assert predictor("llm_judge_noref", scores["eval_lm"][0]) == "judge:generate:anthropic/judge-a+generate:openai/judge-b"
+    panel = scores.filter(pl.col("note").is_null())
+    assert dict(panel.select("candidate", "score").iter_rows()) == {"r0": 6.0, "r1": 6.0, "r2": 8.0}
+    assert set(panel["eval_lm"]) == {"generate:anthropic/judge-a+generate:openai/judge-b"}   # each member's method
+    assert predictor("llm_judge_noref", panel["eval_lm"][0]) == "judge:generate:anthropic/judge-a+generate:openai/judge-b"
+    members = scores.filter(pl.col("note") == "panel_member").sort("eval_lm", "candidate")
+    assert members.select("eval_lm", "candidate", "score", "reason").rows() == [
+        ("generate:anthropic/judge-a", "r0", 8.0, None), ("generate:anthropic/judge-a", "r1", 8.0, None),
+        ("generate:anthropic/judge-a", "r2", 8.0, None), ("generate:openai/judge-b", "r0", 4.0, None),
+        ("generate:openai/judge-b", "r1", 4.0, None),
+        ("generate:openai/judge-b", "r2", pytest.approx(math.nan, nan_ok=True), "judge_unanswered")]
     usage = resources.log.usage()
     assert sorted(usage["model"]) == ["judge-a", "judge-b"] and (usage["requests"] == 3).all()
 
@@ -188,10 +196,10 @@ def test_reviseval_is_validated_like_the_rest(tmp_path, monkeypatch) -> None:
         resources = Resources(reviser=make_lm(_openai(r, "reviser-x"), tmp_path),
                               llm=make_lm(LLMConfig(backend="anthropic", model="judge-a", use_batches=False,
                                                     max_retries=0), tmp_path, base_url=j.url))
-        out = run_validation(make_reviews(n_papers=3), ValidateConfig(strategies=["sentence_deletion", "meaningless_elongation"], metrics=["reviseval_rouge_l", "reviseval_judge"], candidates="all", bootstrap_resamples=0, min_pairs=2), resources=resources)
+        out = run_validation(make_reviews(n_papers=3), ValidateConfig(strategies=["sentence_deletion", "meaningless_elongation_proxy"], metrics=["reviseval_rouge_l", "reviseval_judge"], candidates="all", bootstrap_resamples=0, min_pairs=2), resources=resources)
     table = out.validation
     assert set(zip(table["metric"], table["strategy"], strict=True)) == {
-        (m, s) for m in ("reviseval_rouge_l", "reviseval_judge") for s in ("sentence_deletion", "meaningless_elongation")}
+        (m, s) for m in ("reviseval_rouge_l", "reviseval_judge") for s in ("sentence_deletion", "meaningless_elongation_proxy")}
     assert (table["n"] == 9).all()                 # every review of the three papers, paired with its perturbation
-    elongated = table.filter((pl.col("metric") == "reviseval_judge") & (pl.col("strategy") == "meaningless_elongation"))
+    elongated = table.filter((pl.col("metric") == "reviseval_judge") & (pl.col("strategy") == "meaningless_elongation_proxy"))
     assert elongated["mean_change"][0] < 0         # the padded candidate runs further past its revision

@@ -85,9 +85,9 @@ def test_both_orders_are_asked_and_a_position_biased_verdict_flips(tmp_path, mon
     assert flips == {("m1", "m2"): False, ("m1", "m3"): False, ("m2", "m3"): True}
     board, bias = marts(table)
     row = board.filter(pl.col("model") == "m1").row(0, named=True)
-    assert (row["games"], row["wins"], row["win_rate"]) == (4, 4.0, 1.0)
+    assert (row["games"], row["orders"], row["wins"], row["win_rate"]) == (2, 4, 2.0, 1.0)   # a pair is one game
     z = 1.959964
-    assert row["ci_low"] == pytest.approx(4 / (4 + z * z))           # Wilson at p = 1: n / (n + z^2)
+    assert row["ci_low"] == pytest.approx(2 / (2 + z * z))           # Wilson at p = 1 over 2 pairs: n / (n + z^2)
     assert row["ci_high"] == pytest.approx(1.0)
     m2 = board.filter(pl.col("model") == "m2").row(0, named=True)
     assert m2["win_rate"] == 0.25 and 0 < m2["ci_low"] < 0.25 < m2["ci_high"] < 1
@@ -151,3 +151,24 @@ def test_the_report_shows_the_pairwise_board_beside_the_pointwise_one(tmp_path):
     text = write_report({"pairwise_board": board, "pairwise_bias": bias}, tmp_path)["summary"].read_text()
     assert "## Pairwise judge" in text and "| anthropic/j | m1 | 4 | 3.000 | 0.750 | 0.300 | 0.950 |" in text
     assert "| anthropic/j | 3 | 3 | 1 | 0.333 | 6 | 0.667 |" in text
+
+
+def test_a_pair_is_one_unit_of_the_boards_interval():
+    """Five pairs judged in both orders: the board counts 5 games (not 10 orders), and its Wilson interval is
+    the one of 5 units; a pair whose two orders disagree scores a half, one answered in one order only counts it."""
+    from tasks.metrics.pairwise import PAIRWISE
+
+    verdicts = [("a", "a"), ("a", "a"), ("a", "b"), ("b", "b"), ("a", None)]
+    table = pl.DataFrame([{"paper_id": f"p{k}", "candidate_a": f"m1/p{k}", "candidate_b": f"m2/p{k}", "source_a": "m1",
+                           "source_b": "m2", "revised_candidate": f"m1/p{k}", "verdict_a_first": first,
+                           "verdict_b_first": second, "flipped": first != second, "judge": "j",
+                           "prompt_version": "pairwise-judge-v1"} for k, (first, second) in enumerate(verdicts)],
+                         schema=PAIRWISE)
+    board, _ = marts(table)
+    m1 = board.filter(pl.col("model") == "m1").row(0, named=True)
+    assert (m1["games"], m1["orders"]) == (5, 9) and m1["wins"] == pytest.approx(3.5)
+    z, n, p = 1.959964, 5, 3.5 / 5
+    centre, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    assert m1["ci_low"] == pytest.approx((centre - half) / (1 + z * z / n))
+    assert m1["ci_high"] == pytest.approx((centre + half) / (1 + z * z / n))
+    assert m1["interval"] == "wilson over pairs"

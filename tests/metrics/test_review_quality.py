@@ -483,8 +483,8 @@ def test_a_stated_rating_and_a_read_out_one_are_scored_apart() -> None:
         {"review_id": "read/p0", "paper_id": "p0", "rating": 5.4, "rating_method": "readout:local/smollm2"}],
         schema=REVIEW_FACTS), pl.DataFrame([{"paper_id": "p0", "decision": "Reject"}], schema=PAPER_FACTS))
     work = QualityWork(QualitySettings(), facts, None)
-    scores = score_metrics(["rating_mae", "rating_mae_readout"], cands, refs,
-                           pl.DataFrame(schema=SYNOPSES_WIDE), Resources("lm", quality=work))
+    scores = score_metrics(["rating_mae", "rating_mae_readout", "accept_accuracy", "accept_accuracy_readout"], cands,
+                           refs, pl.DataFrame(schema=SYNOPSES_WIDE), Resources("lm", quality=work))
     got = {(c, m): (s, r) for c, m, s, r in scores.select("candidate", "metric", "score", "reason").iter_rows()}
     assert got[("said/p0", "rating_mae")] == (pytest.approx(2.0), None)
     assert math.isnan(got[("said/p0", "rating_mae_readout")][0])
@@ -492,3 +492,8 @@ def test_a_stated_rating_and_a_read_out_one_are_scored_apart() -> None:
     assert got[("read/p0", "rating_mae_readout")] == (pytest.approx(1.4), None)
     assert got[("read/p0", "rating_mae")][1] == "rating_readout: see rating_mae_readout"
     assert got[("r0", "rating_mae")] == (pytest.approx(2.0), None)       # a human's rating is stated
+    # the accept side the same way apart: 6 says accept on a rejected paper, 5.4 says reject
+    assert got[("said/p0", "accept_accuracy")] == (0.0, None)
+    assert got[("said/p0", "accept_accuracy_readout")][1] == "rating_stated: see accept_accuracy"
+    assert got[("read/p0", "accept_accuracy_readout")] == (1.0, None)
+    assert got[("read/p0", "accept_accuracy")][1] == "rating_readout: see accept_accuracy_readout"

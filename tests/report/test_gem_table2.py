@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from flows.cli.main import app
 from tasks.report import gem_table2 as table2
+from tasks.testing.pipelines import results_config
 
 runner = CliRunner()
 TOPICS = ["graph layouts", "protein folding", "robot grasping", "speech codecs", "image priors", "climate sensors"]
@@ -62,10 +63,7 @@ def release(tmp_path):
 
 @pytest.fixture
 def config(tmp_path):
-    path = tmp_path / "pipelines.toml"
-    path.write_text('[paths]\ndata_dir = "data"\ndatabase = "data/r.duckdb"\n\n[validate]\nmin_pairs = 2\n'
-                    'bootstrap_resamples = 0\n')
-    return path
+    return results_config(tmp_path / "pipelines.toml", "[validate]\nmin_pairs = 2\nbootstrap_resamples = 0\n")
 
 
 def test_the_release_is_read_in_either_shape(release, tmp_path):
@@ -130,7 +128,7 @@ def test_side_by_side_compares_sign_and_significance():
 def test_reproduce_prints_the_table_beside_the_papers(release, config):
     args = ["reproduce", "gem-table2", "--release", str(release), "--papers", "5", "--metric", "bleu",
             "--metric", "rouge_l", "--metric", "lm_examiner", "--metric", "gem_s_abstract",
-            "--strategies", "sentence_deletion,meaningless_elongation,rephrase_second", "--config", str(config)]
+            "--strategies", "sentence_deletion,meaningless_elongation_proxy,rephrase_second", "--config", str(config)]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     out = result.stdout
@@ -149,7 +147,8 @@ def test_reproduce_prints_the_table_beside_the_papers(release, config):
     for r in measured:   # one candidate per paper, the raw review perturbed and read by the raw-text metrics
         assert r["n"] == 5 and r["sign_agrees"] == ((r["smd"] > 0) == (r["paper_smd"] > 0))
         assert r["significance_agrees"] == (r["significant"] == r["paper_significant"])
-        assert r["level"] == "raw" and r["perturber"] == "rules"
+        assert r["level"] == "raw" and r["perturber"] == (
+            "rules" if r["strategy"] == "sentence_deletion" else "rules (proxy of GEM D.2.2: fixed filler, no LLM summaries)")
     # sentence deletion halves the raw review: BLEU against the other reviews falls
     bleu = next(r for r in measured if r["metric"] == "bleu" and r["strategy"] == "sentence_deletion")
     assert bleu["smd"] < 0 and bleu["sign_agrees"] is True
@@ -168,10 +167,8 @@ def test_a_missing_release_fails_with_one_line(tmp_path, config):
 
 def anthropic_config(tmp_path, url: str, monkeypatch):
     """A config whose preprocessing and rewriting LLM is the local Anthropic-compatible server at `url`."""
-    config = tmp_path / "llm.toml"
-    config.write_text('[paths]\ndata_dir = "data"\ndatabase = "data/r.duckdb"\n\n'
-                      '[preprocess]\nbackend = "anthropic"\nmodel = "claude-test"\nuse_batches = false\n'
-                      'max_retries = 0\n\n[validate]\nmin_pairs = 2\nbootstrap_resamples = 0\n')
+    config = results_config(tmp_path / "llm.toml", '[preprocess]\nbackend = "anthropic"\nmodel = "claude-test"\n'
+                            'use_batches = false\nmax_retries = 0\n\n[validate]\nmin_pairs = 2\nbootstrap_resamples = 0\n')
     monkeypatch.setenv("ANTHROPIC_API_KEY", "fake-test-key-gem-table2")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", url)
     return config
@@ -227,10 +224,13 @@ def test_algorithm1_preprocesses_original_and_perturbed_candidates_alike(release
 
 
 
-@pytest.mark.parametrize("content", [b"", b"forum,review\np1,text\n", "binary", "duplicates"])
+@pytest.mark.parametrize("content", [b"", b"forum,review\np1,text\n", "binary", "duplicates", "listed_ids"])
 def test_a_release_file_that_cannot_be_read_is_one_line_naming_it(tmp_path, config, content):
     path = tmp_path / "mine.parquet"
-    if content == "binary":
+    if content == "listed_ids":        # a paper id as a list (reviewer 1: the number in the file's name)
+        path = tmp_path / "mine1.parquet"
+        pl.DataFrame({"forum": [["p0"], ["p1"]], "review": ["a", "b"]}).write_parquet(path)
+    elif content == "binary":
         pl.DataFrame({"forum": ["p0", "p1"], "review": ["a", "b"], "judgments": [b"\xff\xfe", b"\x80"]}).write_parquet(path)
     elif content == "duplicates":      # every review under one paper and one reviewer id
         pl.DataFrame({"forum": ["p0"] * 6, "reviewer": ["1"] * 6, "review": [review(t, 1) for t in TOPICS[:6]],
@@ -256,3 +256,31 @@ def test_near_constant_scores_are_no_effect_size():
     test = paired_test(original, perturbed, "degradation", higher_is_better=True)
     assert np.isnan(test.smd) and "do not vary" in test.reason
     assert smd(np.array([1.0, 2.0, 3.0]), np.array([2.0, 3.0, 4.5])) > 0   # a real spread keeps its d
+
+
+def test_the_release_download_is_bounded_and_a_cut_body_is_one_line(tmp_path, monkeypatch):
+    from tasks.testing.local_http import body_server, trickling_server
+
+    with body_server(b"PAR1" + bytes(1000), declared=9000) as url:
+        monkeypatch.setattr(table2, "RELEASE_URL", url + "/{repo}/{path}")
+        with pytest.raises(table2.ReleaseError, match=r"cut short \(1,004 of 9,000 bytes came\)"):
+            table2.release_files(None, tmp_path / "cache")
+    with trickling_server(interval=0.3) as url:
+        monkeypatch.setattr(table2, "RELEASE_URL", url + "/{repo}/{path}")
+        with pytest.raises(table2.ReleaseError, match="not downloaded within 1 s"):
+            table2.release_files(None, tmp_path / "cache", timeout_s=1.0)
+    assert not [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]
+
+
+def test_a_fifo_named_like_a_parquet_file_in_a_release_folder_is_one_line_not_a_hang(tmp_path, config):
+    import os
+
+    folder = tmp_path / "release"
+    folder.mkdir()
+    os.mkfifo(folder / "x.parquet")
+    os.mkfifo(tmp_path / "alone.parquet")
+    for release in (folder, tmp_path / "alone.parquet"):
+        result = runner.invoke(app, ["reproduce", "gem-table2", "--release", str(release), "--metric", "bleu",
+                                     "--config", str(config)])
+        assert result.exit_code == 2 and result.output.startswith("error:"), (result.output, result.exception)
+        assert "not a regular file" in result.output and result.output.count("\n") == 1

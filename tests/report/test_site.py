@@ -43,7 +43,7 @@ def test_site_pages_escape_review_text_and_link_up(tmp_path):
     names = sorted(str(p.relative_to(site.out_dir)) for p in site.pages)
     assert names == ["index.html", "leaderboard.html", "papers/P1.html", "papers/P2.html", "quality.html",
                      "runs.html", "validation.html"]                       # P3 is neither sampled nor reviewed by a model
-    assert [p.name for p in site.charts] == ["leaderboard-bleu-sacrebleu.svg", "leaderboard-gem-lm.svg"]
+    assert [p.name for p in site.charts] == ["leaderboard-gem-lm.svg", "cost-quality.svg"]   # bleu: no model has a value
     assert all(p.read_text().startswith("<svg") for p in site.charts)
 
     paper = scan(site.out_dir / "papers" / "P1.html")
@@ -68,8 +68,13 @@ def test_site_pages_escape_review_text_and_link_up(tmp_path):
 def test_leaderboard_validation_and_runs_pages(tmp_path):
     site = build_site(write_database(tmp_path / "r.duckdb"), tmp_path / "site")
     board = (site.out_dir / "leaderboard.html").read_text()
-    assert board.count('<tr class="model">') == 3 and board.count('<tr class="human">') == 2
+    assert board.count('<tr class="model">') == 2 and board.count('<tr class="human">') == 1
     assert 'src="charts/leaderboard-gem-lm.svg"' in board and "90% CI low" in board
+    # grouped by family, GEM's first and open; a board without a model's value is one line with its reason
+    families = [a for t, a in scan(site.out_dir / "leaderboard.html").tags if t == "details"]
+    assert [a["id"] for a in families] == ["family-gem-and-gem-s", "family-classic-baselines"]
+    assert "open" in families[0] and "open" not in families[1]
+    assert re.search(r'<p class="empty-board" id="bleu-sacrebleu"><strong>bleu</strong>.*no value \(no scores\)', board)
     validation = scan(site.out_dir / "validation.html")
     cells = [a for t, a in validation.tags if t == "td" and "title" in a]
     assert len(cells) == 3
@@ -232,3 +237,33 @@ def test_the_releases_page_lists_each_release_with_its_models_in_the_order_they_
     empty = release_context({"releases": releases, "release_models": pl.DataFrame(),
                              "release_changes": pl.DataFrame(schema=CHANGES)})
     assert empty["releases"][0]["models"] == []
+
+
+def test_the_index_opens_with_the_overview_of_models_and_validated_metrics(tmp_path):
+    site = build_site(write_database(tmp_path / "r.duckdb"), tmp_path / "site")
+    index = scan(site.out_dir / "index.html")
+    tables = [a for t, a in index.tags if t == "table"]
+    assert tables[0]["id"] == "overview-table" and "sortable" in tables[0]["class"]
+    heads = [a for t, a in index.tags if t == "th" and "data-metric" in a]
+    assert [a["data-metric"] for a in heads] == ["gem", "bleu"]                  # [score] headline's order
+    assert heads[0]["class"] == "metric verdict-pass" and heads[1]["class"] == "metric verdict-fail"
+    text = " ".join(" ".join(index.text).split())
+    assert "2 of 2 tests passed" in text and "0 of 1 tests passed, 1 failed" in text
+    assert "human (human baseline)" in text and "1.900 [1.200, 2.600] #2" in text
+    assert "validation.html#grid-raw" in {a.get("href") for t, a in index.tags if t == "a"}
+    validation = scan(site.out_dir / "validation.html")
+    assert "grid-judgments" in {a.get("id") for t, a in validation.tags}   # the site's rows carry no level
+
+
+def test_the_overview_table_has_one_row_per_model_and_a_column_per_headline_metric(tmp_path):
+    import duckdb
+
+    with duckdb.connect(str(write_database(tmp_path / "r.duckdb", headline=("bleu", "gem", "llm_judge")))) as con:
+        columns = [r[0] for r in con.execute("describe overview").fetchall()]
+        rows = con.execute("select model, is_human, gem.mean, gem.rank, gem.tests_passed, gem.tests_run, "
+                           "bleu.tests_failed, papers_scored, usd_per_review from overview").fetchall()
+    assert columns == ["model", "is_human", "kind", "bleu", "gem", "papers_scored", "usd_per_review",
+                       "tokens_per_review"]                            # llm_judge: named, not scored, no column
+    assert [r[0] for r in rows] == ["human", "m-a", "m-b"]               # one row per model, the human first
+    assert rows[2][1:] == (False, 1.9, 2, 2, 2, None, 2, 0.002)
+    assert rows[0][1] is True and rows[1][6] == 1

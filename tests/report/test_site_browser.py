@@ -4,6 +4,7 @@ the review's `<script>` and `<img onerror>` payloads shown as text with no dialo
 screenshot of the paper page is written under the test's data/ folder for a person to look at."""
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -80,40 +81,29 @@ def test_site_in_chromium_shows_payloads_as_text_and_raises_no_dialog(tmp_path, 
     assert Path(data / "site-paper.png").stat().st_size > 10_000
 
 
-PIPELINE = """
-[pipelines.demo]
-source = "synthetic"
-venues = ["GREBench.cc/2025/Demo"]
-stages = ["ingest", "curate", "materialize"]
-
-[pipelines.demo.curate]
-sample_size = 100
-"""
-
-
 @pytest.mark.slow
-def test_site_of_a_pipeline_run_shows_escaped_markup_from_openreview_as_text(browser, prefect_harness, project_config):
+@pytest.mark.timeout(3600)   # the session's demo run, when this is the first test to ask for it
+def test_site_of_a_pipeline_run_shows_escaped_markup_from_openreview_as_text(browser, demo_run, demo_database,
+                                                                              tmp_path):
     """The synthetic venue served to the real openreview-py client carries a review whose HTML holds
     escaped `<script>` and `<img onerror>`: after ingest strips the tags they are text, and the site
-    built from the run's database shows them as text with no dialog raised."""
+    built from the database of the session's demo run shows them as text with no dialog raised."""
     import duckdb
 
-    from flows.pipeline import pipeline_flow
     from tasks.core.config import load_config
     from tasks.testing.synthetic import make_venue
 
-    config = project_config(PIPELINE)
-    pipeline_flow(pipeline="demo", config_path=str(config))
-    data = config.parent / "data"
-    o = load_config(config).pipelines["demo"].synthetic
-    html_review = make_venue("GREBench.cc/2025/Demo", n_papers=o.n_papers, reviews_per_paper=o.reviews_per_paper,
+    demo = load_config(demo_run[0] / "pipelines.toml").pipelines["demo"]
+    o = demo.synthetic
+    html_review = make_venue(demo.venues[0], n_papers=o.n_papers, reviews_per_paper=o.reviews_per_paper,
                              seed=o.seed, pdfs=o.pdfs, bad_cases=o.bad_cases).bad_cases["html"]
-    database = load_config(config).database_for("demo")
-    with duckdb.connect(str(database), read_only=True) as con:
+    with duckdb.connect(str(demo_database), read_only=True) as con:
         (paper_id, text), = con.execute("select paper_id, review_text from reviews where review_id = ?",
                                         [html_review]).fetchall()
     assert SCRIPT in text and IMG in text and "<b>" not in text
-    site = build_site(database, database.parent / "site")
+    data = tmp_path / "data"   # the shared run's folder is only read
+    data.mkdir()
+    site = build_site(demo_database, data / "site")
     page = browser.new_page()
     dialogs: list[str] = []
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
@@ -124,3 +114,50 @@ def test_site_of_a_pipeline_run_shows_escaped_markup_from_openreview_as_text(bro
     assert page.locator("main script").count() == 0 and page.locator("main img").count() == 0
     page.screenshot(path=str(data / "site-pipeline-paper.png"), full_page=True)
     assert dialogs == []
+
+
+@pytest.mark.slow
+def test_the_demo_site_opens_with_the_overview_and_draws_no_empty_chart(demo_database, browser, tmp_path):
+    """The site built from the session's demo run, as a reader opens it: the overview table first on the index,
+    GEM's column headed by its validation status with a link to the validation grid, rows sorted by a click on
+    a header; on the leaderboard page GEM's family first, and every chart with a model's value behind it."""
+    import duckdb
+
+    site = build_site(demo_database, tmp_path / "site")
+    page = browser.new_page(viewport={"width": 1200, "height": 1400})
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(site.index.as_uri())
+    assert page.locator("main table").first.get_attribute("id") == "overview-table"
+    gem = page.locator("#overview-table thead th[data-metric='gem']")
+    status = gem.locator("a.status")
+    assert re.fullmatch(r"\d+ of \d+ tests passed(, \d+ failed)?(, \d+ inconclusive)?", status.inner_text().strip())
+    target = status.get_attribute("href")
+    assert target.startswith("validation.html#grid-")
+
+    with duckdb.connect(str(demo_database), read_only=True) as con:
+        means = dict(con.execute("select model, gem.mean from overview").fetchall())
+    shown = page.locator("#overview-table tbody tr td:first-child")
+    ascending = [m for m, _ in sorted(means.items(), key=lambda kv: kv[1])]
+    gem.click(position={"x": 5, "y": 5})                        # the header, not its link
+    assert [t.replace(" (human baseline)", "").strip() for t in shown.all_inner_texts()] == ascending
+    gem.click(position={"x": 5, "y": 5})
+    assert [t.replace(" (human baseline)", "").strip() for t in shown.all_inner_texts()] == ascending[::-1]
+
+    status.click()                                                # the link opens the grid the status counts
+    page.wait_for_url(f"**/{target}")
+    assert page.locator(f"#{target.split('#')[1]}").count() == 1
+
+    page.goto((site.out_dir / "leaderboard.html").as_uri())
+    families = page.locator("details.family")
+    assert families.first.get_attribute("id") == "family-gem-and-gem-s" and families.first.get_attribute("open") is not None
+    for section in page.locator("details.family section:has(table.leaderboard)").all():
+        section.evaluate("s => s.closest('details').open = true")
+        assert section.locator("img").evaluate("img => img.naturalWidth") > 0
+        values = section.locator("tbody tr.model td:nth-child(4)").all_inner_texts()
+        assert any(v.strip() not in ("", "–") for v in values), section.get_attribute("id")
+    for line in page.locator("p.empty-board").all():
+        assert "no value (" in line.inner_text() and line.locator("img").count() == 0
+    charts = {Path(p).name for p in page.locator("img").evaluate_all("imgs => imgs.map(i => i.getAttribute('src'))")}
+    assert charts <= {p.name for p in site.charts}
+    assert errors == []

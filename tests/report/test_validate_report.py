@@ -81,3 +81,15 @@ def test_report_from_database_and_empty_tables(tmp_path):
     with pytest.raises(FileNotFoundError, match="no results database"):
         write_report(tmp_path / "missing.duckdb", tmp_path / "x")
     assert not math.isnan(tables["leaderboard"]["mean"][0])
+
+
+def test_the_report_opens_with_the_overview(tmp_path):
+    """report.md's first section is the `overview` table's: a model per row, a headline metric per column headed
+    by its validation status, before the figures and the full leaderboard."""
+    from tests.site_data import write_database
+
+    text = write_report(write_database(tmp_path / "r.duckdb"), tmp_path / "report")["summary"].read_text()
+    assert text.index("## Overview") < text.index("![leaderboard]") < text.index("## Leaderboard")
+    header = next(line for line in text.splitlines() if line.startswith("| model |"))
+    assert header.startswith("| model | gem (2 of 2 tests passed; raw level) | bleu (0 of 1 tests passed, 1 failed; ")
+    assert "| m-b | 1.900 [1.200, 2.600] #2 | – | 2 | 0.0020 |" in text

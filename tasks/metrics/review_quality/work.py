@@ -40,6 +40,7 @@ REVIEW_FACTS = pl.Schema({"review_id": pl.String, "paper_id": pl.String, "rating
 # from the model at the rating position (an expectation, a top-token list, a follow-up answer)
 STATED_METHODS = (None, "stated", "submitted", "answer")
 RATING_ERRORS = {"rating_mae": "stated", "rating_mae_readout": "readout"}   # metric -> the ratings it reads
+ACCEPT_AGREEMENTS = {"accept_accuracy": "stated", "accept_accuracy_readout": "readout"}   # the same split
 PAPER_FACTS = pl.Schema({"paper_id": pl.String, "decision": pl.String, "text": pl.String})
 
 
@@ -95,9 +96,9 @@ class QualityWork:
         wanted = set(names)
         sets = list(reference_sets(candidates, references))
         out: dict[tuple[str, str], fm.Scored] = {}
-        if wanted & {*RATING_ERRORS, "accept_accuracy"}:
+        if wanted & {*RATING_ERRORS, *ACCEPT_AGREEMENTS}:
             out.update(self._ratings(sets, wanted))
-        text_metrics = wanted - {*RATING_ERRORS, "accept_accuracy", "binoculars", "ai_rate"}
+        text_metrics = wanted - {*RATING_ERRORS, *ACCEPT_AGREEMENTS, "binoculars", "ai_rate"}
         if wanted & {"binoculars", "ai_rate"}:
             scores = self._binoculars(sets)
             if "binoculars" in wanted:
@@ -140,9 +141,13 @@ class QualityWork:
                         (math.nan, why) if why else (math.nan, f"rating_{how}: see rating_mae"
                                                                f"{'_readout' if how == 'readout' else ''}")
                         if how != reads else fm.rating_error(rating, humans))
-            if "accept_accuracy" in wanted:
-                out[(cand["candidate"], "accept_accuracy")] = (math.nan, why) if why else fm.accept_agreement(
-                    rating, decisions.get(cand["paper_id"]), self.settings.accept_threshold)
+            for name, reads in ACCEPT_AGREEMENTS.items():   # a stated and a read-out rating's side apart
+                if name in wanted:
+                    out[(cand["candidate"], name)] = (
+                        (math.nan, why) if why else (math.nan, f"rating_{how}: see accept_accuracy"
+                                                               f"{'_readout' if how == 'readout' else ''}")
+                        if how != reads else fm.accept_agreement(rating, decisions.get(cand["paper_id"]),
+                                                                 self.settings.accept_threshold))
         return out
 
     def _binoculars(self, sets: list) -> dict[tuple[str, str], fm.Scored]:

@@ -1,7 +1,9 @@
 """Render the site: read the marts, draw the charts, fill the templates, write the files.
 
-    index.html          what is here, the papers by year, the latest run
-    leaderboard.html    per metric and evaluation LM: chart (mean, CI, human band) and a sortable table
+    index.html          the overview first (a model per row, a headline metric per column headed by its
+                        validation status: the `overview` table), then what is here, the papers by year
+    leaderboard.html    per metric and evaluation LM, grouped by family (GEM's first, each folding): chart
+                        (mean, CI, human band) and a sortable table; a board without a value: one line, its reason
     validation.html     pass / fail per metric and strategy (SMD, CI and p on hover), human correlation
     papers/<id>.html    title, abstract, human reviews and their judgments, candidates, per-pair scores
                         (an id that is not a safe file name: its slug and a hash, `page_name`)
@@ -25,8 +27,10 @@ from typing import Any
 import jinja2
 import polars as pl
 
-from tasks.core.layout import slug
+from tasks.core.layout import safe_name, slug
+from tasks.report import overview
 from tasks.report.common import read_tables
+from tasks.report.families import family_of, family_slug, order
 from tasks.report.site.charts import cost_quality_chart, leaderboard_chart, to_svg
 from tasks.report.site.data import TABLES, model_costs, paper_bundle, rows, site_papers, year_of
 from tasks.report.trust import cost_axis, cost_quality
@@ -58,11 +62,8 @@ def number(value: object, digits: int = 3) -> str:
 
 def page_name(paper_id: str) -> str:
     """The file name of a paper's page: its id, or where the id is not a safe file name, its slug and a
-    hash of the id, so that two ids with the same slug ("a<b", "a>b") never share one page."""
-    import hashlib
-
-    name = slug(paper_id)
-    return name if name == paper_id else f"{name}-{hashlib.sha256(paper_id.encode()).hexdigest()[:10]}"
+    hash of the id (tasks/core/layout.py `safe_name`, as ingest names the paper's PDF)."""
+    return safe_name(paper_id)
 
 
 def environment() -> jinja2.Environment:
@@ -75,17 +76,36 @@ def environment() -> jinja2.Environment:
 
 
 def leaderboard_groups(board: pl.DataFrame) -> list[dict[str, Any]]:
+    """One board per (metric, evaluation LM), each with its family (tasks/report/families.py) and, where no
+    model has a value, `empty`: the one line that stands in for its chart (the rows' reasons)."""
     if board.is_empty():
         return []
     groups = []
     for (metric, lm), group in board.sort("metric", "eval_lm").group_by("metric", "eval_lm", maintain_order=True):
         entries = rows(group.sort("rank", "model", nulls_last=True))
         confidence = next((r["confidence"] for r in entries if r["confidence"] is not None), None)
+        valued = [r for r in entries if not r["is_human"] and r["mean"] is not None]
+        reasons = sorted({str(r["reason"]) for r in entries if r.get("reason")})
         groups.append({"metric": metric, "eval_lm": lm, "rows": entries, "slug": slug(f"{metric}-{lm}"),
+                       "family": family_of(str(metric)),
                        "level": f"{100 * confidence:.0f}%" if confidence else "CI",
                        "predictor": next((r.get("predictor") for r in entries if r.get("predictor")), None),
-                       "not_qualified": any(r.get("qualified") is False for r in entries)})
+                       "not_qualified": any(r.get("qualified") is False for r in entries),
+                       "empty": None if valued else "; ".join(reasons) or "no model has a value",
+                       "human": next((r["mean"] for r in entries if r["is_human"]), None)})
     return groups
+
+
+def by_family(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The boards grouped by family in page order (GEM's first), each family with its boards that have values
+    and those without; the first family is open, the others folded."""
+    families = []
+    for name in order():
+        boards = [g for g in groups if g["family"] == name]
+        if boards:
+            families.append({"name": name, "slug": family_slug(name), "groups": boards, "open": not families,
+                             "empty": sum(1 for g in boards if g["empty"])})
+    return families
 
 
 def cost_figure(board: pl.DataFrame, costs: pl.DataFrame, out_dir: Path, result: SiteResult) -> dict[str, Any] | None:
@@ -224,6 +244,8 @@ def build_site(database: Path, out_dir: Path, benchmarks: pl.DataFrame | None = 
     for group in groups:
         for row in group["rows"]:
             row.update(costs.get(str(row["model"]), {}))
+        if group["empty"]:
+            continue     # one line with its reason on the page, no chart
         chart = out_dir / "charts" / f"leaderboard-{group['slug']}.svg"
         title = f"{group['metric']} ({group['eval_lm']}; {group['level']} CI)"
         chart.write_text(to_svg(leaderboard_chart(group["rows"], title)), encoding="utf-8")
@@ -232,7 +254,8 @@ def build_site(database: Path, out_dir: Path, benchmarks: pl.DataFrame | None = 
     board = tables["leaderboard"]
     release_ids = sorted(set(board["release_id"].drop_nulls().to_list())) if "release_id" in board.columns else []
     injection = tables["injection_shifts"]
-    page("leaderboard.html", out_dir / "leaderboard.html", groups=groups, releases=release_ids,
+    page("leaderboard.html", out_dir / "leaderboard.html", families=by_family(groups),
+         releases=release_ids,
          injection=rows(injection.sort("model", "variant", "measure")) if injection.height else [],
          cost=cost_figure(board, tables["candidate_costs"], out_dir, result),
          benchmarks=benchmark_context(board, benchmarks, out_dir, result))
@@ -259,6 +282,8 @@ def build_site(database: Path, out_dir: Path, benchmarks: pl.DataFrame | None = 
         years.setdefault(year_of(str(paper.get("venue_id"))), []).append(paper)
     counts = {name: frame.height for name, frame in tables.items()}
     models = sorted(set(tables["candidates"]["model"].to_list())) if tables["candidates"].height else []
+    heads = overview.columns(tables["overview"])
     page("index.html", out_dir / "index.html", years=dict(sorted(years.items(), reverse=True)),
-         counts=counts, models=models, latest=runs[0] if runs else None, groups=groups)
+         counts=counts, models=models, latest=runs[0] if runs else None, groups=groups,
+         overview={"columns": heads, "rows": overview.rows(tables["overview"], heads)})
     return result

@@ -13,7 +13,7 @@ import polars as pl
 TABLES = ("papers", "reviews", "candidates", "judgments", "scores", "leaderboard", "validation", "validation_data",
           "human_correlation", "exclusions", "runs", "qualification", "review_quality_models", "points",
           "comparisons", "releases", "release_changes", "release_models", "submissions", "rejects", "injection_shifts",
-          "candidate_costs")
+          "candidate_costs", "overview")
 
 
 def clean(value: object) -> object:

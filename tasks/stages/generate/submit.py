@@ -53,7 +53,7 @@ from tasks.core.config import Config
 from tasks.core.errors import GrebenchError
 from tasks.core.frames import read_curated
 from tasks.core.layout import cache_dir, write_parquet
-from tasks.core.schema import EXCLUSIONS, GENERATED
+from tasks.core.schema import EXCLUSIONS, GENERATED, SUBMISSIONS
 from tasks.core.submitted import submit_dir
 from tasks.core.summary import StageSummary, llm_figures
 from tasks.judgments.extract import PreprocessOutput, preprocess_reviews
@@ -65,13 +65,6 @@ from tasks.stages.generate.submitted_file import ReadRows, read_rows
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 RESERVED = ("human",)
 MAX_NAME = 100   # characters of a submission name (a folder name, a leaderboard label)
-SUBMISSIONS = pl.Schema({
-    "name": pl.String, "pipeline": pl.String, "file": pl.String, "file_sha256": pl.String, "format": pl.String,
-    "knowledge_cutoff": pl.Date, "submitted_at": pl.Datetime("ms", "UTC"), "model": pl.String,
-    "rows_in": pl.Int64, "accepted": pl.Int64, "excluded": pl.Int64, "rejected": pl.Int64,
-    "benchmark_papers": pl.Int64, "missing": pl.Int64, "replaced": pl.Boolean,
-    "flagged": pl.Int64,          # accepted reviews carrying text aimed at the evaluators (screening.py)
-})
 FLAGS = pl.Schema({"name": pl.String, "row": pl.Int64, "paper_id": pl.String, "candidate_id": pl.String,
                    "kind": pl.String, "detail": pl.String})
 

@@ -27,12 +27,14 @@ message and passed through `scrub`, which blanks any credential value that might
 
 from __future__ import annotations
 
+import html
 import json
 import logging
 import os
 import re
 import threading
 import traceback
+import unicodedata
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -95,22 +97,79 @@ def _encodings(text: str) -> set[str]:
 
 @lru_cache(maxsize=64)
 def _forms(secret: str) -> list[str]:
-    """The ways `secret` can appear in text: every encoding of `_encodings`, each once more (a JSON
-    body quoted inside another JSON or repr), and, for a value broken by white space (a token with a
-    line break), each long piece of it."""
-    once = _encodings(secret)
-    twice = {again for form in once for again in _encodings(form)}
-    pieces = [p for p in re.split(r"\s+", secret) if len(p) >= MIN_SECRET_PIECE]
-    return sorted(once | twice | set(pieces), key=len, reverse=True)
+    """The ways `secret` can appear in text: in either Unicode normal form (NFC, NFD), every encoding
+    of `_encodings`, each once more (a JSON body quoted inside another JSON or repr), and, for a value
+    broken by white space (a token with a line break), each long piece of it in each encoding."""
+    return [*_whole_forms(secret), *_piece_forms(secret)]
+
+
+@lru_cache(maxsize=64)
+def _whole_forms(secret: str) -> list[str]:
+    found: set[str] = set()
+    for value in {secret, unicodedata.normalize("NFC", secret), unicodedata.normalize("NFD", secret)}:
+        once = _encodings(value)
+        found |= once | {again for form in once for again in _encodings(form)}
+    return sorted(found, key=len, reverse=True)
+
+
+@lru_cache(maxsize=64)
+def _piece_forms(secret: str) -> list[str]:
+    found: set[str] = set()
+    for value in {secret, unicodedata.normalize("NFC", secret), unicodedata.normalize("NFD", secret)}:
+        pieces = [p for p in re.split(r"\s+", value) if len(p) >= MIN_SECRET_PIECE]
+        found |= {form for piece in pieces for form in _encodings(piece)}
+    return sorted(found, key=len, reverse=True)
+
+
+# What a message may have done to a credential before it reached us: HTML escaped it (`&quot;`,
+# `&#196;`, `&Auml;`), or changed its Unicode normal form (a server answering in NFD).
+_VIEWS: tuple[Callable[[str], str], ...] = (
+    html.unescape,
+    lambda text: unicodedata.normalize("NFC", text),
+    lambda text: unicodedata.normalize("NFC", html.unescape(text)),
+    lambda text: unicodedata.normalize("NFD", html.unescape(text)),
+)
 
 
 def scrub(text: str) -> str:
-    """`text` with every credential value, and every second-factor code made here, replaced by "***"."""
-    for secret in secrets():
-        for form in _forms(secret):
-            text = text.replace(form, "***")
+    """`text` with every credential value, and every second-factor code made here, replaced by "***":
+    in every encoding `_forms` lists; where only a decoded view of `text` (HTML entities resolved,
+    Unicode normalised) shows one, that view, scrubbed, replaces `text`; and a text that ends in the
+    start of one (a message cut short by someone else) loses that end too."""
+    found = secrets()
+    if found:
+        for forms in (_whole_forms, _piece_forms):   # a whole value first, in any view: its pieces leave its gaps
+            for view in (str, *_VIEWS):
+                seen = view(text)
+                blanked = _blank(seen, [form for secret in found for form in forms(secret)])
+                if blanked != seen:
+                    text = blanked
+        text = _blank_cut_end(text, found)
     for code in list(_codes):
         text = re.sub(rf"(?<!\d){re.escape(code)}(?!\d)", "***", text)
+    return text
+
+
+def _blank(text: str, forms: list[str]) -> str:
+    for form in forms:
+        if form in text:
+            text = text.replace(form, "***")
+    return text
+
+
+_CUT_MARKS = " \t\r\n.\u2026'\")]}"   # what a cut may leave after a credential's start: an ellipsis, quotes
+
+
+def _blank_cut_end(text: str, found: list[str]) -> str:
+    """`text` without a trailing start (MIN_SECRET_PIECE characters or more) of a credential's form."""
+    body = text.rstrip(_CUT_MARKS)
+    for secret in found:
+        for form in _forms(secret):
+            start = body.find(form[:MIN_SECRET_PIECE], max(0, len(body) - len(form) + 1))
+            while start >= 0:
+                if form.startswith(body[start:]):
+                    return f"{body[:start]}***{text[len(body):]}"
+                start = body.find(form[:MIN_SECRET_PIECE], start + 1)
     return text
 
 
@@ -313,10 +372,10 @@ def never_prompting() -> Iterator[None]:
 def describe(error: Any) -> str:
     """'Name: message' of an OpenReview error (its JSON body or the exception's first argument)."""
     body = error.args[0] if getattr(error, "args", None) else error
-    if isinstance(body, dict):
+    if isinstance(body, dict):   # scrubbed before the cut: a cut can leave the start of a credential
         name, message = body.get("name") or "Error", body.get("message") or ""
-        return f"{name}: {str(message)[:200]}" if message else str(name)
-    return str(body)[:200]
+        return f"{scrub(str(name))[:100]}: {scrub(str(message))[:200]}" if message else scrub(str(name))[:100]
+    return scrub(str(body))[:200]
 
 
 def refusal(status: int, body: Any, login: Login) -> str | None:

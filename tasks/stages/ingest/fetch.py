@@ -33,7 +33,7 @@ import requests
 
 from tasks.core.config import Config, IngestConfig, VenueConfig
 from tasks.core.errors import SourceError
-from tasks.core.layout import raw_dir, slug, write_parquet
+from tasks.core.layout import UnsafePath, id_path, raw_dir, slug, write_parquet
 from tasks.core.locks import locked, write_bytes_atomic
 from tasks.core.progress import progress
 from tasks.core.schema import PAPERS, REJECTS, REVIEWS, conform, empty
@@ -69,6 +69,8 @@ IDENTITY_KEYS = ("signatures", "writers", "readers", "nonreaders", "tauthor")
 PRIVATE_CONTENT = ("authors", "authorids")
 DETAILS = "directReplies"
 SORT = "number:asc"
+# a paper's files in pdfs/: the PDF, a permanent failure, the version on disk, "the server sent it damaged"
+PDF_FILES = (".pdf", ".reject.json", ".version", ".served-damaged")
 SITE_URL = "https://openreview.net"   # pdf_url is the paper's public link, stable whatever API host served it
 
 
@@ -298,6 +300,8 @@ def download_pdfs(client: Any, paper_ids: list[str], pdf_dir: Path, cfg: IngestC
                   ) -> tuple[list[str], list[dict[str, Any]]]:
     """Fetch each paper's PDF into `pdf_dir/<paper_id>.pdf` (cached); (ids on disk, reject rows).
 
+    Each file is named by `id_path` (an id that is not a safe file name gets its slug and a hash; a
+    path that would leave `pdf_dir` is a `rejects` row, rule `unsafe_path`).
     Streams through the client's own session (the client's `get_pdf` would read the whole body
     first): a declared or actual size above `pdf_max_bytes` stops the download. Permanent
     failures (too large, not found) are remembered in `<paper_id>.reject.json`, so reruns skip them.
@@ -313,10 +317,11 @@ def download_pdfs(client: Any, paper_ids: list[str], pdf_dir: Path, cfg: IngestC
     sources = sources or {}
 
     def one(paper_id: str) -> tuple[str | None, dict[str, Any] | None]:
-        path, marker = pdf_dir / f"{paper_id}.pdf", pdf_dir / f"{paper_id}.reject.json"
+        try:   # the server's id names the files: a safe name always (tasks/core/layout.py `id_path`)
+            path, marker, noted, served = (id_path(pdf_dir, paper_id, s) for s in PDF_FILES)
+        except UnsafePath as error:
+            return None, reject("pdf", paper_id, paper_id, venue_id, "unsafe_path", str(error))
         url, params, version = sources.get(paper_id) or (client.pdf_url, {"id": paper_id}, None)
-        noted = pdf_dir / f"{paper_id}.version"
-        served = pdf_dir / f"{paper_id}.served-damaged"   # the server sent it so: the parser reports it
         if path.exists() and (noted.read_text() == version if noted.exists() else version is None):
             damage = pdf_damage(path)
             if damage is None or (served.exists() and served.read_text() == str(path.stat().st_size)):

@@ -41,7 +41,7 @@ import pymupdf
 
 from tasks.core.progress import progress
 from tasks.core.schema import PDF_TEXTS, REJECTS, conform, empty
-from tasks.stages.ingest.pdf_hidden import char_key, page_ink
+from tasks.stages.ingest.pdf_hidden import HIDDEN_FONT_PT, PageInk, char_key, page_ink
 
 REJECT_RULES = {
     "missing_pdf": "no PDF file for the paper",
@@ -147,24 +147,45 @@ def _kept_spans(spans: list[dict], reasons: dict, page: int, hidden: list[tuple[
     return kept
 
 
-def _painted(spans: list[dict], reasons: dict, page: int, hidden: list[tuple[int, str, str]] | None,
+def _painted(spans: list[dict], ink: PageInk, page: int, hidden: list[tuple[int, str, str]] | None,
              strip: bool) -> list[dict]:
     """`spans` less those extracted but never painted (`invisible`): text in render mode 7 only adds
-    to the clip path, so MuPDF's paint trace never sees it and its spans read alpha 0. A span of
-    characters the trace already judged is left to `_kept_spans`."""
+    to the clip path, so MuPDF's paint trace never sees it and its spans read alpha 0; and less those
+    its text matrix flattens (`tiny_font`: `1 0 0 0.05 x y Tm` draws 20-point text 1 point high, which
+    the paint trace still sizes as 20 points), judged by the height the extracted span renders at.
+    A span of characters the trace already judged is left to `_kept_spans`."""
     kept = []
     for span in spans:
         chars = span.get("chars")
         text = "".join(c["c"] for c in chars) if chars is not None else span["text"]
-        judged = chars is not None and any(char_key(c["c"], c["origin"]) in reasons for c in chars)
-        if span.get("alpha", 255) != 0 or judged or not text.strip():
+        judged = chars is not None and any(char_key(c["c"], c["origin"]) in ink.reasons for c in chars)
+        reason = "invisible" if span.get("alpha", 255) == 0 else "tiny_font" if _squeezed(span, ink) else None
+        if reason is None or judged or not text.strip():
             kept.append(span)
             continue
         if hidden is not None:
-            hidden.append((page, "invisible", text.strip()[:HIDDEN_CHARS]))
+            hidden.append((page, reason, text.strip()[:HIDDEN_CHARS]))
         if not strip:
             kept.append(span)
     return kept
+
+
+def _squeezed(span: dict, ink: PageInk) -> bool:
+    """The span's em renders lower than HIDDEN_FONT_PT (or smaller both ways): its extracted size is
+    the square root of the em's rendered width times its height (MuPDF's font size times the square
+    root of the text matrix's determinant) and the paint trace gives the width (`PageInk.widths`, by
+    the span's first character; the size where the trace does not list it), so the height is the
+    size squared over the width. Where no em on the page is that wide, the widths are not looked up.
+    Its box is not used: a font without ascender and descender gives a flat box at any size."""
+    size = span["size"]
+    if size < HIDDEN_FONT_PT:
+        return True
+    if size * size >= HIDDEN_FONT_PT * ink.widest:
+        return False
+    chars = span.get("chars")
+    first = chars[0] if chars else {"c": span.get("text", "")[:1], "origin": span["origin"]}
+    width = ink.widths.get(char_key(first["c"], first["origin"]), size)
+    return size * size < HIDDEN_FONT_PT * width
 
 
 def _page_lines(page: pymupdf.Page, block_offset: int, hidden: list[tuple[int, str, str]] | None = None,
@@ -178,8 +199,8 @@ def _page_lines(page: pymupdf.Page, block_offset: int, hidden: list[tuple[int, s
     lines = []
     for b, block in enumerate(blocks):
         for line in block.get("lines", ()):
-            spans = line["spans"] if ink.ocr_layer else _painted(line["spans"], ink.reasons, page.number + 1,
-                                                                   hidden, strip)
+            number = page.number + 1
+            spans = line["spans"] if ink.ocr_layer else _painted(line["spans"], ink, number, hidden, strip)
             kept = _kept_spans(spans, ink.reasons, page.number + 1, hidden, strip) if ink.reasons else spans
             spans = [s for s in kept if s["text"].strip()]
             if not spans:
@@ -461,8 +482,10 @@ def extract_pdfs(
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(pdf_texts, rejects) for `pdf_dir/<paper_id>.pdf`, each file read in a child process under
     `limits`; rejects have stage "ingest", entity "pdf"."""
+    from tasks.core.layout import id_path  # not in the children's preload: they get paths
+
     ids = list(dict.fromkeys(paper_ids))
-    paths = [str(Path(pdf_dir) / f"{paper_id}.pdf") for paper_id in ids]
+    paths = [str(id_path(Path(pdf_dir), paper_id, ".pdf")) for paper_id in ids]
     workers = default_workers(len(ids)) if workers is None else workers
     limits = limits or PdfLimits()
     results = []

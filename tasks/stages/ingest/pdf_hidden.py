@@ -12,6 +12,15 @@ A character is hidden (`PageInk.reasons`) when it is
   an opaque image (`covered_by_image`) that covers at least `COVER_SHARE` of it;
 - drawn over an image and not shown by the rendered page (`low_contrast`: inside its box the
   rendered pixels are one colour to the eye, as black text on a black photo renders);
+- painted over later by what only rendering can judge, an opaque filled path that is no rectangle
+  (a closed `m`/`l` polygon, a curve) or an image with an alpha channel, when the rendered page
+  shows nothing of it (`covered_by_shape`, `covered_by_image`);
+- flattened by its text matrix, in one direction or both, so that an em renders narrower or lower
+  than `HIDDEN_FONT_PT` (`tiny_font`): across (`0.01 0 0 1 x y Tm`), by the paint trace's size, which
+  is the matrix's scale along the baseline, an em's rendered width (`PageInk.widths`); up
+  (`1 0 0 0.01 x y Tm`), by the rendered height, the extracted span's size (the square root of the
+  matrix's determinant, width times height) squared over that width, judged where the text is read
+  (`pdf._painted`);
 - or drawn entirely outside the page (`PageInk.off_page`).
 
 Text in render mode 7 (added to the clip path, never painted) is missing from the paint trace
@@ -28,15 +37,14 @@ page of invisible text with no such image is an injection: all of it is hidden.
 Limits: only text over an image is judged on the rendered page (the rest by geometry and
 colour, so a page of figures is never rendered whole); a gradient (shading) is not a background,
 nor a slanted or curved stroke; a filled rectangle drawn with a blend mode (a highlight flattened
-into the content) counts as opaque, while highlight annotations are skipped; an image with a
-soft mask never covers.
+into the content) counts as opaque, while highlight annotations are skipped.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import pymupdf
 
@@ -51,6 +59,8 @@ BAND = 32.0             # points: height of the bands text boxes are filed by
 CELL = 32.0             # points: side of the grid cells fills are filed by
 RENDER_ZOOM = 2.0       # pixels per point where text over an image is judged on the rendered page
 ON_IMAGE = "on_image"   # `_char_reason`: the background is an image; rendering decides
+# `_char_reason`: painted over later by a fill only rendering can judge -> the reason when it hides
+RENDERED_COVER = {"render:shape": "covered_by_shape", "render:image": "covered_by_image"}
 
 WHITE = (1.0, 1.0, 1.0)
 Key = tuple[str, float, float]          # (character, origin x, origin y), as in get_text("rawdict")
@@ -66,6 +76,18 @@ class PageInk:
     reasons: dict[Key, str]      # hidden characters, by `char_key`
     off_page: tuple[str, ...]    # text of the spans drawn outside the page
     ocr_layer: bool              # every span invisible, over an image of the page: a scan's text
+    visible: tuple[dict, ...] = ()   # the paint trace's spans of text drawn visibly, for `widths`
+
+    @cached_property
+    def widest(self) -> float:
+        """Points: the widest em of the visible text (0 without any)."""
+        return max((span["size"] for span in self.visible), default=0.0)
+
+    @cached_property
+    def widths(self) -> dict[Key, float]:
+        """An em's rendered width (points; the paint trace's size) of each visible character, by
+        `char_key`; built when first asked for (a page's every character)."""
+        return {char_key(chr(char[0]), char[2]): span["size"] for span in self.visible for char in span["chars"]}
 
 
 @dataclass(frozen=True)
@@ -73,6 +95,7 @@ class _Fill:
     seqno: int
     box: Box
     color: tuple[float, float, float] | None   # None: an image (colour unknown)
+    exact: bool = True   # covers all of `box`; False: a polygon, a curve, an image with alpha (render it)
 
 
 def char_key(char: str, origin: tuple[float, float]) -> Key:
@@ -130,8 +153,9 @@ def _covers(fill: Box, box: Box) -> bool:
     return _area(overlap) >= COVER_SHARE * area
 
 
-def _rectangles(drawing: dict) -> list[Box]:
-    """The rectangles an opaque filled path paints, or [] for any other path."""
+def _rectangles(drawing: dict) -> list[Box] | None:
+    """The rectangles an opaque filled path paints; None for an opaque path of another shape (a
+    polygon of lines, a curve: only rendering tells what it covers); [] for a path that is no cover."""
     if drawing.get("fill") is None or (drawing.get("fill_opacity") or 0) < COVER_OPACITY:
         return []
     boxes = []
@@ -141,7 +165,7 @@ def _rectangles(drawing: dict) -> list[Box]:
         elif item[0] == "qu" and pymupdf.Quad(item[1]).is_rectangular:
             boxes.append(tuple(pymupdf.Quad(item[1]).rect))
         else:
-            return []   # a curve or a line: its bounding box says nothing about what it covers
+            return None   # a curve or a line: its bounding box says nothing about what it covers
     return boxes
 
 
@@ -203,7 +227,9 @@ def _fills(page: pymupdf.Page, log: list, text_boxes: list[Box]) -> list[_Fill]:
         for i, kind, box in near:
             if kind == "fill-path" and i in drawings and not any(_covers(m, box) for m in markup):
                 color = rgb(drawings[i]["fill"])
-                fills += [_Fill(i, rect, color) for rect in _rectangles(drawings[i])]
+                rectangles = _rectangles(drawings[i])
+                fills += ([_Fill(i, box, color, exact=False)] if rectangles is None
+                          else [_Fill(i, rect, color) for rect in rectangles])
             elif kind == "stroke-path":   # a path filled and stroked logs its stroke one step after its fill
                 drawing = drawings.get(i) if drawings.get(i, {}).get("type") == "s" else drawings.get(i - 1)
                 if drawing is not None and "s" in drawing.get("type", ""):
@@ -212,8 +238,8 @@ def _fills(page: pymupdf.Page, log: list, text_boxes: list[Box]) -> list[_Fill]:
     if any(kind == "fill-image" for _, kind, _ in near):
         masked = [tuple(info["bbox"]) for info in page.get_image_info() if info.get("has-mask")]
         for i, kind, box in near:
-            if kind == "fill-image" and not any(_same_box(m, box) for m in masked):
-                fills.append(_Fill(i, box, None))
+            if kind == "fill-image":   # an image with alpha: what it covers, rendering tells
+                fills.append(_Fill(i, box, None, exact=not any(_same_box(m, box) for m in masked)))
     return sorted(fills, key=lambda f: f.seqno)
 
 
@@ -262,19 +288,22 @@ def _faint(color: tuple[float, float, float], background: tuple[float, float, fl
 def _char_reason(box: Box, seqno: int, color: tuple[float, float, float], opacity: float,
                  fills: list[_Fill]) -> str | None:
     """Why one visible character cannot be seen: covered later, or too faint on its background;
-    ON_IMAGE when its background is an image (whose colour only rendering tells)."""
+    ON_IMAGE when its background is an image or a shape only rendering can judge, a key of
+    RENDERED_COVER when such a fill is painted over it later."""
     background: tuple[float, float, float] | None = WHITE
     for fill in fills:
         if fill.seqno != seqno and _covers(fill.box, box):
             if fill.seqno > seqno:
-                return "covered_by_shape" if fill.color is not None else "covered_by_image"
-            background = fill.color
+                shape = "shape" if fill.color is not None else "image"
+                return f"covered_by_{shape}" if fill.exact else f"render:{shape}"
+            background = fill.color if fill.exact else None
     return ON_IMAGE if background is None else _faint(color, background, opacity)
 
 
-def _unseen_on_images(page: pymupdf.Page, boxes: dict[Key, Box]) -> dict[Key, str]:
-    """Of characters drawn over an image, those the rendered page does not show: inside each one's
-    box the rendered pixels are all of one colour to the eye (WCAG contrast below MIN_CONTRAST
+def _unseen_on_images(page: pymupdf.Page, boxes: dict[Key, tuple[Box, str]]) -> dict[Key, str]:
+    """Of characters whose fate only rendering tells (over an image, under a polygon or an image with
+    alpha), those the rendered page does not show, with the reason given beside each box: inside
+    its box the rendered pixels are all of one colour to the eye (WCAG contrast below MIN_CONTRAST
     between the lightest and darkest pixel), as black text on a black photo renders. The page is
     rendered once, clipped to the boxes, at RENDER_ZOOM."""
     import numpy as np
@@ -283,7 +312,7 @@ def _unseen_on_images(page: pymupdf.Page, boxes: dict[Key, Box]) -> dict[Key, st
         return {}
     area = pymupdf.Rect(0, 0, page.cropbox.width, page.cropbox.height)
     clip = pymupdf.Rect()
-    for box in boxes.values():
+    for box, _ in boxes.values():
         clip |= pymupdf.Rect(box)
     clip &= area
     if clip.is_empty:
@@ -295,12 +324,12 @@ def _unseen_on_images(page: pymupdf.Page, boxes: dict[Key, Box]) -> dict[Key, st
     linear = np.where(channels <= 0.04045, channels / 12.92, ((channels + 0.055) / 1.055) ** 2.4)
     luminance = linear @ np.array([0.2126, 0.7152, 0.0722])
     unseen = {}
-    for key, box in boxes.items():
+    for key, (box, reason) in boxes.items():
         x0, y0 = (int((box[0] - clip.x0) * RENDER_ZOOM), int((box[1] - clip.y0) * RENDER_ZOOM))
         x1, y1 = (int(np.ceil((box[2] - clip.x0) * RENDER_ZOOM)), int(np.ceil((box[3] - clip.y0) * RENDER_ZOOM)))
         inside = luminance[max(0, y0):max(0, y1), max(0, x0):max(0, x1)]
         if inside.size and (inside.max() + 0.05) / (inside.min() + 0.05) < MIN_CONTRAST:
-            unseen[key] = "low_contrast"
+            unseen[key] = reason
     return unseen
 
 
@@ -319,26 +348,29 @@ def page_ink(page: pymupdf.Page) -> PageInk:
     ocr_layer = all(invisible) and _ocr_image(log, area)
     grid = _Grid(_fills(page, log, [tuple(s["bbox"]) for s in written]), area)
     reasons: dict[Key, str] = {}
-    on_images: dict[Key, Box] = {}   # visible characters over an image: judged on the rendered page
+    on_images: dict[Key, tuple[Box, str]] = {}   # characters only the rendered page judges, and their reason
+    visible = []
     for span in on_page:
         if span["type"] == 3 or span["opacity"] == 0:
             reason = None if ocr_layer else "invisible"
         elif span["opacity"] < MIN_OPACITY:
             reason = "transparent"
-        elif span["size"] < HIDDEN_FONT_PT:
+        elif span["size"] < HIDDEN_FONT_PT:   # the trace's size: the width of an em as drawn
             reason = "tiny_font"
         else:
             reason = None
         if reason is None and ocr_layer:
             continue
+        if reason is None:
+            visible.append(span)
         color = rgb(span.get("color"))
         for char in span["chars"]:
             box = tuple(char[3])
             why = reason or _char_reason(box, span["seqno"], color, span["opacity"], grid.at(box))
-            if why == ON_IMAGE:
+            if why == ON_IMAGE or why in RENDERED_COVER:
                 if chr(char[0]).strip():
-                    on_images[char_key(chr(char[0]), char[2])] = box
+                    on_images[char_key(chr(char[0]), char[2])] = (box, RENDERED_COVER.get(why, "low_contrast"))
             elif why:
                 reasons[char_key(chr(char[0]), char[2])] = why
     reasons.update(_unseen_on_images(page, on_images))
-    return PageInk(reasons, off_page, ocr_layer)
+    return PageInk(reasons, off_page, ocr_layer, tuple(visible))

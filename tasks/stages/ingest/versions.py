@@ -51,6 +51,7 @@ import openreview
 import polars as pl
 
 from tasks.core.frames import FINAL_COLUMNS, SECTION_COLUMNS
+from tasks.core.layout import id_path
 from tasks.core.locks import write_bytes_atomic
 from tasks.core.progress import progress
 from tasks.core.schema import HIDDEN_PDF, PAPERS, REVIEW_HIDDEN, REVIEW_ONE, REVIEW_READ, REVIEWS, conform
@@ -115,7 +116,7 @@ def fetch_history(client: Any, api_version: int, note_id: str, folder: Path) -> 
     client's retries, so a rerun resumes from the cache.
     """
 
-    path = folder / "history" / f"{note_id}.json"
+    path = id_path(folder / "history", note_id, ".json")   # the server's id, as a safe file name
     cached = read_cached(path, folder, _history_problem)
     if cached is not None:
         return cached["versions"], True

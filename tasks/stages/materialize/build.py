@@ -41,6 +41,7 @@ from tasks.core.locks import (
     scratch_path,
     swap_database,
 )
+from tasks.core.schema import kind_problem
 from tasks.core.summary import StageSummary
 from tasks.metrics.registry import REGISTRY
 
@@ -155,7 +156,10 @@ def _swap_in_if_passed(failures: list[str], scratch: Path, target: Path) -> None
 
 
 def _base_parameters(cfg: Config, pipeline: str) -> dict[str, object]:
-    return {"scale": list(cfg.curate.common_scale), "pipeline": pipeline, **_metric_parameters(cfg)}
+    return {"scale": list(cfg.curate.common_scale), "pipeline": pipeline, **_metric_parameters(cfg),
+            # the overview (sql/marts/overview.sql): its columns, and the level whose tests vouch for a board
+            # (the first the pipeline validates at)
+            "headline_metrics": list(cfg.score.headline), "board_level": cfg.validate.level[0]}
 
 
 def _metric_parameters(cfg: Config) -> dict[str, list[str]]:
@@ -169,6 +173,7 @@ def _metric_parameters(cfg: Config) -> dict[str, list[str]]:
     return {"registry_metrics": [m.name for m in metrics], "registry_families": [m.needs.name for m in metrics],
             "registry_descriptions": [m.description for m in metrics],
             "reference_free_metrics": [m.name for m in metrics if not m.reads_references],
+            "negative_metrics": [m.name for m in metrics if m.negatives],
             "asked_metrics": list(asked), "asked_as": list(asked.values())}
 
 
@@ -227,6 +232,7 @@ def _stage_from_files(con: duckdb.DuckDBPyConnection, sql: SqlFile, params: dict
     """Run a staging file over its Parquet sources; a source DuckDB cannot read (cut short, not
     Parquet, without a column the SQL reads) is one `DamagedFileError` naming it."""
     files: list[str] = list(params["files"])   # type: ignore[arg-type]
+    _check_kinds(files)
     unreadable = None
     try:
         con.execute(sql.text, _parameters(sql.text, params))
@@ -243,6 +249,19 @@ def _stage_from_files(con: duckdb.DuckDBPyConnection, sql: SqlFile, params: dict
         what = str(error).strip().splitlines()[0][:300]
     where = unreadable or (files[0] if len(files) == 1 else f"{len(files)} files of {sql.source} (e.g. {files[0]})")
     raise damage.damaged(where, f"the {sql.table} table cannot be built from it: {what}")
+
+
+def _check_kinds(files: Sequence[str]) -> None:
+    """A `DamagedFileError` naming the first source file with a column of another kind than the
+    project writes (tasks/core/schema.py `kind_problem`): DuckDB would fail on it with a Binder or
+    Conversion error somewhere in the marts, or worse, read it."""
+    import polars as pl
+
+    for name in files:
+        with damage.reading(name):
+            problem = kind_problem(pl.read_parquet_schema(name))
+        if problem is not None:
+            raise damage.damaged(name, problem)
 
 
 def _feeding(tables: Sequence[str], sources: dict[str, list[str]], sql_dir: Path) -> list[str]:

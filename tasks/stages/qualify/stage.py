@@ -13,7 +13,9 @@ its own on pairs of points). A model that fails a test fails its role. With `on_
 stage stops the run; with "drop" the score and validate stages leave it out of its panel
 (`qualified_config`), and a role left with no qualified model stops the run here, since its metrics
 would have no judge; with "report" the model stays in its role, its rows say it failed, and the
-leaderboard marks the columns it produced "not qualified" (tasks/stages/validate/board_notes.py).
+leaderboard marks the columns it produced "not qualified" (tasks/stages/validate/board_notes.py); "weigh"
+keeps it as "report" does and fuses the judging panel with every member's exam weight, so a failed
+member counts for what it scored (Auto-PRE's weighting without its selection).
 """
 
 from __future__ import annotations
@@ -214,7 +216,7 @@ def check(table: pl.DataFrame, seated: Sequence[Seat], on_fail: str) -> None:
         return
     lines = [f"{r['role']}:{r['model']} failed {r['test']} ({r['score']:.3f} vs threshold {r['threshold']:.3f}, n={r['n']})"
              for r in table.filter(~pl.col("passed")).iter_rows(named=True)]
-    if on_fail == "report":
+    if on_fail in ("report", "weigh"):
         return
     if on_fail == "stop":
         raise QualificationFailed("qualification failed ([qualify] on_fail = \"stop\"):\n  " + "\n  ".join(lines))
@@ -227,7 +229,9 @@ def qualified_config(cfg: Config, pipeline: str) -> Config:
     """`cfg` as the qualify stage left it, when the pipeline runs that stage: the `[score] judges` panel,
     the readout panel (`[score] oracle_readouts`) and the matchers (`[score.review_quality] matchers`)
     reduced to the models that passed; a role with no model left (a single `[score.oracle]`, a lone
-    readout oracle or matcher that failed) or a model never examined stops the run."""
+    readout oracle or matcher that failed) or a model never examined stops the run. With on_fail "report"
+    every model stays and the panel is as configured; with "weigh" every model stays and the judging
+    panel is weighted by the exam."""
     if "qualify" not in cfg.pipelines[pipeline].stages:
         return cfg
     path = stage_dir(cfg, pipeline, "qualify") / "qualification.parquet"
@@ -242,6 +246,8 @@ def qualified_config(cfg: Config, pipeline: str) -> Config:
             raise QualificationFailed(f"{seat.role}:{seat.name} was not examined: rerun the qualify stage")
     if cfg.qualify.on_fail == "report":   # every model stays; the leaderboard marks the failed ones' columns
         return cfg
+    if cfg.qualify.on_fail == "weigh":    # every model stays, each member of the judging panel at its exam weight
+        return with_fusion_weights(cfg, table)
     for role in sorted({s.role for s in seated}):
         mine = [s.name for s in seated if s.role == role]
         if set(mine) <= fails.get(role, set()):
@@ -253,16 +259,18 @@ def qualified_config(cfg: Config, pipeline: str) -> Config:
 def fusion_weights(table: pl.DataFrame, models: Sequence[str]) -> dict[str, float]:
     """Auto-PRE's fusion weight of each judging model that sat the exam: the mean of its scores over
     the judge and oracle roles' tests (P_c, P_p and the 0/1 P_s; paper 001, section 3), never of the
-    raw statistics."""
-    scored = table.filter(pl.col("model").is_in(list(models)) & pl.col("role").is_in(["judge", "oracle"])
-                          & pl.col("score").is_not_null() & pl.col("score").is_not_nan())
-    return {m: float(w) for m, w in scored.group_by("model").agg(pl.col("score").mean()).sort("model").iter_rows()}
+    raw statistics. A test it could not be scored on (nothing answered) counts 0, as it fails it: only a
+    failed member kept in the panel (on_fail "weigh") can have one, and it must not weigh more for it."""
+    sat = table.filter(pl.col("model").is_in(list(models)) & pl.col("role").is_in(["judge", "oracle"]))
+    score = pl.col("score").fill_nan(None).fill_null(0.0)
+    return {m: float(w) for m, w in sat.group_by("model").agg(score.mean()).sort("model").iter_rows()}
 
 
 def panel_weights(cfg: Config, table: pl.DataFrame) -> pl.DataFrame:
     """PANEL_WEIGHTS: each member of the judging panel with its fusion weight and where it comes from
     (`exam`: the mean of its exam scores; `config`: `[score] judge_weights`; `none`: it weighs 1), and
-    whether the scores use it (not with `[qualify] on_fail = "report"`, which leaves the panel as configured)."""
+    whether the scores use it (not with `[qualify] on_fail = "report"`, which leaves the panel as configured;
+    "drop", "stop" and "weigh" weigh it)."""
     members = [llm_key(j) for j in cfg.score.judges] or [llm_key(cfg.score.oracle)]
     exam = fusion_weights(table, members)
     rows = [{"model": m, "weight": cfg.score.judge_weights.get(m, exam.get(m, 1.0)),

@@ -11,8 +11,10 @@ run's evaluation LM):
     delete     delete a sentence
     inject     add an instruction to the evaluator (see manipulations.INJECTION)
 
-Selection and test never share data. The candidates' papers are split with the seed into a selection
-part and a test part (`selection_share`, half by default). On the selection part the search builds one
+Selection and test never share data. Either the recipe is searched on papers outside the validation
+sample (`[validate] adversary_search_papers`, drawn with the seed) and tested on every candidate of the
+sample, or the candidates' papers are split with the seed into a selection part and a test part
+(`selection_share`, half by default). On the selection part the search builds one
 recipe, a sequence of operators: each step applies every operator once to the current text of every
 selection candidate (at a position and pool sentence drawn with the seed), scores all the variants in
 one call, and appends the operator whose mean gain over the selection candidates is largest, when that
@@ -242,8 +244,20 @@ def split_papers(paper_ids: Sequence[str], seed: int, selection_share: float = 0
     return {papers[i] for i in order[:k]}
 
 
+def _has(text: Any) -> bool:
+    return isinstance(text, str) and bool(text.strip())
+
+
+def papers_tested(papers: int, search_papers: int = 0, selection_share: float = 0.5) -> int:
+    """How many of `papers` sampled papers the test part holds: all of them when the search has papers of its own,
+    else those `split_papers` leaves."""
+    if search_papers:
+        return papers
+    return papers - len(split_papers([str(i) for i in range(papers)], 0, selection_share))
+
+
 DESCRIPTION = ("a greedy search over generic edits (praise, critique, duplicate, reorder, delete, inject) for the "
-               "recipe that raises each metric most on half of the papers, tested on the other half")
+               "recipe that raises each metric most on papers of its own (or half of the sample), tested on the others")
 
 
 # ---------------------------------------------------------------- the strategy in the validation workflow
@@ -267,6 +281,7 @@ def run_adversary(
     negatives: int = 4,
     negatives_seed: int = 0,
     selection_share: float = 0.5,
+    search: tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """The adversary against every metric: (pairs of the test part, perturbations, ADVERSARY report).
 
@@ -277,6 +292,10 @@ def run_adversary(
     per candidate of either part, `split` saying which, `best` its score after the recipe and `edits` the
     recipe. Variants are scored through the metric registry with `resources`, against the same references
     and (for the f-variational metrics) the same negative references as the original.
+
+    `search`: (candidates, references, synopses) of papers outside the sample; the recipe is then searched
+    on those candidates (their originals scored here, against their own papers' references) and tested on
+    every one of `candidates`.
     """
     from tasks.core.schema import SCORING_CANDIDATES
     from tasks.metrics import get
@@ -287,7 +306,14 @@ def run_adversary(
     perturbation_rows: list[dict[str, Any]] = []
     report_rows: list[dict[str, Any]] = []
     rows = list(candidates.iter_rows(named=True))
-    chosen = split_papers([r["paper_id"] for r in rows], seed, selection_share)
+    if search is None:
+        pool, search_refs, search_synopses = rows, references, synopses
+        chosen = split_papers([r["paper_id"] for r in rows], seed, selection_share)
+    else:
+        pool, search_refs, search_synopses = list(search[0].iter_rows(named=True)), search[1], search[2]
+        chosen = {r["paper_id"] for r in pool}
+        if chosen & {r["paper_id"] for r in rows}:
+            raise ValueError("the adversary's search papers are among the papers it is tested on")
     for metric in get(metrics):
         target: Target = "review" if metric.reads == "raw" else "judgments"
         column = "review_text" if target == "review" else "judgments"
@@ -295,13 +321,12 @@ def run_adversary(
         sign = 1.0 if metric.higher_is_better else -1.0
         known = {c: s for c, s in original_scores.filter(pl.col("metric") == metric.name)
                  .select("candidate", "score").iter_rows()}
-        usable = [r for r in rows if isinstance(r[column], str) and r[column].strip()]
-        selection = [r for r in usable if r["paper_id"] in chosen]
-        test = [r for r in usable if r["paper_id"] not in chosen]
+        selection = [r for r in pool if _has(r[column]) and r["paper_id"] in chosen]
+        test = [r for r in rows if _has(r[column]) and r["paper_id"] not in chosen]
         counter = [0]
 
         def score(batch: Sequence[tuple[int, str]], part: list[dict[str, Any]], metric=metric, column=column,
-                  counter=counter) -> list[float]:
+                  counter=counter, refs: pl.DataFrame = references, syn: pl.DataFrame = synopses) -> list[float]:
             ids = []
             records = []
             for i, text in batch:
@@ -313,13 +338,19 @@ def run_adversary(
                                 "review_id": row["review_id"], "review_text": row["review_text"],
                                 "judgments": row["judgments"], column: text})
             frame = pl.DataFrame(records, schema=SCORING_CANDIDATES)
-            found = score_candidates(frame, references, synopses, [metric.name], resources, negatives,
-                                     negatives_seed)
+            found = score_candidates(frame, refs, syn, [metric.name], resources, negatives, negatives_seed)
             by_id = dict(found.select("candidate", "score").iter_rows())
             return [float(by_id.get(c, math.nan)) for c in ids]
 
-        originals = [float(known.get(r["review_id"], math.nan)) for r in selection]
-        recipe = search_recipe([r[column] for r in selection], originals, lambda b, part=selection: score(b, part),
+        if search is None:
+            originals = [float(known.get(r["review_id"], math.nan)) for r in selection]
+        else:   # the search papers' originals, against their own references
+            originals = score(list(enumerate(r[column] for r in selection)), selection, refs=search_refs,
+                              syn=search_synopses) if selection else []
+
+        def score_selection(batch: Sequence[tuple[int, str]], score=score, selection=selection) -> list[float]:
+            return score(batch, selection, refs=search_refs, syn=search_synopses)
+        recipe = search_recipe([r[column] for r in selection], originals, score_selection,
                                higher_is_better=metric.higher_is_better, target=target, steps=steps,
                                patience=patience, seed=seed)
         edits = ", ".join(recipe.edits)

@@ -3,8 +3,8 @@
 * `qualified`: for a metric whose scores come from a model in a judging role (`judge`, `oracle`,
   `matcher`; tasks/stages/qualify/stage.py), False when a model of that role that failed the exam is among
   the models behind the row (its `eval_lm`), True when the role was examined and none of them
-  failed, null when the run had no exam for the role. With `[qualify] on_fail = "report"` a failed
-  model stays in the run and its columns say so here (with "drop" it is gone from the row).
+  failed, null when the run had no exam for the role. With `[qualify] on_fail = "report"` or "weigh" a
+  failed model stays in the run and its columns say so here (with "drop" it is gone from the row).
 * `note`: "not qualified: <role> <model> failed <tests>"; the score pairs an estimator lost
   ("ratio_overflow: 3 of 40 pairs lost", and likewise judge_unanswered / oracle_unanswered), since
   a mean over the pairs that remain is not the mean over all of them; and where valid scores came

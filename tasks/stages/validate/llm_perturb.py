@@ -2,7 +2,8 @@
 
 A request that errors, comes back empty, is cut off at max_tokens or (for deletion_completion)
 leaves a gap unfilled is a failed perturbation: its text is None and its error says why. The
-original review is never used in its place.
+original review is never used in its place. meaningless_elongation (GEM D.2.2) asks for two one-line
+summaries per review instead of a rewrite and builds the text itself (tasks/stages/validate/elongation.py).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tasks.lm import ChatRequest, ChatResult, LanguageModel
+from tasks.stages.validate.elongation import ASPECTS, elongate, read_summary, summary_requests
 from tasks.stages.validate.prompts import GAP_MARKER, PROMPT_VERSION, Prompt, build_prompt
 from tasks.stages.validate.strategies import strategy as lookup
 
@@ -62,6 +64,8 @@ def apply_llm_perturbation(
         raise ValueError(f"{strategy} is deterministic; use tasks.stages.validate.strategies.perturb_texts")
     if abstracts is not None and len(abstracts) != len(reviews):
         raise ValueError("abstracts must have one entry per review")
+    if strategy == "meaningless_elongation":
+        return _elongate(reviews, backend, max_tokens)
     out: list[Perturbation | None] = [None] * len(reviews)
     requests: list[ChatRequest] = []
     slots: list[int] = []
@@ -87,6 +91,35 @@ def apply_llm_perturbation(
         raise RuntimeError(f"backend answered {len(results)} of {len(requests)} requests")
     for i, result in zip(slots, results, strict=True):
         out[i] = _check(strategy, result)
+    return [p for p in out if p is not None]
+
+
+def _elongate(reviews: Sequence[str | None], backend: LanguageModel, max_tokens: int | None) -> list[Perturbation]:
+    """GEM D.2.2 on every review: its strength and weakness summaries asked for together, then the text built.
+    A review either of whose summaries is unusable fails with the reasons; the cache keeps usable answers only."""
+    out: list[Perturbation | None] = [None] * len(reviews)
+    requests: list[ChatRequest] = []
+    slots: list[int] = []
+    for i, review in enumerate(reviews):
+        if not review or not review.strip():
+            out[i] = Perturbation(None, "empty review")
+            continue
+        requests += summary_requests(review, i, max_tokens)
+        slots.append(i)
+    results = backend.generate(requests, accept=lambda r: read_summary(r)[1] is None) if requests else []
+    if len(results) != len(requests):
+        raise RuntimeError(f"backend answered {len(results)} of {len(requests)} requests")
+    width = len(ASPECTS)
+    for k, i in enumerate(slots):
+        answers = results[k * width:(k + 1) * width]
+        read = [read_summary(r) for r in answers]
+        cached = all(r.cached for r in answers)
+        errors = [f"{aspect} summary: {error}" for aspect, (_, error) in zip(ASPECTS, read, strict=True) if error]
+        if errors:
+            out[i] = Perturbation(None, "; ".join(errors), cached)
+        else:
+            strengths, weaknesses = (summary for summary, _ in read)
+            out[i] = Perturbation(elongate(reviews[i] or "", strengths or "", weaknesses or ""), None, cached)
     return [p for p in out if p is not None]
 
 

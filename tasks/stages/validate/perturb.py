@@ -4,12 +4,14 @@ Deterministic strategies run here without an LLM. Each acts either on the raw re
 (`target="review"`) or, when a file already carries preprocessed judgments, on the judgment lines
 (`target="judgments"`):
 
-| strategy               | kind         | review                                   | judgments                     |
-| ---------------------- | ------------ | ---------------------------------------- | ----------------------------- |
-| sentence_deletion      | degradation  | every other sentence of each section     | every other judgment line     |
-| random_replacement     | degradation  | a review of another paper, same group    | that review's judgments       |
-| meaningless_elongation | manipulation | fixed filler sentences in every section  | fixed filler judgment lines   |
+| strategy                     | kind         | review                                  | judgments                   |
+| ---------------------------- | ------------ | --------------------------------------- | --------------------------- |
+| sentence_deletion            | degradation  | every other sentence of each section    | every other judgment line   |
+| random_replacement           | degradation  | a review of another paper, same group   | that review's judgments     |
+| meaningless_elongation_proxy | manipulation | fixed filler sentences in every section | fixed filler judgment lines |
 
+The last is a named proxy of meaningless_elongation (GEM appendix D.2.2), which also embeds an LLM's
+summaries of the review's strengths and weaknesses (tasks/stages/validate/elongation.py).
 Every strategy, these and the others, is registered in one place: tasks/stages/validate/strategies.py.
 A perturbation that cannot be made is reported as an error (None text), never replaced by the original.
 """
@@ -59,7 +61,7 @@ def sentence_deletion(review: str, gap: str | None = None) -> str:
     return "".join((header or "") + _thin(split_sentences(body), gap) for header, body in split_sections(review))
 
 
-# ---------------------------------------------------------------- meaningless elongation
+# ---------------------------------------------------------------- meaningless elongation, the proxy
 
 # Content-free filler, the same for every review; chosen by the words of a section's header and
 # worded so that it reads as well at the start of a section as at its end.
@@ -96,8 +98,8 @@ def filler_for(header: str | None) -> str:
     return FILLER["other"]
 
 
-def meaningless_elongation(review: str, position: Literal["start", "end"] = "start") -> str:
-    """Add the same fixed, content-free paragraph to every non-empty section of a review.
+def filler_elongation(review: str, position: Literal["start", "end"] = "start") -> str:
+    """Add the same fixed, content-free paragraph to every non-empty section of a review (the proxy).
 
     By default the paragraph opens each section (as the GEM paper's elongation does); with
     position="end" it closes it. Whitespace around the section's text is left as it was.

@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
@@ -99,11 +100,34 @@ def read_reviews(cfg: Config, pipeline: str) -> pl.DataFrame:
     return reviews
 
 
+def judgments_source(cfg: Config, curated: bool) -> str:
+    """`[validate] judgments` with "auto" resolved: "given" for the curated reviews, else "preprocess"."""
+    chosen = cfg.validate.judgments
+    if chosen == "auto":
+        return "given" if curated else "preprocess"
+    return chosen
+
+
+def judgments_by(cfg: Config, curated: bool, given_by: object) -> str:
+    """Who wrote the judgment lines the validation compared, as the outputs say it."""
+    if judgments_source(cfg, curated) == "preprocess" or curated:
+        return f"{cfg.preprocess.preprocessor}, both sides"
+    if "raw" not in cfg.validate.level:
+        return f"{given_by or 'the file'} (the given lines, a proxy for {cfg.preprocess.preprocessor})"
+    return (f"{given_by or 'the file'} (the given lines, a proxy; candidates at the raw level by "
+            f"{cfg.preprocess.preprocessor})")
+
+
 def validate_reviews(cfg: Config, reviews: pl.DataFrame, resources: Resources,
                      metrics: tuple[str, ...] | None = None, strategies: tuple[str, ...] | None = None,
                      made: dict[bool, Perturbed] | None = None,
-                     adversary_turn: Callable[[], AbstractContextManager[Any]] | None = None) -> ValidationResult:
+                     adversary_turn: Callable[[], AbstractContextManager[Any]] | None = None,
+                     curated: bool = True) -> ValidationResult:
     """`run_validation` with the config's settings; the LLM backends are built only when needed.
+
+    `curated`: the reviews are the pipeline's own (their lines made by the preprocess stage), False for a
+    shipped sample or a file; `[validate] judgments = "auto"` keeps the curated reviews' lines and has every
+    other source's reviews preprocessed again (`judgments_source`).
 
     The preprocessor is the [preprocess] LLM; the LLM strategies rewrite with [validate.perturb_llm]
     when it is set (else the [preprocess] LLM), rephrase_second with [validate.rephrase_llm]. A local
@@ -111,12 +135,12 @@ def validate_reviews(cfg: Config, reviews: pl.DataFrame, resources: Resources,
     `made`: perturbations an earlier call made on the same reviews (`run_validation`); none is built twice.
     `adversary_turn`: the context the adversary runs in (`run_validation`).
     """
-    v = cfg.validate
+    v = cfg.validate.model_copy(update={"judgments": judgments_source(cfg, curated)})
     metrics, strategies = metrics or v.metrics, strategies or v.strategies
     backend = preprocess = beside = None
     lines = "judgments" in reviews.columns and reviews["judgments"].is_not_null().any()
     judgment_metrics = any(m.reads == "judgments" for m in get(metrics))
-    raw_level = judgment_metrics and ("raw" in v.level or v.candidate_judgments == "preprocess")
+    raw_level = judgment_metrics and ("raw" in v.level or v.judgments == "preprocess")
     backends: dict[str, Any] = {}
     rewriter = v.perturb_llm or cfg.preprocess
     perturbers = {name: f"{rewriter.backend}:{rewriter.model}" for name in strategies
@@ -176,7 +200,10 @@ def validate_pipeline(cfg: Config, pipeline: str, fan_out: bool = False) -> Vali
     data = load_review_data(cfg)   # [validate] reviews: a shipped sample or a review file; None: the curated ones
     reviews = data.reviews if data is not None else read_reviews(cfg, pipeline)
     provenance = data.provenance if data is not None else curated_provenance(cfg, pipeline, reviews)
-    result = validate_each_eval_lm(cfg, reviews, resources, validate_reviews, side_by_side=by_paper.beside)
+    curated = data is None
+    provenance = {**provenance, "judgments_by": judgments_by(cfg, curated, provenance.get("judgments_by"))}
+    result = validate_each_eval_lm(cfg, reviews, resources, functools.partial(validate_reviews, curated=curated),
+                                   side_by_side=by_paper.beside)
     result = replace(result, data=validation_data(provenance, cfg, int(result.stats.get("papers", 0))))
     runs = [r for u in used for r in u.inner.runs]
     result.stats |= {"loglikelihood_reused": sum(u.reused for u in used),

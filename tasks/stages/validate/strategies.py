@@ -3,7 +3,8 @@
 A strategy is a degradation (a worse review: a metric must fall) or a manipulation (no better
 review: a metric must not rise). Deterministic ones carry their two text forms (the raw review and
 the judgment lines); LLM ones are made by tasks/stages/validate/llm_perturb.py with the prompts of
-tasks/stages/validate/prompts.py; the adversary is a search (tasks/stages/validate/adversary.py).
+tasks/stages/validate/prompts.py (meaningless_elongation, GEM D.2.2, by elongation.py: the LLM only
+summarises); the adversary is a search (tasks/stages/validate/adversary.py).
 The text functions live in perturb.py (GEM's strategies) and manipulations.py (surface attacks).
 Adding a strategy is one entry below; the config checks, the workflow and the CLI read this dict.
 """
@@ -19,9 +20,9 @@ import polars as pl
 from tasks.stages.validate import adversary, manipulations
 from tasks.stages.validate.perturb import (
     Target,
+    filler_elongation,
     judgment_deletion,
     judgment_elongation,
-    meaningless_elongation,
     random_replacement,
     sentence_deletion,
 )
@@ -42,10 +43,21 @@ class Strategy:
     # appendix D.2.1: the rephrasers rewrite "the original review judgments"); the raw review is rewritten too,
     # for the metrics that read raw text. False: the rewritten raw review is preprocessed into judgments.
     rewrites_judgments: bool = False
+    # the procedure the strategy follows, where its rows must name it beside the perturber (a paper's, or a proxy)
+    procedure: str | None = None
 
 
-def _llm(name: str, kind: Kind, description: str, rewrites_judgments: bool = False) -> Strategy:
-    return Strategy(name, kind, True, description, rewrites_judgments=rewrites_judgments)
+def _llm(name: str, kind: Kind, description: str, rewrites_judgments: bool = False,
+         procedure: str | None = None) -> Strategy:
+    return Strategy(name, kind, True, description, rewrites_judgments=rewrites_judgments, procedure=procedure)
+
+
+def perturber(name: str, by: str | None = None) -> str:
+    """What perturbed a strategy's rows: `by` (an LLM's backend:model), else "llm", "rules" or "search", followed by
+    the strategy's procedure where it has one."""
+    spec = strategy(name)
+    base = by or ("search" if name == "adversary" else "llm" if spec.needs_llm else "rules")
+    return f"{base} ({spec.procedure})" if spec.procedure else base
 
 
 STRATEGIES: dict[str, Strategy] = {
@@ -60,9 +72,14 @@ STRATEGIES: dict[str, Strategy] = {
         _llm("ultra_concise", "degradation", "an LLM compresses the review to about 10% of its length"),
         _llm("opinion_flip", "degradation", "an LLM reverses the verdict, structure and topics kept"),
         _llm("rephrase", "manipulation", "an LLM rewrites the review and its judgments, meaning kept", True),
-        Strategy("meaningless_elongation", "manipulation", False,
-                 "the same content-free sentences added to every section of every review",
-                 meaningless_elongation, judgment_elongation),
+        _llm("meaningless_elongation", "manipulation",
+             "the same introductory sentence opens each section of the review form, and an LLM's one-line "
+             "summaries of the review's strengths and weaknesses are embedded in it",
+             procedure="GEM D.2.2: form-section templates, strength and weakness summaries by this LLM"),
+        Strategy("meaningless_elongation_proxy", "manipulation", False,
+                 "the same content-free sentences added to every section of every review, no LLM summaries",
+                 filler_elongation, judgment_elongation,
+                 procedure="proxy of GEM D.2.2: fixed filler, no LLM summaries"),
         _llm("opinion_shift_positive", "manipulation", "an LLM makes the stance more favourable"),
         _llm("opinion_shift_negative", "manipulation", "an LLM makes the stance less favourable"),
         _llm("opinion_shift_hedged", "manipulation", "an LLM turns every claim noncommittal"),

@@ -44,7 +44,7 @@ from tasks.stages.validate.stats import (
     validation_table,
     word_count,
 )
-from tasks.stages.validate.strategies import STRATEGIES, perturb_texts, strategy
+from tasks.stages.validate.strategies import STRATEGIES, perturb_texts, perturber, strategy
 
 REVIEWS_IN = pl.Schema({"paper_id": pl.String, "review_id": pl.String, "review_text": pl.String,
                         "judgments": pl.String, "abstract": pl.String, "assw": pl.String,
@@ -248,6 +248,28 @@ def rewrite_in_lanes(names: Sequence[str], cand: pl.DataFrame, backend: Any, bac
     return found
 
 
+def unusable_words(errors: pl.Series, total: int) -> str:
+    """'k of N perturbations unusable (error: count, ...)', the two commonest errors named."""
+    counts = errors.drop_nulls().value_counts(sort=True).rows()
+    named = ", ".join(f"{error}: {count}" for error, count in counts[:2]) + (", ..." if len(counts) > 2 else "")
+    return f"{errors.drop_nulls().len()} of {total} perturbations unusable ({named})"
+
+
+def with_unusable_perturbations(table: pl.DataFrame, perturbed: pl.DataFrame) -> pl.DataFrame:
+    """The validation table with each strategy's failed perturbations said: a row's `reason` counts them (an
+    LLM rewrite refused or cut off, say), so a row with too few pairs says why it has them."""
+    if perturbed.is_empty():
+        return table
+    said = {name: unusable_words(group["error"], group.height)
+            for (name,), group in perturbed.group_by("strategy", maintain_order=True)
+            if group["error"].is_not_null().any()}
+    if not said:
+        return table
+    return table.with_columns(reason=pl.when(pl.col("strategy").is_in(list(said))).then(
+        pl.concat_str(pl.col("reason"), pl.col("strategy").replace_strict(said, default=None), separator="; ",
+                      ignore_nulls=True)).otherwise("reason"))
+
+
 def fill_judgments(frame: pl.DataFrame, id_col: str, preprocess: Preprocessor) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Preprocess the rows with a review text but no judgments; (frame with judgments, rejects).
 
@@ -314,7 +336,8 @@ class Perturbed:
     every perturbation with its own, the failed ones, whether the deterministic strategies also acted on
     judgment lines, the rejects and how many of them are reviews `prepare` refused. It reads no evaluation
     LM, so one serves every evaluation LM's run: done once, no LLM call is repeated (a rewrite or judgment
-    list the cache would not keep, because it failed, is not asked again) and every run tests the same texts."""
+    list the cache would not keep, because it failed, is not asked again) and every run tests the same texts.
+    `search`: the reviews of the papers the adversary searches on (`[validate] adversary_search_papers`)."""
 
     frame: pl.DataFrame
     perturbed: pl.DataFrame
@@ -322,6 +345,7 @@ class Perturbed:
     on_lines: bool
     rejects: pl.DataFrame
     rejected_reviews: int
+    search: pl.DataFrame | None = None   # the adversary's search papers, outside the sample (with their judgments)
 
 
 def perturb_reviews(reviews: pl.DataFrame, v: ValidateConfig, needs_lines: bool, *, backend: Any = None,
@@ -334,21 +358,19 @@ def perturb_reviews(reviews: pl.DataFrame, v: ValidateConfig, needs_lines: bool,
     if frame.is_empty():
         raise ValueError("no usable reviews (every row was rejected: " +
                          ", ".join(sorted(set(rejects["rule"].to_list()))) + ")")
+    everything = frame
     frame = sample(frame, v.max_papers, v.candidates, seed)
-    if v.candidate_judgments == "preprocess":
-        frame = frame.with_columns(judgments=pl.when("is_candidate").then(None).otherwise("judgments"))
-    has_lines = frame["judgments"].is_not_null().any()
     more_rejects = [rejects]
-    if needs_lines and frame["judgments"].is_null().any():
-        # reviews without judgments are preprocessed (a candidate whose judgments the caller cleared so that
-        # original and perturbed come from one preprocessor, say); without an LLM, those that carry some
-        # judgments are used as they are
-        if preprocess is None and not has_lines:
-            raise ValueError("judgment metrics need judgments: give reviews with judgments or an LLM to preprocess")
-        if preprocess is not None:
-            frame, found = fill_judgments(frame, "review_id", preprocess)
-            more_rejects.append(found)
-            has_lines = frame["judgments"].is_not_null().any()
+    frame, has_lines = _judged(frame, v, needs_lines, preprocess, more_rejects)
+    search = None
+    if "adversary" in strategies and v.adversary_search_papers:
+        rest = everything.filter(~pl.col("paper_id").is_in(frame["paper_id"].unique().implode()))
+        if rest.is_empty():
+            raise ValueError(f"adversary_search_papers = {v.adversary_search_papers}, but no paper lies outside the "
+                             f"validation sample of {frame['paper_id'].n_unique()}: lower max_papers, or set "
+                             "adversary_search_papers = 0 to split the sample")
+        search, _ = _judged(sample(rest, v.adversary_search_papers, v.candidates, seed), v, needs_lines, preprocess,
+                            more_rejects)
     plain = [s for s in strategies if s != "adversary"]
     on_lines = bool(has_lines and "judgments" in levels)
     perturbed = perturb_candidates(frame, plain, judgment_lines=on_lines, backend=backend, seed=seed,
@@ -369,7 +391,38 @@ def perturb_reviews(reviews: pl.DataFrame, v: ValidateConfig, needs_lines: bool,
         _reject("perturbation_failed", "perturbation", r["candidate"], r["paper_id"], r["error"])
         for r in failed.iter_rows(named=True)]))
     return Perturbed(frame, perturbed, failed, on_lines,
-                     pl.concat(more_rejects, how="vertical_relaxed").cast(dict(schema.REJECTS)), rejects.height)
+                     pl.concat(more_rejects, how="vertical_relaxed").cast(dict(schema.REJECTS)), rejects.height,
+                     search)
+
+
+def _judged(frame: pl.DataFrame, v: ValidateConfig, needs_lines: bool, preprocess: Preprocessor | None,
+            rejects: list[pl.DataFrame]) -> tuple[pl.DataFrame, bool]:
+    """Sampled reviews with the judgments the settings ask for, and whether any review has some; the
+    preprocessor's rejects are added to `rejects`."""
+    if v.judgments == "preprocess":   # one preprocessor on both sides: every review's lines made again
+        frame = frame.with_columns(judgments=pl.lit(None, pl.String))
+    elif "judgments" not in v.level and preprocess is not None:   # the raw level alone: the original candidate's
+        # lines made by the preprocessor that makes the perturbed ones' (the given lines stay the references')
+        frame = frame.with_columns(judgments=pl.when("is_candidate").then(None).otherwise("judgments"))
+    has_lines = frame["judgments"].is_not_null().any()
+    if needs_lines and frame["judgments"].is_null().any():
+        # reviews without judgments are preprocessed (a candidate whose judgments the caller cleared so that
+        # original and perturbed come from one preprocessor, say); without an LLM, those that carry some
+        # judgments are used as they are
+        if preprocess is None and not has_lines:
+            raise ValueError("judgment metrics need judgments: give reviews with judgments or an LLM to preprocess")
+        if preprocess is not None:
+            frame, found = fill_judgments(frame, "review_id", preprocess)
+            rejects.append(found)
+            has_lines = frame["judgments"].is_not_null().any()
+    return frame, bool(has_lines)
+
+
+def _synopses(frame: pl.DataFrame) -> pl.DataFrame:
+    """SYNOPSES_WIDE of the reviews' papers (the first value of each paper's rows)."""
+    return conform(frame.group_by("paper_id").agg(
+        *(pl.col(c).drop_nulls().first() for c in SYNOPSES_WIDE.names() if c != "paper_id" and c in frame.columns)),
+        SYNOPSES_WIDE)
 
 
 def run_validation(
@@ -404,7 +457,8 @@ def run_validation(
 
     `beside`: a second backend of `backend`'s local model, for the LLM strategies' rewrites in two lanes
     (`rewrite_in_lanes`). `backends` overrides `backend` per strategy; `perturbers` names what perturbed each strategy
-    (an LLM's model, by default "rules" for the deterministic ones and "search" for the adversary),
+    (an LLM's model, by default "rules" for the deterministic ones and "search" for the adversary; a strategy
+    that follows a named procedure, GEM D.2.2 or a proxy of it, has the procedure added: `strategies.perturber`),
     written into the table with the evaluation LM and the seed. `negatives` / `negatives_seed` are
     the score stage's negative references (`[score]`), for the metrics that read them. `made`: the
     perturbations of an earlier call on the same reviews and settings (one per evaluation LM), by whether
@@ -440,29 +494,30 @@ def run_validation(
     if one_level:
         cands = cands.with_columns(review_text=pl.col("judgments"))
         references = references.with_columns(review_text=pl.col("judgments"))
-    synopses = conform(frame.group_by("paper_id").agg(
-        *(pl.col(c).drop_nulls().first() for c in SYNOPSES_WIDE.names() if c != "paper_id" and c in frame.columns)),
-        SYNOPSES_WIDE)
+    synopses = _synopses(frame)
     scores = score_candidates(cands, references, synopses, metrics, resources, negatives, negatives_seed)
     pairs = paired_scores(scores, perturbed, metrics, raw_reads_lines=one_level)
     attacks = pl.DataFrame(schema=ADVERSARY)
     if "adversary" in strategies:
         originals = scores.filter(pl.col("source") == "human")
+        search = None if done.search is None else (
+            done.search.filter("is_candidate"), done.search.select(REFERENCES.names()).cast(dict(REFERENCES)),
+            _synopses(done.search))
         with (adversary_turn or contextlib.nullcontext)():
             adv_pairs, adv_perturbed, attacks = run_adversary(
                 frame.filter("is_candidate"), originals, references, synopses, metrics, resources,
                 steps=v.adversary_steps, patience=v.adversary_patience, seed=seed, negatives=negatives,
-                negatives_seed=negatives_seed)
+                negatives_seed=negatives_seed, search=search)
         pairs = pl.concat([pairs, adv_pairs.select(pairs.columns)])
         perturbed = pl.concat([perturbed, adv_perturbed])
     table = validation_table(pairs, correction=v.correction, alpha=v.alpha, min_pairs=v.min_pairs,
                              family=("metric",) if v.correction_scope == "metric" else (),
                              n_resamples=v.bootstrap_resamples, seed=seed)
+    table = with_unusable_perturbations(table, perturbed)
     order = {m: i for i, m in enumerate(metrics)} | {s: i for i, s in enumerate(strategies)}
     table = table.sort(pl.col("metric").replace_strict(order, return_dtype=pl.Int64),
                        pl.col("strategy").replace_strict(order, return_dtype=pl.Int64), "level")
-    names = {s: (perturbers or {}).get(s) or ("search" if s == "adversary" else "llm" if strategy(s).needs_llm
-                                               else "rules") for s in strategies}
+    names = {s: perturber(s, (perturbers or {}).get(s)) for s in strategies}
     table = table.with_columns(perturber=pl.col("strategy").replace_strict(names, default=None,
                                                                              return_dtype=pl.String),
                                eval_lm=pl.lit(resources.eval_lm, pl.String), seed=pl.lit(seed, pl.Int64))
@@ -472,6 +527,7 @@ def run_validation(
              "scored_candidates": cands.height}
     if "adversary" in strategies:
         stats["adversary_largest_inflation"] = largest_inflation(attacks)
+        stats["adversary_search_papers"] = 0 if done.search is None else done.search["paper_id"].n_unique()
     lengths = pl.DataFrame({"candidate": cands["candidate"],
                             "words": [word_count(t) for t in cands["review_text"].to_list()]},
                            schema={"candidate": pl.String, "words": pl.Float64})

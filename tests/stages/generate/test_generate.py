@@ -64,6 +64,13 @@ def papers_frame(dates: list[datetime | None], created: list[datetime | None] | 
     }, schema_overrides={"first_public_at": pl.Datetime("ms", "UTC"), "created_at": pl.Datetime("ms", "UTC")})
 
 
+def two_papers(first_public: datetime) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(papers P0 and P1, first public on that date; their texts of 12 sentences a section) for a small model."""
+    texts = pl.DataFrame({"paper_id": ["P0", "P1"], "text": [paper_body("Graph Networks", 12),
+                                                              paper_body("Sparse Coding", 12)]})
+    return papers_frame([first_public] * 2), texts
+
+
 def anthropic_candidate(**overrides) -> CandidateConfig:
     settings = {"name": "claude-test", "backend": "anthropic", "model": "claude-test", "knowledge_cutoff": "2023-12-31",
                 "max_tokens": 600, "max_context_tokens": 4000, "use_batches": False, "poll_seconds": 0.01,
@@ -223,9 +230,7 @@ def test_context_too_small_and_missing_text_are_rejected(tmp_path):
 # ---- the embedded SmolLM2 on CPU ----------------------------------------------------------------
 @pytest.mark.slow
 def test_smollm2_writes_short_reviews_within_its_context(tmp_path, embedded_lm):
-    papers = papers_frame([datetime(2024, 5, 1, tzinfo=UTC)] * 2)
-    texts = pl.DataFrame({"paper_id": ["P0", "P1"], "text": [paper_body("Graph Networks", 12),
-                                                              paper_body("Sparse Coding", 12)]})
+    papers, texts = two_papers(datetime(2024, 5, 1, tzinfo=UTC))
     candidate = CandidateConfig(name="smollm2-brief", backend="local", model="smollm2", knowledge_cutoff="2024-01-01",
                                 max_tokens=16, max_context_tokens=600, prompt_version="review-brief-v1", batch_size=2)
     backend = make_lm(candidate, tmp_path)
@@ -350,9 +355,7 @@ def test_generate_needs_candidates(tmp_path):
 # ---- the OpenAI-compatible path, with the embedded SmolLM2 behind the local server (the demo's) ----
 @pytest.mark.slow
 def test_a_served_model_writes_reviews_through_the_openai_path(tmp_path, embedded_lm):
-    papers = papers_frame([datetime(2024, 9, 1, tzinfo=UTC)] * 2)
-    texts = pl.DataFrame({"paper_id": ["P0", "P1"], "text": [paper_body("Graph Networks", 12),
-                                                              paper_body("Sparse Coding", 12)]})
+    papers, texts = two_papers(datetime(2024, 9, 1, tzinfo=UTC))
     candidate = CandidateConfig(name="smollm2-openai", backend="openai", model="smollm2", base_url="served:smollm2",
                                 api_key_env="", continue_final_message=True, use_batches=True, poll_seconds=0.05,
                                 knowledge_cutoff="2024-06-30", max_tokens=24, max_context_tokens=600,

@@ -111,3 +111,37 @@ def test_two_ingests_with_pdfs_at_once_do_not_clash(server, tmp_path):
     assert outputs[0][0] == outputs[1][0]
     assert not [p for p in (tmp_path / "out").iterdir() if p.name.endswith(".tmp")]
     assert _papers(tmp_path / "out").height > 0
+
+
+def hostile_ids(venue, outside: Path):
+    """`venue` with every paper id, and the id of every review edited after posting, a path into
+    `outside` (`../../../../tmp/x/pwn0`), as a hostile server sends them."""
+    up = "../" * 30 + str(outside).lstrip("/")
+    renamed = {}
+    for i, paper in enumerate(venue.papers):
+        renamed[paper.paper_id] = paper.paper_id = f"{up}/pwn{i}"
+        for k, review in enumerate(paper.reviews):
+            if review.edits:
+                renamed[review.review_id] = review.review_id = f"{up}/rev{i}_{k}"
+    venue.revised = {kind: [renamed.get(i, i) for i in ids] for kind, ids in venue.revised.items()}
+    return venue
+
+
+def test_path_like_ids_from_a_server_never_write_outside_the_data_folder(tmp_path):
+    outside = tmp_path / "outside"
+    venue = hostile_ids(make_venue(VENUE, n_papers=6, seed=5, bad_cases=False), outside)
+    assert any(r.edits for p in venue.papers for r in p.reviews)   # review histories are read too
+    with serve_venues([venue], page_limit=PAGE) as srv:
+        cfg = config(tmp_path / "project", pdf=True, versions=True, pdf_workers=2)
+        result = ingest_venue(VENUE, cfg, tmp_path / "project" / "out", srv.v2_url)
+    assert not outside.exists(), sorted(outside.rglob("*"))
+    assert result.pdfs > 0 and result.pdf_texts == result.pdfs and result.histories_fetched > 0
+    texts = pl.read_parquet(tmp_path / "project" / "out" / "pdf_texts.parquet")
+    assert set(texts["paper_id"]) <= {p.paper_id for p in venue.papers}   # kept under their own ids
+    written = [p for p in (tmp_path / "project").rglob("*") if p.is_file()]
+    pdfs = [p for p in written if p.suffix == ".pdf"]
+    histories = [p for p in written if p.parent.name == "history"]
+    assert len(pdfs) == result.pdfs and histories
+    for path in pdfs + histories:
+        assert path.name.startswith("tmp_") and ".." not in path.name and len(path.name) < 120, path
+

@@ -5,6 +5,7 @@ service said who the login is (a server error is not a login)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -142,6 +143,15 @@ def leaked(text: str) -> bool:
     return "Zebra" in text or "Quokka91" in text
 
 
+# The password of a hostile tester: a quote, a non-ASCII letter (one code point in NFC, two in NFD)
+# and a carriage return; its two ASCII ends show a leak in any encoding.
+ODD_PASSWORD = 'Yak42"v\u00c4\rsZebra99'
+
+
+def odd_leaked(text: str) -> bool:
+    return "Yak42" in text or "Zebra99" in text
+
+
 def test_scrub_blanks_a_password_as_json_url_and_repr_carry_it(monkeypatch):
     import json
     from urllib.parse import quote, quote_plus
@@ -153,17 +163,24 @@ def test_scrub_blanks_a_password_as_json_url_and_repr_carry_it(monkeypatch):
         assert not leaked(scrub(f"echoed: {text}")), text
 
 
-def test_login_check_on_a_server_echoing_the_password_never_shows_it(server, project_config, tmp_path):
+# how the server echoes the login body: JSON, HTML entities, NFD, past a 200-character cut
+ECHOES = [("json", PASSWORD), ("html", ODD_PASSWORD), ("nfd", ODD_PASSWORD), ("long", ODD_PASSWORD)]
+
+
+@pytest.mark.parametrize(("echo_as", "password"), ECHOES)
+def test_login_check_on_a_server_echoing_the_password_never_shows_it(server, project_config, tmp_path, echo_as,
+                                                                     password):
     path = config(project_config, server)
-    server.inject(Fault("echo", times=10, endpoint="login"))
+    server.inject(Fault("echo", times=10, endpoint="login", echo_as=echo_as))
     try:
         out = cli("login", "--check", "-c", str(path), cwd=tmp_path,
-                  env={"OPENREVIEW_USERNAME": "me@x.org", "OPENREVIEW_PASSWORD": PASSWORD,
+                  env={"OPENREVIEW_USERNAME": "me@x.org", "OPENREVIEW_PASSWORD": password,
                        "PREFECT_HOME": str(tmp_path / "prefect")})
     finally:
         server.clear()
     assert out.returncode == 2 and out.stderr.startswith("error: OpenReview login as me@x.org failed"), out.stderr
-    assert "Cannot parse" in out.stderr and not leaked(out.stdout + out.stderr), out.stderr
+    assert out.stderr.count("\n") == 1 and "Cannot parse" in out.stderr, out.stderr
+    assert not leaked(out.stdout + out.stderr) and not odd_leaked(out.stdout + out.stderr), out.stderr
 
 
 def test_login_check_on_a_200_without_a_profile_is_one_line(server, project_config, monkeypatch):
@@ -180,18 +197,36 @@ def test_login_check_on_a_200_without_a_profile_is_one_line(server, project_conf
 
 
 @pytest.mark.slow
-def test_no_file_a_run_writes_holds_an_echoed_password(server, project_config, tmp_path):
+@pytest.mark.parametrize(("echo_as", "password"), ECHOES)
+def test_no_file_a_run_writes_holds_an_echoed_password(server, project_config, tmp_path, echo_as, password):
     path = config(project_config, server)
-    server.inject(Fault("echo", times=50, endpoint="login"))
+    server.inject(Fault("echo", times=50, endpoint="login", echo_as=echo_as))
     try:
         out = cli("run", "leak", "-c", str(path), cwd=tmp_path,
-                  env={"OPENREVIEW_USERNAME": "me@x.org", "OPENREVIEW_PASSWORD": PASSWORD,
+                  env={"OPENREVIEW_USERNAME": "me@x.org", "OPENREVIEW_PASSWORD": password,
                        "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": ""})
     finally:
         server.clear()
     assert out.returncode == 2 and "Cannot parse" in out.stderr, out.stderr[-3000:]
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in out.stderr and "stopped service" not in out.stderr, out.stderr
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert any(p.name.startswith("prefect.db") for p in written)
-    assert not leaked(out.stdout + out.stderr)
-    holding = [p for p in written if b"Zebra" in p.read_bytes() or b"Quokka91" in p.read_bytes()]
+    assert not leaked(out.stdout + out.stderr) and not odd_leaked(out.stdout + out.stderr)
+    ends = (b"Zebra", b"Quokka91", b"Yak42", b"Zebra99")
+    holding = [p for p in written if any(end in p.read_bytes() for end in ends)]
     assert not holding, holding
+
+
+def test_scrub_blanks_a_password_as_html_entities_in_nfd_and_cut_short(monkeypatch):
+    import html
+    import unicodedata
+
+    monkeypatch.setenv("OPENREVIEW_PASSWORD", ODD_PASSWORD)
+    entities = html.escape(ODD_PASSWORD).encode("ascii", "xmlcharrefreplace").decode()
+    nfd = unicodedata.normalize("NFD", ODD_PASSWORD)
+    for text in (f"<p>{entities}</p>", entities.replace("&#196;", "&Auml;"), entities.replace("&#196;", "&#xC4;"),
+                 html.escape(json.dumps({"password": ODD_PASSWORD})), nfd, json.dumps(nfd),
+                 f"Cannot parse {'x' * 170} password={ODD_PASSWORD}"[:200], f"{ODD_PASSWORD[:7]}\u2026"):
+        assert not odd_leaked(scrub(f"echoed: {text}")), text
+    assert scrub("a plain line &amp; caf\u00e9") == "a plain line &amp; caf\u00e9"   # nothing to hide: untouched

@@ -29,6 +29,7 @@ from tasks.stages.ingest.auth import _minted, scrub
 from tasks.stages.ingest.fetch import ingest_venue
 from tasks.stages.ingest.login_check import token_claims
 from tasks.testing.openreview_server import Policy, serve_venues
+from tasks.testing.pipelines import ingest_pipeline
 from tasks.testing.synthetic import make_venue
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -228,18 +229,8 @@ def test_in_a_terminal_grebench_never_prompts_for_a_second_factor(venue, project
 
 # ---- grebench login --check, schedule, and the refresh when it fires --------------------------------------------
 def refresh_config(project_config, server) -> Path:
-    return project_config(f"""
-[pipelines.refresh]
-source = "openreview"
-venues = ["ICLR.cc/{{year}}/Conference"]
-stages = ["ingest"]
-
-[pipelines.refresh.ingest]
-api_v1_url = "{server.v1_url}"
-api_v2_url = "{server.v2_url}"
-max_retries = 1
-backoff_seconds = 0.01
-""")
+    return project_config(ingest_pipeline("refresh", "ICLR.cc/{year}/Conference", server.v1_url, server.v2_url,
+                                          max_retries=1, backoff_seconds=0.01))
 
 
 def test_login_check_says_who_and_until_when_and_fails_in_one_line(venue, project_config, monkeypatch):

@@ -27,6 +27,7 @@ from tasks.stages.ingest.auth import _minted
 from tasks.stages.ingest.fetch import ingest_venue
 from tasks.stages.ingest.openreview_client import RateLimited
 from tasks.testing.openreview_server import Fault, Policy, serve_venues
+from tasks.testing.pipelines import ingest_pipeline
 from tasks.testing.synthetic import make_venue
 
 V2, V1, NIPS = "ICLR.cc/2025/Conference", "ICLR.cc/2023/Conference", "NeurIPS.cc/2025/Conference"
@@ -67,17 +68,6 @@ def server(venues):
         yield srv
 
 
-def fetched_twice(log) -> list:
-    """Requests answered 200 more than once (the same endpoint and query)."""
-    seen, again = set(), []
-    for record in log:
-        if record.status != 200 or record.endpoint in ("login", "profiles"):
-            continue
-        key = (record.api, record.endpoint, tuple(sorted(record.params.items())))
-        (again.append if key in seen else seen.add)(key)
-    return again
-
-
 # ---- `grebench run` against the "real" API (the local server as [ingest] api_*_url) ---------------------
 @pytest.fixture
 def cli_run(server, project_config, monkeypatch):
@@ -92,26 +82,10 @@ def cli_run(server, project_config, monkeypatch):
 
     monkeypatch.setattr(flows.pipeline, "stage_flow", stage_flow)
     monkeypatch.setattr(flows.pipeline, "pipeline_flow", flows.pipeline.pipeline_flow.fn)
-    path = project_config(f"""
-[pipelines.today]
-source = "openreview"
-venues = ["{V2}"]
-stages = ["ingest"]
-
-[pipelines.today.ingest]
-api_v1_url = "{server.v1_url}"
-api_v2_url = "{server.v2_url}"
-page_size = 5
-pdf = true
-pdf_workers = 2
-backoff_seconds = 0.01
-max_backoff_seconds = 0.05
-requests_per_minute = 0
-pdfs_per_hour = 0
-logged_in_requests_per_minute = 0
-logged_in_pdfs_per_hour = 0
-edits_per_minute = 0
-""")
+    path = project_config(ingest_pipeline("today", V2, server.v1_url, server.v2_url, page_size=5, pdf=True,
+                                          pdf_workers=2, backoff_seconds=0.01, max_backoff_seconds=0.05,
+                                          requests_per_minute=0, pdfs_per_hour=0, logged_in_requests_per_minute=0,
+                                          logged_in_pdfs_per_hour=0, edits_per_minute=0))
     return lambda: runner.invoke(app, ["run", "today", "-c", str(path)])
 
 
@@ -146,7 +120,7 @@ def test_a_token_expiring_mid_run_stops_in_one_line_and_a_new_token_resumes_fetc
     monkeypatch.setenv("OPENREVIEW_TOKEN", server.issue_token())
     second = cli_run()
     assert second.exit_code == 0, second.output
-    assert len([r for r in server.log if r.status == 200]) > answered and fetched_twice(server.log) == []
+    assert len([r for r in server.log if r.status == 200]) > answered and server.fetched_twice() == []
 
 
 # ---- login ------------------------------------------------------------------------------------------------
@@ -285,7 +259,7 @@ def test_per_endpoint_limits_answer_their_reset_time_and_the_run_completes(venue
         limited = [r for r in srv.log if r.status == 429]
     assert limited and {r.endpoint for r in limited} == {"edits"}           # notes were not limited
     assert result.histories_fetched == len([r for r in srv.log if r.endpoint == "edits" and r.status == 200])
-    assert fetched_twice(srv.log) == []
+    assert srv.fetched_twice() == []
 
 
 # ---- what a venue exposes ---------------------------------------------------------------------------------

@@ -46,16 +46,6 @@ def policy(**changes) -> Policy:
     return Policy.today(accounts={USER: PASSWORD}, **changes).scaled(SCALE)
 
 
-def fetched_twice(log) -> list:
-    seen, again = set(), []
-    for record in log:
-        if record.status != 200 or record.endpoint in ("login", "profiles"):
-            continue
-        key = (record.api, record.endpoint, tuple(sorted(record.params.items())))
-        (again.append if key in seen else seen.add)(key)
-    return again
-
-
 def listing_pages(server) -> int:
     return sum(1 for r in server.log if r.endpoint == "notes" and r.status == 200)
 
@@ -77,7 +67,7 @@ def test_a_token_expiring_mid_listing_is_renewed_and_nothing_is_fetched_twice(ve
         assert server.logins >= 2                                # the first token expired, a login renewed it
         assert any(r.status == 401 for r in server.log)
         assert listing_pages(server) >= len(venue.papers) // PAGE
-        assert fetched_twice(server.log) == []
+        assert server.fetched_twice() == []
 
 
 def test_a_rate_limit_resetting_an_hour_away_is_waited_out_at_scale(venue, login, tmp_path):
@@ -88,7 +78,7 @@ def test_a_rate_limit_resetting_an_hour_away_is_waited_out_at_scale(venue, login
         result = ingest_venue(VENUE, config(tmp_path), tmp_path / "ingest", server.v2_url)
         assert time.monotonic() - began >= hour * 0.9
         assert result.papers == len(venue.papers)
-        assert fetched_twice(server.log) == []
+        assert server.fetched_twice() == []
 
 
 def test_a_rate_limit_later_than_the_wait_allowed_stops_in_one_line_and_the_rerun_resumes(venue, login, tmp_path):
@@ -103,7 +93,7 @@ def test_a_rate_limit_later_than_the_wait_allowed_stops_in_one_line_and_the_reru
         time.sleep(hour)
         result = ingest_venue(VENUE, cfg, tmp_path / "ingest", server.v2_url)
         assert result.papers == len(venue.papers)
-        assert first > 0 and fetched_twice(server.log) == []     # the pages stored before the stop are not asked again
+        assert first > 0 and server.fetched_twice() == []     # the pages stored before the stop are not asked again
 
 
 def test_a_server_silent_for_a_scaled_minute_is_outlasted_and_nothing_is_fetched_twice(venue, login, tmp_path):
@@ -123,4 +113,4 @@ def test_a_server_silent_for_a_scaled_minute_is_outlasted_and_nothing_is_fetched
         assert time.monotonic() - began >= minute * 0.9
         assert result.papers == len(venue.papers) and result.reviews_ingested == venue.n_reviews + len(venue.duplicate_reviews)
         assert len(server.arrivals) > len(server.log)            # requests held through the outage went unanswered
-        assert fetched_twice(server.log) == []
+        assert server.fetched_twice() == []

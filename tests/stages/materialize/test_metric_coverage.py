@@ -9,18 +9,24 @@ import duckdb
 import polars as pl
 
 from tasks.core import schema
-from tasks.core.config import load_config
+from tasks.core.config import Config, load_config
 from tasks.metrics.registry import REGISTRY
 from tasks.stages.materialize.build import build_database
 
 
-def test_every_registry_metric_has_a_number_or_a_reason(tmp_path: Path):
+def write_scores(tmp_path: Path, baselines: list[str], scores: pl.DataFrame) -> Config:
+    """Pipeline t scoring gem and `baselines`, its score stage's output `scores`; its config."""
     (tmp_path / "pipelines.toml").write_text(
         "[pipelines.t]\nvenues = ['Test.cc/2025/Conference']\nstages = ['score', 'materialize']\n"
-        "[pipelines.t.score]\nmetrics = ['gem']\nbaselines = ['bleu', 'ai_rate', 'rouge_l']\n")
+        f"[pipelines.t.score]\nmetrics = ['gem']\nbaselines = {baselines!r}\n")
     cfg = load_config(tmp_path / "pipelines.toml").for_pipeline("t")
     (cfg.data_dir / "t" / "score").mkdir(parents=True)
-    schema.conform(pl.DataFrame({
+    schema.conform(scores, schema.SCORES).write_parquet(cfg.data_dir / "t" / "score" / "scores.parquet")
+    return cfg
+
+
+def test_every_registry_metric_has_a_number_or_a_reason(tmp_path: Path):
+    cfg = write_scores(tmp_path, ["bleu", "ai_rate", "rouge_l"], pl.DataFrame({
         "paper_id": ["p1", "p1", "p2", "p1", "p2", "p1"],
         "candidate": ["c1", "c2", "c3", "c1", "c3", "c1"],
         "metric": ["gem", "gem", "gem", "ai_rate", "ai_rate", "bleu"],
@@ -28,7 +34,7 @@ def test_every_registry_metric_has_a_number_or_a_reason(tmp_path: Path):
         "eval_lm": ["smollm2|float32"] * 3 + [None, None, None],
         "reason": [None, "truncated", None, "binoculars_uncalibrated", "binoculars_uncalibrated", None],
         "source": ["human", "m", "m", "m", "m", "m"], "reference": ["r1", "r1", "r2", None, None, "r1"],
-    }), schema.SCORES).write_parquet(cfg.data_dir / "t" / "score" / "scores.parquet")
+    }))
 
     build_database(cfg, "t")
     with duckdb.connect(str(cfg.database_for("t")), read_only=True) as con:
@@ -48,16 +54,11 @@ def test_every_registry_metric_has_a_number_or_a_reason(tmp_path: Path):
 def test_a_metric_only_the_humans_have_is_not_a_number_for_the_models(tmp_path: Path):
     """A judge that rates every human review and never a model's: per metric "human only", per model "absent"
     with the reason, where the coverage used to say "number"."""
-    (tmp_path / "pipelines.toml").write_text(
-        "[pipelines.t]\nvenues = ['Test.cc/2025/Conference']\nstages = ['score', 'materialize']\n"
-        "[pipelines.t.score]\nmetrics = ['gem']\nbaselines = ['llm_judge']\n")
-    cfg = load_config(tmp_path / "pipelines.toml").for_pipeline("t")
-    (cfg.data_dir / "t" / "score").mkdir(parents=True)
-    schema.conform(pl.DataFrame({
+    cfg = write_scores(tmp_path, ["llm_judge"], pl.DataFrame({
         "paper_id": ["p1", "p2", "p1", "p2"], "candidate": ["r1", "r2", "m/p1", "m/p2"],
         "metric": ["llm_judge"] * 4, "score": [6.0, 7.0, math.nan, math.nan], "eval_lm": ["judge"] * 4,
         "reason": [None, None, "judge_unanswered", "judge_unanswered"], "source": ["human", "human", "m", "m"],
-        "reference": [None] * 4}), schema.SCORES).write_parquet(cfg.data_dir / "t" / "score" / "scores.parquet")
+        "reference": [None] * 4}))
     build_database(cfg, "t")
     with duckdb.connect(str(cfg.database_for("t")), read_only=True) as con:
         status, why = con.execute("select status, why from metric_coverage where metric = 'llm_judge'").fetchone()

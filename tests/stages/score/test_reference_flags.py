@@ -90,14 +90,20 @@ def write_board(cfg) -> None:
     write_parquet(pl.DataFrame([board_row("A", 0.5)]), stage_dir(cfg, "t", "validate") / "leaderboard.parquet")
 
 
+def write_flags(cfg, binoculars=(0.5, 1.2, 1.1), threshold=0.9015, flagged=(True, False, False),
+                reason=(None, None, None)) -> None:
+    """The reference flags of r1, r2 (paper p1) and r3 (p2), by default r1 alone flagged."""
+    flags = pl.DataFrame({"paper_id": ["p1", "p1", "p2"], "review_id": ["r1", "r2", "r3"], "binoculars": list(binoculars),
+                          "threshold": [threshold] * 3, "flagged": list(flagged), "reason": list(reason),
+                          "observer": ["lm"] * 3, "performer": ["lm"] * 3})
+    write_parquet(conform(flags, REFERENCE_FLAGS), stage_dir(cfg, "t", "score") / "reference_flags.parquet")
+
+
 def test_the_leaderboard_without_the_flagged_references(tmp_path) -> None:
     cfg = make_config(tmp_path)
     write_outputs(cfg)
     write_board(cfg)
-    flags = pl.DataFrame({"paper_id": ["p1", "p1", "p2"], "review_id": ["r1", "r2", "r3"],
-                          "binoculars": [0.5, 1.2, math.nan], "threshold": [0.9015] * 3, "flagged": [True, False, None],
-                          "reason": [None, None, "no_text"], "observer": ["lm"] * 3, "performer": ["lm"] * 3})
-    write_parquet(conform(flags, REFERENCE_FLAGS), stage_dir(cfg, "t", "score") / "reference_flags.parquet")
+    write_flags(cfg, binoculars=(0.5, 1.2, math.nan), flagged=(True, False, None), reason=(None, None, "no_text"))
     result = build_database(cfg, "t")
     assert result.tables["reference_flags"] == 3
     with duckdb.connect(str(cfg.database), read_only=True) as con:
@@ -121,14 +127,37 @@ def test_a_judge_that_read_a_flagged_reference_is_left_off_the_unflagged_board(t
     board = [{**board_row("A", 6.0), "metric": "llm_judge", "eval_lm": "judge"},
              {**board_row("human", 7.0), "metric": "llm_judge", "eval_lm": "judge", "kind": "human", "is_human": True}]
     write_parquet(pl.DataFrame(board), stage_dir(cfg, "t", "validate") / "leaderboard.parquet")
-    flags = pl.DataFrame({"paper_id": ["p1", "p1", "p2"], "review_id": ["r1", "r2", "r3"], "binoculars": [0.5, 1.2, 1.1],
-                          "threshold": [0.9015] * 3, "flagged": [True, False, False], "reason": [None] * 3,
-                          "observer": ["lm"] * 3, "performer": ["lm"] * 3})
-    write_parquet(conform(flags, REFERENCE_FLAGS), stage_dir(cfg, "t", "score") / "reference_flags.parquet")
+    write_flags(cfg)
     build_database(cfg, "t")
     with duckdb.connect(str(cfg.database), read_only=True) as con:
         got = dict(con.execute("select model, mean_unflagged from leaderboard").fetchall())
     assert got == {"A": 3.0, "human": 7.0}      # A's p1 score read r1; r1's own score did not read itself
+
+
+def test_a_flagged_reference_drawn_as_a_negative_keeps_the_pair_off_the_unflagged_board(tmp_path) -> None:
+    """An f-variational metric reads other papers' reviews as negatives: A's p2 pair (against r3, unflagged)
+    drew r1, which is flagged, so the unflagged board drops it as it drops a flagged reference; a metric that
+    reads no negatives keeps the same pair."""
+    from tasks.core.schema import NEGATIVES
+
+    cfg = make_config(tmp_path)
+    write_outputs(cfg)
+    pairs = [("p1", "A/p1", "r1", 1.0), ("p1", "A/p1", "r2", 0.0), ("p2", "A/p2", "r3", 0.5)]
+    scores = pl.DataFrame([{"paper_id": p, "candidate": c, "source": "A", "reference": r, "metric": metric,
+                            "score": v, "eval_lm": "lm"} for p, c, r, v in pairs for metric in ("tv_fvar_token", "gem")])
+    write_parquet(conform(scores, SCORES), stage_dir(cfg, "t", "score") / "scores.parquet")
+    drawn = [("p1", "A/p1", "r1", "r3", "p2"), ("p1", "A/p1", "r2", "r3", "p2"), ("p2", "A/p2", "r3", "r1", "p1")]
+    negatives = pl.DataFrame([{"paper_id": p, "candidate": c, "reference": r, "draw": 0, "negative": n,
+                               "negative_paper": q} for p, c, r, n, q in drawn])
+    write_parquet(conform(negatives, NEGATIVES), stage_dir(cfg, "t", "score") / "negatives.parquet")
+    board = [board_row("A", 0.5), {**board_row("A", 0.5), "metric": "tv_fvar_token"}]
+    write_parquet(pl.DataFrame(board), stage_dir(cfg, "t", "validate") / "leaderboard.parquet")
+    write_flags(cfg)
+    build_database(cfg, "t")
+    with duckdb.connect(str(cfg.database), read_only=True) as con:
+        got = {m: (u, n) for m, u, n in con.execute("select metric, mean_unflagged, n_flagged from leaderboard").fetchall()}
+    assert got["gem"] == (pytest.approx(0.25), 1)           # r1 left out as a reference only: p1 0.0, p2 0.5
+    assert got["tv_fvar_token"] == (pytest.approx(0.0), 1)  # and as p2's negative: p1 0.0 alone
 
 
 def test_without_reference_flags_the_columns_are_null(tmp_path) -> None:
@@ -198,10 +227,7 @@ def test_a_judge_swayed_by_a_flagged_reference_is_off_the_board_without_flagged_
                   stage_dir(cfg, "t", "score") / "scores.parquet")
     write_parquet(pl.DataFrame([{**board_row("A", 5.0), "metric": "llm_judge", "eval_lm": "judge"}]),
                   stage_dir(cfg, "t", "validate") / "leaderboard.parquet")
-    flags = pl.DataFrame({"paper_id": ["p1", "p1", "p2"], "review_id": ["r1", "r2", "r3"], "binoculars": [0.5, 1.2, 1.1],
-                          "threshold": [0.9015] * 3, "flagged": [True, False, False], "reason": [None] * 3,
-                          "observer": ["lm"] * 3, "performer": ["lm"] * 3})
-    write_parquet(conform(flags, REFERENCE_FLAGS), stage_dir(cfg, "t", "score") / "reference_flags.parquet")
+    write_flags(cfg)
     build_database(cfg, "t")
     with duckdb.connect(str(cfg.database), read_only=True) as con:
         row = con.execute("select mean, mean_unflagged, n_flagged, unflagged_reason from leaderboard").fetchone()
@@ -214,10 +240,7 @@ def test_uncalibrated_flags_are_not_measured_rather_than_zero(tmp_path) -> None:
     cfg = make_config(tmp_path)
     write_outputs(cfg)
     write_board(cfg)
-    flags = pl.DataFrame({"paper_id": ["p1", "p1", "p2"], "review_id": ["r1", "r2", "r3"],
-                          "binoculars": [0.5, 1.2, 1.1], "threshold": [None] * 3, "flagged": [None] * 3,
-                          "reason": ["binoculars_uncalibrated"] * 3, "observer": ["lm"] * 3, "performer": ["lm"] * 3})
-    write_parquet(conform(flags, REFERENCE_FLAGS), stage_dir(cfg, "t", "score") / "reference_flags.parquet")
+    write_flags(cfg, threshold=None, flagged=(None, None, None), reason=("binoculars_uncalibrated",) * 3)
     build_database(cfg, "t")
     with duckdb.connect(str(cfg.database), read_only=True) as con:
         row = con.execute("select mean, mean_unflagged, flagged_shift, n_flagged, unflagged_reason from leaderboard"

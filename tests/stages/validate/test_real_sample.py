@@ -123,7 +123,8 @@ def test_the_closing_line_says_which_data_the_verdicts_are_about(tmp_path) -> No
                     "t(metric, strategy, verdict)")
     line = findings(database, None)
     assert line == ("found: validation on 30 papers of real ICLR 2023 reviews (GEM release sample) (one candidate "
-                    "a paper; judgment lines) tests passed: gem 2/2; bleu 0/1 (fails sentence_deletion)")
+                    "a paper; judgment level: the lines perturbed; lines by GPT-4o (the release)) tests passed: gem 2/2; bleu 0/1 (fails "
+                    "sentence_deletion)")
 
 
 # 30 papers, one candidate each: 30 pairs of (original, sentence-deleted) GEM scores.
@@ -132,9 +133,10 @@ PAIRS = 30
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-def test_gem_passes_sentence_deletion_on_the_real_reviews(tmp_path, embedded_lm) -> None:
-    """GEM's score of a candidate falls when sentences are deleted (GEM Table 2's direction), on the
-    shipped real reviews with the embedded SmolLM2, read through `grebench validate --reviews`."""
+def test_gem_falls_when_judgment_lines_are_deleted_on_the_real_reviews_given_lines(tmp_path, embedded_lm) -> None:
+    """At the judgments level on the release's GPT-4o lines (`judgments = "given"`, the named proxy), GEM's score
+    of a candidate falls when judgment lines are deleted, on the shipped real reviews with the embedded SmolLM2
+    as evaluation LM, read through `grebench validate --reviews`."""
     import typer
     from typer.testing import CliRunner
 
@@ -145,7 +147,7 @@ def test_gem_passes_sentence_deletion_on_the_real_reviews(tmp_path, embedded_lm)
     app.command()(lambda: None)   # two commands: typer keeps the subcommand name
     config = tmp_path / "pipelines.toml"
     config.write_text('[paths]\ndata_dir = "data"\n\n[score]\nnegatives = 1\n\n[validate]\nlevel = ["judgments"]\n'
-                      f'candidates = "one"\nmax_papers = {PAIRS}\n', encoding="utf-8")
+                      f'judgments = "given"\ncandidates = "one"\nmax_papers = {PAIRS}\n', encoding="utf-8")
     result = CliRunner().invoke(app, ["validate", "--reviews", "iclr2023_gem", "--metric", "gem", "--strategies",
                                       "sentence_deletion", "--format", "json", "--config", str(config)])
     assert result.exit_code == 0, result.output

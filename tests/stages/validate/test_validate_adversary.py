@@ -133,3 +133,25 @@ def test_adversary_strategy_in_the_workflow(toy_metrics):
     assert result.stats["adversary_largest_inflation"]["toy_constant"] == 0.0
     best = result.perturbations.filter(pl.col("candidate").str.ends_with("~adversary:toy_praise"))
     assert best.height == 12 and all(praise_count(t) == 3 for t in best["review_text"])
+
+
+def test_searched_on_papers_outside_the_sample_the_adversary_is_tested_on_every_candidate(toy_metrics):
+    """With adversary_search_papers, the recipe is searched on papers drawn from outside the validation sample,
+    and every one of the sample's candidates is tested: as many pairs as the other strategies, none of them a
+    paper the search saw."""
+    settings = ValidateConfig(strategies=["adversary", "format_headers"], metrics=list(toy_metrics), adversary_steps=3,
+                              min_pairs=10, bootstrap_resamples=0, max_papers=12, adversary_search_papers=4)
+    result = run_validation(make_reviews(n_papers=20), settings, resources=Resources())
+    report = result.adversary
+    sample = set(result.scores.filter(pl.col("source") == "human")["paper_id"])
+    searched = set(report.filter(pl.col("split") == "selection")["paper_id"])
+    assert len(sample) == 12 and len(searched) == 4 and searched.isdisjoint(sample)
+    assert set(report.filter(pl.col("split") == "test")["paper_id"]) == sample
+    table = {(r["metric"], r["strategy"]): r for r in result.validation.iter_rows(named=True)}
+    praise = table[("toy_praise", "adversary")]
+    assert praise["n"] == 12 == table[("toy_praise", "format_headers")]["n"]
+    assert praise["mean_change"] == 3.0 and praise["verdict"] == "fail"
+    assert table[("toy_constant", "adversary")]["verdict"] == "pass"
+    assert result.stats["adversary_search_papers"] == 4
+    with pytest.raises(ValueError, match="no paper lies outside the validation sample of 12"):
+        run_validation(make_reviews(n_papers=12), settings, resources=Resources())

@@ -10,9 +10,9 @@ from tasks.stages.validate import manipulations, prompts
 from tasks.stages.validate.perturb import (
     FILLER,
     FILLER_JUDGMENTS,
+    filler_elongation,
     judgment_deletion,
     judgment_elongation,
-    meaningless_elongation,
     random_replacement,
     sentence_deletion,
 )
@@ -106,23 +106,23 @@ def test_header_detection(line, header):
     assert is_header(line) is header
 
 
-def test_meaningless_elongation_exact():
+def test_filler_elongation_exact():
     text = "Summary Of The Paper:\n\nIt is fast.\n\nSummary Of The Review:\n\nReject.\n"
     expected = (
         f"Summary Of The Paper:\n\n{FILLER['summary']}\n\nIt is fast.\n\n"
         f"Summary Of The Review:\n\n{FILLER['review']}\n\nReject.\n"
     )
-    assert meaningless_elongation(text) == expected
+    assert filler_elongation(text) == expected
     expected_end = (
         f"Summary Of The Paper:\n\nIt is fast.\n\n{FILLER['summary']}\n\n"
         f"Summary Of The Review:\n\nReject.\n\n{FILLER['review']}\n"
     )
-    assert meaningless_elongation(text, position="end") == expected_end
-    assert meaningless_elongation("Just one line.") == f"{FILLER['other']}\n\nJust one line."
+    assert filler_elongation(text, position="end") == expected_end
+    assert filler_elongation("Just one line.") == f"{FILLER['other']}\n\nJust one line."
 
 
-def test_meaningless_elongation_adds_the_same_text_to_every_review():
-    first, second = meaningless_elongation(REVIEW), meaningless_elongation(DELETED)
+def test_filler_elongation_adds_the_same_text_to_every_review():
+    first, second = filler_elongation(REVIEW), filler_elongation(DELETED)
     for filler in (FILLER["summary"], FILLER["strengths"], FILLER["clarity"], FILLER["review"]):
         assert first.count(filler) == 1 and second.count(filler) == 1
     assert first.replace("\n", "").count("  ") == REVIEW.replace("\n", "").count("  ")
@@ -191,16 +191,17 @@ def test_perturb_texts_refuses_llm_strategies_and_unknown_names():
 def test_registry():
     names = {
         "sentence_deletion", "deletion_completion", "random_replacement", "surface_report", "ultra_concise",
-        "opinion_flip", "rephrase", "meaningless_elongation", "opinion_shift_positive",
+        "opinion_flip", "rephrase", "meaningless_elongation", "meaningless_elongation_proxy", "opinion_shift_positive",
         "opinion_shift_negative", "opinion_shift_hedged", "opinion_shift_extreme",
     }
     surface = set(manipulations.DESCRIPTIONS)   # tests/stages/validate/test_validate_manipulations.py
     assert set(STRATEGIES) == names | surface | set(manipulations.LLM_DESCRIPTIONS) | {"adversary"}   # tests/stages/validate/test_validate_adversary.py
-    assert set(DETERMINISTIC) == {"sentence_deletion", "random_replacement", "meaningless_elongation"} | surface
+    assert set(DETERMINISTIC) == {"sentence_deletion", "random_replacement", "meaningless_elongation_proxy"} | surface
     assert sum(s.kind == "degradation" for s in STRATEGIES.values()) == 6
     assert strategy("rephrase").kind == "manipulation" and strategy("rephrase").needs_llm
     llm = {n for n, s in STRATEGIES.items() if s.needs_llm}
-    assert llm == set(prompts.BUILDERS) | prompts.NEEDS_ABSTRACT
+    assert llm == set(prompts.BUILDERS) | prompts.NEEDS_ABSTRACT | {"meaningless_elongation"}   # its own prompts:
+    # tests/stages/validate/test_validate_elongation.py
 
 
 def test_prompts_build_for_every_llm_strategy():

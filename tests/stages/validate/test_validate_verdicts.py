@@ -98,7 +98,7 @@ def test_workflow_writes_verdicts_and_length_confound_and_the_sql_accepts_them()
     from tasks.stages.validate.workflow import run_validation
     from tests.stages.validate.test_validate_workflow import make_reviews
 
-    result = run_validation(make_reviews(n_papers=4), ValidateConfig(strategies=["sentence_deletion", "meaningless_elongation"], metrics=["bleu", "rouge_l"], min_pairs=10, correction="bh", correction_scope="table", bootstrap_resamples=200), resources=Resources())
+    result = run_validation(make_reviews(n_papers=4), ValidateConfig(strategies=["sentence_deletion", "meaningless_elongation_proxy"], metrics=["bleu", "rouge_l"], min_pairs=10, correction="bh", correction_scope="table", bootstrap_resamples=200), resources=Resources())
     table = result.validation
     assert table["verdict"].to_list() == ["inconclusive"] * 4 and table["passed"].is_null().all()
     assert result.length_confound["metric"].to_list() == ["bleu", "rouge_l"]

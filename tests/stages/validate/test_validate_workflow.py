@@ -30,7 +30,7 @@ TOPICS = ("the clarity of the writing", "the size of the experiments", "the nove
           "the choice of baselines", "the theoretical analysis", "the ablation studies", "the code release",
           "the computational cost", "the related work", "the evaluation metrics")
 STANCES = ("appreciates", "criticizes", "questions", "suggests improving")
-DETERMINISTIC = ["sentence_deletion", "random_replacement", "meaningless_elongation"]
+DETERMINISTIC = ["sentence_deletion", "random_replacement", "meaningless_elongation_proxy"]
 
 
 def make_reviews(n_papers: int = 4, n_reviews: int = 3, seed: int = 3, lines: int = 4) -> pl.DataFrame:
@@ -85,7 +85,7 @@ def test_table_has_every_metric_and_strategy(result):
     assert table.select("metric", "strategy").rows() == [
         (m, s) for m in ["gem", "bleu", "rouge_l", "bertscore_minilm"] for s in DETERMINISTIC]
     assert table["n"].to_list() == [4] * 12          # one candidate per paper, every perturbation scored
-    assert table.filter(pl.col("strategy") == "meaningless_elongation")["kind"].unique().to_list() == ["manipulation"]
+    assert table.filter(pl.col("strategy") == "meaningless_elongation_proxy")["kind"].unique().to_list() == ["manipulation"]
     # each row is the paired test of its own pairs
     for row in table.iter_rows(named=True):
         pairs = result.pairs.filter((pl.col("metric") == row["metric"]) & (pl.col("strategy") == row["strategy"]))
@@ -104,7 +104,7 @@ def test_deterministic_strategies_act_on_judgment_lines(result):
         if row["strategy"] == "sentence_deletion":
             assert row["judgments"].split("\n") == lines[::2]
             assert "Summary Of The Paper:" in row["review_text"]
-        elif row["strategy"] == "meaningless_elongation":
+        elif row["strategy"] == "meaningless_elongation_proxy":
             assert row["judgments"].split("\n") == [*lines, *FILLER_JUDGMENTS]
         else:
             donor = [r for r in by_id.values() if r["judgments"] == row["judgments"]]

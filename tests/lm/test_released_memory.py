@@ -1,0 +1,39 @@
+"""Freed CPU memory goes back to the system: a long scoring loop's resident memory holds its live tensors,
+not the scattered free blocks of every batch before (tasks/lm/cpu.py `release_freed`)."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from tasks.lm import cpu
+
+
+def resident_kb() -> int:
+    return next(int(line.split()[1]) for line in Path("/proc/self/status").read_text().splitlines()
+                if line.startswith("VmRSS:"))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or cpu._libc_trim() is None, reason="glibc's malloc_trim")
+def test_freed_blocks_scattered_in_the_heap_leave_the_resident_memory(monkeypatch):
+    blocks = [bytearray(60_000) for _ in range(4_000)]      # 240 MB of heap blocks, below the mmap threshold
+    kept = blocks[::50]                                     # a live block every 3 MB pins the heap's pages
+    del blocks
+    before = resident_kb()
+    monkeypatch.setattr(cpu, "_RELEASED", [0.0])
+    cpu.release_freed()
+    after = resident_kb()
+    assert before - after > 150_000, (before, after)        # the free pages are back with the system
+    assert len(kept) == 80
+
+
+def test_a_release_waits_its_interval_after_the_last_one(monkeypatch):
+    calls = []
+    monkeypatch.setattr(cpu, "_libc_trim", lambda: calls.append)
+    monkeypatch.setattr(cpu, "_RELEASED", [0.0])
+    cpu.release_freed()
+    cpu.release_freed()                                     # within RELEASE_EVERY_S of the first: skipped
+    assert calls == [0]
+    monkeypatch.setattr(cpu, "_RELEASED", [cpu._RELEASED[0] - cpu.RELEASE_EVERY_S])
+    cpu.release_freed()
+    assert calls == [0, 0]
