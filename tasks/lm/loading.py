@@ -359,6 +359,23 @@ def load_model(spec: ModelSpec = ModelSpec()) -> tuple[PreTrainedModel, PreTrain
         return loaded
 
 
+_TOKENIZERS: dict[str, PreTrainedTokenizerBase] = {}
+
+
+def tokenizer_for(spec: ModelSpec) -> PreTrainedTokenizerBase:
+    """The tokenizer of `spec`'s model without its weights: a loaded variant's (every dtype and quantization
+    of a model shares one), else one read from disk once. Counting tokens or building prompts never loads a
+    model: an int8 model released after the last decoding stage, asked for its tokenizer by a later
+    readout, was loaded again (its float checkpoint, then the quantized copy: about 0.5 GiB for a moment)."""
+    with _LOADING:
+        for loaded, (_, tokenizer) in reversed(_LOADED.items()):
+            if loaded.name == spec.name and loaded.server is None:
+                return tokenizer
+        if spec.name not in _TOKENIZERS:
+            _TOKENIZERS[spec.name] = load_tokenizer(spec.name)
+        return _TOKENIZERS[spec.name]
+
+
 def loaded_specs() -> list[ModelSpec]:
     """The resolved specs whose models this process holds, the one used longest ago first."""
     with _LOADING:

@@ -45,7 +45,7 @@ from tasks.lm.batching import batches
 from tasks.lm.cpu import release_freed
 from tasks.lm.fitting import request_window
 from tasks.lm.line_prefixes import LinePrefixConstraint
-from tasks.lm.loading import ModelSpec, Tokens, chat_ids, chat_spec, load_model
+from tasks.lm.loading import ModelSpec, Tokens, chat_ids, chat_spec, load_model, tokenizer_for
 from tasks.lm.loops import LOOP_RULE, loop_criterion, loop_end
 from tasks.lm.types import (
     Accept,
@@ -126,11 +126,11 @@ class LocalLM(Backend):
 
     def prompt_ids(self, request: ChatRequest) -> Tokens:
         """Token ids of the chat-formatted prompt, ending where the assistant's answer begins."""
-        return chat_ids(self._loaded()[1], request.system, request.user, request.prefill)
+        return chat_ids(self.tokenizer, request.system, request.user, request.prefill)
 
     @property
     def tokenizer(self) -> PreTrainedTokenizerBase:
-        return self._loaded()[1]
+        return tokenizer_for(self.spec)
 
     @property
     def engine(self) -> LoglikelihoodEngine:

@@ -37,3 +37,22 @@ def test_a_release_waits_its_interval_after_the_last_one(monkeypatch):
     monkeypatch.setattr(cpu, "_RELEASED", [cpu._RELEASED[0] - cpu.RELEASE_EVERY_S])
     cpu.release_freed()
     assert calls == [0, 0]
+
+
+@pytest.mark.slow
+def test_a_released_int8_model_stays_released_when_its_tokenizer_is_asked():
+    """The sentence unit counts its prompts' tokens after the last decoding stage dropped the int8 model:
+    the tokenizer comes without the weights (loading them again was the demo's 0.5 GiB spike)."""
+    from tasks.lm import release_decoding_models
+    from tasks.lm.loading import ModelSpec, load_model, loaded_specs
+    from tasks.lm.local import LocalLM
+    from tasks.lm.types import ChatRequest
+
+    spec = ModelSpec(quantization="int8")
+    load_model(spec)
+    assert spec.resolved() in release_decoding_models()
+    lm = LocalLM(spec)
+    ids = lm.tokenizer("The reviewer appreciates")["input_ids"]
+    prompt = lm.prompt_ids(ChatRequest("system", "user", 8))
+    assert ids and prompt
+    assert spec.resolved() not in loaded_specs()
