@@ -243,12 +243,15 @@ def test_a_request_scores_the_same_alone_and_inside_other_batches(embedded_lm, m
 
 @pytest.mark.slow
 @BF16_UNITS
-def test_in_bfloat16_a_request_scores_the_same_alone_and_inside_other_batches(metric_requests) -> None:
+def test_in_bfloat16_a_request_scores_the_same_alone_and_inside_other_batches(metric_requests, monkeypatch) -> None:
     # the same check in bfloat16 on the CPU's flat layout, for every request: each token is computed
     # from its path's keys, in path order, in kernel shapes that do not depend on its neighbours
-    # (tasks/lm/flat_attention.py), so no bf16 rounding flips with the batch
+    # (tasks/lm/flat_attention.py), and on the CPU's own bf16 units (AMX held to AVX-512 BF16:
+    # tasks/lm/cpu.py `hold_batch_invariant_matmuls`), so no bf16 rounding flips with the batch
     from tasks.lm import load_model
 
+    monkeypatch.setenv("GREBENCH_CPU_BF16", "1")            # the units this test is about, not their emulation
+    monkeypatch.setattr("tasks.lm.loading._LOADED", {})     # loaded afresh; the other tests' models stay as they were
     model, tokenizer = load_model(ModelSpec(dtype="bfloat16"))
     assert model.dtype == torch.bfloat16
     for target in metric_requests:
