@@ -34,6 +34,16 @@ def test_the_papers_summary_is_left_out_and_each_clause_is_a_piece():
     assert ("Summary Of The Review", "the evaluation is too thin.") in got          # cut where the clause turns
 
 
+def test_a_citation_and_an_announcement_are_no_judgment_but_a_sentence_naming_a_work_is():
+    review = ("Weaknesses:\n"
+              "- Ye, Nanyang, et al. Ood-bench: Benchmarking out-of-distribution generalization. CVPR 2022.\n"
+              "- Lauer, Martin, and Martin Riedmiller. In Proceedings of the seventeenth ICML.\n"
+              "- I have a few questions about the experiments.\n"
+              "- Unlike Smith et al. the authors do not compare with strong baselines on ImageNet.\n")
+    assert [p.text for p in pieces(review)] == [
+        "Unlike Smith et al. the authors do not compare with strong baselines on ImageNet."]
+
+
 def test_a_review_written_as_one_summary_block_is_read_whole():
     short = "Summary:\nThe paper is clearly written. The experiments are too small to be convincing."
     assert [p.text for p in pieces(short)] == ["The paper is clearly written.",
