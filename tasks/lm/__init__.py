@@ -33,7 +33,7 @@ from tasks.lm.backends import (
 )
 from tasks.lm.batching import batches, map_batches
 from tasks.lm.cache import CachedLM, LLMCache, request_key
-from tasks.lm.cpu import cpu_has_bf16, hold_batch_invariant_matmuls
+from tasks.lm.cpu import cpu_has_bf16
 from tasks.lm.loading import (
     ModelSpec,
     chat_ids,
@@ -56,9 +56,6 @@ from tasks.lm.types import (
     Usage,
     cost_usd,
 )
-
-# before any matmul of this process: bfloat16 values that do not depend on their batch on AMX CPUs too
-hold_batch_invariant_matmuls()
 
 if TYPE_CHECKING:
     from tasks.core.config import LLMConfig, ScoreConfig

@@ -11,7 +11,6 @@ from pathlib import Path
 
 CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")   # x86 instructions that multiply bfloat16 natively
 CPU_BF16_ENV = "GREBENCH_CPU_BF16"            # "1" / "0": say whether the CPU has them (else /proc/cpuinfo)
-ONEDNN_ISA_ENV = "ONEDNN_MAX_CPU_ISA"         # oneDNN's cap on the instructions it may use, read at its first use
 
 
 def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
@@ -25,21 +24,6 @@ def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
         if told:
             raise ValueError(f"{CPU_BF16_ENV} must be 0 or 1, not {told!r}")
     return any(flag in cpu_flags(cpuinfo) for flag in CPU_BF16_FLAGS)
-
-
-def hold_batch_invariant_matmuls(cpuinfo: str | None = None) -> bool:
-    """On a CPU with AMX tiles, keep oneDNN's bfloat16 matmuls on AVX-512 BF16; True where it set the cap.
-
-    oneDNN's AMX kernels choose their blocking by a matmul's row count, so a token's bfloat16 value came
-    out with other roundings in another batch (0.1 to 0.6 nats on a request of GEM's, Intel Xeon with
-    AMX, against none on an AVX-512 BF16 CPU without AMX), and a submitted model's batches would move
-    the numbers already published. Capped at AVX-512 BF16 the products and their order do not depend
-    on the batch, and the multiplication is still bfloat16's own. Set before torch's first matmul (the
-    cap is read once); a cap already in the environment is kept."""
-    if "amx_bf16" not in cpu_flags(cpuinfo) or os.environ.get(ONEDNN_ISA_ENV):
-        return False
-    os.environ[ONEDNN_ISA_ENV] = "AVX512_CORE_BF16"
-    return True
 
 
 def cpu_flags(cpuinfo: str | None = None) -> set[str]:

@@ -5,8 +5,6 @@ no quality claims)."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 
@@ -211,16 +209,3 @@ def test_without_bf16_units_a_bfloat16_model_multiplies_in_float32_as_bf16_units
     with pytest.raises(ValueError, match="float32 or torch"):
         wide_bf16.wanted()
 
-
-def test_amx_matmuls_are_held_to_avx512_bf16_unless_a_cap_is_set(monkeypatch) -> None:
-    from tasks.lm.cpu import ONEDNN_ISA_ENV, hold_batch_invariant_matmuls
-
-    amx = "flags\t: fpu avx2 avx512f avx512_bf16 amx_bf16 amx_tile\n"
-    monkeypatch.delenv(ONEDNN_ISA_ENV, raising=False)
-    assert not hold_batch_invariant_matmuls("flags\t: fpu avx2 avx512f avx512_bf16\n")   # no AMX: nothing to hold
-    assert ONEDNN_ISA_ENV not in os.environ
-    assert hold_batch_invariant_matmuls(amx)
-    assert os.environ[ONEDNN_ISA_ENV] == "AVX512_CORE_BF16"
-    monkeypatch.setenv(ONEDNN_ISA_ENV, "AVX2")                                          # the user's own cap stays
-    assert not hold_batch_invariant_matmuls(amx)
-    assert os.environ[ONEDNN_ISA_ENV] == "AVX2"
