@@ -34,6 +34,9 @@ class LLMConfig(Frozen):
     output_price_per_mtok: float = Field(15.0, ge=0)  # USD per million output tokens
     cache_read_price_per_mtok: float = Field(0.3, ge=0)  # USD per million prompt-cache read tokens
     batch_size: int = Field(8, ge=1, le=4096)      # local: prompts per generate() call
+    # local: padded tokens per log-likelihood forward batch (the sentence unit's readouts of each opening);
+    # a batch's attention and MLP buffers grow with it, so a CPU with little memory takes a smaller one
+    token_budget: int = Field(4096, ge=64, le=10_000_000)
     # local: each prompt decoded alone, with no prefix kept from an earlier call, so an answer depends on
     # its prompt only (batched int8 quantizes a batch's activations with one scale, and a batch's float
     # sums run in another order): a run killed and resumed decodes what an uninterrupted run did. Slower

@@ -115,11 +115,12 @@ class LocalLM(Backend):
 
     @classmethod
     def from_config(cls, cfg: LLMConfig, base_url: str | None = None, batch_store: object = None) -> LocalLM:
-        """The local chat model of `cfg` (`chat_spec`), `cfg.batch_size` prompts per generate() call
-        (tasks/lm/backends.py builds every backend so; a local model has no URL and no batches to keep)."""
+        """The local chat model of `cfg` (`chat_spec`), `cfg.batch_size` prompts per generate() call and
+        `cfg.token_budget` padded tokens per log-likelihood batch (tasks/lm/backends.py builds every backend
+        so; a local model has no URL and no batches to keep)."""
         temperature = cfg.temperature if isinstance(cfg.temperature, (int, float)) else 0.0
-        return cls(chat_spec(cfg), batch_size=cfg.batch_size, batch_invariant=cfg.batch_invariant,
-                   temperature=temperature, stop_loops=cfg.stop_loops)
+        return cls(chat_spec(cfg), batch_size=cfg.batch_size, token_budget=cfg.token_budget,
+                   batch_invariant=cfg.batch_invariant, temperature=temperature, stop_loops=cfg.stop_loops)
 
     def _loaded(self) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
         return load_model(self.spec)

@@ -75,6 +75,20 @@ def test_one_chat_encoder_for_generation_and_loglikelihood(local, embedded_lm):
     assert LocalLM(ModelSpec(), token_budget=512).identity == local.identity    # the budget changes no result
 
 
+def test_the_configured_token_budget_bounds_the_readout_batches(embedded_lm):
+    """`[preprocess] token_budget` reaches the log-likelihood engine of a backend built from the config: a
+    smaller budget packs the same readouts into more, smaller batches (less memory at once), same values."""
+    requests = [LoglikelihoodRequest(SYSTEM, f"Section: Weaknesses\nSentence: claim {k} is not supported.",
+                                     f"The reviewer {opening}") for k in range(12)
+                for opening in ("appreciates", "criticizes", "questions", "suggests", "describes")]
+    wide, tight = (LocalLM.from_config(PreprocessConfig(token_budget=budget)) for budget in (4096, 128))
+    assert (wide.token_budget, tight.token_budget) == (4096, 128)
+    loose, small = wide.loglikelihood(requests), tight.loglikelihood(requests)
+    assert tight.engine.stats.batches > wide.engine.stats.batches >= 1
+    assert tight.engine.stats.padded_tokens / tight.engine.stats.batches <= 128
+    assert [r.logprob for r in small] == pytest.approx([r.logprob for r in loose], abs=0.05)
+
+
 def test_a_prompt_longer_than_the_context_is_an_error_not_a_cut(local):
     result = local.generate([ChatRequest(SYSTEM, "word " * 9000, 16)])[0]
     assert not result.ok and "exceeds the model context" in result.error
