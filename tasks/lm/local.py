@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 
 from tasks.core.progress import track
 from tasks.lm.batching import batches
+from tasks.core.allocator import give_back_freed_memory
 from tasks.lm.cpu import release_freed
 from tasks.lm.fitting import request_window
 from tasks.lm.line_prefixes import LinePrefixConstraint
@@ -403,9 +404,12 @@ def in_lanes(jobs: Sequence[Job], models: Sequence[Model], run: Callable[[Job, M
                     todo.get_nowait()
                 raise
 
-    with sharing_cores(len(models)), ThreadPoolExecutor(len(models), thread_name_prefix=name) as pool:
-        for future in [pool.submit(lane, model) for model in models]:
-            future.result()
+    try:
+        with sharing_cores(len(models)), ThreadPoolExecutor(len(models), thread_name_prefix=name) as pool:
+            for future in [pool.submit(lane, model) for model in models]:
+                future.result()
+    finally:
+        give_back_freed_memory()   # what the lanes freed side by side is not kept under the next step's peak
     return [found[k] for k in range(len(jobs))]
 
 

@@ -22,6 +22,7 @@ from prefect import flow, task, unmapped
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import wait
 
+from tasks.core.allocator import give_back_freed_memory
 from tasks.core.config import Config, ScoreConfig
 from tasks.core.slots import SlotLimit, holding_slot
 from tasks.lm import ModelSpec
@@ -52,6 +53,7 @@ def score_shard_task(requests_dir: Path, results_dir: Path, shard: str, spec: Mo
 def score_shards_flow(requests_dir: Path, results_dir: Path, shards: list[str], spec: ModelSpec,
                       token_budget: int, limit: SlotLimit | None = None) -> list[dict]:
     """One task per shard, on whatever task runner this flow was given, each in a slot of `limit`."""
+    give_back_freed_memory()   # the step before (a preprocessor's readouts) left freed memory kept
     with eval_lm_placement(results_dir):
         futures = score_shard_task.map(unmapped(requests_dir), unmapped(results_dir), shards, unmapped(spec),
                                        unmapped(token_budget), unmapped(limit))
