@@ -40,9 +40,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Literal, TypeVar
 
+from tasks.core.allocator import give_back_freed_memory
 from tasks.core.progress import track
 from tasks.lm.batching import batches
-from tasks.core.allocator import give_back_freed_memory
 from tasks.lm.cpu import release_freed
 from tasks.lm.fitting import request_window
 from tasks.lm.line_prefixes import LinePrefixConstraint
