@@ -254,7 +254,20 @@ def _finish(code: int | str | None) -> NoReturn:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """The `grebench` entry point: the typer app, with the machine's situations in one line."""
+    """The `grebench` entry point: the typer app, with the machine's situations in one line. A signal that
+    lands while an exit is already being handled (the command done, its line being chosen) ends the command
+    with the signal's line too, not with a traceback from inside the handler."""
+    try:
+        _main(argv)
+    except KeyboardInterrupt as stopped:
+        from flows.cli.interrupts import NOTHING_LOST, end_children
+
+        end_children()
+        typer.echo(f"error: {getattr(stopped, 'what', 'interrupted (Ctrl-C)')}; {NOTHING_LOST}", err=True)
+        _leave(getattr(stopped, "code", EXIT_INTERRUPTED))
+
+
+def _main(argv: list[str] | None) -> None:
     from tasks.core.errors import GrebenchError, printable
     from tasks.stages.ingest.auth import scrub, scrub_log_records
 
