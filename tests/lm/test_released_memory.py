@@ -20,7 +20,7 @@ def test_freed_blocks_scattered_in_the_heap_leave_the_resident_memory(monkeypatc
     kept = blocks[::50]                                     # a live block every 3 MB pins the heap's pages
     del blocks
     before = resident_kb()
-    monkeypatch.setattr(cpu, "_RELEASED", [0.0])
+    monkeypatch.setattr(cpu, "_RELEASED", [0.0, 0.0])
     cpu.release_freed()
     after = resident_kb()
     assert before - after > 150_000, (before, after)        # the free pages are back with the system
@@ -30,13 +30,33 @@ def test_freed_blocks_scattered_in_the_heap_leave_the_resident_memory(monkeypatc
 def test_a_release_waits_its_interval_after_the_last_one(monkeypatch):
     calls = []
     monkeypatch.setattr(cpu, "_libc_trim", lambda: calls.append)
-    monkeypatch.setattr(cpu, "_RELEASED", [0.0])
+    monkeypatch.setattr(cpu, "_RELEASED", [0.0, 0.0])
     cpu.release_freed()
     cpu.release_freed()                                     # within RELEASE_EVERY_S of the first: skipped
     assert calls == [0]
-    monkeypatch.setattr(cpu, "_RELEASED", [cpu._RELEASED[0] - cpu.RELEASE_EVERY_S])
+    monkeypatch.setattr(cpu, "_RELEASED", [cpu._RELEASED[0] - cpu.RELEASE_EVERY_S, cpu._RELEASED[1]])
     cpu.release_freed()
     assert calls == [0, 0]
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").is_file(), reason="/proc")
+def test_a_process_grown_since_the_last_release_releases_at_once(monkeypatch):
+    """Between two releases on the clock the freed pages of many batches stayed resident: growth by
+    RELEASE_AFTER_GROWTH releases without waiting, so a batch landing just after a release cannot lift the peak."""
+    calls = []
+    monkeypatch.setattr(cpu, "_libc_trim", lambda: calls.append)
+    monkeypatch.setattr(cpu, "_RELEASED", [0.0, 0.0])
+    cpu.release_freed()
+    assert calls == [0] and cpu._RELEASED[1] == cpu.resident_bytes() > 0
+    grown = bytearray(cpu.RELEASE_AFTER_GROWTH // 2)        # live memory, touched page by page
+    grown[::4096] = b"x" * len(grown[::4096])
+    cpu.release_freed()                                     # half the growth, within the interval: skipped
+    assert calls == [0]
+    more = bytearray(cpu.RELEASE_AFTER_GROWTH)
+    more[::4096] = b"x" * len(more[::4096])
+    cpu.release_freed()                                     # grown past the bound: released at once
+    assert calls == [0, 0]
+    del grown, more
 
 
 @pytest.mark.slow
