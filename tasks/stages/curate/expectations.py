@@ -211,6 +211,25 @@ def curation_checks(cfg: Config) -> list[Check]:
     ]
 
 
+def validate_curated_apart(out_dir: Path, ingest_dir: Path, cfg: Config) -> None:
+    """`validate_curated` in a child process (tasks/core/children.py): great-expectations is never imported
+    by the run itself, whose later stages would otherwise carry its 0.24 GB under their peaks. A failed check
+    comes back as the same CurationValidationError; a child that dies (killed, out of memory) is a TransientError
+    (a rerun checks again: nothing was written yet)."""
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    from tasks.core.children import child_context
+    from tasks.core.errors import TransientError
+
+    try:
+        with ProcessPoolExecutor(1, mp_context=child_context()) as pool:
+            pool.submit(validate_curated, Path(out_dir), Path(ingest_dir), cfg).result()
+    except BrokenProcessPool as error:
+        raise TransientError(f"the checks of the curated tables in {out_dir} ended without an answer (their child "
+                             f"process died: killed or out of memory); run again") from error
+
+
 def validate_curated(out_dir: Path, ingest_dir: Path, cfg: Config) -> None:
     """Check the curated tables in `out_dir` against `ingest_dir`; raise CurationValidationError."""
     out_dir, ingest_dir = Path(out_dir), Path(ingest_dir)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from tasks.core.schema import PAPERS, REVIEWS, conform
 from tasks.stages.curate.expectations import CurationValidationError, validate_curated
 from tasks.stages.curate.rules import curate_venue
 
+ROOT = Path(__file__).resolve().parents[3]
 VENUE = "Test.cc/2024/Conference"   # no venue entry: identity map on the common scale
 CFG = Config(curate=CurateConfig(sample_size=2))
 
@@ -107,13 +110,13 @@ def test_failed_validation_stops_curation_and_keeps_previous_outputs(
     out_dir = tmp_path / "curate"
     curate_venue(tmp_path / "ingest", VENUE, CFG, out_dir)
     before = {p.name: p.read_bytes() for p in out_dir.iterdir()}
-    real = expectations.validate_curated
+    real = expectations.validate_curated_apart      # the checks in their child process, as a run does them
 
     def corrupt_then_validate(folder: Path, ingest_dir: Path, cfg: Config) -> None:
         edit("reviews", where("review_id", "a0", rating=2.0))(folder)   # a fault in the staged table
         real(folder, ingest_dir, cfg)
 
-    monkeypatch.setattr(expectations, "validate_curated", corrupt_then_validate)
+    monkeypatch.setattr(expectations, "validate_curated_apart", corrupt_then_validate)
     with pytest.raises(CurationValidationError, match="ratings on the common scale"):
         curate_venue(tmp_path / "ingest", VENUE, CFG, out_dir)
     assert {p.name: p.read_bytes() for p in out_dir.iterdir()} == before
@@ -131,3 +134,16 @@ def test_report_is_readable(curated: tuple[Path, Path], tmp_path: Path) -> None:
     assert lines[1] == "- reviews: ratings on the common scale [1, 3, 5, 6, 8, 10]"
     assert lines[2].strip().startswith("expect_column_values_to_be_in_set(column=rating")
     assert lines[3].strip().startswith("5 of 12 rows fail, e.g. rating=7.0, review_id=c0")
+
+
+def test_the_checks_run_in_a_child_and_leave_great_expectations_out_of_the_run(curated: tuple[Path, Path]) -> None:
+    """A run's process never imports great-expectations (0.24 GB it would keep under every later peak): the
+    checks pass or fail in a child process."""
+    ingest_dir, out_dir = curated
+    code = ("import sys; from pathlib import Path; from tests.stages.curate.test_expectations import CFG; "
+            "from tasks.stages.curate.expectations import validate_curated_apart; "
+            f"validate_curated_apart(Path({str(out_dir)!r}), Path({str(ingest_dir)!r}), CFG); "
+            "print('great_expectations' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False"]
