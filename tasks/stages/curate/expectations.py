@@ -212,21 +212,20 @@ def curation_checks(cfg: Config) -> list[Check]:
 
 
 def validate_curated_apart(out_dir: Path, ingest_dir: Path, cfg: Config) -> None:
-    """`validate_curated` in a child process (tasks/core/children.py): great-expectations is never imported
-    by the run itself, whose later stages would otherwise carry its 0.24 GB under their peaks. A failed check
-    comes back as the same CurationValidationError; a child that dies (killed, out of memory) is a TransientError
-    (a rerun checks again: nothing was written yet)."""
-    from concurrent.futures import ProcessPoolExecutor
+    """`validate_curated` in the worker process of tasks/core/children.py `apart`: great-expectations is never
+    imported by the run itself, whose later stages would otherwise carry its 0.24 GB under their peaks. A failed
+    check comes back as the same CurationValidationError; a worker that dies (killed, out of memory) is a
+    TransientError (a rerun checks again: nothing was written yet)."""
     from concurrent.futures.process import BrokenProcessPool
 
-    from tasks.core.children import child_context
+    from tasks.core.children import apart, forget_apart
     from tasks.core.errors import TransientError
 
     try:
-        with ProcessPoolExecutor(1, mp_context=child_context()) as pool:
-            pool.submit(validate_curated, Path(out_dir), Path(ingest_dir), cfg).result()
+        apart().submit(validate_curated, Path(out_dir), Path(ingest_dir), cfg).result()
     except BrokenProcessPool as error:
-        raise TransientError(f"the checks of the curated tables in {out_dir} ended without an answer (their child "
+        forget_apart()
+        raise TransientError(f"the checks of the curated tables in {out_dir} ended without an answer (their worker "
                              f"process died: killed or out of memory); run again") from error
 
 

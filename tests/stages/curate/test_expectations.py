@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -147,3 +148,20 @@ def test_the_checks_run_in_a_child_and_leave_great_expectations_out_of_the_run(c
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False"]
+
+
+def test_a_worker_that_died_is_one_line_and_the_next_check_starts_a_new_one(curated: tuple[Path, Path]) -> None:
+    import os
+    import signal
+
+    from tasks.core.children import apart
+    from tasks.core.errors import TransientError
+
+    ingest_dir, out_dir = curated
+    expectations.validate_curated_apart(out_dir, ingest_dir, CFG)        # the worker is up
+    for pid in list(apart()._processes):
+        os.kill(pid, signal.SIGKILL)
+    time.sleep(1)
+    with pytest.raises(TransientError, match="worker process died"):
+        expectations.validate_curated_apart(out_dir, ingest_dir, CFG)
+    expectations.validate_curated_apart(out_dir, ingest_dir, CFG)        # a new worker checks again
