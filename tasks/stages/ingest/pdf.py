@@ -31,13 +31,14 @@ import re
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from multiprocessing import get_context
 from multiprocessing.connection import Connection
+from multiprocessing.context import BaseContext
 from pathlib import Path
 
 import polars as pl
 import pymupdf
 
-from tasks.core.children import child_context
 from tasks.core.progress import progress
 from tasks.core.schema import PDF_TEXTS, REJECTS, conform, empty
 from tasks.stages.ingest.pdf_hidden import HIDDEN_FONT_PT, PageInk, char_key, page_ink
@@ -426,7 +427,7 @@ def extract_limited(path: str, max_bytes: int | None, strip_hidden: bool, limits
                     ) -> tuple[PdfText | None, str | None, str | None]:
     """`_extract_file` in a child process under `limits` (module docstring); never raises but on an
     interrupt, which ends the child first."""
-    context = child_context()
+    context = _pool_context()
     reader, writer = context.Pipe(duplex=False)
     child = context.Process(target=_child, args=(path, max_bytes, strip_hidden, limits, writer), daemon=True,
                             name="grebench-pdf")
@@ -455,6 +456,14 @@ def extract_limited(path: str, max_bytes: int | None, strip_hidden: bool, limits
         if child.is_alive():
             child.kill()
         child.join(5)
+
+
+def _pool_context() -> BaseContext:
+    """Children forked from a server that has imported this module once (pymupdf takes ~3 s to
+    import), so later children start at once; unlike plain fork it is safe in a threaded parent."""
+    context = get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    return context
 
 
 def default_workers(n_files: int) -> int:
