@@ -51,15 +51,24 @@ def bleu(candidates: Texts, references: Texts) -> np.ndarray:
 
 
 def rouge_l(candidates: Texts, references: Texts) -> np.ndarray:
-    """ROUGE-L F1 (rouge-score, longest common subsequence over Porter-stemmed lower-cased words)."""
-    from rouge_score import rouge_scorer
+    """ROUGE-L F1 (rouge-score, longest common subsequence over Porter-stemmed lower-cased words), computed in
+    the worker of tasks/core/children.py: rouge-score's stemmer imports all of nltk, which the run's own process
+    would keep to its end."""
+    from tasks.core.children import call_apart
 
     _check(candidates, references)
+    pairs = [(c, r) if usable(c) and usable(r) else None for c, r in zip(candidates, references, strict=True)]
+    if not any(pairs):
+        return np.full(len(pairs), np.nan)
+    return np.array(call_apart(f"ROUGE-L of {len(pairs)} pairs", rouge_l_here, pairs), dtype=np.float64)
+
+
+def rouge_l_here(pairs: Sequence[tuple[str, str] | None]) -> list[float]:
+    """ROUGE-L F1 of each (candidate, reference) pair in this process; NaN for None."""
+    from rouge_score import rouge_scorer
+
     scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
-    return np.array([
-        scorer.score(r, c)["rougeL"].fmeasure if usable(c) and usable(r) else np.nan
-        for c, r in zip(candidates, references, strict=True)
-    ], dtype=np.float64)
+    return [scorer.score(pair[1], pair[0])["rougeL"].fmeasure if pair else np.nan for pair in pairs]
 
 
 def greedy_f1(candidate: np.ndarray, reference: np.ndarray) -> tuple[float, float, float]:

@@ -4,6 +4,9 @@ token matching) on small generated texts."""
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -15,6 +18,8 @@ from tasks.lm.encoder import WINDOW
 from tasks.metrics import REGISTRY, Resources, score_metrics
 from tasks.metrics import classic as baselines
 from tasks.metrics import resources as lm
+
+ROOT = Path(__file__).resolve().parents[2]
 
 REFERENCE = "The proposed sampler is fast, but the experiments use only one random seed."
 CLOSE = "The sampler is fast, although the experiments rely on a single random seed."
@@ -55,6 +60,19 @@ def test_library_values():
     assert baselines.bleu([CLOSE], [REFERENCE])[0] == pytest.approx(expected_bleu)
     expected_rouge = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True).score(REFERENCE, CLOSE)["rougeL"]
     assert baselines.rouge_l([CLOSE], [REFERENCE])[0] == pytest.approx(expected_rouge.fmeasure)
+
+
+def test_rouge_l_leaves_nltk_out_of_the_run() -> None:
+    """ROUGE-L's Porter stemmer imports all of nltk (with scikit-learn and pandas, about 0.1 GB a run would keep):
+    the scores come from the worker process, the same as rouge-score gives here."""
+    code = ("import sys; from tasks.metrics.classic import rouge_l; "
+            f"print(round(float(rouge_l([{CLOSE!r}], [{REFERENCE!r}])[0]), 6), 'nltk' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    from rouge_score import rouge_scorer
+
+    expected = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True).score(REFERENCE, CLOSE)["rougeL"].fmeasure
+    assert done.stdout.split() == [str(round(expected, 6)), "False"]
 
 
 @pytest.mark.parametrize("name", ["bleu", "rouge_l", "bertscore_minilm", "bertscore_tokens_minilm"])

@@ -216,17 +216,9 @@ def validate_curated_apart(out_dir: Path, ingest_dir: Path, cfg: Config) -> None
     imported by the run itself, whose later stages would otherwise carry its 0.24 GB under their peaks. A failed
     check comes back as the same CurationValidationError; a worker that dies (killed, out of memory) is a
     TransientError (a rerun checks again: nothing was written yet)."""
-    from concurrent.futures.process import BrokenProcessPool
+    from tasks.core.children import call_apart
 
-    from tasks.core.children import apart, forget_apart
-    from tasks.core.errors import TransientError
-
-    try:
-        apart().submit(validate_curated, Path(out_dir), Path(ingest_dir), cfg).result()
-    except BrokenProcessPool as error:
-        forget_apart()
-        raise TransientError(f"the checks of the curated tables in {out_dir} ended without an answer (their worker "
-                             f"process died: killed or out of memory); run again") from error
+    call_apart(f"the checks of the curated tables in {out_dir}", validate_curated, Path(out_dir), Path(ingest_dir), cfg)
 
 
 def validate_curated(out_dir: Path, ingest_dir: Path, cfg: Config) -> None:
