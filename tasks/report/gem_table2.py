@@ -226,7 +226,8 @@ def side_by_side(validation: pl.DataFrame, skipped: dict[str, str], alpha: float
     """One row per cell of the paper's table: the paper's SMD and significance (`paper_significant`), the
     project's SMD with its 95% interval, one-sided p-value and significance (`significant`), the level the
     metric read and what perturbed it, and whether sign and significance agree; a cell that was not
-    measured says why in `reason`."""
+    measured says why in `reason`, and a measured one what its validation row says (why some of its pairs are
+    missing, say)."""
     ours: dict[tuple[str, str], dict] = {}
     for row in validation.iter_rows(named=True):   # the paper's strategy before its proxy
         ours.setdefault((row["metric"], row["strategy"]), row)
@@ -240,8 +241,9 @@ def side_by_side(validation: pl.DataFrame, skipped: dict[str, str], alpha: float
         smd = got["smd"] if got is not None else None
         p = got["p_value"] if got is not None else None
         measured = smd is not None and not math.isnan(smd)
+        # a measured cell keeps its row's reason too: why it has fewer pairs than papers (rewrites refused, say)
         reason = (skipped.get(cell["metric"]) or skipped.get(cell["strategy"]) or
-                  ("not asked" if got is None else None if measured else (got.get("reason") or "no pairs")))
+                  ("not asked" if got is None else got.get("reason") if measured else (got.get("reason") or "no pairs")))
         sig = significant(got, alpha) if measured else None
         rows.append({**cell, "kind": KIND[cell["strategy"]], "paper_significant": paper_sig,
                      "smd": smd if measured else None,

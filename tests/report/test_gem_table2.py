@@ -101,8 +101,8 @@ def test_side_by_side_compares_sign_and_significance():
         {"metric": "bleu", "strategy": "meaningless_elongation", "n": 30, "smd": 0.2, "p_value": 0.3,
          "ci_low": -0.1, "ci_high": 0.4, "reason": None},
         # a manipulation's one-sided p cannot see a fall; its interval does
-        {"metric": "gem", "strategy": "meaningless_elongation", "n": 30, "smd": -0.3, "p_value": 0.99,
-         "ci_low": -0.5, "ci_high": -0.1, "reason": None},
+        {"metric": "gem", "strategy": "meaningless_elongation", "n": 24, "smd": -0.3, "p_value": 0.99,
+         "ci_low": -0.5, "ci_high": -0.1, "reason": "6 of 30 perturbations unusable (answer cut at max_tokens: 6)"},
         {"metric": "rouge_l", "strategy": "sentence_deletion", "n": 1, "smd": math.nan, "p_value": math.nan,
          "ci_low": math.nan, "ci_high": math.nan, "reason": "too_few_pairs"}])
     table = table2.side_by_side(validation, {"lm_examiner": "reads the paper"}, alpha=0.05)
@@ -118,6 +118,8 @@ def test_side_by_side_compares_sign_and_significance():
     elongated = by[("gem", "meaningless_elongation")]
     assert (elongated["significant"], elongated["paper_significant"], elongated["significance_agrees"]) == \
         (False, False, True)
+    assert elongated["reason"].startswith("6 of 30 perturbations unusable")   # why it has 24 pairs of 30
+    assert gem["reason"] is None
     bart = by[("bartscore_f1", "sentence_deletion")]   # the paper's +0.401 is a rise: not a significant fall
     assert bart["paper_significant"] is False and by[("bartscore_f1", "rephrase")]["paper_significant"] is True
     assert by[("rouge_l", "sentence_deletion")]["smd"] is None and by[("rouge_l", "sentence_deletion")]["reason"] == "too_few_pairs"
