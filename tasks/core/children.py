@@ -33,7 +33,7 @@ def apart() -> ProcessPoolExecutor:
         return _APART[0]
 
 
-def forget_apart() -> None:
+def _forget_apart() -> None:
     """Drop the worker (after it died): the next `apart()` starts a new one."""
     with _LOCK:
         while _APART:
@@ -46,6 +46,6 @@ def call_apart(what: str, function: Callable[..., Any], *args: Any) -> Any:
     try:
         return apart().submit(function, *args).result()
     except BrokenProcessPool as error:
-        forget_apart()
+        _forget_apart()
         raise TransientError(f"{what} ended without an answer (its worker process died: killed or out of memory); "
                              f"run again") from error

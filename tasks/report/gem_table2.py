@@ -243,7 +243,7 @@ def side_by_side(validation: pl.DataFrame, skipped: dict[str, str], alpha: float
         measured = smd is not None and not math.isnan(smd)
         # a measured cell keeps its row's reason too: why it has fewer pairs than papers (rewrites refused, say)
         reason = (skipped.get(cell["metric"]) or skipped.get(cell["strategy"]) or
-                  ("not asked" if got is None else got.get("reason") if measured else (got.get("reason") or "no pairs")))
+                  ("not asked" if got is None else got.get("reason") or (None if measured else "no pairs")))
         sig = significant(got, alpha) if measured else None
         rows.append({**cell, "kind": KIND[cell["strategy"]], "paper_significant": paper_sig,
                      "smd": smd if measured else None,
