@@ -9,6 +9,7 @@ from pydantic import Field
 from tasks.core.config_llm import LLMConfig
 
 Unit = Literal["auto", "review", "sentence"]
+Sentences = Literal["evaluations", "all"]
 
 
 class PreprocessConfig(LLMConfig):
@@ -16,6 +17,10 @@ class PreprocessConfig(LLMConfig):
     # model); "sentence": the review's sentences, the LLM reads each one's opening (tasks/judgments/sentences.py,
     # for a small local model); "auto": "sentence" for the local backend, "review" for the others
     unit: Unit = "auto"
+    # which sentences the "sentence" unit reads: "evaluations", the first sentence of each paragraph or list item
+    # and every question (GEM C.1 summarises each evaluation; the sentences after an item's first elaborate it);
+    # "all": every sentence outside the paper's summary (more lines, fewer of them GPT-4o's)
+    sentences: Sentences = "evaluations"
     prompt_version: str = "judgments-v1"            # the "review" unit's prompt
     sentence_prompt_version: str = "judgments-v2"   # the "sentence" unit's prompt
     synopsis_prompt_version: str = "assw-v1"
@@ -37,4 +42,7 @@ class PreprocessConfig(LLMConfig):
     @property
     def preprocessor(self) -> str:
         """Who wrote the judgment lines, as the outputs name it: model, unit and prompt version."""
-        return f"{self.model} ({self.judgment_unit} unit, {self.judgment_prompt})"
+        if self.judgment_unit == "sentence":
+            read = "evaluations" if self.sentences == "evaluations" else "every sentence"
+            return f"{self.model} (sentence unit, {read}, {self.judgment_prompt})"
+        return f"{self.model} (review unit, {self.judgment_prompt})"

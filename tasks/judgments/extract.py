@@ -166,7 +166,7 @@ def _by_sentence(jobs: list[_Job], reviews_in: int, rejects: list[dict[str, Any]
                  cfg: PreprocessConfig) -> PreprocessOutput:
     """The "sentence" unit (tasks/judgments/sentences.py): every review's pieces, their openings read in one
     batch of log-likelihoods, one line per piece that judges; a review with none is a reject."""
-    split = {job.entity_id: sentences.pieces(job.text) for job in jobs}
+    split = {job.entity_id: sentences.pieces(job.text, every=cfg.sentences == "all") for job in jobs}
     flat = [piece for job in jobs for piece in split[job.entity_id]]
     system = load_prompt(cfg.sentence_prompt_version)
     cached_before = getattr(backend, "loglikelihood_cached", 0)

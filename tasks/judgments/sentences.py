@@ -14,7 +14,12 @@ splits the work where a small model can do it:
    list markers, discourse openers ("However,", "Overall,") and first-person frames ("I think that")
    are removed; a piece with fewer than `MIN_WORDS` words, a bare locator ("Page 4, second
    paragraph."), a citation ("Smith et al. ... arXiv 2021.") or an announcement of what follows ("I
-   have a few questions.") is no judgment.
+   have a few questions.") is no judgment. GEM's preprocessor writes a line per *evaluation*, and a
+   reviewer states one in the first sentence of a paragraph or list item, the sentences after it giving
+   its reasons and examples, so by default (`[preprocess] sentences = "evaluations"`) a paragraph or list
+   item gives the pieces of its first sentence that leaves any, and every question after it; "all" reads
+   every sentence. On the tuning split of bench/validity/preprocess.py the later sentences' lines matched a
+   GPT-4o line 0.41 of the time against the first sentences' 0.75 (docs/figures.md).
 2. **The opening, chosen by the LLM.** Each piece, with its section's heading, is put to the LLM
    under the versioned prompt, and the opening is read from the model's log-likelihoods of the four
    openings and a fifth, "The reviewer describes" (a sentence with no opinion, left out): one
@@ -102,21 +107,24 @@ def _is_paper_summary(section: str) -> bool:
     return bool(section) and bool(_PAPER_SUMMARY.match(section))
 
 
-def pieces(review: str) -> list[Piece]:
+def pieces(review: str, every: bool = False) -> list[Piece]:
     """The candidate judgments of a review in order (see the module's step 1). A review whose every sentence
-    stands under a summary heading (a short review written as one "Summary" block) is read whole."""
+    stands under a summary heading (a short review written as one "Summary" block) is read whole.
+
+    Unless `every`, only the evaluations: in each paragraph or list item, the first sentence that leaves a piece,
+    and every question after it (module step 1)."""
     kept: list[Piece] = []
     summarised: list[Piece] = []
     for header, body in split_sections(review):
         section = re.sub(r"[#*_]+", "", header or "").strip().rstrip(":").strip()
         into = summarised if _is_paper_summary(section) else kept
-        for sentence, _ in split_sentences(body):
-            for part in _CLAUSE.split(sentence):
-                text = _clean(part)
-                if (len(re.findall(r"\w+", text)) < MIN_WORDS or _LOCATOR.match(text) or _CITATION.search(text)
-                        or _ANNOUNCES.match(text)):
-                    continue
-                into.append(Piece(section, text, text.endswith("?")))
+        led = False                          # the paragraph or list item has its first sentence
+        for sentence, gap in split_sentences(body):
+            found = [Piece(section, text, text.endswith("?")) for text in map(_clean, _CLAUSE.split(sentence))
+                     if not (len(re.findall(r"\w+", text)) < MIN_WORDS or _LOCATOR.match(text)
+                             or _CITATION.search(text) or _ANNOUNCES.match(text))]
+            into.extend(found if every or not led else [piece for piece in found if piece.asks])
+            led = (led or bool(found)) and "\n" not in gap
     return kept or summarised
 
 

@@ -45,9 +45,24 @@ def test_a_citation_and_an_announcement_are_no_judgment_but_a_sentence_naming_a_
 
 
 def test_a_review_written_as_one_summary_block_is_read_whole():
-    short = "Summary:\nThe paper is clearly written. The experiments are too small to be convincing."
+    short = "Summary:\nThe paper is clearly written.\nThe experiments are too small to be convincing."
     assert [p.text for p in pieces(short)] == ["The paper is clearly written.",
                                                "The experiments are too small to be convincing."]
+
+
+def test_each_paragraph_or_item_gives_its_evaluation_and_its_questions():
+    review = ("Strength And Weaknesses:\n"
+              "The evaluation is too thin. Only two datasets are used, both small. Why not test on ImageNet?\n"
+              "- Novelty.\n"
+              "- The idea is close to prior work on score matching. It differs only in the noise schedule.\n"
+              "The writing is clear. The proofs read well, but the notation in Section 4 is heavy.\n")
+    assert [p.text for p in pieces(review)] == [
+        "The evaluation is too thin.", "Why not test on ImageNet?",              # its reasons are no line of their own
+        "The idea is close to prior work on score matching.",            # "Novelty." leaves no piece: the next
+        "The writing is clear."]                                         # sentence is the item's first
+    every = [p.text for p in pieces(review, every=True)]
+    assert len(every) == 8 and "It differs only in the noise schedule." in every
+    assert "the notation in Section 4 is heavy." in every
 
 
 def test_the_reviews_structure_decides_where_it_says_it_outright():
@@ -65,4 +80,6 @@ def test_the_unit_follows_the_backend_unless_set():
     assert PreprocessConfig().judgment_unit == "sentence" and PreprocessConfig().judgment_prompt == "judgments-v2"
     assert PreprocessConfig(backend="anthropic", model="claude-haiku-4-5").judgment_unit == "review"
     assert PreprocessConfig(unit="review").judgment_prompt == "judgments-v1"
-    assert PreprocessConfig().preprocessor == "smollm2 (sentence unit, judgments-v2)"
+    assert PreprocessConfig().preprocessor == "smollm2 (sentence unit, evaluations, judgments-v2)"
+    assert PreprocessConfig(sentences="all").preprocessor == "smollm2 (sentence unit, every sentence, judgments-v2)"
+    assert PreprocessConfig(unit="review").preprocessor == "smollm2 (review unit, judgments-v1)"
